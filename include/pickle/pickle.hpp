@@ -1,0 +1,5 @@
+#pragma once
+/// pickle: move data between GPUs without stealing SMs. This header includes the whole public API.
+
+#include <pickle/version.hpp>
+#include <pickle/error.hpp>

@@ -1,0 +1,91 @@
+#include "core/env.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::env {
+namespace {
+
+// Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
+constexpr std::array kTable = {
+    Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
+    Variable{"PICKLE_LOG_SUBSYS", "",
+             "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},
+    Variable{"PICKLE_TIMEOUT", "60",
+             "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
+             "naming the peer."},
+    Variable{"PICKLE_TOKEN", "",
+             "Shared secret that store clients present to rank 0; unset: derived from the job (MASTER_ADDR, "
+             "MASTER_PORT, WORLD_SIZE, and the Slurm/Open MPI job id when present)."},
+};
+
+const Variable& lookup(std::string_view name) {
+  for (const auto& var : kTable) {
+    if (var.name == name) return var;
+  }
+  throw Error(ErrorCode::Internal, cat("environment variable ", name, " is read but missing from the env table"));
+}
+
+}  // namespace
+
+std::span<const Variable> table() { return kTable; }
+
+std::optional<std::string> get_if_set(std::string_view name) {
+  const Variable& var = lookup(name);
+  const char* value = std::getenv(std::string(var.name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string get(std::string_view name) {
+  auto value = get_if_set(name);
+  return value ? *value : std::string(lookup(name).default_value);
+}
+
+long long get_int(std::string_view name) {
+  std::string text = get(name);
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0') {
+    throw InvalidArgument(cat(name, "='", text, "' is not an integer"));
+  }
+  return value;
+}
+
+double get_double(std::string_view name) {
+  std::string text = get(name);
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0') {
+    throw InvalidArgument(cat(name, "='", text, "' is not a number"));
+  }
+  return value;
+}
+
+bool get_bool(std::string_view name) {
+  std::string text = get(name);
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
+  if (text == "0" || text == "false" || text == "no" || text == "off" || text.empty()) return false;
+  throw InvalidArgument(cat(name, "='", text, "' is not a boolean (use 1/0, true/false, yes/no, on/off)"));
+}
+
+std::optional<std::string> foreign(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+double timeout_seconds() {
+  double seconds = get_double("PICKLE_TIMEOUT");
+  if (!(seconds > 0)) throw InvalidArgument(cat("PICKLE_TIMEOUT=", seconds, " must be a positive number of seconds"));
+  return seconds;
+}
+
+}  // namespace pickle::env

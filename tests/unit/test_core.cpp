@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+namespace pickle {
+namespace {
+
+TEST(Error, CarriesCodeAndPrefixedMessage) {
+  TimeoutError error("rank 1: barrier of 0 bytes");
+  EXPECT_EQ(error.code(), ErrorCode::Timeout);
+  EXPECT_STREQ(error.what(), "pickle Timeout error: rank 1: barrier of 0 bytes");
+  const Error& base = error;
+  EXPECT_EQ(base.code(), ErrorCode::Timeout);
+}
+
+TEST(Error, SystemErrorAppendsStrerror) {
+  SystemError error("open /nope", ENOENT);
+  EXPECT_EQ(error.errno_value(), ENOENT);
+  EXPECT_NE(std::string(error.what()).find("No such file or directory"), std::string::npos);
+}
+
+TEST(Format, DescribeNamesRankPeerOpAndSize) {
+  EXPECT_EQ(describe({.rank = 0, .peer = 3, .op = "send", .bytes = 4096}), "rank 0 -> peer 3: send of 4096 bytes");
+  EXPECT_EQ(describe({.rank = 2, .op = "barrier"}), "rank 2: barrier");
+  EXPECT_EQ(describe({.op = "alloc", .bytes = 0}), "alloc of 0 bytes");
+}
+
+TEST(Format, HumanBytes) {
+  EXPECT_EQ(human_bytes(0), "0 B");
+  EXPECT_EQ(human_bytes(4096), "4 KiB");
+  EXPECT_EQ(human_bytes(3ull << 29), "1.50 GiB");
+}
+
+TEST(Env, DefaultsAndOverrides) {
+  unsetenv("PICKLE_TIMEOUT");
+  EXPECT_EQ(env::get("PICKLE_TIMEOUT"), "60");
+  EXPECT_DOUBLE_EQ(env::timeout_seconds(), 60.0);
+  setenv("PICKLE_TIMEOUT", "2.5", 1);
+  EXPECT_DOUBLE_EQ(env::timeout_seconds(), 2.5);
+  setenv("PICKLE_TIMEOUT", "soon", 1);
+  EXPECT_THROW(env::timeout_seconds(), InvalidArgument);
+  setenv("PICKLE_TIMEOUT", "-1", 1);
+  EXPECT_THROW(env::timeout_seconds(), InvalidArgument);
+  unsetenv("PICKLE_TIMEOUT");
+}
+
+TEST(Env, UnknownNameIsABug) {
+  EXPECT_THROW(env::get("PICKLE_NOT_IN_TABLE"), Error);
+}
+
+TEST(Log, ParseConfigLevelsAndSubsystems) {
+  auto config = log::parse_config("info", "bootstrap,device");
+  EXPECT_TRUE(config.allows(log::Level::Info, "bootstrap"));
+  EXPECT_TRUE(config.allows(log::Level::Warn, "device"));
+  EXPECT_FALSE(config.allows(log::Level::Debug, "bootstrap"));
+  EXPECT_FALSE(config.allows(log::Level::Info, "topology"));
+  EXPECT_TRUE(config.allows(log::Level::Error, "topology"));  // errors always pass the filter
+  EXPECT_FALSE(log::parse_config("", "").allows(log::Level::Info, "x"));
+  EXPECT_THROW(log::parse_config("loud", ""), InvalidArgument);
+}
+
+TEST(Clock, DeadlineExpires) {
+  auto deadline = Deadline(std::chrono::milliseconds(20));
+  EXPECT_FALSE(deadline.expired());
+  Stopwatch watch;
+  while (!deadline.expired()) {
+  }
+  EXPECT_GE(watch.seconds(), 0.019);
+  EXPECT_EQ(deadline.remaining_ms(), 0);
+}
+
+}  // namespace
+}  // namespace pickle

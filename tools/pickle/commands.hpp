@@ -1,0 +1,13 @@
+#pragma once
+// The subcommands of the `pickle` command. Each takes the arguments after its name and returns the exit code.
+
+#include <string>
+#include <vector>
+
+namespace pickle::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_version(const Args& args);
+
+}  // namespace pickle::cli

@@ -1,0 +1,60 @@
+// `pickle <command> [args]`: dispatch to one subcommand; every pickle::Error becomes a message and exit code 1.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include <pickle/error.hpp>
+#include <pickle/version.hpp>
+
+#include "commands.hpp"
+
+namespace pickle::cli {
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const Args&);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"version", cmd_version, "print pickle's version"},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: pickle <command> [options]\n\ncommands:\n");
+  for (const auto& command : kCommands) std::fprintf(out, "  %-12s %s\n", command.name, command.summary);
+  std::fprintf(out, "\n`pickle <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int cmd_version(const Args&) {
+  std::printf("pickle %s\n", PICKLE_VERSION_STRING);
+  return 0;
+}
+
+}  // namespace pickle::cli
+
+int main(int argc, char** argv) {
+  using namespace pickle::cli;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& command : kCommands) {
+    if (std::strcmp(argv[1], command.name) != 0) continue;
+    try {
+      return command.run(Args(argv + 2, argv + argc));
+    } catch (const pickle::Error& e) {
+      std::fprintf(stderr, "pickle %s: %s\n", command.name, e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pickle %s: unexpected error: %s\n", command.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "pickle: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
