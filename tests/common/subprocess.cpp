@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -18,7 +19,6 @@
 extern char** environ;
 
 namespace pickle::test {
-namespace {
 
 std::string self_exe() {
   char path[4096];
@@ -27,8 +27,6 @@ std::string self_exe() {
   path[n] = '\0';
   return path;
 }
-
-}  // namespace
 
 std::map<std::string, ChildMain>& child_registry() {
   static std::map<std::string, ChildMain> registry;
@@ -142,6 +140,17 @@ std::vector<std::string> rank_env(int rank, int world, int port) {
   return {"RANK=" + std::to_string(rank),       "WORLD_SIZE=" + std::to_string(world),
           "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=" + std::to_string(world),
           "MASTER_ADDR=127.0.0.1",              "MASTER_PORT=" + std::to_string(port)};
+}
+
+TempDir::TempDir(const std::string& tag) {
+  std::string pattern = (std::filesystem::temp_directory_path() / ("pickle-" + tag + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 std::string read_file(const std::string& path) {

@@ -60,6 +60,23 @@ int free_tcp_port();
 /// Environment entries for rank `rank` of `world` with the store at 127.0.0.1:port (torchrun variables).
 std::vector<std::string> rank_env(int rank, int world, int port);
 
+/// A scratch directory for one test (under $TMPDIR, named pickle-<tag>-XXXXXX), removed with its contents afterwards.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& str() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// The path of the running test binary.
+std::string self_exe();
+
 /// Reads a whole file.
 std::string read_file(const std::string& path);
 
