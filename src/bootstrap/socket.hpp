@@ -1,0 +1,45 @@
+#pragma once
+// TCP sockets for the store: an RAII descriptor, a listener, a connect that retries until a deadline, and
+// deadline-bounded send/recv over non-blocking sockets (poll), so that no socket call can hang.
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "core/clock.hpp"
+#include "core/unique_fd.hpp"
+
+namespace pickle::bootstrap {
+
+
+/// A listening, non-blocking TCP socket bound to host:port (port 0: any free port). The host's own address is
+/// tried first; when it is not an address of this machine (EADDRNOTAVAIL), the wildcard address of its family.
+struct Listener {
+  UniqueFd fd;
+  int port = 0;  ///< the port actually bound
+};
+Listener listen_tcp(const std::string& host, int port);
+
+/// Connects to host:port, retrying refused or unreachable attempts with a short backoff until the deadline.
+/// Returns an invalid UniqueFd when the deadline passes; last_error then says what the last attempt got.
+/// The socket is non-blocking with TCP_NODELAY.
+UniqueFd connect_tcp(const std::string& host, int port, const Deadline& deadline, std::string& last_error);
+
+/// Sets O_NONBLOCK and, for TCP sockets, TCP_NODELAY (store messages are small and latency-bound).
+void make_nonblocking_nodelay(int fd);
+
+/// Outcome of a deadline-bounded socket operation.
+enum class IoStatus { Done, Closed, TimedOut };
+
+/// Sends all bytes before the deadline (MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE). Closed: the peer
+/// reset the connection. Other failures are SystemError naming `what`.
+IoStatus send_all(int fd, std::span<const std::byte> bytes, const Deadline& deadline, const std::string& what);
+
+/// Receives at least one byte into buffer before the deadline; `received` is how many. Closed: end of stream.
+IoStatus recv_some(int fd, std::span<std::byte> buffer, std::size_t& received, const Deadline& deadline,
+                   const std::string& what);
+
+/// "127.0.0.1:51234" for a connected socket's peer ("?" when unknown): for log lines about strangers.
+std::string peer_address(int fd);
+
+}  // namespace pickle::bootstrap

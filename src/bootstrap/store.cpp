@@ -1,0 +1,195 @@
+// pickle::Store: the public face of the bootstrap store. Rank 0 owns the server; every rank owns a client.
+// This file checks arguments, names operations for error messages and keeps the per-name collective counters.
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <variant>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+
+#include "bootstrap/store_client.hpp"
+#include "bootstrap/store_server.hpp"
+#include "bootstrap/token.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+
+namespace pickle {
+
+using bootstrap::kMaxKeyBytes;
+using bootstrap::kMaxValueBytes;
+
+struct Store::Impl {
+  RankInfo self;
+  double timeout_seconds = 0;
+  std::mutex mutex;  // one request at a time on the connection
+  // Declared before the client so that it is destroyed after it: rank 0's client says Bye to a live server.
+  std::unique_ptr<bootstrap::StoreServer> server;
+  std::unique_ptr<bootstrap::StoreClient> client;
+  std::map<std::string, std::uint64_t> barrier_calls;  // how many times this rank entered each barrier name
+  std::uint64_t allgather_calls = 0;
+
+  std::string what(std::string_view op, std::uint64_t bytes = UINT64_MAX) const {
+    return describe({.rank = self.rank, .op = op, .bytes = bytes});
+  }
+  bootstrap::Response call(const bootstrap::Request& request, const std::string& what_text) {
+    std::lock_guard lock(mutex);
+    return client->call(request, what_text);
+  }
+  void check_key(const std::string& key, std::string_view op) const {
+    if (key.size() > kMaxKeyBytes) {
+      throw InvalidArgument(cat(what(op), ": key of ", key.size(), " bytes, above the limit of ", kMaxKeyBytes));
+    }
+  }
+  std::vector<std::vector<std::byte>> gather(const std::string& name, std::span<const std::byte> blob,
+                                             const std::string& what_text) {
+    auto answer = call(bootstrap::GatherRequest{name, {blob.begin(), blob.end()}, client->wait_ms()}, what_text);
+    auto* blobs = std::get_if<bootstrap::BlobsResponse>(&answer);
+    if (blobs == nullptr || blobs->blobs.size() != static_cast<std::size_t>(self.world_size)) {
+      throw ProtocolError(cat(what_text, ": the store answered with something other than ", self.world_size, " blobs"));
+    }
+    return std::move(blobs->blobs);
+  }
+};
+
+namespace {
+
+void check_rank_info(const RankInfo& info) {
+  if (info.world_size < 1) throw InvalidArgument(cat("store: world size ", info.world_size, " is not positive"));
+  if (info.rank < 0 || info.rank >= info.world_size) {
+    throw InvalidArgument(cat("store: rank ", info.rank, " is outside a world of ", info.world_size));
+  }
+  if (info.master_port < 0 || info.master_port > 65535 || (info.master_port == 0 && info.world_size > 1)) {
+    throw InvalidArgument(cat("rank ", info.rank, ": store port ", info.master_port,
+                              " is not valid (0 is allowed only for a world of one)"));
+  }
+}
+
+/// The Impl of a Store that is not moved-from (deduced, so that the private type is never named here).
+template <class Ptr>
+auto& live(Ptr& impl) {
+  if (!impl) throw InvalidArgument("use of a moved-from pickle::Store");
+  return *impl;
+}
+
+template <class T>
+T expect(bootstrap::Response&& answer, const std::string& what) {
+  if (auto* value = std::get_if<T>(&answer)) return std::move(*value);
+  throw ProtocolError(cat(what, ": the store answered with an unexpected message"));
+}
+
+}  // namespace
+
+Store::Store(const RankInfo& self) : Store(self, Options{}) {}
+
+Store::Store(const RankInfo& self, Options options) {
+  check_rank_info(self);
+  auto impl = std::make_unique<Impl>();
+  impl->self = self;
+  // At most 2^32 ms (49 days): the wire carries waits as u32 milliseconds, and clock arithmetic must not overflow.
+  impl->timeout_seconds =
+      std::min(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds(), 4294967.0);
+  const std::string token = options.token.empty() ? bootstrap::job_token(self) : options.token;
+  if (token.size() > bootstrap::kMaxTokenBytes) {
+    throw InvalidArgument(cat("rank ", self.rank, ": store token of ", token.size(), " bytes, above the limit of ",
+                              bootstrap::kMaxTokenBytes));
+  }
+  if (self.rank == 0) {
+    impl->server = std::make_unique<bootstrap::StoreServer>(self.master_addr, self.master_port, self.world_size, token,
+                                                            impl->timeout_seconds);
+    impl->self.master_port = impl->server->port();
+  }
+  // On failure impl's destructor stops rank 0's server at once: the other ranks see the connection close.
+  impl->client = std::make_unique<bootstrap::StoreClient>(impl->self, token, impl->timeout_seconds);
+  impl_ = std::move(impl);
+}
+
+Store::~Store() {
+  if (!impl_) return;
+  impl_->client.reset();
+  if (impl_->server) {
+    // The server lives in this process: keep it up until the other ranks are done with it.
+    impl_->server->finish(Deadline::after_seconds(impl_->timeout_seconds));
+  }
+}
+
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+
+void Store::set(const std::string& key, std::span<const std::byte> value) {
+  auto& s = live(impl_);
+  const std::string what = s.what(cat("store set '", key, "'"), value.size());
+  s.check_key(key, cat("store set '", key, "'"));
+  if (value.size() > kMaxValueBytes) throw InvalidArgument(cat(what, ": above the limit of ", kMaxValueBytes, " bytes"));
+  expect<bootstrap::OkResponse>(s.call(bootstrap::SetRequest{key, {value.begin(), value.end()}}, what), what);
+}
+
+void Store::set(const std::string& key, std::string_view value) {
+  set(key, std::span<const std::byte>(reinterpret_cast<const std::byte*>(value.data()), value.size()));
+}
+
+std::vector<std::byte> Store::get(const std::string& key) {
+  auto& s = live(impl_);
+  const std::string what = s.what(cat("store get '", key, "'"));
+  s.check_key(key, "store get");
+  return expect<bootstrap::ValueResponse>(s.call(bootstrap::GetRequest{key, s.client->wait_ms()}, what), what).value;
+}
+
+std::string Store::get_string(const std::string& key) {
+  auto value = get(key);
+  return std::string(reinterpret_cast<const char*>(value.data()), value.size());
+}
+
+bool Store::check(const std::string& key) {
+  auto& s = live(impl_);
+  const std::string what = s.what(cat("store check '", key, "'"));
+  s.check_key(key, "store check");
+  return expect<bootstrap::BoolResponse>(s.call(bootstrap::CheckRequest{key}, what), what).value;
+}
+
+void Store::wait(const std::vector<std::string>& keys) {
+  auto& s = live(impl_);
+  const std::string what = s.what(cat("store wait for ", keys.size(), " keys"));
+  if (keys.size() > bootstrap::kMaxListEntries) throw InvalidArgument(cat(what, ": too many keys"));
+  for (const auto& key : keys) s.check_key(key, "store wait");
+  expect<bootstrap::OkResponse>(s.call(bootstrap::WaitRequest{keys, s.client->wait_ms()}, what), what);
+}
+
+std::int64_t Store::add(const std::string& key, std::int64_t delta) {
+  auto& s = live(impl_);
+  const std::string what = s.what(cat("store add to '", key, "'"));
+  s.check_key(key, "store add");
+  return expect<bootstrap::IntegerResponse>(s.call(bootstrap::AddRequest{key, delta}, what), what).value;
+}
+
+void Store::barrier(const std::string& name) {
+  auto& s = live(impl_);
+  s.check_key(name, "barrier");
+  std::uint64_t call = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    call = ++s.barrier_calls[name];
+  }
+  // The call number tells successive barriers of one name apart: every rank's n-th call meets the others' n-th.
+  s.gather(cat("barrier|", name, "|", call), {}, s.what(cat("barrier '", name, "' (call ", call, ")")));
+}
+
+std::vector<std::vector<std::byte>> Store::allgather(std::span<const std::byte> mine) {
+  auto& s = live(impl_);
+  std::uint64_t call = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    call = ++s.allgather_calls;
+  }
+  const std::string what = s.what(cat("store allgather (call ", call, ")"), mine.size());
+  if (mine.size() > kMaxValueBytes) throw InvalidArgument(cat(what, ": above the limit of ", kMaxValueBytes, " bytes"));
+  return s.gather(cat("allgather|", call), mine, what);
+}
+
+const RankInfo& Store::self() const { return live(impl_).self; }
+
+double Store::timeout_seconds() const { return live(impl_).timeout_seconds; }
+
+}  // namespace pickle
