@@ -1,0 +1,260 @@
+// CUDA streams and events. Copies are cudaMemcpyAsync (copy engines); flags are cuStreamWriteValue32 /
+// cuStreamWaitValue32, which the GPU's front end executes without an SM. Waits from the host poll with a deadline,
+// never cudaStreamSynchronize, so that a flag that never comes is a TimeoutError instead of a hang.
+//
+// Note: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 is deliberately not consulted: it reads 0 on H200 although
+// the (v2) memory operations work there.
+
+#include <mutex>
+#include <optional>
+
+#include <pickle/error.hpp>
+
+#include "device/backends.hpp"
+#include "device/cuda/driver_api.hpp"
+#include "device/host/backoff.hpp"
+
+namespace pickle::device::cuda {
+namespace {
+
+/// Makes `device` current for a stream operation; free when it already is (the common case).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) cudaGetLastError();
+    if (current == device && bound_ == device) return;
+    PICKLE_CUDA((OpContext{.op = "select CUDA device"}), cudaSetDevice(device));
+    bound_ = device;
+    if (current >= 0 && current != device) restore_ = current;
+  }
+  ~CurrentDevice() {
+    if (restore_ < 0) return;
+    if (cudaSetDevice(restore_) == cudaSuccess) bound_ = restore_;
+    else cudaGetLastError();
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  // The device whose context pickle bound on this thread: cudaGetDevice alone answers 0 on a fresh thread that has
+  // no context bound yet, and driver calls need one.
+  static thread_local int bound_;
+  int restore_ = -1;
+};
+
+thread_local int CurrentDevice::bound_ = -1;
+
+/// Shared by a stream and its pending host callbacks (which may run after the stream object is gone).
+struct CallbackErrors {
+  std::mutex mutex;
+  std::exception_ptr first;
+};
+
+struct CallbackPayload {
+  std::function<void()> fn;
+  std::shared_ptr<CallbackErrors> errors;
+};
+
+void CUDART_CB run_callback(void* data) {
+  std::unique_ptr<CallbackPayload> payload(static_cast<CallbackPayload*>(data));
+  try {
+    payload->fn();
+  } catch (...) {
+    // An exception must not unwind into CUDA's callback thread: keep it for the next query/synchronize.
+    std::lock_guard lock(payload->errors->mutex);
+    if (!payload->errors->first) payload->errors->first = std::current_exception();
+  }
+}
+
+std::string seconds_text(const Deadline& deadline) {
+  return cat(static_cast<double>(deadline.timeout().count()) / 1000.0, " s");
+}
+
+class CudaEvent final : public Event {
+ public:
+  explicit CudaEvent(int device) : device_(device) {
+    std::string op = cat("create a CUDA event on device ", device);
+    OpContext ctx{.op = op};
+    require_device(device, ctx);
+    DeviceGuard guard(device);
+    PICKLE_CUDA(ctx, cudaEventCreateWithFlags(&event_, cudaEventDefault));
+  }
+  ~CudaEvent() override {
+    if (cudaEventDestroy(event_) != cudaSuccess) cudaGetLastError();
+  }
+
+  MemoryKind kind() const noexcept override { return MemoryKind::Cuda; }
+  int device() const noexcept { return device_; }
+  cudaEvent_t handle() const noexcept { return event_; }
+  void* native_handle() const noexcept override { return event_; }
+
+  bool query() override {
+    cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) return false;
+    throw_runtime_error(status, "cudaEventQuery", {.op = "CUDA event query"});
+  }
+
+  void synchronize_until(const Deadline& deadline) override {
+    host::Backoff backoff;
+    while (!query()) {
+      if (deadline.expired()) {
+        throw TimeoutError(cat("CUDA event synchronize (device ", device_, "): not complete after ",
+                               seconds_text(deadline), " (is its stream stuck on a wait_value?)"));
+      }
+      backoff.pause();
+    }
+  }
+
+  float elapsed_ms(const Event& start) const override {
+    const auto* other = dynamic_cast<const CudaEvent*>(&start);
+    if (other == nullptr) throw InvalidArgument("CUDA event elapsed_ms: the start event is not a CUDA event");
+    float ms = 0;
+    cudaError_t status = cudaEventElapsedTime(&ms, other->event_, event_);
+    if (status == cudaErrorNotReady || status == cudaErrorInvalidResourceHandle) {
+      cudaGetLastError();
+      throw InvalidArgument(cat("CUDA event elapsed_ms: an event is not recorded or not complete (",
+                                cudaGetErrorName(status), ")"));
+    }
+    runtime_check(status, "cudaEventElapsedTime", {.op = "CUDA event elapsed time"});
+    return ms;
+  }
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaStream final : public Stream {
+ public:
+  explicit CudaStream(int device) : device_(device) {
+    std::string op = cat("create a CUDA stream on device ", device);
+    OpContext ctx{.op = op};
+    require_device(device, ctx);
+    driver();  // load the entry points now: a missing driver is reported here, not at the first flag operation
+    DeviceGuard guard(device);
+    // Non-blocking: the legacy default stream (used by careless cudaMemcpy calls) must not serialise with ours.
+    PICKLE_CUDA(ctx, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaStream() override {
+    // Returns at once; work still queued completes afterwards, as CUDA defines.
+    if (cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
+  }
+
+  MemoryKind kind() const noexcept override { return MemoryKind::Cuda; }
+  int device() const noexcept override { return device_; }
+  void* native_handle() const noexcept override { return stream_; }
+
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    OpContext ctx{.op = "CUDA stream copy", .bytes = bytes};
+    if (bytes == 0) return;
+    if (dst == nullptr || src == nullptr) throw InvalidArgument(describe(ctx) + ": null pointer");
+    CurrentDevice current(device_);
+    PICKLE_CUDA(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+  }
+
+  void write_value(std::uint32_t* addr, std::uint32_t value) override {
+    check_flag_address(addr, "write_value");
+    CurrentDevice current(device_);
+    // Default flags keep the memory barrier: earlier copies are visible before the flag (the release we promise).
+    PICKLE_CU((OpContext{.op = "CUDA stream write_value", .bytes = 4}), cuStreamWriteValue32, as_cu(stream_),
+              reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WRITE_VALUE_DEFAULT));
+  }
+
+  void wait_value(const std::uint32_t* addr, std::uint32_t value) override {
+    check_flag_address(addr, "wait_value");
+    CurrentDevice current(device_);
+    PICKLE_CU((OpContext{.op = "CUDA stream wait_value", .bytes = 4}), cuStreamWaitValue32, as_cu(stream_),
+              reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
+    std::lock_guard lock(mutex_);
+    last_wait_ = LastWait{addr, value};
+  }
+
+  void host_callback(std::function<void()> fn) override {
+    if (!fn) throw InvalidArgument("CUDA stream host_callback: empty function");
+    auto payload = std::make_unique<CallbackPayload>(CallbackPayload{std::move(fn), errors_});
+    CurrentDevice current(device_);
+    PICKLE_CUDA((OpContext{.op = "CUDA stream host_callback"}), cudaLaunchHostFunc(stream_, run_callback, payload.get()));
+    payload.release();  // run_callback owns it now
+  }
+
+  void record(Event& event) override {
+    CudaEvent& cuda_event = cuda_event_of(event, "record");
+    if (cuda_event.device() != device_) {
+      throw InvalidArgument(cat("CUDA stream record: the event belongs to device ", cuda_event.device(),
+                                ", the stream to device ", device_));
+    }
+    CurrentDevice current(device_);
+    PICKLE_CUDA((OpContext{.op = "CUDA stream record"}), cudaEventRecord(cuda_event.handle(), stream_));
+  }
+
+  void wait(Event& event) override {
+    CudaEvent& cuda_event = cuda_event_of(event, "wait");
+    CurrentDevice current(device_);
+    PICKLE_CUDA((OpContext{.op = "CUDA stream wait"}), cudaStreamWaitEvent(stream_, cuda_event.handle(), 0));
+  }
+
+  bool query() override {
+    rethrow_callback_error();
+    cudaError_t status = cudaStreamQuery(stream_);
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) return false;
+    throw_runtime_error(status, "cudaStreamQuery", {.op = "CUDA stream query"});
+  }
+
+  void synchronize_until(const Deadline& deadline) override {
+    host::Backoff backoff;
+    while (!query()) {
+      if (deadline.expired()) {
+        std::optional<LastWait> wait;
+        {
+          std::lock_guard lock(mutex_);
+          wait = last_wait_;
+        }
+        std::string suspect =
+            wait ? cat("a wait_value on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
+                       " (the last one enqueued) may never be satisfied")
+                 : std::string("its work is still running (a huge copy, or a host callback that does not return?)");
+        throw TimeoutError(cat("stream synchronize: still busy after ", seconds_text(deadline), " on CUDA device ",
+                               device_, "; ", suspect));
+      }
+      backoff.pause();
+    }
+  }
+
+ private:
+  struct LastWait {
+    const std::uint32_t* addr;
+    std::uint32_t value;
+  };
+
+  static CUstream as_cu(cudaStream_t stream) { return reinterpret_cast<CUstream>(stream); }
+
+  CudaEvent& cuda_event_of(Event& event, const char* op) const {
+    auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
+    if (cuda_event == nullptr) {
+      throw InvalidArgument(cat("CUDA stream ", op, ": the event is a ", memory_kind_name(event.kind()),
+                                " event; CUDA streams take CUDA events only"));
+    }
+    return *cuda_event;
+  }
+
+  void rethrow_callback_error() {
+    std::lock_guard lock(errors_->mutex);
+    if (errors_->first) std::rethrow_exception(std::exchange(errors_->first, nullptr));
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<CallbackErrors> errors_ = std::make_shared<CallbackErrors>();
+  std::mutex mutex_;
+  std::optional<LastWait> last_wait_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stream> make_stream(int device) { return std::make_unique<CudaStream>(device); }
+std::unique_ptr<Event> make_event(int device) { return std::make_unique<CudaEvent>(device); }
+
+}  // namespace pickle::device::cuda

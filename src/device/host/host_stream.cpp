@@ -1,0 +1,313 @@
+// The host stream: one worker thread per stream runs its FIFO in order, so that transports written against Stream
+// behave on CPU-only machines as they do on a GPU: copies are memcpy, write_value is a release store, wait_value an
+// acquire poll, and nothing the caller does blocks except synchronize().
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "device/backends.hpp"
+#include "device/host/backoff.hpp"
+
+namespace pickle::device::host {
+namespace {
+
+/// How long a destroyed stream lets pending waits finish before it drops them (and everything after them).
+constexpr std::chrono::milliseconds kDestroyGrace{1000};
+
+std::uint32_t load_acquire(const std::uint32_t* addr) {
+  // atomic_ref needs a non-const object; the load does not write.
+  return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(addr)).load(std::memory_order_acquire);
+}
+
+/// Shared by a HostEvent and the stream operations that record or wait on it, so that destroying the event while
+/// operations are queued is harmless.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::uint64_t recorded = 0;   // records enqueued
+  std::uint64_t completed = 0;  // highest record that the stream reached
+  std::int64_t time_ns = 0;     // when it was reached
+
+  void complete(std::uint64_t sequence) {
+    {
+      std::lock_guard lock(mutex);
+      if (sequence > completed) {
+        completed = sequence;
+        time_ns = now_ns();
+      }
+    }
+    changed.notify_all();
+  }
+};
+
+class HostEvent final : public Event {
+ public:
+  MemoryKind kind() const noexcept override { return MemoryKind::Host; }
+  bool query() override {
+    std::lock_guard lock(state_->mutex);
+    return state_->completed >= state_->recorded;
+  }
+  void synchronize_until(const Deadline& deadline) override {
+    std::unique_lock lock(state_->mutex);
+    while (state_->completed < state_->recorded) {
+      if (deadline.expired()) {
+        throw TimeoutError(cat("event synchronize: the latest record has not completed after ",
+                               static_cast<double>(deadline.timeout().count()) / 1000.0,
+                               " s (is its stream stuck on a wait_value?)"));
+      }
+      state_->changed.wait_for(lock, std::chrono::milliseconds(std::max(1, deadline.remaining_ms())));
+    }
+  }
+  float elapsed_ms(const Event& start) const override {
+    const auto* other = dynamic_cast<const HostEvent*>(&start);
+    if (other == nullptr) throw InvalidArgument("event elapsed_ms: the start event is not a host event");
+    std::int64_t begin = other->completed_time("start");
+    std::int64_t end = completed_time("end");
+    return static_cast<float>(static_cast<double>(end - begin) / 1e6);
+  }
+  void* native_handle() const noexcept override { return nullptr; }
+
+  const std::shared_ptr<EventState>& state() const { return state_; }
+
+ private:
+  std::int64_t completed_time(const char* which) const {
+    std::lock_guard lock(state_->mutex);
+    if (state_->recorded == 0 || state_->completed < state_->recorded) {
+      throw InvalidArgument(cat("event elapsed_ms: the ", which, " event is not recorded or not complete"));
+    }
+    return state_->time_ns;
+  }
+
+  std::shared_ptr<EventState> state_ = std::make_shared<EventState>();
+};
+
+struct Op {
+  enum class Kind { None, Copy, WriteValue, WaitValue, Callback, Record, WaitEvent } kind = Kind::None;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  std::uint32_t* flag = nullptr;
+  std::uint32_t value = 0;
+  std::function<void()> fn{};
+  std::shared_ptr<EventState> event{};
+  std::uint64_t sequence = 0;
+};
+
+class HostStream final : public Stream {
+ public:
+  HostStream() : worker_([this] { run(); }) {}
+
+  ~HostStream() override {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+    if (!idle_.wait_for(lock, kDestroyGrace, [&] { return idle_locked(); })) {
+      try {
+        PICKLE_LOG(Warn, "device", "host stream destroyed while busy: " << describe_current_locked()
+                                                                       << "; dropping it and what follows");
+      } catch (...) {  // logging must not turn a destructor into std::terminate
+      }
+      abandon_.store(true, std::memory_order_relaxed);
+    }
+    lock.unlock();
+    worker_.join();
+  }
+
+  MemoryKind kind() const noexcept override { return MemoryKind::Host; }
+  int device() const noexcept override { return -1; }
+  void* native_handle() const noexcept override { return nullptr; }
+
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0 && (dst == nullptr || src == nullptr)) {
+      throw InvalidArgument(describe({.op = "host stream copy", .bytes = bytes}) + ": null pointer");
+    }
+    if (bytes == 0) return;
+    push(Op{.kind = Op::Kind::Copy, .dst = dst, .src = src, .bytes = bytes});
+  }
+
+  void write_value(std::uint32_t* addr, std::uint32_t value) override {
+    check_flag_address(addr, "write_value");
+    push(Op{.kind = Op::Kind::WriteValue, .flag = addr, .value = value});
+  }
+
+  void wait_value(const std::uint32_t* addr, std::uint32_t value) override {
+    check_flag_address(addr, "wait_value");
+    push(Op{.kind = Op::Kind::WaitValue, .flag = const_cast<std::uint32_t*>(addr), .value = value});
+  }
+
+  void host_callback(std::function<void()> fn) override {
+    if (!fn) throw InvalidArgument("host stream host_callback: empty function");
+    push(Op{.kind = Op::Kind::Callback, .fn = std::move(fn)});
+  }
+
+  void record(Event& event) override {
+    auto& state = host_event(event, "record").state();
+    std::uint64_t sequence;
+    {
+      std::lock_guard lock(state->mutex);
+      sequence = ++state->recorded;
+    }
+    push(Op{.kind = Op::Kind::Record, .event = state, .sequence = sequence});
+  }
+
+  void wait(Event& event) override {
+    auto& state = host_event(event, "wait").state();
+    std::uint64_t sequence;
+    {
+      std::lock_guard lock(state->mutex);
+      sequence = state->recorded;
+    }
+    if (sequence == 0) return;  // never recorded: nothing to wait for (as cudaStreamWaitEvent)
+    push(Op{.kind = Op::Kind::WaitEvent, .event = state, .sequence = sequence});
+  }
+
+  bool query() override {
+    std::lock_guard lock(mutex_);
+    rethrow_error_locked();
+    return idle_locked();
+  }
+
+  void synchronize_until(const Deadline& deadline) override {
+    std::unique_lock lock(mutex_);
+    while (!idle_locked() && !deadline.expired()) {
+      idle_.wait_for(lock, std::chrono::milliseconds(std::max(1, deadline.remaining_ms())));
+    }
+    rethrow_error_locked();
+    if (!idle_locked()) {
+      throw TimeoutError(cat("stream synchronize: still busy after ",
+                             static_cast<double>(deadline.timeout().count()) / 1000.0, " s; ",
+                             describe_current_locked()));
+    }
+  }
+
+ private:
+  static HostEvent& host_event(Event& event, const char* op) {
+    auto* host = dynamic_cast<HostEvent*>(&event);
+    if (host == nullptr) {
+      throw InvalidArgument(cat("host stream ", op, ": the event is a ", memory_kind_name(event.kind()),
+                                " event; host streams take host events only"));
+    }
+    return *host;
+  }
+
+  void push(Op op) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(op));
+    }
+    work_.notify_one();
+  }
+
+  bool idle_locked() const { return queue_.empty() && !running_; }
+
+  void rethrow_error_locked() {
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  std::string describe_current_locked() const {
+    std::string what;
+    switch (current_.kind) {
+      case Op::Kind::WaitValue:
+        what = cat("a wait_value on ", static_cast<const void*>(current_.flag), " for >= ", current_.value,
+                   " may never be satisfied (the flag reads ", load_acquire(current_.flag), ")");
+        break;
+      case Op::Kind::WaitEvent: what = "a wait on an event whose record has not completed"; break;
+      case Op::Kind::Callback: what = "a host callback has not returned"; break;
+      case Op::Kind::Copy: what = cat("a copy of ", current_.bytes, " bytes is running"); break;
+      default: what = "an operation is running"; break;
+    }
+    if (!queue_.empty()) what += cat(", ", queue_.size(), " more queued");
+    return what;
+  }
+
+  /// Runs one operation; false when it was a wait abandoned because the stream is being destroyed.
+  bool execute(Op& op) {
+    switch (op.kind) {
+      case Op::Kind::Copy: std::memmove(op.dst, op.src, op.bytes); return true;
+      case Op::Kind::WriteValue:
+        // Release: the copies this thread made before are visible to whoever acquires the new value.
+        std::atomic_ref<std::uint32_t>(*op.flag).store(op.value, std::memory_order_release);
+        return true;
+      case Op::Kind::WaitValue: {
+        Backoff backoff;
+        while (!flag_reached(load_acquire(op.flag), op.value)) {
+          if (abandon_.load(std::memory_order_relaxed)) return false;
+          backoff.pause();
+        }
+        return true;
+      }
+      case Op::Kind::Callback:
+        try {
+          op.fn();
+        } catch (...) {
+          std::lock_guard lock(mutex_);
+          if (!error_) error_ = std::current_exception();
+        }
+        return true;
+      case Op::Kind::Record: op.event->complete(op.sequence); return true;
+      case Op::Kind::WaitEvent: {
+        std::unique_lock lock(op.event->mutex);
+        while (op.event->completed < op.sequence) {
+          if (abandon_.load(std::memory_order_relaxed)) return false;
+          op.event->changed.wait_for(lock, std::chrono::milliseconds(1));
+        }
+        return true;
+      }
+      case Op::Kind::None: return true;
+    }
+    return true;
+  }
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      work_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping, and everything ran
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+      lock.unlock();
+      bool completed = execute(current_);
+      // Destroy the finished operation (and anything dropped) outside the lock: their captures may do anything.
+      std::deque<Op> dropped;
+      Op finished;
+      lock.lock();
+      finished = std::move(current_);
+      current_ = Op{};
+      running_ = false;
+      if (!completed) dropped.swap(queue_);
+      idle_.notify_all();
+      lock.unlock();
+      dropped.clear();
+      finished = Op{};
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_;  // the worker waits for operations
+  std::condition_variable idle_;  // synchronize and the destructor wait for operations to finish
+  std::deque<Op> queue_;
+  Op current_;  // the running operation; written by the worker under mutex_, read by describe under mutex_
+  bool running_ = false;
+  bool stopping_ = false;
+  std::atomic<bool> abandon_{false};
+  std::exception_ptr error_;
+  std::thread worker_;  // last: it starts in the constructor and uses everything above
+};
+
+}  // namespace
+
+std::unique_ptr<Stream> make_stream() { return std::make_unique<HostStream>(); }
+std::unique_ptr<Event> make_event() { return std::make_unique<HostEvent>(); }
+
+}  // namespace pickle::device::host

@@ -1,0 +1,95 @@
+#pragma once
+// Streams and events: the one execution model of every transport. A Stream is a FIFO: each operation starts after
+// the previous one finished. On CUDA it is a cudaStream_t whose flag operations (cuStreamWriteValue32 /
+// cuStreamWaitValue32) use no SMs; on Host a worker thread runs the same operations, so that transport code tested
+// on CPU-only machines is the code that runs on GPUs.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/clock.hpp"
+#include "device/memory.hpp"
+
+namespace pickle::device {
+
+/// A point in a stream's order that the host or another stream can wait for, and time.
+class Event {
+ public:
+  virtual ~Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  virtual MemoryKind kind() const noexcept = 0;
+  /// True when the work before the latest record() has completed (or record() was never called).
+  virtual bool query() = 0;
+  /// Waits for query() to become true, for at most PICKLE_TIMEOUT seconds (TimeoutError after that).
+  void synchronize();
+  virtual void synchronize_until(const Deadline& deadline) = 0;
+  /// Milliseconds between `start`'s completion and this event's; both must be recorded, complete, and of the
+  /// same kind (InvalidArgument otherwise).
+  virtual float elapsed_ms(const Event& start) const = 0;
+  /// cudaEvent_t for Cuda events, nullptr for Host.
+  virtual void* native_handle() const noexcept = 0;
+
+ protected:
+  Event() = default;
+};
+
+/// A FIFO of copies, flag writes/waits, host callbacks and event records/waits.
+///
+/// Ordering: write_value is a release: every earlier operation on the stream (in particular copies into a peer's
+/// memory) is visible to whoever observes the new value. wait_value blocks the stream (not the caller) until the
+/// flag satisfies "value is at or past" the target, compared as CUDA's CU_STREAM_WAIT_VALUE_GEQ does:
+/// (int32_t)(*addr - value) >= 0, which equals *addr >= value as unsigned while the two are less than 2^31 apart
+/// (so counters may wrap around). Later operations see everything that the writer published before the flag.
+/// Flags must be 4-byte aligned and, for Cuda streams, device-accessible (device memory, imported peer memory, or
+/// cudaHostAlloc/cudaHostRegister host memory).
+///
+/// Errors: enqueueing checks its arguments (InvalidArgument) and the CUDA call (CudaError). A host callback that
+/// throws does not stop the stream: its exception is kept and rethrown by the next query() or synchronize().
+/// All methods may be called from any thread; operations keep the order in which their calls returned.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  virtual MemoryKind kind() const noexcept = 0;
+  /// CUDA ordinal, -1 for Host.
+  virtual int device() const noexcept = 0;
+
+  /// Copies `bytes` (0 allowed) from src to dst, both addressable by this stream's kind (for Cuda: any
+  /// UVA pointers, cudaMemcpyDefault). Regions must not overlap.
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Stores `value` into *addr after all earlier operations completed (release).
+  virtual void write_value(std::uint32_t* addr, std::uint32_t value) = 0;
+  /// Holds later operations until *addr is at or past `value` (see the class comment for the comparison).
+  virtual void wait_value(const std::uint32_t* addr, std::uint32_t value) = 0;
+  /// Runs `fn` on a helper thread once earlier operations completed; later operations wait for it to return.
+  /// For Cuda streams, `fn` must not call CUDA.
+  virtual void host_callback(std::function<void()> fn) = 0;
+  /// Marks the current end of the stream in `event` (same kind and device, else InvalidArgument).
+  virtual void record(Event& event) = 0;
+  /// Holds later operations until `event`'s latest record (as of this call) has completed. Same kind only.
+  virtual void wait(Event& event) = 0;
+  /// True when every enqueued operation has completed.
+  virtual bool query() = 0;
+  /// Waits for every enqueued operation, for at most PICKLE_TIMEOUT seconds; then a TimeoutError that names what the
+  /// stream may be stuck on. Never hangs. The stream stays usable: a flag written later still releases it.
+  void synchronize();
+  virtual void synchronize_until(const Deadline& deadline) = 0;
+  /// cudaStream_t for Cuda streams, nullptr for Host.
+  virtual void* native_handle() const noexcept = 0;
+
+ protected:
+  Stream() = default;
+};
+
+/// A stream of `kind` on `device` (the CUDA ordinal; ignored for Host). Cuda without a GPU: UnavailableError.
+std::unique_ptr<Stream> make_stream(MemoryKind kind, int device = 0);
+/// An event with timing for streams of `kind` on `device`.
+std::unique_ptr<Event> make_event(MemoryKind kind, int device = 0);
+
+}  // namespace pickle::device

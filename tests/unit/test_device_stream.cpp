@@ -1,0 +1,220 @@
+// The host stream in one process: order, release/acquire through flags, callbacks, events, bounded waits.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "device/host/backoff.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
+
+namespace pickle::device {
+namespace {
+
+/// Sets PICKLE_TIMEOUT for one test.
+class ScopedTimeout {
+ public:
+  explicit ScopedTimeout(const char* seconds) { setenv("PICKLE_TIMEOUT", seconds, 1); }
+  ~ScopedTimeout() { unsetenv("PICKLE_TIMEOUT"); }
+};
+
+std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<unsigned char> out(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 8)) & 0xff);
+  return out;
+}
+
+TEST(HostStream, FlagOrdersCopiesBetweenStreams) {
+  constexpr std::size_t kBytes = (1 << 20) + 5;
+  constexpr unsigned kRounds = 6;
+  auto shared = allocate(MemoryKind::Host, kBytes + 4096);
+  auto* flag = static_cast<std::uint32_t*>(shared->data());
+  auto* ack = flag + 16;
+  auto* middle = static_cast<unsigned char*>(shared->data()) + 4096;
+  std::vector<std::vector<unsigned char>> sources, results(kRounds, std::vector<unsigned char>(kBytes));
+  for (unsigned r = 0; r < kRounds; ++r) sources.push_back(pattern(kBytes, r));
+
+  auto consumer = make_stream(MemoryKind::Host);
+  auto producer = make_stream(MemoryKind::Host);
+  // The consumer is enqueued first, so that it really has to wait for the producer's flags.
+  for (unsigned r = 0; r < kRounds; ++r) {
+    consumer->wait_value(flag, r + 1);
+    consumer->copy(results[r].data(), middle, kBytes);
+    consumer->write_value(ack, r + 1);
+  }
+  for (unsigned r = 0; r < kRounds; ++r) {
+    producer->wait_value(ack, r);  // the consumer took the previous round out
+    producer->copy(middle, sources[r].data(), kBytes);
+    producer->write_value(flag, r + 1);
+  }
+  consumer->synchronize();
+  producer->synchronize();
+  for (unsigned r = 0; r < kRounds; ++r) ASSERT_EQ(results[r], sources[r]) << "round " << r;
+}
+
+TEST(HostStream, CallbacksRunInOrderOnAnotherThread) {
+  auto stream = make_stream(MemoryKind::Host);
+  std::vector<int> seen;
+  std::vector<int> copied(100, -1);
+  std::vector<int> values(100);
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> other_thread{true};
+  for (int i = 0; i < 100; ++i) {
+    values[i] = i * 3;
+    stream->copy(&copied[i], &values[i], sizeof(int));
+    stream->host_callback([&, i] {
+      if (std::this_thread::get_id() == caller) other_thread = false;
+      // The copy enqueued before this callback has happened; the next one has not.
+      seen.push_back(copied[i] == i * 3 && (i == 99 || copied[i + 1] == -1) ? i : -1);
+    });
+  }
+  stream->synchronize();
+  ASSERT_EQ(seen.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_TRUE(other_thread);
+}
+
+TEST(HostStream, CallbackExceptionSurfacesAtSynchronizeAndStreamGoesOn) {
+  auto stream = make_stream(MemoryKind::Host);
+  int after = 0;
+  stream->host_callback([] { throw TimeoutError("from a callback"); });
+  stream->host_callback([&] { after = 1; });
+  EXPECT_THROW(stream->synchronize(), TimeoutError);
+  EXPECT_EQ(after, 1);
+  stream->host_callback([&] { after = 2; });
+  stream->synchronize();  // the error was reported once
+  EXPECT_EQ(after, 2);
+}
+
+TEST(HostStream, SynchronizeOnAnUnsatisfiedWaitTimesOut) {
+  ScopedTimeout timeout("1");
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 3;
+  auto stream = make_stream(MemoryKind::Host);
+  int ran = 0;
+  stream->wait_value(flag, 5);
+  stream->host_callback([&] { ran = 1; });
+  EXPECT_FALSE(stream->query());
+  Stopwatch watch;
+  try {
+    stream->synchronize();
+    FAIL() << "synchronize returned on a wait that cannot be satisfied";
+  } catch (const TimeoutError& e) {
+    std::string text = e.what();
+    EXPECT_NE(text.find("still busy after 1 s"), std::string::npos) << text;
+    EXPECT_NE(text.find("wait_value"), std::string::npos) << text;
+    EXPECT_NE(text.find("for >= 5"), std::string::npos) << text;
+    EXPECT_NE(text.find("reads 3"), std::string::npos) << text;
+  }
+  EXPECT_GE(watch.seconds(), 0.9);
+  EXPECT_LT(watch.seconds(), 3.0);
+  EXPECT_EQ(ran, 0);
+  // The stream is still usable: releasing the flag lets it finish.
+  std::atomic_ref<std::uint32_t>(*flag).store(5, std::memory_order_release);
+  stream->synchronize();
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(HostStream, WaitValueComparesLikeCudaGeq) {
+  using host::flag_reached;
+  EXPECT_TRUE(flag_reached(5, 5));
+  EXPECT_TRUE(flag_reached(6, 5));
+  EXPECT_FALSE(flag_reached(4, 5));
+  EXPECT_TRUE(flag_reached(2, 0xfffffffeu));   // the counter wrapped: 2 is 4 past 0xfffffffe
+  EXPECT_FALSE(flag_reached(0xfffffffeu, 2));
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 2;
+  auto stream = make_stream(MemoryKind::Host);
+  stream->wait_value(flag, 0xfffffffeu);
+  stream->synchronize_until(Deadline(std::chrono::seconds(5)));
+}
+
+TEST(HostStream, BadFlagAddressesAreRejected) {
+  auto stream = make_stream(MemoryKind::Host);
+  alignas(8) std::uint32_t words[2] = {0, 0};
+  auto* misaligned = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(words) + 1);
+  EXPECT_THROW(stream->write_value(misaligned, 1), InvalidArgument);
+  EXPECT_THROW(stream->wait_value(nullptr, 1), InvalidArgument);
+  EXPECT_THROW(stream->copy(nullptr, words, 4), InvalidArgument);
+  EXPECT_THROW(stream->host_callback({}), InvalidArgument);
+  stream->copy(nullptr, nullptr, 0);  // nothing to do is fine
+  EXPECT_TRUE(stream->query());
+}
+
+TEST(HostStream, DestroyingDrainsCopiesAndWrites) {
+  std::vector<unsigned char> source = pattern(1 << 20, 9), target(1 << 20, 0);
+  std::uint32_t flag = 0;
+  {
+    auto stream = make_stream(MemoryKind::Host);
+    stream->copy(target.data(), source.data(), source.size());
+    stream->write_value(&flag, 7);
+  }
+  EXPECT_EQ(target, source);
+  EXPECT_EQ(flag, 7u);
+}
+
+TEST(HostStream, DestroyingAbandonsAStuckWaitWithinItsGrace) {
+  std::uint32_t flag = 0;
+  int ran = 0;
+  Stopwatch watch;
+  {
+    auto stream = make_stream(MemoryKind::Host);
+    stream->wait_value(&flag, 1);
+    stream->host_callback([&] { ran = 1; });
+  }
+  EXPECT_LT(watch.seconds(), 3.0);
+  EXPECT_EQ(ran, 0);  // what follows an abandoned wait must not run: it would break the stream's order
+}
+
+TEST(HostEvent, TimesWorkAndOrdersStreams) {
+  auto a = make_stream(MemoryKind::Host);
+  auto b = make_stream(MemoryKind::Host);
+  auto start = make_event(MemoryKind::Host);
+  auto end = make_event(MemoryKind::Host);
+  EXPECT_TRUE(end->query());  // never recorded
+  EXPECT_THROW(end->elapsed_ms(*start), InvalidArgument);
+
+  int value = 0;
+  int seen_by_b = -1;
+  a->record(*start);
+  a->host_callback([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    value = 42;
+  });
+  a->record(*end);
+  b->wait(*end);
+  b->host_callback([&] { seen_by_b = value; });
+  b->synchronize();
+  EXPECT_EQ(seen_by_b, 42);
+  end->synchronize();
+  EXPECT_TRUE(end->query());
+  float ms = end->elapsed_ms(*start);
+  EXPECT_GE(ms, 45.0f);
+  EXPECT_LT(ms, 2000.0f);
+}
+
+TEST(HostEvent, SynchronizeIsBounded) {
+  ScopedTimeout timeout("1");
+  std::uint32_t flag = 0;
+  auto stream = make_stream(MemoryKind::Host);
+  auto event = make_event(MemoryKind::Host);
+  stream->wait_value(&flag, 1);
+  stream->record(*event);
+  EXPECT_FALSE(event->query());
+  EXPECT_THROW(event->synchronize(), TimeoutError);
+  std::atomic_ref<std::uint32_t>(flag).store(1, std::memory_order_release);
+  event->synchronize();
+  EXPECT_TRUE(event->query());
+}
+
+}  // namespace
+}  // namespace pickle::device
