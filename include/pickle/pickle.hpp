@@ -3,3 +3,5 @@
 
 #include <pickle/version.hpp>
 #include <pickle/error.hpp>
+#include <pickle/memory.hpp>
+#include <pickle/bootstrap.hpp>

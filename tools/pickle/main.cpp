@@ -19,6 +19,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"version", cmd_version, "print pickle's version"},
+    {"info", cmd_info, "describe this host: CPU, GPUs, links between them, library versions (--json)"},
+    {"launch", cmd_launch, "start N local ranks of a command with torchrun's variables"},
 };
 
 void usage(std::FILE* out) {

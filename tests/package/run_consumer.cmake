@@ -1,0 +1,18 @@
+# Install pickle into SCRATCH_DIR/prefix, configure and build the consumer against it, run it.
+file(REMOVE_RECURSE ${SCRATCH_DIR})
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "failed (${code}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+run(${CMAKE_COMMAND} --install ${PICKLE_BUILD_DIR} --prefix ${SCRATCH_DIR}/prefix)
+run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${SCRATCH_DIR}/build -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${SCRATCH_DIR}/prefix)
+run(${CMAKE_COMMAND} --build ${SCRATCH_DIR}/build)
+run(${SCRATCH_DIR}/build/consumer)
+if(NOT last_output MATCHES "consumer linked pickle [0-9]+\\.[0-9]+\\.[0-9]+")
+  message(FATAL_ERROR "unexpected consumer output: ${last_output}")
+endif()
+message(STATUS "${last_output}")
