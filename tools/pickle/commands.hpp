@@ -9,6 +9,7 @@ namespace pickle::cli {
 using Args = std::vector<std::string>;
 
 int cmd_version(const Args& args);
+int cmd_selftest(const Args& args);
 int cmd_info(const Args& args);
 int cmd_launch(const Args& args);
 

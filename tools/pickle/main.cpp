@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"version", cmd_version, "print pickle's version"},
     {"info", cmd_info, "describe this host: CPU, GPUs, links between them, library versions (--json)"},
     {"launch", cmd_launch, "start N local ranks of a command with torchrun's variables"},
+    {"selftest", cmd_selftest, "move checked data between ranks through exported memory and stream flags"},
 };
 
 void usage(std::FILE* out) {

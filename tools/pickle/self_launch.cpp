@@ -1,0 +1,46 @@
+#include "self_launch.hpp"
+
+#include <unistd.h>
+
+#include <pickle/error.hpp>
+
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "device/backends.hpp"
+#include "launcher.hpp"
+
+namespace pickle::cli {
+
+bool running_as_rank() {
+  return env::foreign("RANK") || env::foreign("OMPI_COMM_WORLD_RANK") || env::foreign("SLURM_PROCID");
+}
+
+int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) throw SystemError("readlink /proc/self/exe", errno);
+  self[n] = '\0';
+  launch::LaunchOptions options;
+  options.nproc = nranks;
+  options.command = {self, command};
+  options.command.insert(options.command.end(), args.begin(), args.end());
+  return launch::run(options);
+}
+
+int default_rank_count(int requested, std::string& why) {
+  if (requested > 0) {
+    why = cat(requested, " ranks (--ranks)");
+    return requested;
+  }
+  // Counting GPUs initialises CUDA in this process; that is safe because the ranks are started by fork + exec.
+  int gpus = device::cuda_device_count();
+  if (gpus >= 2) {
+    why = cat(gpus, " ranks, one per GPU");
+    return gpus;
+  }
+  why = gpus == 1 ? std::string("only 1 GPU: running 2 host-memory ranks")
+                  : cat("no GPU (", device::cuda_unavailable_reason(), "): running 2 host-memory ranks");
+  return 2;
+}
+
+}  // namespace pickle::cli

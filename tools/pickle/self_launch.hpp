@@ -1,0 +1,20 @@
+#pragma once
+// Commands that run as a set of ranks (selftest, bench suites) can be started alone: they then start their own local
+// ranks through the launcher, re-running the same command line with torchrun's variables set.
+
+#include <string>
+#include <vector>
+
+namespace pickle::cli {
+
+/// Whether this process is one rank of a job (a launcher, srun, mpirun or torchrun set the rank variables).
+bool running_as_rank();
+
+/// Re-runs `pickle <command> args...` as `nranks` local ranks and returns the launcher's exit code.
+int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args);
+
+/// How many local ranks a command started alone should use: `requested` when > 0, else one per GPU when there are
+/// at least two, else 2 host-memory ranks. `why` says which, for the user.
+int default_rank_count(int requested, std::string& why);
+
+}  // namespace pickle::cli
