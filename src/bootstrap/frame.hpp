@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/wire.hpp"
+
 namespace pickle::bootstrap {
 
 inline constexpr std::uint32_t kFrameMagic = 0x54534B50u;  // "PKST" on the wire
@@ -98,48 +100,5 @@ class FrameParser {
   std::size_t max_payload_;
 };
 
-/// Builds a payload field by field (little-endian; byte strings carry a u64 length, strings a u32 length).
-class PayloadWriter {
- public:
-  PayloadWriter& u8(std::uint8_t value);
-  PayloadWriter& u32(std::uint32_t value);
-  PayloadWriter& i32(std::int32_t value) { return u32(static_cast<std::uint32_t>(value)); }
-  PayloadWriter& u64(std::uint64_t value);
-  PayloadWriter& i64(std::int64_t value) { return u64(static_cast<std::uint64_t>(value)); }
-  PayloadWriter& bytes(std::span<const std::byte> value);
-  PayloadWriter& string(std::string_view value);
-  std::vector<std::byte> take() { return std::move(out_); }
-
- private:
-  std::vector<std::byte> out_;
-};
-
-/// Reads a payload field by field. Every read checks the bytes left and every length against its limit, so that no
-/// field can make the reader run past the payload or allocate more than the payload holds. Errors are ProtocolError
-/// naming the message type and field.
-class PayloadReader {
- public:
-  PayloadReader(MessageType type, std::span<const std::byte> payload) : type_(type), data_(payload) {}
-
-  std::uint8_t u8(const char* field);
-  std::uint32_t u32(const char* field);
-  std::int32_t i32(const char* field) { return static_cast<std::int32_t>(u32(field)); }
-  std::uint64_t u64(const char* field);
-  std::int64_t i64(const char* field) { return static_cast<std::int64_t>(u64(field)); }
-  /// A u64-length-prefixed byte string of at most max_bytes; a view into the payload.
-  std::span<const std::byte> bytes(const char* field, std::size_t max_bytes);
-  /// A u32-length-prefixed string of at most max_bytes.
-  std::string string(const char* field, std::size_t max_bytes);
-  std::size_t remaining() const noexcept { return data_.size() - offset_; }
-  /// Trailing bytes after the last field are a ProtocolError too.
-  void expect_end();
-
- private:
-  std::span<const std::byte> take(const char* field, std::size_t count);
-
-  MessageType type_;
-  std::span<const std::byte> data_;
-  std::size_t offset_ = 0;
-};
 
 }  // namespace pickle::bootstrap

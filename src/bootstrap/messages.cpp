@@ -85,7 +85,7 @@ std::vector<std::byte> encode(const Response& response) {
 }
 
 Request decode_request(const Frame& frame) {
-  PayloadReader r(frame.type, frame.payload);
+  PayloadReader r(cat("store message ", type_name(frame.type)), frame.payload);
   Request request;
   switch (frame.type) {
     case MessageType::Hello: {
@@ -148,7 +148,7 @@ Request decode_request(const Frame& frame) {
 }
 
 Response decode_response(const Frame& frame) {
-  PayloadReader r(frame.type, frame.payload);
+  PayloadReader r(cat("store message ", type_name(frame.type)), frame.payload);
   Response response;
   switch (frame.type) {
     case MessageType::Ok: response = OkResponse{}; break;

@@ -103,7 +103,7 @@ class RawClient {
 };
 
 std::vector<std::byte> raw_header(std::uint16_t type, std::uint64_t length, std::uint32_t magic = bootstrap::kFrameMagic) {
-  bootstrap::PayloadWriter w;
+  PayloadWriter w;
   w.u32(magic).u8(static_cast<std::uint8_t>(bootstrap::kFrameVersion)).u8(0).u8(static_cast<std::uint8_t>(type)).u8(0).u64(length);
   return w.take();
 }
@@ -204,7 +204,7 @@ TEST(StoreFaults, MalformedAndOversizedFramesAreDroppedWhileTheJobCompletes) {
   {
     // A Hello whose fields lie about their lengths.
     auto frame = raw_header(static_cast<std::uint16_t>(MessageType::Hello), 12);
-    bootstrap::PayloadWriter w;
+    PayloadWriter w;
     w.u32(0).u32(2).u32(1000);  // rank 0, world 2, a 1000-byte token in a 12-byte payload
     auto payload = w.take();
     frame.insert(frame.end(), payload.begin(), payload.end());
