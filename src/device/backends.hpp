@@ -12,6 +12,7 @@
 #include "core/unique_fd.hpp"
 #include "device/descriptor.hpp"
 #include "device/export.hpp"
+#include "device/host_registration.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 
@@ -46,6 +47,7 @@ ExportedMemory export_memory(const AllocationInfo& info);
 std::unique_ptr<ImportedMemory> import_memory(const MemoryDescriptor& descriptor, UniqueFd fd, int local_device);
 std::unique_ptr<Stream> make_stream(int device);
 std::unique_ptr<Event> make_event(int device);
+std::unique_ptr<HostRegistration> register_host_memory(void* ptr, std::size_t bytes, int device);
 }  // namespace cuda
 
 }  // namespace pickle::device
