@@ -5,3 +5,5 @@
 #include <pickle/error.hpp>
 #include <pickle/memory.hpp>
 #include <pickle/bootstrap.hpp>
+#include <pickle/stream.hpp>
+#include <pickle/communicator.hpp>

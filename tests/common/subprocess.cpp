@@ -142,6 +142,24 @@ std::vector<std::string> rank_env(int rank, int world, int port) {
           "MASTER_ADDR=127.0.0.1",              "MASTER_PORT=" + std::to_string(port)};
 }
 
+std::vector<ExitStatus> run_ranks(const std::string& name, int world, const std::vector<std::string>& args,
+                                  const std::vector<std::string>& extra_env, std::chrono::milliseconds timeout) {
+  const int port = free_tcp_port();
+  std::vector<Child> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    auto env = rank_env(rank, world, port);
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    ranks.emplace_back(name, args, env);
+  }
+  auto end = std::chrono::steady_clock::now() + timeout;
+  std::vector<ExitStatus> statuses;
+  for (auto& child : ranks) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    statuses.push_back(child.wait(std::max(left, std::chrono::milliseconds(1))));
+  }
+  return statuses;
+}
+
 TempDir::TempDir(const std::string& tag) {
   std::string pattern = (std::filesystem::temp_directory_path() / ("pickle-" + tag + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");

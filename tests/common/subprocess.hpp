@@ -60,6 +60,12 @@ int free_tcp_port();
 /// Environment entries for rank `rank` of `world` with the store at 127.0.0.1:port (torchrun variables).
 std::vector<std::string> rank_env(int rank, int world, int port);
 
+/// Starts `world` ranks of child `name` with torchrun variables for a store on a fresh port (plus `extra_env`),
+/// waits for all of them and returns their statuses in rank order.
+std::vector<ExitStatus> run_ranks(const std::string& name, int world, const std::vector<std::string>& args = {},
+                                  const std::vector<std::string>& extra_env = {},
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 /// A scratch directory for one test (under $TMPDIR, named pickle-<tag>-XXXXXX), removed with its contents afterwards.
 class TempDir {
  public:

@@ -1,0 +1,147 @@
+#pragma once
+/// pickle::Communicator: point-to-point data movement between the ranks of a job without stealing SMs.
+/// On one host, data moves by copy engines straight into the peer's mapped memory, and completion is a stream
+/// write-value into the peer's signal word: no kernel in the data path. The same code runs on host memory.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/memory.hpp>
+#include <pickle/stream.hpp>
+
+namespace pickle {
+
+struct RequestState;
+
+/// Counters of one transport, cumulative since the communicator was created.
+struct TransportStats {
+  std::uint64_t bytes = 0;        ///< payload bytes this rank wrote into peers' memory
+  std::uint64_t operations = 0;   ///< puts and matched sends
+  std::uint64_t ipc_opens = 0;    ///< peer allocations mapped (the 1-10 ms step)
+  std::uint64_t cache_hits = 0;   ///< transfers that found the peer allocation already mapped
+};
+struct CommStats {
+  TransportStats ipc;
+};
+
+/// The completion of one send or recv. Cheap to copy (shared state).
+class Request {
+ public:
+  Request() = default;
+  /// True once the operation completed; rethrows its error (PeerError, TimeoutError, InvalidArgument...).
+  bool test();
+  /// Blocks until completion, for at most PICKLE_TIMEOUT; never hangs.
+  void wait();
+  /// Makes later work on `stream` wait for this operation (the host does not block, except for a send whose
+  /// receiver has not posted yet: its copy cannot be enqueued before the match).
+  void on_stream(Stream& stream);
+  std::size_t bytes() const noexcept;
+  bool valid() const noexcept { return state_ != nullptr; }
+
+  explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+/// Memory that every rank registered collectively; put() writes into a peer's part of it. Cheap to copy.
+struct WindowState;
+class Window {
+ public:
+  Window() = default;
+  int id() const noexcept;
+  /// Bytes that `rank` registered.
+  std::size_t bytes(int rank) const;
+  /// This rank's own registered pointer.
+  void* local() const noexcept;
+
+  explicit Window(std::shared_ptr<const WindowState> state) : state_(std::move(state)) {}
+  const WindowState* state() const noexcept { return state_.get(); }
+
+ private:
+  std::shared_ptr<const WindowState> state_;
+};
+
+/// Memory from Communicator::alloc: of the communicator's kind, exportable cheaply (VMM on CUDA, memfd on host).
+class Buffer {
+ public:
+  Buffer() = default;
+  void* data() const noexcept;
+  std::size_t bytes() const noexcept;
+  MemoryKind kind() const noexcept;
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+  explicit Buffer(std::shared_ptr<void> impl, void* data, std::size_t bytes, MemoryKind kind)
+      : impl_(std::move(impl)), data_(data), bytes_(bytes), kind_(kind) {}
+
+ private:
+  std::shared_ptr<void> impl_;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  MemoryKind kind_ = MemoryKind::Host;
+};
+
+class Communicator {
+ public:
+  struct Options {
+    std::optional<RankInfo> rank_info;  ///< unset: discover_rank_info()
+    std::optional<MemoryKind> memory;   ///< unset: Cuda when every local rank has a GPU, else Host
+    int device = -1;                    ///< CUDA ordinal; -1: the local rank
+    double timeout_seconds = 0;         ///< 0: PICKLE_TIMEOUT
+  };
+
+  /// From RANK/WORLD_SIZE/... (torchrun, Slurm, Open MPI) and PICKLE_* variables.
+  static Communicator from_env();
+  explicit Communicator(Options options);
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  int rank() const noexcept;
+  int world_size() const noexcept;
+  MemoryKind memory_kind() const noexcept;
+  int device() const noexcept;
+  const RankInfo& rank_info() const noexcept;
+
+  /// A new stream of this communicator's kind and device.
+  Stream make_stream();
+  /// Memory that exports cheaply to peers (VMM on CUDA).
+  Buffer alloc(std::size_t bytes);
+
+  /// Collective: every rank registers [ptr, ptr + bytes) (any sizes; ptr may be inside a larger allocation) and maps
+  /// every peer's allocation once. Mappings are cached per (peer, allocation), so registering again, or sending to,
+  /// memory of an allocation already mapped opens nothing.
+  Window register_memory(void* ptr, std::size_t bytes);
+
+  /// One-sided, stream-ordered: copies `bytes` from `src` into `peer`'s registered memory at `dst_offset`.
+  /// 0 bytes is a no-op. Out-of-range offsets or peers are InvalidArgument naming rank, peer, op and size.
+  void put(Stream& stream, const Window& window, int peer, std::size_t dst_offset, const void* src, std::size_t bytes);
+  /// Stream-ordered: after earlier work on `stream`, adds one to signal `slot` that `peer` keeps for this rank.
+  void signal(Stream& stream, int peer, int slot);
+  /// Stream-ordered: later work on `stream` waits until `peer` signalled `slot` of this rank `expected` times in all.
+  void wait(Stream& stream, int peer, int slot, std::uint32_t expected);
+  /// Number of signal slots per peer.
+  static constexpr int kSignalSlots = 64;
+
+  /// Two-sided, tagged: the i-th send to `peer` with `tag` matches that peer's i-th recv from this rank with `tag`,
+  /// whatever the order of calls on other tags. Sizes must match (else both sides fail with InvalidArgument).
+  /// `after`: the copy starts only after the work enqueued on `after` so far (the producer of `ptr`).
+  Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after = nullptr);
+  /// Posts a receive into `ptr` (any memory of this communicator's kind, inside a registered or unregistered
+  /// allocation). Completion is observable from the host (Request::wait) and from a stream (Request::on_stream).
+  Request recv(int peer, int tag, void* ptr, std::size_t bytes);
+
+  /// Host barrier across all ranks (through the store).
+  void barrier();
+  CommStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pickle

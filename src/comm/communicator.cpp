@@ -1,0 +1,255 @@
+// Communicator set-up and teardown, windows, and the one-sided operations.
+#include <sys/eventfd.h>
+
+#include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
+
+#include "comm/comm_impl.hpp"
+#include "comm/peer_mesh.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/wire.hpp"
+#include "device/backends.hpp"
+#include "device/host/backoff.hpp"
+
+namespace pickle {
+namespace {
+
+MemoryKind choose_kind(const Communicator::Options& options, const RankInfo& info) {
+  if (options.memory) return *options.memory;
+  // Cuda only when every local rank can have a GPU of its own.
+  return device::cuda_device_count() >= info.local_world_size ? MemoryKind::Cuda : MemoryKind::Host;
+}
+
+}  // namespace
+
+Communicator::Impl::Impl(Options options)
+    : info(options.rank_info ? *options.rank_info : discover_rank_info()),
+      kind(choose_kind(options, info)),
+      device(kind == MemoryKind::Cuda ? (options.device >= 0 ? options.device : info.local_rank) : -1),
+      timeout_seconds(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds()),
+      peers(static_cast<std::size_t>(info.world_size)) {
+  log::set_rank(info.rank);
+  if (info.local_world_size != info.world_size) {
+    throw UnavailableError(cat("rank ", info.rank, ": ranks on ", info.world_size / std::max(1, info.local_world_size),
+                               " hosts need the net transport, which this build does not have yet; the ipc "
+                               "transport joins ranks of one host"));
+  }
+  if (kind == MemoryKind::Cuda && device::cuda_device_count() == 0) {
+    throw UnavailableError(cat("rank ", info.rank, ": CUDA memory requested but ", device::cuda_unavailable_reason()));
+  }
+  Store::Options store_options;
+  store_options.timeout_seconds = timeout_seconds;
+  store = std::make_unique<Store>(info, store_options);
+
+  Deadline deadline = Deadline::after_seconds(timeout_seconds);
+  channels = comm::connect_peer_mesh(*store, info, deadline);
+  for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
+  signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, deadline);
+  ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
+  for (auto& peer : peers) {
+    for (int slot = comm::kCompletionSlots - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
+  }
+
+  wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake) throw SystemError("eventfd for the progress thread", errno);
+  progress = std::thread([this] { progress_loop(); });
+  // Nobody may send before every rank's progress thread listens.
+  store->barrier("comm/ready");
+  PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
+                                                   << " memory, device " << device);
+}
+
+Communicator::Impl::~Impl() {
+  // Our copies into peers' memory must finish, and every rank must be done writing into ours, before mappings and
+  // signal words go away.
+  try {
+    ipc->synchronize_all();
+    store->barrier("comm/close");
+  } catch (const std::exception& e) {
+    PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
+  }
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    if (peer == info.rank) continue;
+    try {
+      send_control(peer, GoodbyeMessage{});
+    } catch (const std::exception&) {
+      // The peer is gone already: nothing to tell it.
+    }
+  }
+  stopping = true;
+  std::uint64_t one = 1;
+  if (::write(wake.get(), &one, sizeof one) < 0) PICKLE_LOG(Warn, "comm", "could not wake the progress thread");
+  if (progress.joinable()) progress.join();
+}
+
+void Communicator::Impl::check_peer(int peer, const OpContext& ctx) const {
+  if (peer < 0 || peer >= info.world_size || peer == info.rank) {
+    throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is not another rank of this communicator (world size ",
+                              info.world_size, ")"));
+  }
+}
+
+// --- Communicator
+
+Communicator Communicator::from_env() { return Communicator(Options{}); }
+Communicator::Communicator(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const noexcept { return impl_->info.rank; }
+int Communicator::world_size() const noexcept { return impl_->info.world_size; }
+MemoryKind Communicator::memory_kind() const noexcept { return impl_->kind; }
+int Communicator::device() const noexcept { return impl_->device; }
+const RankInfo& Communicator::rank_info() const noexcept { return impl_->info; }
+
+Stream Communicator::make_stream() {
+  return Stream(std::shared_ptr<device::Stream>(device::make_stream(impl_->kind, std::max(0, impl_->device))));
+}
+
+Buffer Communicator::alloc(std::size_t bytes) {
+  std::shared_ptr<device::Allocation> allocation = device::allocate(impl_->kind, bytes, std::max(0, impl_->device));
+  void* data = allocation->data();
+  return Buffer(std::static_pointer_cast<void>(allocation), data, bytes, impl_->kind);
+}
+
+Window Communicator::register_memory(void* ptr, std::size_t bytes) {
+  Impl& c = *impl_;
+  OpContext ctx{.rank = c.info.rank, .op = "register_memory", .bytes = bytes};
+  auto state = std::make_shared<WindowState>();
+  state->local = ptr;
+  state->ranks.resize(static_cast<std::size_t>(c.info.world_size));
+  WindowState::Entry mine;
+  mine.bytes = bytes;
+  for (int peer = 0; peer < c.info.world_size; ++peer) {
+    if (peer == c.info.rank) continue;
+    std::tie(mine.alloc_id, mine.offset) = c.announce(peer, ptr, bytes, ctx);
+  }
+
+  PayloadWriter w;
+  w.u64(mine.alloc_id).u64(mine.offset).u64(mine.bytes);
+  auto all = c.store->allgather(w.take());
+  {
+    std::lock_guard lock(c.mutex);
+    state->id = static_cast<int>(c.windows.size());
+  }
+  Deadline deadline = Deadline::after_seconds(c.timeout_seconds);
+  for (int r = 0; r < c.info.world_size; ++r) {
+    PayloadReader reader("window entry", all[static_cast<std::size_t>(r)]);
+    auto& entry = state->ranks[static_cast<std::size_t>(r)];
+    entry.alloc_id = reader.u64("alloc_id");
+    entry.offset = reader.u64("offset");
+    entry.bytes = reader.u64("bytes");
+    reader.expect_end();
+    if (r == c.info.rank || entry.bytes == 0) continue;
+    // The peer's announcement travels on its control channel; wait until the progress thread has mapped it.
+    device::host::Backoff backoff;
+    while (c.ipc->cache().find(r, entry.alloc_id) == nullptr) {
+      {
+        std::lock_guard lock(c.mutex);
+        if (c.peers[r].failed) throw PeerError(cat(describe({.rank = c.info.rank, .peer = r, .op = "register_memory",
+                                                             .bytes = entry.bytes}), ": ", c.peers[r].failure), r);
+      }
+      if (deadline.expired()) {
+        throw TimeoutError(cat(describe({.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes}),
+                               ": the peer's memory was not announced within ", c.timeout_seconds, " s"));
+      }
+      backoff.pause();
+    }
+  }
+  std::lock_guard lock(c.mutex);
+  c.windows.push_back(state);
+  return Window(state);
+}
+
+void Communicator::put(Stream& stream, const Window& window, int peer, std::size_t dst_offset, const void* src,
+                       std::size_t bytes) {
+  Impl& c = *impl_;
+  OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "put", .bytes = bytes};
+  c.check_peer(peer, ctx);
+  const WindowState* state = window.state();
+  if (state == nullptr) throw InvalidArgument(cat(describe(ctx), ": the window is empty (not registered)"));
+  const auto& entry = state->ranks[static_cast<std::size_t>(peer)];
+  if (dst_offset > entry.bytes || bytes > entry.bytes - dst_offset) {
+    throw InvalidArgument(cat(describe(ctx), ": offset ", dst_offset, " + ", bytes, " bytes is past the ",
+                              entry.bytes, " bytes that peer ", peer, " registered in window ", state->id));
+  }
+  if (bytes == 0) return;
+  if (src == nullptr) throw InvalidArgument(cat(describe(ctx), ": source pointer is null"));
+  c.check_peer_alive(peer, ctx);
+  void* dst = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + dst_offset, bytes, ctx);
+  c.ipc->copy(stream.impl(), dst, src, bytes);
+}
+
+void Communicator::signal(Stream& stream, int peer, int slot) {
+  Impl& c = *impl_;
+  OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "signal"};
+  c.check_peer(peer, ctx);
+  if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
+  std::uint32_t value;
+  {
+    std::lock_guard lock(c.mutex);
+    value = ++c.peers[peer].signals_sent[slot];
+  }
+  stream.impl().write_value(c.signals->remote_word_for_streams(peer, slot), value);
+}
+
+void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expected) {
+  Impl& c = *impl_;
+  OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "wait"};
+  c.check_peer(peer, ctx);
+  if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
+  stream.impl().wait_value(c.signals->local_word_for_streams(peer, slot), expected);
+}
+
+Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {
+  return impl_->send(peer, tag, ptr, bytes, after);
+}
+
+Request Communicator::recv(int peer, int tag, void* ptr, std::size_t bytes) { return impl_->recv(peer, tag, ptr, bytes); }
+
+void Communicator::barrier() { impl_->store->barrier(); }
+
+CommStats Communicator::stats() const {
+  CommStats stats;
+  stats.ipc = impl_->ipc->stats();
+  return stats;
+}
+
+// --- small handle types
+
+MemoryKind Stream::kind() const noexcept { return impl_->kind(); }
+int Stream::device() const noexcept { return impl_->device(); }
+void Stream::synchronize() { impl_->synchronize(); }
+bool Stream::query() { return impl_->query(); }
+void* Stream::native_handle() const noexcept { return impl_->native_handle(); }
+
+void* Buffer::data() const noexcept { return data_; }
+std::size_t Buffer::bytes() const noexcept { return bytes_; }
+MemoryKind Buffer::kind() const noexcept { return kind_; }
+
+int Window::id() const noexcept { return state_ ? state_->id : -1; }
+void* Window::local() const noexcept { return state_ ? state_->local : nullptr; }
+std::size_t Window::bytes(int rank) const {
+  if (!state_ || rank < 0 || rank >= static_cast<int>(state_->ranks.size())) {
+    throw InvalidArgument(cat("window ", id(), ": no rank ", rank));
+  }
+  return state_->ranks[static_cast<std::size_t>(rank)].bytes;
+}
+
+bool Request::test() {
+  if (!state_) throw InvalidArgument("test() on an empty Request");
+  return state_->comm->test(*state_);
+}
+void Request::wait() {
+  if (!state_) throw InvalidArgument("wait() on an empty Request");
+  state_->comm->wait(*state_);
+}
+void Request::on_stream(Stream& stream) {
+  if (!state_) throw InvalidArgument("on_stream() on an empty Request");
+  state_->comm->on_stream(*state_, stream.impl());
+}
+std::size_t Request::bytes() const noexcept { return state_ ? state_->ctx.bytes : 0; }
+
+}  // namespace pickle

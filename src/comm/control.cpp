@@ -1,0 +1,74 @@
+#include "comm/control.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "core/overloaded.hpp"
+#include "core/wire.hpp"
+
+namespace pickle::comm {
+namespace {
+
+enum class ControlType : std::uint8_t { Export = 1, RecvPost = 2, SendFailed = 3, Goodbye = 4 };
+constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
+constexpr std::size_t kMaxDescriptorBytes = 4096;
+
+}  // namespace
+
+std::vector<std::byte> encode(const ControlMessage& message) {
+  PayloadWriter w;
+  w.u32(kControlMagic);
+  std::visit(Overloaded{
+                 [&](const ExportMessage& m) { w.u8(static_cast<std::uint8_t>(ControlType::Export)).bytes(m.descriptor); },
+                 [&](const RecvPostMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::RecvPost))
+                       .i32(m.tag).u64(m.seq).u64(m.alloc_id).u64(m.offset).u64(m.bytes).u32(m.slot).u32(m.generation);
+                 },
+                 [&](const SendFailedMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes);
+                 },
+                 [&](const GoodbyeMessage&) { w.u8(static_cast<std::uint8_t>(ControlType::Goodbye)); },
+             },
+             message);
+  return w.take();
+}
+
+ControlMessage decode(std::span<const std::byte> bytes) {
+  PayloadReader r("control message", bytes);
+  if (r.u32("magic") != kControlMagic) throw ProtocolError("control message with a wrong magic number");
+  const auto type = static_cast<ControlType>(r.u8("type"));
+  ControlMessage result;
+  switch (type) {
+    case ControlType::Export: {
+      auto descriptor = r.bytes("descriptor", kMaxDescriptorBytes);
+      result = ExportMessage{{descriptor.begin(), descriptor.end()}};
+      break;
+    }
+    case ControlType::RecvPost: {
+      RecvPostMessage m;
+      m.tag = r.i32("tag");
+      m.seq = r.u64("seq");
+      m.alloc_id = r.u64("alloc_id");
+      m.offset = r.u64("offset");
+      m.bytes = r.u64("bytes");
+      m.slot = r.u32("slot");
+      m.generation = r.u32("generation");
+      result = m;
+      break;
+    }
+    case ControlType::SendFailed: {
+      SendFailedMessage m;
+      m.tag = r.i32("tag");
+      m.seq = r.u64("seq");
+      m.send_bytes = r.u64("send_bytes");
+      result = m;
+      break;
+    }
+    case ControlType::Goodbye: result = GoodbyeMessage{}; break;
+    default: throw ProtocolError(cat("control message of unknown type ", static_cast<int>(type)));
+  }
+  r.expect_end();
+  return result;
+}
+
+}  // namespace pickle::comm

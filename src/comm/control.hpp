@@ -1,0 +1,46 @@
+#pragma once
+// Messages on the control channel between two ranks of a communicator (a Unix socket per pair, which also carries
+// file descriptors). The data never travels here: only announcements of memory and of posted receives.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <variant>
+#include <vector>
+
+namespace pickle::comm {
+
+/// "This allocation of mine exists; map it." The fd (memfd or VMM handle) travels with the message.
+struct ExportMessage {
+  std::vector<std::byte> descriptor;  ///< device::serialize(MemoryDescriptor)
+};
+
+/// "My next receive from you on `tag` (the seq-th) goes to allocation `alloc_id` at `offset`; when you have
+/// copied `bytes` there, write `generation` into completion slot `slot` that I keep for you."
+struct RecvPostMessage {
+  std::int32_t tag = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t alloc_id = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+};
+
+/// "Your receive (tag, seq) cannot be served": the sender's size differs (send_bytes says what it was).
+struct SendFailedMessage {
+  std::int32_t tag = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t send_bytes = 0;
+};
+
+/// "I am closing normally": an end of stream after this is not a failure.
+struct GoodbyeMessage {};
+
+using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage>;
+
+std::vector<std::byte> encode(const ControlMessage& message);
+/// Length-checked: anything malformed is a ProtocolError.
+ControlMessage decode(std::span<const std::byte> bytes);
+
+}  // namespace pickle::comm

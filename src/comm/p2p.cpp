@@ -1,0 +1,229 @@
+// Two-sided, tagged send/recv. The receiver announces each posted buffer (allocation id, offset, completion slot)
+// on the control channel; the sender's i-th send on (peer, tag) meets the peer's i-th post on that tag, and the copy
+// engine writes the data straight into the receiver's memory, followed by a stream write-value of the completion
+// word. Whoever sees the second half of a pair (the send() call or the progress thread) starts the copy.
+#include <pickle/error.hpp>
+
+#include "comm/comm_impl.hpp"
+#include "core/log.hpp"
+#include "device/backends.hpp"
+#include "device/host/backoff.hpp"
+
+namespace pickle {
+
+using device::host::flag_reached;
+
+void Communicator::Impl::check_peer_alive(int peer, const OpContext& ctx) const {
+  std::lock_guard lock(mutex);
+  const PeerState& state = peers[static_cast<std::size_t>(peer)];
+  if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+}
+
+std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, const void* ptr, std::size_t bytes,
+                                                                     const OpContext& ctx) {
+  if (bytes == 0) return {0, 0};
+  if (ptr == nullptr) throw InvalidArgument(cat(describe(ctx), ": buffer pointer is null"));
+  device::AllocationInfo found;
+  try {
+    found = device::find_allocation(ptr);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(cat(describe(ctx), ": the buffer is not memory pickle can share (", e.what(),
+                              "); use Communicator::alloc, cudaMalloc or pickle-allocated host memory"));
+  }
+  if (found.kind != kind) {
+    throw InvalidArgument(cat(describe(ctx), ": the buffer is ", memory_kind_name(found.kind),
+                              " memory but this communicator moves ", memory_kind_name(kind), " memory"));
+  }
+  if (found.offset + bytes > found.bytes) {
+    throw InvalidArgument(cat(describe(ctx), ": the buffer's allocation has only ", found.bytes - found.offset,
+                              " bytes from the pointer on"));
+  }
+  std::lock_guard send_lock(*channel_send_mutex[peer]);
+  {
+    std::lock_guard lock(mutex);
+    if (peers[peer].announced.count(found.id) != 0) return {found.id, found.offset};
+  }
+  auto exported = device::export_memory(ptr);
+  send_control(peer, ExportMessage{device::serialize(exported.descriptor)}, exported.fd.get());
+  std::lock_guard lock(mutex);
+  peers[peer].announced.insert(found.id);
+  return {found.id, found.offset};
+}
+
+int Communicator::Impl::next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx) {
+  PeerState& state = peers[peer];
+  Deadline deadline = Deadline::after_seconds(timeout_seconds);
+  device::host::Backoff backoff;
+  while (state.free_slots.empty()) {
+    // Take back the slots of receives that completed (the user need not wait on every Request).
+    for (int slot = 0; slot < comm::kCompletionSlots; ++slot) {
+      auto& owner = state.slot_owner[slot];
+      if (owner && (owner->error || flag_reached(signals->load(peer, comm::kUserSignalSlots + slot), owner->generation))) {
+        state.posted_recvs.erase({owner->tag, owner->seq});
+        owner.reset();
+        state.free_slots.push_back(slot);
+      }
+    }
+    if (!state.free_slots.empty()) break;
+    if (deadline.expired()) {
+      throw TimeoutError(cat(describe(ctx), ": ", comm::kCompletionSlots, " receives from peer ", peer,
+                             " are still outstanding after ", timeout_seconds, " s"));
+    }
+    lock.unlock();
+    backoff.pause();
+    lock.lock();
+  }
+  int slot = state.free_slots.back();
+  state.free_slots.pop_back();
+  return slot;
+}
+
+Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes) {
+  OpContext ctx{.rank = info.rank, .peer = peer, .op = "recv", .bytes = bytes};
+  check_peer(peer, ctx);
+  check_peer_alive(peer, ctx);
+  auto [alloc_id, offset] = announce(peer, ptr, bytes, ctx);
+
+  auto request = std::make_shared<RequestState>();
+  request->kind = RequestState::Kind::Recv;
+  request->comm = this;
+  request->ctx = ctx;
+  request->tag = tag;
+  RecvPostMessage post;
+  // The channel's send lock keeps posts in sequence order on the wire.
+  std::lock_guard send_lock(*channel_send_mutex[peer]);
+  {
+    std::unique_lock lock(mutex);
+    PeerState& state = peers[peer];
+    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    request->slot = next_completion_slot(peer, lock, ctx);
+    request->generation = ++state.slot_generation[request->slot];
+    request->seq = state.recv_seq[tag]++;
+    state.slot_owner[request->slot] = request;
+    state.posted_recvs[{tag, request->seq}] = request;
+    post = RecvPostMessage{.tag = tag, .seq = request->seq, .alloc_id = alloc_id, .offset = offset, .bytes = bytes,
+                           .slot = static_cast<std::uint32_t>(request->slot), .generation = request->generation};
+  }
+  send_control(peer, post);
+  return Request(request);
+}
+
+Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {
+  OpContext ctx{.rank = info.rank, .peer = peer, .op = "send", .bytes = bytes};
+  check_peer(peer, ctx);
+  if (bytes != 0 && ptr == nullptr) throw InvalidArgument(cat(describe(ctx), ": buffer pointer is null"));
+  auto request = std::make_shared<RequestState>();
+  request->kind = RequestState::Kind::Send;
+  request->comm = this;
+  request->ctx = ctx;
+  request->tag = tag;
+  request->src = ptr;
+  request->done_event = device::make_event(kind, std::max(0, device));
+  if (after != nullptr) {
+    request->after_event = device::make_event(kind, std::max(0, device));
+    after->impl().record(*request->after_event);
+  }
+  std::optional<SendFailedMessage> failure;
+  {
+    std::lock_guard lock(mutex);
+    PeerState& state = peers[peer];
+    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    request->seq = state.send_seq[tag]++;
+    auto& posts = state.pending_posts[tag];
+    if (posts.empty()) {
+      state.pending_sends[tag].push_back(request);
+    } else {
+      RecvPostMessage post = posts.front();
+      posts.pop_front();
+      failure = start_copy(peer, *request, post);
+    }
+  }
+  if (failure) send_control(peer, *failure);
+  if (request->error) std::rethrow_exception(request->error);
+  return Request(request);
+}
+
+std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, RequestState& send,
+                                                               const RecvPostMessage& post) {
+  const OpContext& ctx = send.ctx;
+  try {
+    if (post.seq != send.seq) {
+      throw ProtocolError(cat(describe(ctx), ": tag ", send.tag, " send #", send.seq, " met post #", post.seq));
+    }
+    if (post.bytes != send.ctx.bytes) {
+      throw InvalidArgument(cat(describe(ctx), " (tag ", send.tag, "): peer ", peer, " posted a recv of ", post.bytes,
+                                " bytes; sizes of a send and its recv must match"));
+    }
+    device::Stream& stream = ipc->stream(peer);
+    if (send.after_event) stream.wait(*send.after_event);
+    if (post.bytes != 0) {
+      void* dst = ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx);
+      ipc->copy(stream, dst, send.src, post.bytes);
+    } else {
+      ipc->copy(stream, nullptr, nullptr, 0);
+    }
+    stream.write_value(signals->remote_word_for_streams(peer, comm::kUserSignalSlots + static_cast<int>(post.slot)),
+                       post.generation);
+    stream.record(*send.done_event);
+    send.enqueued = true;
+    return std::nullopt;
+  } catch (const Error&) {
+    send.error = std::current_exception();
+    return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes};
+  }
+}
+
+bool Communicator::Impl::test(RequestState& request) {
+  std::unique_lock lock(mutex);
+  if (request.error) std::rethrow_exception(request.error);
+  if (request.kind == RequestState::Kind::Send) {
+    if (!request.enqueued) return false;
+    lock.unlock();
+    return request.done_event->query();
+  }
+  return flag_reached(signals->load(request.ctx.peer, comm::kUserSignalSlots + request.slot), request.generation);
+}
+
+void Communicator::Impl::wait(RequestState& request) {
+  Deadline deadline = Deadline::after_seconds(timeout_seconds);
+  device::host::Backoff backoff;
+  while (!test(request)) {
+    if (deadline.expired()) {
+      std::lock_guard lock(mutex);
+      bool matched = request.kind == RequestState::Kind::Recv || request.enqueued;
+      throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): not complete after ", timeout_seconds,
+                             " s; ", matched ? "the data has not arrived" : "the peer has not posted the matching recv"));
+    }
+    backoff.pause();
+  }
+}
+
+void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
+  if (request.kind == RequestState::Kind::Recv) {
+    {
+      std::lock_guard lock(mutex);
+      if (request.error) std::rethrow_exception(request.error);
+    }
+    stream.wait_value(signals->local_word_for_streams(request.ctx.peer, comm::kUserSignalSlots + request.slot),
+                      request.generation);
+    return;
+  }
+  // A send's copy is enqueued only once matched: wait (bounded) for that, then order the stream after it.
+  Deadline deadline = Deadline::after_seconds(timeout_seconds);
+  device::host::Backoff backoff;
+  while (true) {
+    {
+      std::lock_guard lock(mutex);
+      if (request.error) std::rethrow_exception(request.error);
+      if (request.enqueued) break;
+    }
+    if (deadline.expired()) {
+      throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
+                             "matching recv within ", timeout_seconds, " s"));
+    }
+    backoff.pause();
+  }
+  stream.wait(*request.done_event);
+}
+
+}  // namespace pickle

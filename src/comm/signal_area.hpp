@@ -1,0 +1,56 @@
+#pragma once
+// Every rank keeps, in shared host memory, one block of 32-bit words per peer: user signal slots (signal/wait) and
+// completion slots (a posted recv completes when its slot reaches the generation the receiver chose). Peers map
+// the block and bump words with stream write-values after their copies; the owner waits on them from a stream or
+// reads them from the host with an atomic load. On CUDA the memory is host-registered (pinned, mapped), so copy
+// engines write it and streams wait on it without any kernel.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "device/export.hpp"
+#include "device/fd_channel.hpp"
+#include "device/host_registration.hpp"
+#include "device/memory.hpp"
+
+namespace pickle::comm {
+
+inline constexpr int kUserSignalSlots = 64;
+inline constexpr int kCompletionSlots = 4096;
+inline constexpr int kWordsPerPeer = kUserSignalSlots + kCompletionSlots;
+
+class SignalArea {
+ public:
+  /// Allocates and zeroes this rank's area, then exchanges areas with every peer over the control channels
+  /// (collective: every rank of the channels calls it at the same point).
+  SignalArea(int rank, int world, MemoryKind streams_kind, int device,
+             std::vector<std::optional<device::FdChannel>>& channels, const Deadline& deadline);
+  ~SignalArea();
+
+  /// Word `index` of the block this rank keeps for `peer` (what `peer` writes), as the host sees it.
+  std::uint32_t* local_word(int peer, int index) const;
+  /// The same word as this rank's streams address it (wait_value).
+  std::uint32_t* local_word_for_streams(int peer, int index) const;
+  /// Word `index` of the block that `peer` keeps for this rank (what this rank writes), as streams address it.
+  std::uint32_t* remote_word_for_streams(int peer, int index) const;
+
+  /// Acquire-load of a local word from the host.
+  std::uint32_t load(int peer, int index) const;
+  /// Release-store into a local word from the host (used to release waits when a peer fails).
+  void store(int peer, int index, std::uint32_t value) const;
+
+ private:
+  int rank_;
+  std::unique_ptr<device::Allocation> local_;
+  std::unique_ptr<device::HostRegistration> local_registration_;
+  struct Remote {
+    std::unique_ptr<device::ImportedMemory> memory;
+    std::unique_ptr<device::HostRegistration> registration;
+  };
+  std::vector<Remote> remotes_;
+};
+
+}  // namespace pickle::comm

@@ -1,0 +1,53 @@
+#include "transport/ipc/ipc_transport.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/log.hpp"
+
+namespace pickle::transport::ipc {
+
+IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
+    : rank_(rank), kind_(kind), device_(device), cache_(device), streams_(world) {}
+
+device::Stream& IpcTransport::stream(int peer) {
+  // Only the communicator's lock holders call this, so lazy creation needs no lock of its own.
+  auto& slot = streams_.at(peer);
+  if (!slot) slot = device::make_stream(kind_, device_);
+  return *slot;
+}
+
+void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes,
+                                   const OpContext& ctx) {
+  device::ImportedMemory* mapping = cache_.find(peer, id);
+  if (mapping == nullptr) {
+    throw ProtocolError(cat(describe(ctx), ": peer ", peer, " named allocation ", id, " that it never announced"));
+  }
+  if (offset > mapping->bytes() || bytes > mapping->bytes() - offset) {
+    throw InvalidArgument(cat(describe(ctx), ": offset ", offset, " + ", bytes, " bytes is past the end of peer ",
+                              peer, "'s allocation of ", mapping->bytes(), " bytes"));
+  }
+  return static_cast<char*>(mapping->data()) + offset;
+}
+
+void IpcTransport::copy(device::Stream& stream, void* dst, const void* src, std::size_t bytes) {
+  if (bytes != 0) stream.copy(dst, src, bytes);
+  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  operations_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void IpcTransport::synchronize_all() {
+  for (auto& stream : streams_) {
+    if (stream) stream->synchronize();
+  }
+}
+
+TransportStats IpcTransport::stats() const {
+  TransportStats stats;
+  stats.bytes = bytes_.load(std::memory_order_relaxed);
+  stats.operations = operations_.load(std::memory_order_relaxed);
+  stats.ipc_opens = cache_.opens();
+  stats.cache_hits = cache_.hits();
+  return stats;
+}
+
+}  // namespace pickle::transport::ipc

@@ -1,0 +1,50 @@
+#pragma once
+// The ipc transport: peers on this host whose GPUs reach each other (or host-memory ranks). Data moves by the copy
+// engine straight into the peer's mapped allocation, on one copy stream per peer (splitting one copy over several
+// streams measured slower between one pair of H200s), and the completion is a stream write-value into the peer's
+// signal word. No kernel runs in the data path.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <pickle/communicator.hpp>
+
+#include "core/format.hpp"
+#include "device/stream.hpp"
+#include "transport/ipc/mapping_cache.hpp"
+
+namespace pickle::transport::ipc {
+
+class IpcTransport {
+ public:
+  IpcTransport(int rank, int world, MemoryKind kind, int device);
+
+  /// The copy stream for transfers to `peer` (created on first use).
+  device::Stream& stream(int peer);
+  MappingCache& cache() { return cache_; }
+
+  /// The address, in this process, of [offset, offset + bytes) of `peer`'s allocation `id`. An allocation that was
+  /// never announced is a ProtocolError, a range past its end an InvalidArgument; both name `ctx`.
+  void* remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes, const OpContext& ctx);
+
+  /// Enqueues the copy of `bytes` from `src` to `dst` (an address from remote_address) on `stream`, and counts it.
+  void copy(device::Stream& stream, void* dst, const void* src, std::size_t bytes);
+
+  /// Waits for every peer stream (before mappings go away).
+  void synchronize_all();
+
+  TransportStats stats() const;
+
+ private:
+  int rank_;
+  MemoryKind kind_;
+  int device_;
+  MappingCache cache_;
+  std::vector<std::unique_ptr<device::Stream>> streams_;
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<std::uint64_t> operations_{0};
+};
+
+}  // namespace pickle::transport::ipc

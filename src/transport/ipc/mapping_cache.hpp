@@ -1,0 +1,42 @@
+#pragma once
+// Peer allocations mapped into this process, one mapping per (peer, allocation id). Mapping costs 1-10 ms on H200
+// whichever handle carries it (reference/h200x2-anchors.md); the cache makes it a one-time cost per allocation, so
+// that a buffer inside a larger allocation (PyTorch's caching allocator) and every later transfer to it open
+// nothing. Ids are unique per allocation, so memory freed and allocated again at the same address gets a new id
+// and can never hit a stale mapping.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "core/unique_fd.hpp"
+#include "device/descriptor.hpp"
+#include "device/export.hpp"
+
+namespace pickle::transport::ipc {
+
+class MappingCache {
+ public:
+  explicit MappingCache(int local_device) : local_device_(local_device) {}
+
+  /// Maps an allocation that `peer` announced (counted as an open). An allocation already mapped is kept.
+  void insert(int peer, const device::MemoryDescriptor& descriptor, UniqueFd fd);
+  /// The mapping of `peer`'s allocation `id`, or nullptr when it was never announced. Counts a hit when found.
+  device::ImportedMemory* find(int peer, std::uint64_t id);
+  /// Drops every mapping of `peer` (it died or closed).
+  void erase_peer(int peer);
+
+  std::uint64_t opens() const;
+  std::uint64_t hits() const;
+
+ private:
+  int local_device_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<int, std::uint64_t>, std::unique_ptr<device::ImportedMemory>> mappings_;
+  std::uint64_t opens_ = 0;
+  std::uint64_t hits_ = 0;
+};
+
+}  // namespace pickle::transport::ipc

@@ -1,0 +1,341 @@
+#include "comm_children.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/format.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+
+#define CHILD_CHECK(cond, ...)                                                                        \
+  do {                                                                                                \
+    if (!(cond)) {                                                                                    \
+      std::fprintf(stderr, "check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,             \
+                   ::pickle::cat(__VA_ARGS__).c_str());                                               \
+      return 1;                                                                                       \
+    }                                                                                                 \
+  } while (0)
+
+Communicator make_comm(const std::string& memory) {
+  Communicator::Options options;
+  options.memory = memory == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;
+  return Communicator(options);
+}
+
+namespace {
+
+std::uint64_t pattern_word(std::size_t word, std::uint64_t seed) {
+  std::uint64_t x = word * 0x9E3779B97F4A7C15ull + (seed + 1) * 0xD1B54A32D192ED03ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 27);
+}
+
+/// The pattern as bytes (computed a word at a time: GPU tests fill gigabytes).
+std::vector<std::uint8_t> pattern(std::size_t bytes, std::uint64_t seed) {
+  std::vector<std::uint8_t> host(bytes);
+  for (std::size_t i = 0; i < bytes; i += 8) {
+    std::uint64_t x = pattern_word(i / 8, seed);
+    for (std::size_t b = 0; b < 8 && i + b < bytes; ++b) host[i + b] = static_cast<std::uint8_t>(x >> (8 * b));
+  }
+  return host;
+}
+
+}  // namespace
+
+std::uint8_t pattern_byte(std::size_t index, std::uint64_t seed) {
+  return static_cast<std::uint8_t>(pattern_word(index / 8, seed) >> (8 * (index % 8)));
+}
+
+void fill(Communicator& comm, void* ptr, std::size_t bytes, std::uint64_t seed) {
+  std::vector<std::uint8_t> host = pattern(bytes, seed);
+  auto stream = device::make_stream(comm.memory_kind(), std::max(0, comm.device()));
+  stream->copy(ptr, host.data(), bytes);
+  stream->synchronize();
+}
+
+std::vector<std::uint8_t> read_back(Communicator& comm, const void* ptr, std::size_t bytes) {
+  std::vector<std::uint8_t> host(bytes);
+  auto stream = device::make_stream(comm.memory_kind(), std::max(0, comm.device()));
+  stream->copy(host.data(), ptr, bytes);
+  stream->synchronize();
+  return host;
+}
+
+std::size_t count_wrong(Communicator& comm, const void* ptr, std::size_t bytes, std::uint64_t seed) {
+  auto host = read_back(comm, ptr, bytes);
+  auto expected = pattern(bytes, seed);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < bytes; ++i) wrong += host[i] != expected[i];
+  return wrong;
+}
+
+namespace {
+
+std::uint64_t seed_of(int from, int to, std::uint64_t size, int round) {
+  return (static_cast<std::uint64_t>(from) << 48) ^ (static_cast<std::uint64_t>(to) << 40) ^ (size << 8) ^
+         static_cast<std::uint64_t>(round);
+}
+
+template <class Fn>
+bool throws_with(Fn&& fn, ErrorCode code, const std::string& needle, std::string& what) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    what = e.what();
+    return e.code() == code && what.find(needle) != std::string::npos;
+  }
+  what = "(no exception)";
+  return false;
+}
+
+}  // namespace
+
+// Every rank sends to its right neighbour and receives from its left one, at once, for sizes from 1 byte up to
+// args[1], at unaligned offsets; half of the receives are observed from a stream, half from the host.
+PICKLE_CHILD(comm_sizes) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t max_bytes = std::stoull(args.at(1));
+  const int rank = comm.rank(), world = comm.world_size();
+  const int right = (rank + 1) % world, left = (rank + world - 1) % world;
+  std::vector<std::size_t> sizes = {0, 1, 3, 4095, 4096, 4097, 65537, (1u << 20) + 7};
+  for (std::size_t s = 2u << 20; s <= max_bytes; s *= 4) sizes.push_back(s + 1);
+  sizes.push_back(max_bytes);
+  constexpr std::size_t kOffset = 13;  // unaligned on purpose
+  Buffer send_buffer = comm.alloc(max_bytes + 64), recv_buffer = comm.alloc(max_bytes + 64);
+  auto* send_ptr = static_cast<char*>(send_buffer.data()) + kOffset;
+  auto* recv_ptr = static_cast<char*>(recv_buffer.data()) + kOffset;
+  Stream stream = comm.make_stream();
+  int round = 0;
+  for (std::size_t size : sizes) {
+    ++round;
+    fill(comm, send_ptr, size, seed_of(rank, right, size, round));
+    fill(comm, recv_ptr, size, 0xdead);  // poison
+    Request r = comm.recv(left, 7, recv_ptr, size);
+    Request s = comm.send(right, 7, send_ptr, size);
+    if (round % 2 == 0) {
+      r.on_stream(stream);
+      stream.synchronize();
+    } else {
+      r.wait();
+    }
+    s.wait();
+    CHILD_CHECK(r.test() && s.test(), "size ", size);
+    std::size_t wrong = count_wrong(comm, recv_ptr, size, seed_of(left, rank, size, round));
+    CHILD_CHECK(wrong == 0, "rank ", rank, ": ", wrong, " wrong bytes of ", size, " from rank ", left);
+  }
+  comm.barrier();
+  return 0;
+}
+
+// Hundreds of tagged messages in flight both ways, posted and sent in different shuffled orders.
+PICKLE_CHILD(comm_many_tags) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), peer = 1 - rank;
+  constexpr int kTags = 10, kPerTag = 30;
+  constexpr std::size_t kSlot = 4096;
+  auto size_of = [](int tag, int i) { return static_cast<std::size_t>(1000 + tag * 97 + i * 13); };
+  Buffer send_buffer = comm.alloc(kTags * kPerTag * kSlot), recv_buffer = comm.alloc(kTags * kPerTag * kSlot);
+  for (int tag = 0; tag < kTags; ++tag) {
+    for (int i = 0; i < kPerTag; ++i) {
+      fill(comm, static_cast<char*>(send_buffer.data()) + (tag * kPerTag + i) * kSlot, size_of(tag, i),
+           seed_of(rank, tag, i, 1));
+    }
+  }
+  // A shuffled sequence of tags; the k-th occurrence of a tag is that tag's k-th message.
+  auto shuffled_tags = [&](unsigned seed) {
+    std::vector<int> order;
+    for (int tag = 0; tag < kTags; ++tag) order.insert(order.end(), kPerTag, tag);
+    std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+    return order;
+  };
+  std::vector<Request> recvs, sends;
+  std::vector<int> next(kTags, 0);
+  for (int tag : shuffled_tags(11 + rank)) {
+    int i = next[tag]++;
+    recvs.push_back(comm.recv(peer, tag, static_cast<char*>(recv_buffer.data()) + (tag * kPerTag + i) * kSlot,
+                              size_of(tag, i)));
+  }
+  std::fill(next.begin(), next.end(), 0);
+  for (int tag : shuffled_tags(99 + rank)) {
+    int i = next[tag]++;
+    sends.push_back(comm.send(peer, tag, static_cast<char*>(send_buffer.data()) + (tag * kPerTag + i) * kSlot,
+                              size_of(tag, i)));
+  }
+  for (auto& r : recvs) r.wait();
+  for (auto& s : sends) s.wait();
+  for (int tag = 0; tag < kTags; ++tag) {
+    for (int i = 0; i < kPerTag; ++i) {
+      std::size_t wrong = count_wrong(comm, static_cast<char*>(recv_buffer.data()) + (tag * kPerTag + i) * kSlot,
+                                      size_of(tag, i), seed_of(peer, tag, i, 1));
+      CHILD_CHECK(wrong == 0, "tag ", tag, " message ", i, ": ", wrong, " wrong bytes");
+    }
+  }
+  comm.barrier();
+  return 0;
+}
+
+// The second transfer into an allocation opens nothing; a buffer inside a larger allocation reuses its mapping.
+PICKLE_CHILD(comm_cache) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr std::size_t kBytes = 1 << 20;
+  // The receiver hands out sub-ranges of one allocation, as a caching allocator does; with "cudaMalloc" the
+  // allocation is legacy cudaMalloc memory (cudaIpc handles), else the communicator's own (VMM / memfd).
+  const bool legacy = args.size() > 1 && args[1] == "cudaMalloc";
+  auto big = device::allocate(comm.memory_kind(), 8 * kBytes, std::max(0, comm.device()),
+                              legacy ? device::AllocMethod::CudaMalloc : device::AllocMethod::Default);
+  Buffer src = comm.alloc(kBytes);
+  fill(comm, src.data(), kBytes, 5);
+  for (int round = 0; round < 4; ++round) {
+    char* part = static_cast<char*>(big->data()) + round * kBytes + round;  // interior, unaligned
+    if (rank == 1) {
+      comm.recv(0, 1, part, kBytes - 8).wait();
+      std::size_t wrong = count_wrong(comm, part, kBytes - 8, 5);
+      CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+    } else {
+      comm.send(1, 1, src.data(), kBytes - 8).wait();
+      CommStats stats = comm.stats();
+      CHILD_CHECK(stats.ipc.ipc_opens == 1, "round ", round, ": ", stats.ipc.ipc_opens, " opens, expected 1");
+      CHILD_CHECK(stats.ipc.cache_hits == static_cast<std::uint64_t>(round + 1), "round ", round, ": ",
+                  stats.ipc.cache_hits, " cache hits");
+      CHILD_CHECK(stats.ipc.bytes == (round + 1) * (kBytes - 8), "bytes counted ", stats.ipc.bytes);
+    }
+  }
+  comm.barrier();
+  return 0;
+}
+
+// One-sided: rank 0 puts into rank 1's window and signals; rank 1's stream waits for the signal and reads.
+PICKLE_CHILD(comm_put_signal) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr std::size_t kBytes = 300001;
+  Buffer window_memory = comm.alloc(kBytes + 100);
+  Window window = comm.register_memory(static_cast<char*>(window_memory.data()) + 5, kBytes);
+  CHILD_CHECK(window.bytes(0) == kBytes && window.bytes(1) == kBytes, "window sizes");
+  Buffer src = comm.alloc(kBytes);
+  Stream stream = comm.make_stream();
+  for (int round = 1; round <= 3; ++round) {
+    if (rank == 0) {
+      fill(comm, src.data(), kBytes, 100 + round);
+      comm.put(stream, window, 1, 0, src.data(), kBytes);
+      comm.put(stream, window, 1, 0, src.data(), 0);  // a no-op
+      comm.signal(stream, 1, 3);
+      stream.synchronize();
+    } else {
+      comm.wait(stream, 0, 3, static_cast<std::uint32_t>(round));
+      stream.synchronize();
+      std::size_t wrong = count_wrong(comm, window.local(), kBytes, 100 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+    }
+    comm.barrier();  // rank 0 refills src only after rank 1 has read
+  }
+  std::string what;
+  CHILD_CHECK(throws_with([&] { comm.put(stream, window, 1 - rank, kBytes - 10, src.data(), 11); },
+                          ErrorCode::InvalidArgument, "past the", what),
+              what);
+  comm.barrier();
+  return 0;
+}
+
+// Bad input is a clear error naming rank, peer, operation and size.
+PICKLE_CHILD(comm_errors) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), peer = 1 - rank;
+  Buffer buffer = comm.alloc(4096);
+  std::string what;
+  CHILD_CHECK(throws_with([&] { comm.send(2, 0, buffer.data(), 16); }, ErrorCode::InvalidArgument, "peer 2", what),
+              what);
+  CHILD_CHECK(throws_with([&] { comm.recv(rank, 0, buffer.data(), 16); }, ErrorCode::InvalidArgument, "not another rank",
+                          what),
+              what);
+  std::vector<char> plain(64);
+  CHILD_CHECK(throws_with([&] { comm.recv(peer, 0, plain.data(), 64); }, ErrorCode::InvalidArgument,
+                          "not memory pickle can share", what),
+              what);
+  CHILD_CHECK(throws_with([&] { comm.recv(peer, 0, static_cast<char*>(buffer.data()) + 4000, 200); },
+                          ErrorCode::InvalidArgument, "only", what),
+              what);
+  CHILD_CHECK(what.find(cat("rank ", rank, " -> peer ", peer, ": recv of 200 bytes")) != std::string::npos, what);
+
+  // Size 0 is a valid no-op that still matches.
+  Request r0 = comm.recv(peer, 5, nullptr, 0);
+  Request s0 = comm.send(peer, 5, nullptr, 0);
+  r0.wait();
+  s0.wait();
+
+  // A size mismatch fails both sides.
+  if (rank == 0) {
+    Request s = comm.send(peer, 9, buffer.data(), 100);
+    CHILD_CHECK(throws_with([&] { s.wait(); }, ErrorCode::InvalidArgument, "posted a recv of 200 bytes", what), what);
+  } else {
+    Request r = comm.recv(peer, 9, buffer.data(), 200);
+    CHILD_CHECK(throws_with([&] { r.wait(); }, ErrorCode::InvalidArgument, "sent 100 bytes", what), what);
+  }
+  comm.barrier();
+  return 0;
+}
+
+// Rank 0 dies (SIGKILL) in the middle of a series of transfers; rank 1's pending operations fail with PeerError
+// long before the timeout.
+PICKLE_CHILD(comm_peer_death) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr int kMessages = 40;
+  constexpr std::size_t kBytes = 256 << 10;
+  Buffer buffer = comm.alloc(kMessages * kBytes);
+  if (comm.rank() == 0) {
+    comm.barrier();
+    for (int i = 0; i < kMessages / 2; ++i) comm.send(1, 0, static_cast<char*>(buffer.data()) + i * kBytes, kBytes).wait();
+    ::kill(::getpid(), SIGKILL);
+  }
+  std::vector<Request> recvs;
+  for (int i = 0; i < kMessages; ++i) recvs.push_back(comm.recv(0, 0, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+  Request pending_send = comm.send(0, 1, buffer.data(), 64);  // never matched
+  comm.barrier();
+  Stopwatch watch;
+  int completed = 0, failed = 0;
+  for (auto& r : recvs) {
+    try {
+      r.wait();
+      ++completed;
+    } catch (const PeerError& e) {
+      ++failed;
+      CHILD_CHECK(std::string(e.what()).find("peer 0") != std::string::npos, e.what());
+    }
+  }
+  std::string what;
+  CHILD_CHECK(throws_with([&] { pending_send.wait(); }, ErrorCode::Peer, "send of 64 bytes", what), what);
+  CHILD_CHECK(completed == kMessages / 2 && failed == kMessages / 2, completed, " completed, ", failed, " failed");
+  CHILD_CHECK(watch.seconds() < 10, "took ", watch.seconds(), " s to notice");
+  CHILD_CHECK(throws_with([&] { comm.send(0, 2, buffer.data(), 8); }, ErrorCode::Peer, "peer 0", what), what);
+  return 0;
+}
+
+// A recv whose sender never sends times out (PICKLE_TIMEOUT=1) instead of hanging.
+PICKLE_CHILD(comm_timeout) {
+  Communicator comm = make_comm(args.at(0));
+  Buffer buffer = comm.alloc(1024);
+  if (comm.rank() == 1) {
+    Request r = comm.recv(0, 3, buffer.data(), 1024);
+    Stopwatch watch;
+    std::string what;
+    CHILD_CHECK(throws_with([&] { r.wait(); }, ErrorCode::Timeout, "rank 1 -> peer 0: recv of 1024 bytes", what), what);
+    CHILD_CHECK(watch.seconds() < 5, "timeout took ", watch.seconds(), " s");
+  }
+  comm.barrier();
+  return 0;
+}
+
+}  // namespace pickle::test

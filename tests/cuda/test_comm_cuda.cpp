@@ -1,0 +1,55 @@
+// The communicator on 2 GPUs in 2 processes: the rank programs of tests/comm with CUDA memory. The data moves by
+// copy engines straight into the peer GPU's memory; completions are stream write-values.
+#include <gtest/gtest.h>
+
+#include "device/backends.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+class CommCuda : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::cuda_device_count() < 2) {
+      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
+                                                                            : std::string("only 1 GPU"));
+    }
+  }
+  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+    }
+  }
+};
+
+TEST_F(CommCuda, SendsFromOneByteTo1GiBBothWaysArriveIntact) {
+  expect_all_ok(run_ranks("comm_sizes", 2, {"cuda", std::to_string(1u << 30)}, {"PICKLE_TIMEOUT=60"},
+                          std::chrono::seconds(240)));
+}
+TEST_F(CommCuda, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
+  expect_all_ok(run_ranks("comm_many_tags", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, BufferInsideALargerVmmAllocationOpensOnce) {
+  expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, BufferInsideALargerCudaMallocAllocationOpensOnce) {
+  expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, PutSignalWaitThroughAWindow) {
+  expect_all_ok(run_ranks("comm_put_signal", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, BadInputAndSizeMismatchAreClearErrors) {
+  expect_all_ok(run_ranks("comm_errors", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, PeerKilledMidTransferFailsPendingOperationsPromptly) {
+  auto statuses = run_ranks("comm_peer_death", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+TEST_F(CommCuda, RecvWithoutASenderTimesOut) {
+  expect_all_ok(run_ranks("comm_timeout", 2, {"cuda"}, {"PICKLE_TIMEOUT=2"}));
+}
+
+}  // namespace
+}  // namespace pickle::test
