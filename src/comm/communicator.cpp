@@ -1,6 +1,8 @@
 // Communicator set-up and teardown, windows, and the one-sided operations.
 #include <sys/eventfd.h>
 
+#include <exception>
+
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
@@ -65,7 +67,8 @@ Communicator::Impl::~Impl() {
   // signal words go away.
   try {
     ipc->synchronize_all();
-    store->barrier("comm/close");
+    // Unwinding from an error: do not make the peers wait; they see this rank's channels close and fail fast.
+    if (std::uncaught_exceptions() == 0) store->barrier("comm/close");
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }

@@ -138,8 +138,8 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
       failure = start_copy(peer, *request, post);
     }
   }
+  // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
   if (failure) send_control(peer, *failure);
-  if (request->error) std::rethrow_exception(request->error);
   return Request(request);
 }
 
