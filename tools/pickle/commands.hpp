@@ -12,5 +12,6 @@ int cmd_version(const Args& args);
 int cmd_selftest(const Args& args);
 int cmd_info(const Args& args);
 int cmd_launch(const Args& args);
+int cmd_bench(const Args& args);
 
 }  // namespace pickle::cli

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"info", cmd_info, "describe this host: CPU, GPUs, links between them, library versions (--json)"},
     {"launch", cmd_launch, "start N local ranks of a command with torchrun's variables"},
     {"selftest", cmd_selftest, "move checked data between ranks through exported memory and stream flags"},
+    {"bench", cmd_bench, "benchmark suites (p2p): pickle beside NCCL and the raw copy engine, checked data"},
 };
 
 void usage(std::FILE* out) {

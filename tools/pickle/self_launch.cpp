@@ -15,13 +15,15 @@ bool running_as_rank() {
   return env::foreign("RANK") || env::foreign("OMPI_COMM_WORLD_RANK") || env::foreign("SLURM_PROCID");
 }
 
-int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args) {
+int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args,
+                      bool prefix_output) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n < 0) throw SystemError("readlink /proc/self/exe", errno);
   self[n] = '\0';
   launch::LaunchOptions options;
   options.nproc = nranks;
+  options.prefix = prefix_output;
   options.command = {self, command};
   options.command.insert(options.command.end(), args.begin(), args.end());
   return launch::run(options);

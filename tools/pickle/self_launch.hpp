@@ -11,7 +11,9 @@ namespace pickle::cli {
 bool running_as_rank();
 
 /// Re-runs `pickle <command> args...` as `nranks` local ranks and returns the launcher's exit code.
-int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args);
+/// `prefix_output`: prefix each line of rank r's output with "[r] " (off for commands where one rank prints a report).
+int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args,
+                      bool prefix_output = true);
 
 /// How many local ranks a command started alone should use: `requested` when > 0, else one per GPU when there are
 /// at least two, else 2 host-memory ranks. `why` says which, for the user.

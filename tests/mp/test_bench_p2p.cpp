@@ -1,0 +1,183 @@
+// `pickle bench p2p` end to end on host memory: the real command launches its own ranks, moves checked data with
+// the copy-engine baseline and pickle's Communicator, prints the table and writes the result file. Also: NCCL
+// without GPU memory is "unavailable" (not a failure), bad flags exit 2, and a corrupted byte fails the run.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+
+#include "core/json.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+struct BenchRun {
+  ExitStatus status;
+  std::string out, err;
+  std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
+};
+
+BenchRun run_bench(const TempDir& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench", "p2p"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> environment = {"PICKLE_TIMEOUT=20"};
+  environment.insert(environment.end(), env.begin(), env.end());
+  pid_t pid = spawn_program(argv, environment, dir / "out", dir / "err");
+  BenchRun run;
+  run.status = wait_pid(pid, std::chrono::seconds(90));
+  run.out = read_file(dir / "out");
+  run.err = read_file(dir / "err");
+  return run;
+}
+
+/// The table's data rows (lines that do not start with '#'), split into cells.
+std::vector<std::vector<std::string>> table_rows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream cells(line);
+    std::vector<std::string> row;
+    for (std::string cell; cells >> cell;) row.push_back(cell);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+const json::Value* find_backend(const json::Value& root, const std::string& name) {
+  for (const auto& backend : root.at("backends").as_array()) {
+    if (backend.at("name").as_string() == name) return &backend;
+  }
+  return nullptr;
+}
+
+TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, {"--backend", "ce,pickle", "-b", "1", "-e", "1M", "-f", "4", "-n", "3", "-w", "1",
+                            "--memory", "host", "--json", json_path});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+
+  // 11 sizes (1 B .. 1 MiB, factor 4) x 3 modes; per backend: time, algbw, #wrong; then the pickle/ce ratio.
+  auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 33u) << run.out;
+  std::set<std::string> modes;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), 2u + 3u * 2u + 1u) << run.out;
+    modes.insert(row[0]);
+    EXPECT_EQ(row[4], "0") << "ce #wrong in row: " << row[0] << " " << row[1];
+    EXPECT_EQ(row[7], "0") << "pickle #wrong in row: " << row[0] << " " << row[1];
+    EXPECT_GT(std::stod(row[2]), 0) << row[0] << " " << row[1];
+    EXPECT_GT(std::stod(row[5]), 0) << row[0] << " " << row[1];
+  }
+  EXPECT_EQ(modes, (std::set<std::string>{"uni", "bi", "lat"}));
+
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("schema").as_string(), "pickle-bench/1");
+  EXPECT_EQ(root.at("suite").as_string(), "p2p");
+  EXPECT_EQ(root.at("command").at(0).as_string(), "pickle");
+  EXPECT_EQ(root.at("options").at("memory").as_string(), "host");
+  EXPECT_EQ(root.at("options").at("max_bytes").as_int(), 1 << 20);
+  EXPECT_TRUE(root.at("environment").contains("PICKLE_TIMEOUT"));
+  EXPECT_FALSE(root.at("environment").contains("PICKLE_TOKEN") &&
+               root.at("environment").at("PICKLE_TOKEN").as_string() != "(set)")
+      << "the store's secret must not be written to result files";
+  EXPECT_TRUE(root.at("topology").contains("host"));
+  EXPECT_TRUE(root.at("topology").contains("versions"));
+  EXPECT_EQ(root.at("exit_code").as_int(), 0);
+  for (const char* name : {"ce", "pickle"}) {
+    const json::Value* backend = find_backend(root, name);
+    ASSERT_NE(backend, nullptr) << name;
+    EXPECT_EQ(backend->at("status").as_string(), "ok") << name << ": " << backend->at("detail").as_string();
+  }
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 66u);
+  for (const auto& r : results) {
+    std::string what = r.at("backend").as_string() + " " + r.at("mode").as_string() + " " +
+                       std::to_string(r.at("bytes").as_int());
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
+    EXPECT_EQ(r.at("iterations").as_int(), 3) << what;
+    EXPECT_EQ(r.at("repeats").as_int(), 5) << what;
+    EXPECT_TRUE(r.at("error").is_null()) << what;
+    const auto& time = r.at("time_us");
+    EXPECT_GT(time.at("min").as_double(), 0) << what;
+    EXPECT_LE(time.at("min").as_double(), time.at("median").as_double()) << what;
+    EXPECT_LE(time.at("median").as_double(), time.at("max").as_double()) << what;
+    EXPECT_EQ(time.at("samples").size(), 5u) << what;
+    EXPECT_GT(r.at("algbw_gbps").at("median").as_double(), 0) << what;
+    EXPECT_EQ(r.at("busbw_gbps"), r.at("algbw_gbps")) << what;
+    if (r.at("backend").as_string() == "pickle") {
+      // Steady state: every peer allocation was mapped during warm-up; the timed transfers open nothing.
+      EXPECT_EQ(r.at("mapping_opens_timed").as_int(), 0) << what;
+    }
+  }
+}
+
+TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, {"--backend", "nccl,ce", "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "0",
+                            "--mode", "uni", "--memory", "host", "--json", json_path});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.out.find("# nccl    unavailable: rank 0: nccl needs GPU memory"), std::string::npos) << run.out;
+  auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 1u) << run.out;
+  EXPECT_EQ(rows[0][2], "n/a") << run.out;   // nccl's time cell
+  EXPECT_EQ(rows[0][7], "N/A") << run.out;   // ce's #wrong with -c 0: not checked
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
+  ASSERT_EQ(root.at("results").size(), 1u);  // ce's only
+  EXPECT_TRUE(root.at("results").at(0).at("wrong").is_null());
+}
+
+TEST(BenchP2p, AnExtraRankOnlyKeepsInStep) {
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, {"--ranks", "3", "--backend", "ce,pickle", "-b", "1000", "-e", "100000", "-f", "10",
+                            "-n", "2", "-w", "1", "--repeats", "2", "--memory", "host"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.out.find("ranks 0 -> 1 of 3"), std::string::npos) << run.out;
+  for (const auto& row : table_rows(run.out)) {
+    ASSERT_EQ(row.size(), 9u) << run.out;
+    EXPECT_EQ(row[4], "0") << run.out;
+    EXPECT_EQ(row[7], "0") << run.out;
+  }
+}
+
+TEST(BenchP2p, BadFlagsExitWithTwo) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--bogus"}, {"-f", "1"}, {"-b", "2M", "-e", "1M"}, {"-b", "12Q"}, {"--backend", "ce,mpi"},
+      {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"}};
+  for (const auto& args : cases) {
+    TempDir dir("bench");
+    BenchRun run = run_bench(dir, args);
+    EXPECT_TRUE(run.status.exited && run.status.code == 2) << args[0] << ": " << run.describe();
+    EXPECT_NE(run.err.find("usage: pickle bench p2p"), std::string::npos) << args[0] << ": " << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, {"-b", "12Q"});
+  EXPECT_NE(run.err.find("-b '12Q': unknown unit"), std::string::npos) << run.err;
+}
+
+TEST(BenchP2p, ACorruptedByteIsCountedAndFailsTheRun) {
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, {"--backend", "ce,pickle", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1",
+                            "--mode", "uni,lat", "--memory", "host", "--json", json_path},
+                      {"PICKLE_BENCH_CORRUPT=1"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 1);
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 2u * 2u * 3u);
+  for (const auto& r : results) {
+    // One flipped byte per message: one receiver in uni, both ranks receive in lat.
+    std::int64_t expected = r.at("mode").as_string() == "uni" ? 1 : 2;
+    EXPECT_EQ(r.at("wrong").as_int(), expected)
+        << r.at("backend").as_string() << " " << r.at("mode").as_string() << " " << r.at("bytes").as_int();
+  }
+}
+
+}  // namespace
+}  // namespace pickle::test

@@ -1,0 +1,123 @@
+// pickle itself: Communicator send/recv between ranks 0 and 1, on the same buffers as the other backends. The
+// sends are ordered after the timing stream (send(..., after)), so they wait behind the gate like everything else,
+// and the timing stream waits for their completion (Request::on_stream): copy engine into the peer's memory and a
+// stream write-value of the completion word, no kernel and no host in the timed path.
+//
+// The Communicator brings its own store; it gets a 2-rank RankInfo (ranks 0 and 1 of this job) on a fresh port that
+// rank 0 picks, so that the benchmark's store and extra ranks stay out of it.
+#include <optional>
+#include <vector>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
+#include <pickle/stream.hpp>
+
+#include "../launcher.hpp"
+#include "backend.hpp"
+#include "core/format.hpp"
+
+namespace pickle::bench {
+namespace {
+
+constexpr const char* kPortKey = "bench/p2p/pickle/port";
+
+/// One tag per mode: a mode's sends and receives always pair up, but separate tags keep the modes apart anyway.
+int tag_of(Mode mode) { return 1 + static_cast<int>(mode); }
+
+class PickleBackend final : public P2pBackend {
+ public:
+  std::string_view name() const noexcept override { return "pickle"; }
+
+  void probe(P2pContext&) override {}
+
+  void setup(P2pContext& ctx) override {
+    Store& store = ctx.store();
+    RankInfo info = store.self();
+    if (ctx.rank() == 0) {
+      // The key is always set, with the port or the reason there is none, so that rank 1 never waits in vain.
+      try {
+        info.master_port = launch::pick_free_port(info.master_addr);
+      } catch (const Error& e) {
+        store.set(kPortKey, cat("E", e.what()));
+        throw;
+      }
+      store.set(kPortKey, cat("P", info.master_port));
+    } else {
+      std::string value = store.get_string(kPortKey);
+      if (value.empty() || value[0] != 'P') {
+        throw PeerError(cat(describe({.rank = ctx.rank(), .peer = 0, .op = "pickle communicator set-up"}),
+                            ": rank 0 has no port for the communicator: ", value.empty() ? value : value.substr(1)),
+                        0);
+      }
+      info.master_port = std::stoi(value.substr(1));
+    }
+    info.world_size = 2;
+    info.local_world_size = 2;
+    info.source = "explicit";
+    Communicator::Options options;
+    options.rank_info = info;
+    options.memory = ctx.kind();
+    options.device = ctx.kind() == MemoryKind::Cuda ? ctx.device() : -1;
+    comm_.emplace(options);
+    timing_.emplace(ctx.stream_handle());
+  }
+
+  bool times(Mode, int) const override { return true; }
+  // Send: event record on the timing stream; wait, copy, write-value, record on the copy stream; the timing
+  // stream's wait on completion. Lat adds the receive's wait.
+  int ops_per_iteration(Mode) const override { return 7; }
+
+  void enqueue(P2pContext& ctx, Mode mode, std::size_t bytes, int iterations) override {
+    const int peer = ctx.peer(), tag = tag_of(mode);
+    Stream& timing = *timing_;
+    std::vector<Request> requests;
+    auto send = [&] { return comm_->send(peer, tag, ctx.send_buffer(), bytes, &timing); };
+    auto recv = [&] { return comm_->recv(peer, tag, ctx.recv_buffer(), bytes); };
+    switch (mode) {
+      case Mode::Uni:
+      case Mode::Bi:
+        // Receives are posted first, so that the peer's sends find them at once.
+        for (int i = 0; i < iterations; ++i) {
+          if (ctx.rank() == 1 || mode == Mode::Bi) requests.push_back(recv());
+        }
+        for (int i = 0; i < iterations; ++i) {
+          if (ctx.rank() == 0 || mode == Mode::Bi) requests.push_back(send());
+        }
+        // The timing stream's stop event comes after every message of this rank, sent or received.
+        for (auto& request : requests) request.on_stream(timing);
+        return;
+      case Mode::Lat: {
+        Request last_send;
+        for (int i = 0; i < iterations; ++i) {
+          if (ctx.rank() == 0) {
+            last_send = send();
+            recv().on_stream(timing);  // the next send leaves only once the answer is here
+          } else {
+            recv().on_stream(timing);
+            last_send = send();  // after=timing: leaves once the message above has arrived
+          }
+        }
+        // Rank 1's last answer is not otherwise waited for by its own timing stream, and the send buffer is
+        // rewritten before the next repeat.
+        last_send.on_stream(timing);
+        return;
+      }
+    }
+  }
+
+  std::optional<std::uint64_t> mapping_opens() const override {
+    if (!comm_) return std::nullopt;
+    return comm_->stats().ipc.ipc_opens;
+  }
+
+ private:
+  std::optional<Communicator> comm_;
+  std::optional<Stream> timing_;
+};
+
+}  // namespace
+
+std::unique_ptr<P2pBackend> make_pickle_backend() { return std::make_unique<PickleBackend>(); }
+
+}  // namespace pickle::bench

@@ -1,0 +1,47 @@
+#include "environment.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace pickle::bench {
+
+json::Value environment_json() {
+  // This walks environ to record the environment, not to configure anything: pickle's own settings are read
+  // through core/env.hpp.
+  std::vector<std::pair<std::string, std::string>> found;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    std::size_t equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    std::string_view name = text.substr(0, equals);
+    if (!name.starts_with("PICKLE_") && !name.starts_with("NCCL_") && !name.starts_with("CUDA_")) continue;
+    std::string value(text.substr(equals + 1));
+    if (name == "PICKLE_TOKEN") value = "(set)";
+    found.emplace_back(std::string(name), std::move(value));
+  }
+  std::sort(found.begin(), found.end());
+  json::Value out = json::Value::object();
+  for (auto& [name, value] : found) out[name] = std::move(value);
+  return out;
+}
+
+std::uint64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t value = 0;
+  while (meminfo >> key >> value) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return value * 1024;  // the kernel writes kB (KiB)
+  }
+  return 0;
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,93 @@
+#include "lockstep.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::bench {
+namespace {
+
+// Wire form of one rank's report: status byte, phase name, NUL, then the payload or the error message.
+constexpr char kOk = 'O', kFailed = 'F', kSkipped = 'S';
+
+std::vector<std::byte> encode(char status, std::string_view phase, const std::string& text) {
+  std::vector<std::byte> blob(2 + phase.size() + text.size());
+  blob[0] = static_cast<std::byte>(status);
+  std::memcpy(blob.data() + 1, phase.data(), phase.size());
+  blob[1 + phase.size()] = std::byte{0};
+  std::memcpy(blob.data() + 2 + phase.size(), text.data(), text.size());
+  return blob;
+}
+
+}  // namespace
+
+Lockstep::Lockstep(Store& store) : store_(&store), rank_(store.self().rank) {}
+
+PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::string()>& fn) {
+  char status = kSkipped;
+  std::string text;
+  if (!failed_) {
+    try {
+      text = fn();
+      status = kOk;
+    } catch (const std::exception& e) {
+      status = kFailed;
+      const auto* error = dynamic_cast<const Error*>(&e);
+      text = cat(static_cast<int>(error != nullptr ? error->code() : ErrorCode::Internal), "|", plain_message(e));
+    }
+  }
+  auto blobs = store_->allgather(encode(status, name, text));
+  PhaseOutcome outcome;
+  outcome.payloads.resize(blobs.size());
+  for (std::size_t r = 0; r < blobs.size(); ++r) {
+    const auto& blob = blobs[r];
+    const char* bytes = reinterpret_cast<const char*>(blob.data());
+    std::string_view view(bytes, blob.size());
+    std::size_t nul = view.find('\0', 1);
+    if (blob.empty() || nul == std::string_view::npos || view.substr(1, nul - 1) != name) {
+      throw ProtocolError(cat(describe({.rank = rank_, .peer = static_cast<int>(r), .op = "benchmark lockstep"}),
+                              ": expected phase '", name, "', the peer reported '",
+                              nul == std::string_view::npos ? view : view.substr(1, nul - 1), "'"));
+    }
+    std::string body(view.substr(nul + 1));
+    if (view[0] == kOk) {
+      outcome.payloads[r] = std::move(body);
+    } else if (view[0] == kFailed && outcome.ok) {
+      std::size_t bar = body.find('|');
+      outcome.ok = false;
+      outcome.code = static_cast<ErrorCode>(std::atoi(body.substr(0, bar).c_str()));
+      outcome.error = cat("rank ", r, ": ", bar == std::string::npos ? body : body.substr(bar + 1));
+    }
+  }
+  if (!outcome.ok && !failed_) {
+    failed_ = true;
+    code_ = outcome.code;
+    error_ = outcome.error;
+  }
+  // A phase that every rank skipped still counts as failed: its step failed earlier.
+  if (failed_) {
+    outcome.ok = false;
+    outcome.code = code_;
+    outcome.error = error_;
+  }
+  return outcome;
+}
+
+void Lockstep::rethrow(std::string_view what) const {
+  throw Error(code_, cat(what, ": ", error_));
+}
+
+std::string plain_message(const std::exception& e) {
+  std::string text = e.what();
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr) return text;
+  std::string prefix = cat("pickle ", error_code_name(error->code()), " error: ");
+  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,63 @@
+#pragma once
+// Keeps the ranks of a benchmark in step through failures. Every rank runs the same sequence of phases; after each
+// one they exchange (through the store) whether it worked and a small payload. A rank whose phase threw reports
+// the error instead of leaving the others waiting, and once a phase failed anywhere, the later phases of the same
+// step are skipped on every rank alike. So a failing backend costs one report, never a hang or a desync.
+
+#include <functional>
+#include <string>
+
+#include <pickle/error.hpp>
+#include <string_view>
+#include <vector>
+
+namespace pickle {
+class Store;
+}
+
+namespace pickle::bench {
+
+/// What every rank said after one phase.
+struct PhaseOutcome {
+  bool ok = true;
+  ErrorCode code = ErrorCode::Internal;  ///< the first failing rank's error code (Internal for non-pickle errors)
+  std::string error;                  ///< the first failing rank's message, prefixed with "rank N: "
+  std::vector<std::string> payloads;  ///< every rank's payload (empty where a rank failed or skipped), by rank
+};
+
+class Lockstep {
+ public:
+  explicit Lockstep(Store& store);
+
+  /// Starts a new step: phases run again even if the previous step failed.
+  void begin_step() {
+    failed_ = false;
+    code_ = ErrorCode::Internal;
+    error_.clear();
+  }
+
+  /// Runs `fn` (unless an earlier phase of this step failed), then exchanges the outcome with every rank. `fn`
+  /// returns this rank's payload. Exceptions from `fn` are caught and reported, never propagated. Every rank must
+  /// call phase() with the same names in the same order (a mismatch is a ProtocolError: a bug in the caller).
+  PhaseOutcome phase(std::string_view name, const std::function<std::string()>& fn);
+
+  /// Whether a phase of the current step failed on some rank, and the first error.
+  bool failed() const { return failed_; }
+  const std::string& error() const { return error_; }
+  ErrorCode code() const { return code_; }
+
+  /// Throws the current step's failure as a pickle::Error with the failing rank's code.
+  [[noreturn]] void rethrow(std::string_view what) const;
+
+ private:
+  Store* store_;
+  int rank_;
+  bool failed_ = false;
+  ErrorCode code_ = ErrorCode::Internal;
+  std::string error_;
+};
+
+/// An exception's message without pickle's "pickle <Code> error: " prefix (the code travels separately).
+std::string plain_message(const std::exception& e);
+
+}  // namespace pickle::bench

@@ -1,0 +1,49 @@
+#include "nccl_api.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::bench {
+
+NcclApi NcclApi::load() {
+  NcclApi api(DynamicLibrary::open("libnccl.so.2"));
+  const DynamicLibrary& lib = api.library_;
+  auto get_version = lib.symbol<int(int*)>("ncclGetVersion");
+  api.get_unique_id = lib.symbol<int(NcclUniqueId*)>("ncclGetUniqueId");
+  api.comm_init_rank = lib.symbol<int(NcclComm*, int, NcclUniqueId, int)>("ncclCommInitRank");
+  api.comm_destroy = lib.symbol<int(NcclComm)>("ncclCommDestroy");
+  api.comm_abort = lib.symbol<int(NcclComm)>("ncclCommAbort");
+  api.send = lib.symbol<int(const void*, std::size_t, int, int, NcclComm, void*)>("ncclSend");
+  api.recv = lib.symbol<int(void*, std::size_t, int, int, NcclComm, void*)>("ncclRecv");
+  api.group_start = lib.symbol<int()>("ncclGroupStart");
+  api.group_end = lib.symbol<int()>("ncclGroupEnd");
+  api.get_error_string_ = lib.symbol<const char*(int)>("ncclGetErrorString");
+  api.get_last_error_ = lib.find<const char*(NcclComm)>("ncclGetLastError");
+
+  int code = 0;
+  if (get_version(&code) != 0) throw UnavailableError(cat(lib.path(), ": ncclGetVersion failed"));
+  // major*10000 + minor*100 + patch since NCCL 2.9; major*1000 + minor*100 + patch before.
+  int major = code >= 10000 ? code / 10000 : code / 1000;
+  int minor = code >= 10000 ? (code % 10000) / 100 : (code % 1000) / 100;
+  api.version_ = cat(major, ".", minor, ".", code % 100);
+  if (major < 2 || (major == 2 && minor < 7)) {
+    throw UnavailableError(cat(lib.path(), ": NCCL ", api.version_, " has no ncclSend/ncclRecv (needs 2.7 or newer)"));
+  }
+  return api;
+}
+
+void NcclApi::check(int result, const char* call, const std::string& what, NcclComm comm) const {
+  if (result == 0) return;
+  const char* name = get_error_string_ != nullptr ? get_error_string_(result) : nullptr;
+  std::string text = name != nullptr ? name : "unknown";
+  std::string last;
+  if (get_last_error_ != nullptr) {
+    const char* message = get_last_error_(comm);
+    if (message != nullptr && *message != '\0') last = message;
+  }
+  throw Error(ErrorCode::Nccl, cat(what, ": ", call, " returned ", result, " (", text, ")",
+                                   last.empty() ? std::string() : cat(": ", last)));
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,273 @@
+#include "p2p_rank.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cerrno>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <random>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+
+#include "backend.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "cuda_device.hpp"
+#include "device/backends.hpp"
+#include "environment.hpp"
+#include "lockstep.hpp"
+#include "p2p_context.hpp"
+#include "p2p_report.hpp"
+#include "p2p_step.hpp"
+#include "progress.hpp"
+#include "sizes.hpp"
+#include "topology/topology.hpp"
+#include "topology/topology_json.hpp"
+
+namespace pickle::bench {
+namespace {
+
+/// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
+class AgreedFailure : public Error {
+ public:
+  AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message), message_(message) {}
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+void require(const PhaseOutcome& outcome, std::string_view what) {
+  if (!outcome.ok) throw AgreedFailure(outcome.code, cat(what, ": ", outcome.error));
+}
+
+int run(const P2pOptions& options, const std::vector<std::string>& args, const RankInfo& self);
+
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+/// What rank 0 decides for everyone at the start.
+struct Plan {
+  MemoryKind kind = MemoryKind::Host;
+  std::string nonce;  // names this job's fd sockets, so that concurrent runs on one host never meet
+};
+
+Plan agree_on_plan(Lockstep& lockstep, const RankInfo& self, const P2pOptions& options) {
+  auto outcome = lockstep.phase("plan", [&] {
+    std::string payload = hostname();
+    if (self.rank == 0 && !options.json_path.empty()) {
+      // Fail now rather than after a long sweep whose results could not be saved.
+      std::ofstream probe(options.json_path, std::ios::app);
+      if (!probe) throw SystemError(cat("cannot write the --json file ", options.json_path), errno);
+    }
+    if (self.rank == 0) {
+      bool cuda = options.memory == "cuda" || (options.memory.empty() && device::cuda_device_count() >= 2);
+      payload += cat("\n", cuda ? "cuda" : "host", "\n", std::random_device{}(), "-", getpid());
+    }
+    return payload;
+  });
+  require(outcome, "agreeing on the plan");
+  const std::string& zero = outcome.payloads[0];
+  std::size_t first = zero.find('\n'), second = zero.find('\n', first + 1);
+  if (outcome.payloads[1].substr(0, outcome.payloads[1].find('\n')) != zero.substr(0, first)) {
+    throw InvalidArgument(cat("bench p2p: ranks 0 and 1 must share a host (rank 0 is on ", zero.substr(0, first),
+                              ", rank 1 on ", outcome.payloads[1], ")"));
+  }
+  Plan plan;
+  plan.kind = zero.substr(first + 1, second - first - 1) == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;
+  plan.nonce = zero.substr(second + 1);
+  return plan;
+}
+
+/// Runs one backend over every mode and size; appends its steps to the report.
+void run_backend(P2pContext& ctx, Lockstep& lockstep, P2pReport& report, const std::string& name,
+                 Progress& progress) {
+  BackendRun run;
+  run.name = name;
+  std::unique_ptr<P2pBackend> backend = make_backend(name);
+  lockstep.begin_step();
+  auto probed = lockstep.phase(cat("probe ", name), [&] {
+    if (ctx.active()) backend->probe(ctx);
+    return std::string();
+  });
+  if (!probed.ok) {
+    // Absent hardware or libraries are facts about this machine, not failures of the backend.
+    run.status = probed.code == ErrorCode::Unavailable ? BackendRun::Status::Unavailable : BackendRun::Status::Failed;
+    run.detail = probed.error;
+    report.backends.push_back(run);
+    return;
+  }
+  auto set_up = lockstep.phase(cat("setup ", name), [&] {
+    if (ctx.active()) backend->setup(ctx);
+    return backend->detail();
+  });
+  if (!set_up.ok) {
+    run.status = BackendRun::Status::Failed;
+    run.detail = cat("set-up: ", set_up.error);
+    backend->abandon();
+  } else {
+    run.detail = set_up.payloads[0];
+    for (Mode mode : report.options.modes) {
+      for (std::size_t bytes : report.sizes) {
+        StepResult step = run_step(ctx, *backend, lockstep, report.options, mode, bytes);
+        progress.step(static_cast<double>(bytes) + (1 << 20), cat(name, " ", mode_name(mode), " ", short_size(bytes)));
+        bool failed = !step.error.empty();
+        if (failed) {
+          run.status = BackendRun::Status::Failed;
+          run.detail = step.error;
+        }
+        report.steps.push_back(std::move(step));
+        if (failed) break;
+      }
+      if (run.status == BackendRun::Status::Failed) break;
+    }
+    if (run.status == BackendRun::Status::Failed) backend->abandon();
+  }
+  report.backends.push_back(run);
+  // Drain this rank's work and tear the backend down before any rank starts the next one.
+  lockstep.begin_step();
+  lockstep.phase(cat("teardown ", name), [&] {
+    if (ctx.active()) ctx.stream().synchronize();
+    backend.reset();
+    return std::string();
+  });
+  backend.reset();  // also when the phase was skipped
+}
+
+void write_json(const P2pReport& report, const std::string& path) {
+  json::Value root = to_json(report);
+  root["environment"] = environment_json();
+  root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) throw SystemError(cat("bench p2p: cannot open --json file ", path), errno);
+  file << root.dump(2) << "\n";
+  file.close();
+  if (!file) throw SystemError(cat("bench p2p: cannot write --json file ", path), errno);
+}
+
+}  // namespace
+
+int run_p2p_rank(const P2pOptions& options, const std::vector<std::string>& args) {
+  RankInfo self = discover_rank_info();
+  log::set_rank(self.rank);
+  if (self.world_size < 2) {
+    throw InvalidArgument(cat("bench p2p needs at least 2 ranks; this job has ", self.world_size));
+  }
+  // Rank 0 carries the verdict of outcomes that every rank agreed on: the others exit 0 then, because a launcher
+  // stops the whole job at the first failing rank, which could cut rank 0 short while it writes the report.
+  try {
+    int code = run(options, args, self);
+    return self.rank == 0 ? code : 0;
+  } catch (const AgreedFailure& e) {
+    if (self.rank != 0) return 0;
+    std::fprintf(stderr, "pickle bench p2p: %s\n", e.message().c_str());
+    return 1;
+  }
+}
+
+namespace {
+
+int run(const P2pOptions& options, const std::vector<std::string>& args, const RankInfo& self) {
+  Store store(self);
+  Lockstep lockstep(store);
+  Plan plan = agree_on_plan(lockstep, self, options);
+
+  P2pReport report;
+  report.options = options;
+  report.command = {"pickle", "bench", "p2p"};
+  report.command.insert(report.command.end(), args.begin(), args.end());
+  report.memory = plan.kind;
+  report.world_size = self.world_size;
+  {
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    char text[32] = "?";
+    if (gmtime_r(&now, &utc) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    report.started_utc = text;
+  }
+
+  const bool active = self.rank < 2;
+  const int device = plan.kind == MemoryKind::Cuda ? self.local_rank : 0;
+  std::optional<P2pContext> ctx;
+  require(lockstep.phase("context", [&] {
+            if (active && plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
+            ctx.emplace(store, plan.kind, device);
+            return std::string();
+          }),
+          "creating streams and events");
+
+  // Sizes, then buffers for the largest, halved while they do not fit.
+  std::size_t max_bytes = options.max_bytes != 0 ? options.max_bytes
+                          : plan.kind == MemoryKind::Cuda ? kCudaDefaultMaxBytes
+                                                          : kHostDefaultMaxBytes;
+  max_bytes = std::max(max_bytes, options.min_bytes);
+  std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);
+  std::size_t wanted = sizes.back();
+  if (plan.kind == MemoryKind::Host) {
+    // Two ranks, three buffers each, on one host: leave the rest of the memory to everything else.
+    std::uint64_t available = host_memory_available();
+    if (available > 0) wanted = std::min<std::size_t>(wanted, std::max<std::size_t>(available / 8, sizes.front()));
+  }
+  auto allocated = lockstep.phase("allocate", [&] {
+    return active ? cat(ctx->allocate(wanted, sizes.front())) : std::string();
+  });
+  require(allocated, "allocating buffers");
+  std::size_t capacity = std::min(std::strtoull(allocated.payloads[0].c_str(), nullptr, 10),
+                                  std::strtoull(allocated.payloads[1].c_str(), nullptr, 10));
+  std::size_t planned = sizes.size();
+  sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::size_t s) { return s > capacity; }), sizes.end());
+  if (sizes.size() < planned) {
+    report.notes.push_back(cat("sizes above ", short_size(capacity), " skipped: three buffers of the next size do not fit ",
+                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in an eighth of MemAvailable"));
+  }
+  report.sizes = sizes;
+
+  if (self.rank == 0 && capacity >= (std::size_t{1} << 30)) {
+    std::fprintf(stderr, "bench p2p: filling %s pattern buffers\n", human_bytes(capacity).c_str());
+  }
+  require(lockstep.phase("exchange", [&] {
+            if (active) ctx->exchange(plan.nonce, capacity);
+            return std::string();
+          }),
+          "mapping the peer's buffers");
+  require(lockstep.phase("fill", [&] {
+            if (active) ctx->fill_source();
+            return std::string();
+          }),
+          "filling the pattern buffers");
+
+  double total_work = 0;
+  for (std::size_t bytes : sizes) total_work += static_cast<double>(bytes) + (1 << 20);
+  total_work *= static_cast<double>(options.modes.size() * options.backends.size());
+  const int total_steps = static_cast<int>(sizes.size() * options.modes.size() * options.backends.size());
+  Progress progress(total_work, total_steps, stderr, self.rank == 0);
+  for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
+
+  // Every importer unmaps before any exporter frees.
+  lockstep.begin_step();
+  lockstep.phase("unmap", [&] {
+    ctx->unmap_peer();
+    return std::string();
+  });
+  lockstep.phase("free", [&] {
+    ctx.reset();
+    return std::string();
+  });
+
+  if (self.rank == 0) {
+    print_table(report, stdout);
+    if (!options.json_path.empty()) write_json(report, options.json_path);
+  }
+  return report.exit_code();
+}
+
+}  // namespace
+
+}  // namespace pickle::bench

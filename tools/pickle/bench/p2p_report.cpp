@@ -1,0 +1,226 @@
+#include "p2p_report.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+
+#include "core/format.hpp"
+#include "sizes.hpp"
+
+namespace pickle::bench {
+
+Summary summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  std::size_t n = values.size();
+  s.median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+const char* status_name(BackendRun::Status status) noexcept {
+  switch (status) {
+    case BackendRun::Status::Ok: return "ok";
+    case BackendRun::Status::Unavailable: return "unavailable";
+    case BackendRun::Status::Failed: return "failed";
+  }
+  return "?";
+}
+
+int P2pReport::exit_code() const {
+  for (const auto& backend : backends) {
+    if (backend.status == BackendRun::Status::Failed) return 1;
+  }
+  for (const auto& step : steps) {
+    if (!step.error.empty() || (step.wrong && *step.wrong > 0)) return 1;
+  }
+  return 0;
+}
+
+double algbw_gbps(Mode mode, std::size_t bytes, double time_us) noexcept {
+  if (time_us <= 0) return 0;
+  double moved = static_cast<double>(bytes) * (mode == Mode::Bi ? 2.0 : 1.0);
+  return moved / (time_us * 1e3);
+}
+
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+/// Time and bandwidth with enough digits to compare, not more.
+std::string time_text(double us) { return fixed(us, us < 100 ? 2 : (us < 10000 ? 1 : 0)); }
+std::string bw_text(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 2); }
+
+std::string pad_left(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+struct Key {
+  std::string backend;
+  Mode mode;
+  std::size_t bytes;
+  auto operator<=>(const Key&) const = default;
+};
+
+constexpr std::size_t kTimeWidth = 10, kBwWidth = 12, kWrongWidth = 7, kRatioWidth = 12;
+
+}  // namespace
+
+void print_table(const P2pReport& report, std::FILE* out) {
+  const auto& o = report.options;
+  std::map<Key, const StepResult*> steps;
+  for (const auto& step : report.steps) steps[{step.backend, step.mode, step.bytes}] = &step;
+  std::map<std::string, const BackendRun*> runs;
+  for (const auto& run : report.backends) runs[run.name] = &run;
+  auto has = [&](std::string_view name) {
+    return std::find(o.backends.begin(), o.backends.end(), name) != o.backends.end();
+  };
+  const bool ratio_nccl = has("pickle") && has("nccl"), ratio_ce = has("pickle") && has("ce");
+
+  std::fprintf(out, "# pickle bench p2p: ranks 0 -> 1 of %d, %s memory, %d iterations x %d repeats after %d warm-up\n",
+               report.world_size, std::string(memory_kind_name(report.memory)).c_str(), o.iterations, o.repeats,
+               o.warmup);
+  std::fprintf(out, "# time: us per message (lat: one-way, half a round trip), median of the repeats; algbw = busbw "
+                    "for p2p, GB/s (bi: both directions summed)\n");
+  for (const auto& run : report.backends) {
+    std::fprintf(out, "# %-7s %s%s%s\n", run.name.c_str(), status_name(run.status), run.detail.empty() ? "" : ": ",
+                 run.detail.c_str());
+  }
+  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+
+  std::string group = "#" + std::string(5 + 12, ' ');
+  std::string header = "#" + pad_left("mode", 5) + pad_left("size", 12);
+  for (const auto& name : o.backends) {
+    std::size_t width = kTimeWidth + kBwWidth + kWrongWidth;
+    std::string title = " " + name + " ";
+    std::size_t dashes = width > title.size() ? width - title.size() : 0;
+    group += " " + std::string(dashes / 2, '-') + title + std::string(dashes - dashes / 2, '-');
+    header += pad_left("time(us)", kTimeWidth) + pad_left("algbw(GB/s)", kBwWidth) + pad_left("#wrong", kWrongWidth);
+  }
+  if (ratio_nccl) header += pad_left("pickle/nccl", kRatioWidth);
+  if (ratio_ce) header += pad_left("pickle/ce", kRatioWidth);
+  std::fprintf(out, "%s\n%s\n", group.c_str(), header.c_str());
+
+  for (Mode mode : o.modes) {
+    for (std::size_t bytes : report.sizes) {
+      std::string line = " " + pad_left(std::string(mode_name(mode)), 5) + pad_left(cat(bytes), 12);
+      std::map<std::string, double> bandwidth;
+      for (const auto& name : o.backends) {
+        auto run = runs.find(name);
+        auto step = steps.find({name, mode, bytes});
+        std::string time = "-", bw = "-", wrong = "-";
+        if (run != runs.end() && run->second->status == BackendRun::Status::Unavailable) {
+          time = "n/a";
+        } else if (step != steps.end() && !step->second->error.empty()) {
+          time = "FAILED";
+        } else if (step != steps.end() && !step->second->time_us.empty()) {
+          double us = summarize(step->second->time_us).median;
+          bandwidth[name] = algbw_gbps(mode, bytes, us);
+          time = time_text(us);
+          bw = bw_text(bandwidth[name]);
+          wrong = step->second->wrong ? cat(*step->second->wrong) : std::string("N/A");
+        }
+        line += pad_left(time, kTimeWidth) + pad_left(bw, kBwWidth) + pad_left(wrong, kWrongWidth);
+      }
+      auto ratio = [&](const char* other) {
+        auto p = bandwidth.find("pickle"), q = bandwidth.find(other);
+        if (p == bandwidth.end() || q == bandwidth.end() || q->second <= 0) return pad_left("-", kRatioWidth);
+        return pad_left(fixed(p->second / q->second, 2), kRatioWidth);
+      };
+      if (ratio_nccl) line += ratio("nccl");
+      if (ratio_ce) line += ratio("ce");
+      std::fprintf(out, "%s\n", line.c_str());
+    }
+  }
+  std::fflush(out);
+}
+
+json::Value to_json(const P2pReport& report) {
+  const auto& o = report.options;
+  json::Value root = json::Value::object();
+  root["schema"] = "pickle-bench/1";
+  root["suite"] = "p2p";
+  json::Value command = json::Value::array();
+  for (const auto& arg : report.command) command.push_back(arg);
+  root["command"] = std::move(command);
+  root["started_utc"] = report.started_utc;
+
+  json::Value options = json::Value::object();
+  options["min_bytes"] = o.min_bytes;
+  options["max_bytes"] = report.sizes.empty() ? 0 : report.sizes.back();
+  options["factor"] = o.factor;
+  options["iterations"] = o.iterations;
+  options["warmup"] = o.warmup;
+  options["repeats"] = o.repeats;
+  options["check"] = o.check;
+  options["memory"] = std::string(memory_kind_name(report.memory));
+  options["world_size"] = report.world_size;
+  json::Value backends_list = json::Value::array(), modes = json::Value::array();
+  for (const auto& name : o.backends) backends_list.push_back(name);
+  for (Mode mode : o.modes) modes.push_back(std::string(mode_name(mode)));
+  options["backends"] = std::move(backends_list);
+  options["modes"] = std::move(modes);
+  root["options"] = std::move(options);
+
+  json::Value notes = json::Value::array();
+  for (const auto& note : report.notes) notes.push_back(note);
+  root["notes"] = std::move(notes);
+
+  json::Value backends = json::Value::array();
+  for (const auto& run : report.backends) {
+    json::Value b = json::Value::object();
+    b["name"] = run.name;
+    b["status"] = status_name(run.status);
+    b["detail"] = run.detail;
+    backends.push_back(std::move(b));
+  }
+  root["backends"] = std::move(backends);
+
+  json::Value results = json::Value::array();
+  for (const auto& step : report.steps) {
+    json::Value r = json::Value::object();
+    r["backend"] = step.backend;
+    r["mode"] = std::string(mode_name(step.mode));
+    r["bytes"] = step.bytes;
+    r["iterations"] = step.iterations;
+    r["repeats"] = step.time_us.size();
+    r["gated"] = step.gated;
+    if (step.error.empty() && !step.time_us.empty()) {
+      Summary t = summarize(step.time_us);
+      json::Value time = json::Value::object();
+      time["median"] = t.median;
+      time["min"] = t.min;
+      time["max"] = t.max;
+      json::Value samples = json::Value::array();
+      for (double us : step.time_us) samples.push_back(us);
+      time["samples"] = std::move(samples);
+      r["time_us"] = std::move(time);
+      // The bandwidth of the median time is the median bandwidth; min and max swap with the times.
+      json::Value bw = json::Value::object();
+      bw["median"] = algbw_gbps(step.mode, step.bytes, t.median);
+      bw["min"] = algbw_gbps(step.mode, step.bytes, t.max);
+      bw["max"] = algbw_gbps(step.mode, step.bytes, t.min);
+      r["algbw_gbps"] = bw;
+      r["busbw_gbps"] = std::move(bw);  // busbw factor 1 for p2p (nccl-tests)
+    } else {
+      r["time_us"] = nullptr;
+      r["algbw_gbps"] = nullptr;
+      r["busbw_gbps"] = nullptr;
+    }
+    r["wrong"] = step.wrong ? json::Value(*step.wrong) : json::Value();
+    r["mapping_opens_timed"] = step.mapping_opens ? json::Value(*step.mapping_opens) : json::Value();
+    r["error"] = step.error.empty() ? json::Value() : json::Value(step.error);
+    results.push_back(std::move(r));
+  }
+  root["results"] = std::move(results);
+  root["exit_code"] = report.exit_code();
+  return root;
+}
+
+}  // namespace pickle::bench

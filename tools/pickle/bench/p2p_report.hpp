@@ -1,0 +1,76 @@
+#pragma once
+// What a p2p run measured, and its two renderings: the human table (stdout) and the result file (--json, schema
+// "pickle-bench/1", keys in docs/bench.md). Every rank ends the run with the same P2pReport (the measurements are
+// exchanged through the store), so that all of them agree on the exit code; rank 0 prints and writes it.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pickle/memory.hpp>
+
+#include "core/json.hpp"
+#include "p2p_options.hpp"
+
+namespace pickle::bench {
+
+/// Median, min and max of one quantity over the repeats.
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+Summary summarize(std::vector<double> values);
+
+/// One backend x mode x size.
+struct StepResult {
+  std::string backend;
+  Mode mode = Mode::Uni;
+  std::size_t bytes = 0;
+  int iterations = 0;
+  /// Per repeat: microseconds per iteration (one-way, i.e. half a round trip, for lat), the slowest rank's.
+  std::vector<double> time_us;
+  std::optional<std::uint64_t> wrong;  ///< bytes that differ, summed over receivers; unset with -c 0 or on failure
+  bool gated = true;                   ///< enqueue happened behind the gate (not timed)
+  /// Peer allocations mapped during the timed repeats, summed over ranks, for backends that count them (pickle).
+  std::optional<std::uint64_t> mapping_opens;
+  std::string error;                   ///< set when the step failed
+};
+
+/// How a backend fared as a whole.
+struct BackendRun {
+  enum class Status { Ok, Unavailable, Failed };
+  std::string name;
+  Status status = Status::Ok;
+  std::string detail;  ///< why unavailable or failed, or the library version that ran
+};
+const char* status_name(BackendRun::Status status) noexcept;
+
+struct P2pReport {
+  P2pOptions options;
+  std::vector<std::string> command;  ///< the command line as typed ("pickle", "bench", "p2p", ...)
+  std::string started_utc;           ///< when the run started, ISO 8601 ("2026-11-22T10:04:05Z")
+  MemoryKind memory = MemoryKind::Host;
+  int world_size = 0;
+  std::vector<std::size_t> sizes;
+  std::vector<std::string> notes;  ///< things the reader must know (sizes dropped for lack of memory, ...)
+  std::vector<BackendRun> backends;
+  std::vector<StepResult> steps;
+
+  /// 0 when every backend that ran passed every check; 1 otherwise.
+  int exit_code() const;
+};
+
+/// GB/s (1e9 bytes per second) of `bytes` per iteration in `mode` at `time_us` per iteration: both directions
+/// count for bi, so it is the sum of the two directions.
+double algbw_gbps(Mode mode, std::size_t bytes, double time_us) noexcept;
+
+/// The table: one row per mode and size; per backend time (us), algbw (GB/s) and #wrong; then pickle's speedup
+/// over nccl and ce (ratio of bandwidths, so > 1 means pickle is faster, for lat too).
+void print_table(const P2pReport& report, std::FILE* out);
+
+/// The result file's content except "topology" and "environment", which the caller adds.
+json::Value to_json(const P2pReport& report);
+
+}  // namespace pickle::bench

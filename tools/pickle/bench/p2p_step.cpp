@@ -1,0 +1,125 @@
+#include "p2p_step.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "pattern.hpp"
+
+namespace pickle::bench {
+namespace {
+
+std::string precise(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+}  // namespace
+
+StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, const P2pOptions& options, Mode mode,
+                    std::size_t bytes) {
+  const std::string name(backend.name());
+  StepResult result;
+  result.backend = name;
+  result.mode = mode;
+  result.bytes = bytes;
+  result.iterations = options.iterations;
+  const int rank = ctx.rank();
+  const bool active = ctx.active();
+  const bool sender = active && (mode != Mode::Uni || rank == 0);
+  const bool receiver = active && (mode != Mode::Uni || rank == 1);
+  const bool times = active && backend.times(mode, rank);
+  // Host streams have unbounded queues: always gated there.
+  result.gated = ctx.kind() == MemoryKind::Host ||
+                 static_cast<long long>(backend.ops_per_iteration(mode)) * options.iterations <= kMaxGatedOps;
+
+  lockstep.begin_step();
+  lockstep.phase("prepare", [&] {
+    if (active) ctx.poison_recv(bytes);
+    return std::string();
+  });
+  lockstep.phase("warm-up", [&] {
+    if (!active || options.warmup == 0) return std::string();
+    if (sender) ctx.load_send_window(bytes, window_shift(name, mode, bytes, -1, rank));
+    backend.enqueue(ctx, mode, bytes, options.warmup);
+    ctx.stream().synchronize();
+    return std::string();
+  });
+
+  // Mappings made during warm-up are the set-up cost; any made while timing would be in the measurement.
+  const std::optional<std::uint64_t> opens_before = active ? backend.mapping_opens() : std::nullopt;
+  for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
+    const std::uint32_t gate = ctx.next_gate();
+    lockstep.phase("enqueue", [&] {
+      if (!active) return std::string();
+      if (sender) ctx.load_send_window(bytes, window_shift(name, mode, bytes, repeat, rank));
+      if (times && result.gated) ctx.wait_gate(gate);
+      if (times) ctx.stream().record(ctx.start_event());
+      backend.enqueue(ctx, mode, bytes, options.iterations);
+      if (times) ctx.stream().record(ctx.stop_event());
+      return std::string();
+    });
+    // Opened whatever happened above: a rank whose stream waits on the gate must drain even if another rank failed.
+    std::exception_ptr open_error;
+    if (rank == 0) {
+      try {
+        ctx.open_gate(gate);
+      } catch (...) {
+        open_error = std::current_exception();
+      }
+    }
+    auto complete = lockstep.phase("complete", [&] {
+      if (open_error) std::rethrow_exception(open_error);
+      if (!active) return std::string();
+      ctx.stream().synchronize();
+      if (!times) return std::string();
+      return precise(ctx.stop_event().elapsed_ms(ctx.start_event()));
+    });
+    if (!complete.ok) break;
+    // The slowest rank's time: the data has arrived only when the last rank involved is done.
+    double worst_ms = 0;
+    for (const auto& payload : complete.payloads) {
+      if (!payload.empty()) worst_ms = std::max(worst_ms, std::strtod(payload.c_str(), nullptr));
+    }
+    double per_iteration_us = worst_ms * 1e3 / options.iterations;
+    result.time_us.push_back(mode == Mode::Lat ? per_iteration_us / 2 : per_iteration_us);
+  }
+
+  // Payload: "<wrong bytes>;<mappings opened while timing>", either part empty when it does not apply.
+  auto checked = lockstep.phase("check", [&] {
+    std::string payload;
+    if (receiver && options.check) {
+      const int from = ctx.peer();
+      payload = cat(ctx.count_wrong_received(bytes, from, window_shift(name, mode, bytes, options.repeats - 1, from)));
+    }
+    payload += ";";
+    auto opens_after = active ? backend.mapping_opens() : std::nullopt;
+    if (opens_before && opens_after) payload += cat(*opens_after - *opens_before);
+    return payload;
+  });
+  if (!checked.ok) {
+    result.error = cat(describe({.op = cat("backend ", name, ", ", mode_name(mode)), .bytes = bytes}), ": ",
+                       lockstep.error());
+    result.time_us.clear();
+    return result;
+  }
+  std::uint64_t wrong = 0;
+  for (const auto& payload : checked.payloads) {
+    std::size_t semicolon = payload.find(';');
+    if (semicolon == std::string::npos) continue;  // a rank that takes no part
+    if (semicolon > 0) wrong += std::strtoull(payload.c_str(), nullptr, 10);
+    if (semicolon + 1 < payload.size()) {
+      result.mapping_opens = result.mapping_opens.value_or(0) + std::strtoull(payload.c_str() + semicolon + 1, nullptr, 10);
+    }
+  }
+  if (options.check) result.wrong = wrong;
+  return result;
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,43 @@
+// `pickle bench <suite> [options]`: the benchmark suites. Each suite lives in bench/ and parses its own options;
+// this file only picks the suite. Exit codes: 0 passed, 1 a check or a backend failed, 2 bad command line.
+#include <cstdio>
+#include <cstring>
+
+#include "bench/p2p.hpp"
+#include "commands.hpp"
+
+namespace pickle::cli {
+namespace {
+
+struct Suite {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* summary;
+};
+
+constexpr Suite kSuites[] = {
+    {"p2p", bench::run_p2p, "point-to-point bandwidth and latency between two ranks: pickle vs NCCL vs copy engine"},
+};
+
+void bench_usage(std::FILE* out) {
+  std::fprintf(out, "usage: pickle bench <suite> [options]\n\nsuites:\n");
+  for (const auto& suite : kSuites) std::fprintf(out, "  %-6s %s\n", suite.name, suite.summary);
+  std::fprintf(out, "\n`pickle bench <suite> --help` describes a suite's options; docs/bench.md the method.\n");
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    bench_usage(args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  for (const auto& suite : kSuites) {
+    if (args[0] == suite.name) return suite.run(Args(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr, "pickle bench: unknown suite '%s'\n\n", args[0].c_str());
+  bench_usage(stderr);
+  return 2;
+}
+
+}  // namespace pickle::cli
