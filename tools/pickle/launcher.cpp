@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -492,6 +493,8 @@ class Job {
     gave_up_ = true;
   }
 
+  static constexpr int kReapIntervalMs = 100;
+
   int event_loop() {
     std::vector<pollfd> fds;
     std::vector<LineForwarder*> forwarders;
@@ -507,7 +510,10 @@ class Job {
           }
         }
       }
-      int timeout = deadline_ ? deadline_->remaining_ms() : -1;
+      // The signal mask that feeds the signalfd is this thread's only: a thread that existed before the launcher
+      // started (the CUDA runtime's, once the caller counted GPUs) can take a SIGCHLD, and the signalfd never sees
+      // it. So child exits are also polled for, at least every kReapInterval.
+      int timeout = deadline_ ? std::min(deadline_->remaining_ms(), kReapIntervalMs) : kReapIntervalMs;
       int ready = ::poll(fds.data(), fds.size(), timeout);
       if (ready < 0) {
         if (errno == EINTR) continue;
@@ -520,6 +526,7 @@ class Job {
       if (fds[0].revents != 0) {
         while (auto sig = signals_.next()) on_signal(*sig);
       }
+      reap();
       if (deadline_ && deadline_->expired() && running_count() > 0) on_deadline();
     }
     return exit_code_.value_or(gave_up_ ? 1 : 0);
