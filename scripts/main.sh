@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, describes the machine and runs pickle's end-to-end check across ranks
-# (one per GPU; on a machine without GPUs, 2 host-memory ranks, and it says so).
+# The main job: installs dependencies, builds, describes the machine, runs pickle's end-to-end check across ranks and
+# then `pickle bench` with its default suite (one rank per GPU; on a machine without GPUs, 2 host-memory ranks, and
+# it says so). Results of the benchmark go to results/bench-<suite>.json for `pickle report`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -9,3 +10,6 @@ pickle=${PICKLE_BUILD_DIR:-build}/tools/pickle/pickle
 "$pickle" info
 echo
 "$pickle" selftest
+echo
+mkdir -p results
+"$pickle" bench --json results/bench-p2p.json

@@ -18,8 +18,10 @@ struct BenchRun {
   std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
 };
 
-BenchRun run_bench(const TempDir& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench", "p2p"};
+BenchRun run_bench(const TempDir& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                   const std::string& suite = "p2p") {
+  std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench"};
+  if (!suite.empty()) argv.push_back(suite);
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> environment = {"PICKLE_TIMEOUT=20"};
   environment.insert(environment.end(), env.begin(), env.end());
@@ -129,6 +131,17 @@ TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
   EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
   ASSERT_EQ(root.at("results").size(), 1u);  // ce's only
   EXPECT_TRUE(root.at("results").at(0).at("wrong").is_null());
+}
+
+TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, {"--backend", "pickle", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--memory", "host"},
+                           {}, /*suite=*/"");
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.out.find("running the default suite, p2p"), std::string::npos) << run.out;
+  auto rows = table_rows(run.out);
+  EXPECT_EQ(rows.size(), 9u) << run.out;  // 3 sizes x 3 modes
+  for (const auto& row : rows) EXPECT_EQ(row[4], "0") << run.out;
 }
 
 TEST(BenchP2p, AnExtraRankOnlyKeepsInStep) {

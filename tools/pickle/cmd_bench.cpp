@@ -20,7 +20,8 @@ constexpr Suite kSuites[] = {
 };
 
 void bench_usage(std::FILE* out) {
-  std::fprintf(out, "usage: pickle bench <suite> [options]\n\nsuites:\n");
+  std::fprintf(out, "usage: pickle bench [<suite>] [options]\n\nWith no suite, runs the default suite (%s).\n\nsuites:\n",
+               kSuites[0].name);
   for (const auto& suite : kSuites) std::fprintf(out, "  %-6s %s\n", suite.name, suite.summary);
   std::fprintf(out, "\n`pickle bench <suite> --help` describes a suite's options; docs/bench.md the method.\n");
 }
@@ -28,9 +29,15 @@ void bench_usage(std::FILE* out) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    bench_usage(args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    bench_usage(stdout);
+    return 0;
+  }
+  if (args.empty() || args[0].starts_with("-")) {
+    // No suite named: the default suite (the first of the table) with the options given.
+    std::printf("# pickle bench: running the default suite, %s\n", kSuites[0].name);
+    std::fflush(stdout);
+    return kSuites[0].run(args);
   }
   for (const auto& suite : kSuites) {
     if (args[0] == suite.name) return suite.run(Args(args.begin() + 1, args.end()));
