@@ -44,13 +44,13 @@ struct RequestState {
   int tag = 0;
   std::uint64_t seq = 0;
 
-  // Send: set once the copy is enqueued; complete when done_event is.
+  // Send: set once the copy is enqueued. Its completion is the receiver's completion word (which the sender maps
+  // too) reaching the generation of the matched post: no event per message.
   bool enqueued = false;
-  std::unique_ptr<device::Event> done_event;
-  std::unique_ptr<device::Event> after_event;  // the producer's point on the user's stream
+  std::unique_ptr<device::Event> after_event;     // its point at send() time, for a match made later
   const void* src = nullptr;
 
-  // Recv: complete when the completion word reaches `generation`.
+  // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
   std::uint32_t generation = 0;
 
@@ -75,8 +75,12 @@ struct Communicator::Impl {
   // --- point to point (p2p.cpp)
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
-  /// Enqueues the copy of a matched send (state mutex held). Returns the failure to report to the peer, if any.
-  std::optional<SendFailedMessage> start_copy(int peer, RequestState& send, const RecvPostMessage& post);
+  /// Enqueues the copy of a matched send on `stream` (state mutex held). Returns the failure to report to the peer.
+  std::optional<SendFailedMessage> start_copy(int peer, RequestState& send, const RecvPostMessage& post,
+                                              device::Stream& stream);
+  /// The word that marks `request` complete, as the host reads it, and as streams address it.
+  std::uint32_t completion_value(const RequestState& request) const;
+  std::uint32_t* completion_word_for_streams(const RequestState& request) const;
   /// Announces (once per peer) the allocation that contains `ptr`; returns its id and the pointer's offset.
   std::pair<std::uint64_t, std::uint64_t> announce(int peer, const void* ptr, std::size_t bytes, const OpContext& ctx);
   bool test(RequestState& request);

@@ -118,11 +118,6 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->ctx = ctx;
   request->tag = tag;
   request->src = ptr;
-  request->done_event = device::make_event(kind, std::max(0, device));
-  if (after != nullptr) {
-    request->after_event = device::make_event(kind, std::max(0, device));
-    after->impl().record(*request->after_event);
-  }
   std::optional<SendFailedMessage> failure;
   {
     std::lock_guard lock(mutex);
@@ -130,12 +125,19 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
     request->seq = state.send_seq[tag]++;
     auto& posts = state.pending_posts[tag];
-    if (posts.empty()) {
-      state.pending_sends[tag].push_back(request);
-    } else {
+    if (!posts.empty()) {
+      // The receiver is ready: the copy joins the caller's stream directly (ordered after the producer with no
+      // cross-stream event), or the peer's copy stream when the caller gave none.
       RecvPostMessage post = posts.front();
       posts.pop_front();
-      failure = start_copy(peer, *request, post);
+      failure = start_copy(peer, *request, post, after != nullptr ? after->impl() : ipc->stream(peer));
+    } else {
+      // Matched later, on the peer's copy stream: remember where the caller's stream is now.
+      if (after != nullptr) {
+        request->after_event = device::make_event(kind, std::max(0, device));
+        after->impl().record(*request->after_event);
+      }
+      state.pending_sends[tag].push_back(request);
     }
   }
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
@@ -144,7 +146,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
 }
 
 std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, RequestState& send,
-                                                               const RecvPostMessage& post) {
+                                                               const RecvPostMessage& post, device::Stream& stream) {
   const OpContext& ctx = send.ctx;
   try {
     if (post.seq != send.seq) {
@@ -154,17 +156,13 @@ std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, Reques
       throw InvalidArgument(cat(describe(ctx), " (tag ", send.tag, "): peer ", peer, " posted a recv of ", post.bytes,
                                 " bytes; sizes of a send and its recv must match"));
     }
-    device::Stream& stream = ipc->stream(peer);
+    void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
     if (send.after_event) stream.wait(*send.after_event);
-    if (post.bytes != 0) {
-      void* dst = ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx);
-      ipc->copy(stream, dst, send.src, post.bytes);
-    } else {
-      ipc->copy(stream, nullptr, nullptr, 0);
-    }
-    stream.write_value(signals->remote_word_for_streams(peer, comm::kUserSignalSlots + static_cast<int>(post.slot)),
-                       post.generation);
-    stream.record(*send.done_event);
+    ipc->copy(stream, dst, send.src, post.bytes);
+    send.slot = static_cast<int>(post.slot);
+    send.generation = post.generation;
+    // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
+    stream.write_value(completion_word_for_streams(send), post.generation);
     send.enqueued = true;
     return std::nullopt;
   } catch (const Error&) {
@@ -173,15 +171,25 @@ std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, Reques
   }
 }
 
+std::uint32_t Communicator::Impl::completion_value(const RequestState& request) const {
+  const int index = comm::kUserSignalSlots + request.slot;
+  return request.kind == RequestState::Kind::Recv ? signals->load(request.ctx.peer, index)
+                                                  : signals->load_remote(request.ctx.peer, index);
+}
+
+std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestState& request) const {
+  const int index = comm::kUserSignalSlots + request.slot;
+  return request.kind == RequestState::Kind::Recv ? signals->local_word_for_streams(request.ctx.peer, index)
+                                                  : signals->remote_word_for_streams(request.ctx.peer, index);
+}
+
 bool Communicator::Impl::test(RequestState& request) {
-  std::unique_lock lock(mutex);
-  if (request.error) std::rethrow_exception(request.error);
-  if (request.kind == RequestState::Kind::Send) {
-    if (!request.enqueued) return false;
-    lock.unlock();
-    return request.done_event->query();
+  {
+    std::lock_guard lock(mutex);
+    if (request.error) std::rethrow_exception(request.error);
+    if (request.kind == RequestState::Kind::Send && !request.enqueued) return false;
   }
-  return flag_reached(signals->load(request.ctx.peer, comm::kUserSignalSlots + request.slot), request.generation);
+  return flag_reached(completion_value(request), request.generation);
 }
 
 void Communicator::Impl::wait(RequestState& request) {
@@ -199,23 +207,14 @@ void Communicator::Impl::wait(RequestState& request) {
 }
 
 void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
-  if (request.kind == RequestState::Kind::Recv) {
-    {
-      std::lock_guard lock(mutex);
-      if (request.error) std::rethrow_exception(request.error);
-    }
-    stream.wait_value(signals->local_word_for_streams(request.ctx.peer, comm::kUserSignalSlots + request.slot),
-                      request.generation);
-    return;
-  }
-  // A send's copy is enqueued only once matched: wait (bounded) for that, then order the stream after it.
+  // A send's slot is known only once it is matched: wait (bounded) for that first. A recv's is known at once.
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
   device::host::Backoff backoff;
   while (true) {
     {
       std::lock_guard lock(mutex);
       if (request.error) std::rethrow_exception(request.error);
-      if (request.enqueued) break;
+      if (request.kind == RequestState::Kind::Recv || request.enqueued) break;
     }
     if (deadline.expired()) {
       throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
@@ -223,7 +222,7 @@ void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
     }
     backoff.pause();
   }
-  stream.wait(*request.done_event);
+  stream.wait_value(completion_word_for_streams(request), request.generation);
 }
 
 }  // namespace pickle

@@ -74,7 +74,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
-                failure = start_copy(peer, *send, post);
+                failure = start_copy(peer, *send, post, ipc->stream(peer));
               }
             }
             if (failure) send_control(peer, *failure);

@@ -62,6 +62,11 @@ std::uint32_t SignalArea::load(int peer, int index) const {
   return std::atomic_ref<std::uint32_t>(*local_word(peer, index)).load(std::memory_order_acquire);
 }
 
+std::uint32_t SignalArea::load_remote(int peer, int index) const {
+  auto* word = word_in(remotes_[peer].memory->data(), rank_, index);
+  return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire);
+}
+
 void SignalArea::store(int peer, int index, std::uint32_t value) const {
   std::atomic_ref<std::uint32_t>(*local_word(peer, index)).store(value, std::memory_order_release);
 }

@@ -39,6 +39,8 @@ class SignalArea {
 
   /// Acquire-load of a local word from the host.
   std::uint32_t load(int peer, int index) const;
+  /// Acquire-load, from the host, of word `index` of the block that `peer` keeps for this rank.
+  std::uint32_t load_remote(int peer, int index) const;
   /// Release-store into a local word from the host (used to release waits when a peer fails).
   void store(int peer, int index, std::uint32_t value) const;
 

@@ -334,8 +334,9 @@ PICKLE_CHILD(comm_timeout) {
   Buffer buffer = comm.alloc(1024);
   const double timeout = env::timeout_seconds();
   if (comm.rank() == 0) {
-    // Stay alive (and silent) past rank 1's timeout: leaving earlier would be a peer failure, not a timeout.
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>((timeout + 1) * 1000)));
+    // Stay alive (and silent) past rank 1's timeout, since leaving earlier would be a peer failure, not a timeout;
+    // but reach the barrier below well within a timeout of rank 1 reaching it (at about `timeout`).
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(timeout * 1500)));
   } else {
     Request r = comm.recv(0, 3, buffer.data(), 1024);
     Stopwatch watch;
