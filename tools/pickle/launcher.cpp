@@ -27,6 +27,7 @@
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "core/unique_fd.hpp"
 
 extern char** environ;
 
@@ -43,44 +44,16 @@ constexpr std::size_t kMaxLine = 1 << 20;
 // The signals the launcher forwards to the ranks.
 constexpr std::array kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
-/// Owns one file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 /// A pipe whose ends are close-on-exec (a child gets its end through dup2, which clears the flag).
 struct Pipe {
-  Fd read;
-  Fd write;
+  UniqueFd read;
+  UniqueFd write;
 };
 
 Pipe make_pipe(std::string_view what) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw SystemError(cat("launch: pipe for ", what), errno);
-  return Pipe{Fd(fds[0]), Fd(fds[1])};
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
 void set_nonblocking(int fd) {
@@ -119,7 +92,7 @@ class Sink {
 /// prefix. '\n' ends a line; so does a lone '\r', so that progress bars redraw in place instead of piling up.
 class LineForwarder {
  public:
-  LineForwarder(Fd fd, Sink& sink, std::string prefix) : fd_(std::move(fd)), sink_(&sink), prefix_(std::move(prefix)) {}
+  LineForwarder(UniqueFd fd, Sink& sink, std::string prefix) : fd_(std::move(fd)), sink_(&sink), prefix_(std::move(prefix)) {}
 
   int fd() const { return fd_.get(); }
   bool open() const { return fd_.valid(); }
@@ -192,7 +165,7 @@ class LineForwarder {
     }
   }
 
-  Fd fd_;
+  UniqueFd fd_;
   Sink* sink_;
   std::string prefix_;
   std::string pending_;
@@ -213,7 +186,7 @@ class SignalChannel {
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     ::sigaction(SIGPIPE, &ignore, &original_sigpipe_);
-    fd_ = Fd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    fd_ = UniqueFd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!fd_.valid()) {
       int err = errno;
       restore();
@@ -246,7 +219,7 @@ class SignalChannel {
 
   sigset_t original_mask_{};
   struct sigaction original_sigpipe_ {};
-  Fd fd_;
+  UniqueFd fd_;
 };
 
 /// Why a child could not become the command; sent over a close-on-exec pipe that closes silently when exec works.
@@ -563,7 +536,7 @@ int run(const LaunchOptions& options) {
 }
 
 int pick_free_port(const std::string& addr) {
-  Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock.valid()) throw SystemError("launch: socket for picking MASTER_PORT", errno);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
