@@ -112,6 +112,11 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   OpContext ctx{.rank = info.rank, .peer = peer, .op = "send", .bytes = bytes};
   check_peer(peer, ctx);
   if (bytes != 0 && ptr == nullptr) throw InvalidArgument(cat(describe(ctx), ": buffer pointer is null"));
+  if (after != nullptr && (after->kind() != kind || (kind == MemoryKind::Cuda && after->device() != device))) {
+    throw InvalidArgument(cat(describe(ctx), ": the stream to order after is a ", memory_kind_name(after->kind()),
+                              " stream of device ", after->device(), "; this communicator uses ",
+                              memory_kind_name(kind), " device ", device));
+  }
   auto request = std::make_shared<RequestState>();
   request->kind = RequestState::Kind::Send;
   request->comm = this;

@@ -1,5 +1,7 @@
 #include "transport/ipc/ipc_transport.hpp"
 
+#include <algorithm>
+
 #include <pickle/error.hpp>
 
 #include "core/log.hpp"
@@ -7,14 +9,14 @@
 namespace pickle::transport::ipc {
 
 IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
-    : rank_(rank), kind_(kind), device_(device), cache_(device), streams_(world) {}
-
-device::Stream& IpcTransport::stream(int peer) {
-  // Only the communicator's lock holders call this, so lazy creation needs no lock of its own.
-  auto& slot = streams_.at(peer);
-  if (!slot) slot = device::make_stream(kind_, device_);
-  return *slot;
+    : cache_(device), streams_(world) {
+  // Created up front: the progress thread and callers' threads use them without a lock of their own.
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer != rank) streams_[peer] = device::make_stream(kind, std::max(0, device));
+  }
 }
+
+device::Stream& IpcTransport::stream(int peer) { return *streams_.at(peer); }
 
 void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes,
                                    const OpContext& ctx) {

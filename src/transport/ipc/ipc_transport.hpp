@@ -21,7 +21,7 @@ class IpcTransport {
  public:
   IpcTransport(int rank, int world, MemoryKind kind, int device);
 
-  /// The copy stream for transfers to `peer` (created on first use).
+  /// The copy stream for transfers to `peer`.
   device::Stream& stream(int peer);
   MappingCache& cache() { return cache_; }
 
@@ -38,9 +38,6 @@ class IpcTransport {
   TransportStats stats() const;
 
  private:
-  int rank_;
-  MemoryKind kind_;
-  int device_;
   MappingCache cache_;
   std::vector<std::unique_ptr<device::Stream>> streams_;
   std::atomic<std::uint64_t> bytes_{0};
