@@ -102,7 +102,8 @@ struct Communicator::Impl {
   MemoryKind kind;
   int device;
   double timeout_seconds;
-  std::unique_ptr<Store> store;
+  std::shared_ptr<Store> store;  // shared by the communicators of this job in this process
+  std::string key_prefix;        // "comm/<n>/": this communicator's keys in the store
   std::vector<std::optional<device::FdChannel>> channels;
   std::vector<std::unique_ptr<std::recursive_mutex>> channel_send_mutex;  // per peer; held across announce + post
   std::unique_ptr<comm::SignalArea> signals;
@@ -125,6 +126,7 @@ struct Communicator::Impl {
   };
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;
+  int user_barriers = 0;
   int next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx);
 
   std::thread progress;

@@ -8,6 +8,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "comm/peer_mesh.hpp"
+#include "comm/store_registry.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/wire.hpp"
@@ -42,10 +43,12 @@ Communicator::Impl::Impl(Options options)
   }
   Store::Options store_options;
   store_options.timeout_seconds = timeout_seconds;
-  store = std::make_unique<Store>(info, store_options);
+  store = comm::shared_store(info, store_options);
+  // Every rank creates its communicators in the same order, so the n-th one has the same number everywhere.
+  key_prefix = cat("comm/", store->add(cat("comm/count/", info.rank), 1), "/");
 
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
-  channels = comm::connect_peer_mesh(*store, info, deadline);
+  channels = comm::connect_peer_mesh(*store, key_prefix, info, deadline);
   for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
   signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
@@ -57,7 +60,7 @@ Communicator::Impl::Impl(Options options)
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
   // Nobody may send before every rank's progress thread listens.
-  store->barrier("comm/ready");
+  store->barrier(key_prefix + "ready");
   PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
                                                    << " memory, device " << device);
 }
@@ -68,7 +71,7 @@ Communicator::Impl::~Impl() {
   try {
     ipc->synchronize_all();
     // Unwinding from an error: do not make the peers wait; they see this rank's channels close and fail fast.
-    if (std::uncaught_exceptions() == 0) store->barrier("comm/close");
+    if (std::uncaught_exceptions() == 0) store->barrier(key_prefix + "close");
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
@@ -130,16 +133,19 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     std::tie(mine.alloc_id, mine.offset) = c.announce(peer, ptr, bytes, ctx);
   }
 
-  PayloadWriter w;
-  w.u64(mine.alloc_id).u64(mine.offset).u64(mine.bytes);
-  auto all = c.store->allgather(w.take());
   {
     std::lock_guard lock(c.mutex);
     state->id = static_cast<int>(c.windows.size());
   }
+  // Named keys (not the store's anonymous allgather), so that communicators sharing the store never mix entries.
+  const std::string key = cat(c.key_prefix, "window/", state->id, "/");
+  PayloadWriter w;
+  w.u64(mine.alloc_id).u64(mine.offset).u64(mine.bytes);
+  c.store->set(key + std::to_string(c.info.rank), w.take());
   Deadline deadline = Deadline::after_seconds(c.timeout_seconds);
   for (int r = 0; r < c.info.world_size; ++r) {
-    PayloadReader reader("window entry", all[static_cast<std::size_t>(r)]);
+    auto blob = c.store->get(key + std::to_string(r));
+    PayloadReader reader("window entry", blob);
     auto& entry = state->ranks[static_cast<std::size_t>(r)];
     entry.alloc_id = reader.u64("alloc_id");
     entry.offset = reader.u64("offset");
@@ -212,7 +218,14 @@ Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes
 
 Request Communicator::recv(int peer, int tag, void* ptr, std::size_t bytes) { return impl_->recv(peer, tag, ptr, bytes); }
 
-void Communicator::barrier() { impl_->store->barrier(); }
+void Communicator::barrier() {
+  int call;
+  {
+    std::lock_guard lock(impl_->mutex);
+    call = ++impl_->user_barriers;
+  }
+  impl_->store->barrier(cat(impl_->key_prefix, "barrier/", call));
+}
 
 CommStats Communicator::stats() const {
   CommStats stats;

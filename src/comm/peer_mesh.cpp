@@ -10,18 +10,17 @@
 
 namespace pickle::comm {
 
-std::vector<std::optional<device::FdChannel>> connect_peer_mesh(Store& store, const RankInfo& self,
-                                                               const Deadline& deadline) {
+std::vector<std::optional<device::FdChannel>> connect_peer_mesh(Store& store, const std::string& key_prefix,
+                                                               const RankInfo& self, const Deadline& deadline) {
   const int world = self.world_size, rank = self.rank;
   // A fresh nonce per communicator: two communicators of one job, or two jobs on one host, never share names.
-  const std::string counter = cat("comm/mesh-", store.add("comm/mesh-count/" + std::to_string(rank), 1));
   if (rank == 0) {
     std::random_device random;
-    store.set(counter + "/nonce", cat(random(), random()));
+    store.set(key_prefix + "nonce", cat(random(), random()));
   }
-  const std::string prefix = cat("pickle-", store.get_string(counter + "/nonce"), "-");
+  const std::string prefix = cat("pickle-", store.get_string(key_prefix + "nonce"), "-");
   device::FdListener listener(prefix + std::to_string(rank));
-  store.barrier(counter + "/listening");
+  store.barrier(key_prefix + "listening");
 
   std::vector<std::optional<device::FdChannel>> channels(world);
   for (int peer = 0; peer < rank; ++peer) {

@@ -328,6 +328,35 @@ PICKLE_CHILD(comm_peer_death) {
   return 0;
 }
 
+// Two communicators of the same ranks at once (e.g. a data-parallel and a pipeline group) keep their traffic apart,
+// and a third made after both are gone works too.
+PICKLE_CHILD(comm_two_communicators) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  const int peer = 1 - rank;
+  auto exchange = [&](Communicator& comm, std::uint64_t seed) -> std::size_t {
+    constexpr std::size_t kBytes = 100003;
+    Buffer src = comm.alloc(kBytes), dst = comm.alloc(kBytes);
+    fill(comm, src.data(), kBytes, seed + static_cast<std::uint64_t>(rank));
+    Request r = comm.recv(peer, 0, dst.data(), kBytes);
+    Request s = comm.send(peer, 0, src.data(), kBytes);
+    r.wait();
+    s.wait();
+    return count_wrong(comm, dst.data(), kBytes, seed + static_cast<std::uint64_t>(peer));
+  };
+  {
+    Communicator first = make_comm(args.at(0));
+    Communicator second = make_comm(args.at(0));
+    std::size_t wrong_second = exchange(second, 2000);
+    std::size_t wrong_first = exchange(first, 1000);
+    CHILD_CHECK(wrong_first == 0 && wrong_second == 0, wrong_first, " and ", wrong_second, " wrong bytes");
+  }
+  Communicator third = make_comm(args.at(0));
+  std::size_t wrong_third = exchange(third, 3000);
+  CHILD_CHECK(wrong_third == 0, wrong_third, " wrong bytes");
+  third.barrier();
+  return 0;
+}
+
 // A recv whose sender never sends times out (PICKLE_TIMEOUT of a second or two) instead of hanging.
 PICKLE_CHILD(comm_timeout) {
   Communicator comm = make_comm(args.at(0));

@@ -42,6 +42,10 @@ TEST(Comm, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 
+TEST(Comm, TwoCommunicatorsOfTheSameRanksKeepTheirTrafficApart) {
+  expect_all_ok(run_ranks("comm_two_communicators", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
+}
+
 TEST(Comm, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"host"}, {"PICKLE_TIMEOUT=1"}));
 }
