@@ -19,6 +19,9 @@ constexpr std::array kTable = {
     Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
     Variable{"PICKLE_LOG_SUBSYS", "",
              "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},
+    Variable{"PICKLE_PYTHON", "",
+             "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
+             "then /usr/bin/python3."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
              "naming the peer."},

@@ -13,5 +13,6 @@ int cmd_selftest(const Args& args);
 int cmd_info(const Args& args);
 int cmd_launch(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_report(const Args& args);
 
 }  // namespace pickle::cli

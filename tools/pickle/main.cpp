@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"launch", cmd_launch, "start N local ranks of a command with torchrun's variables"},
     {"selftest", cmd_selftest, "move checked data between ranks through exported memory and stream flags"},
     {"bench", cmd_bench, "benchmark suites (p2p): pickle beside NCCL and the raw copy engine, checked data"},
+    {"report", cmd_report, "plots and a Markdown report (report.md) from `pickle bench --json` result files"},
 };
 
 void usage(std::FILE* out) {

@@ -1,0 +1,195 @@
+// `pickle report` end to end: a real host-memory `pickle bench p2p --json` run and a committed 2 x H200 run go in;
+// report.md must hold a seed-shaped table per mode with a row per measured size, and every plot it links must be a
+// real PNG. Bad inputs must fail with the file named (exit 1); a missing argument is a usage error (exit 2).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+const std::string kDeviceRun = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-p2p-h200x2/p2p-run2.json";
+const std::string kTableHeader = "| Size | pickle | NCCL | pickle/NCCL | CE | pickle/CE | #wrong |";
+
+struct Result {
+  ExitStatus status;
+  std::string out;
+  std::string err;
+};
+
+/// Runs `pickle ARGS` with its stdout/stderr in files of `dir`.
+Result run_pickle(const TempDir& dir, const std::vector<std::string>& args, std::chrono::seconds timeout) {
+  static int counter = 0;
+  std::string tag = std::to_string(counter++);
+  std::vector<std::string> argv = {PICKLE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = spawn_program(argv, {}, dir / ("out" + tag), dir / ("err" + tag));
+  Result result;
+  result.status = wait_pid(pid, timeout);
+  result.out = read_file(dir / ("out" + tag));
+  result.err = read_file(dir / ("err" + tag));
+  return result;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+/// The tables of report.md: for each, the first cell of every data row (the sizes), and the rows themselves.
+struct Table {
+  std::vector<std::string> sizes;
+  std::vector<std::vector<std::string>> rows;
+};
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::size_t start = 1;
+  while (start < line.size()) {
+    std::size_t end = line.find(" |", start);
+    if (end == std::string::npos) break;
+    std::string cell = line.substr(start, end - start);
+    out.push_back(cell.substr(cell.find_first_not_of(' ')));
+    start = end + 2;
+  }
+  return out;
+}
+
+std::vector<Table> tables(const std::string& markdown) {
+  std::vector<Table> found;
+  std::istringstream in(markdown);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line == kTableHeader) {
+      found.emplace_back();
+      inside = true;
+    } else if (inside && line.starts_with("|---")) {
+      continue;
+    } else if (inside && line.starts_with("| ")) {
+      found.back().rows.push_back(cells(line));
+      found.back().sizes.push_back(found.back().rows.back().front());
+    } else {
+      inside = false;
+    }
+  }
+  return found;
+}
+
+TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
+  TempDir dir("report");
+  std::string json = dir / "host.json";
+  Result bench = run_pickle(dir,
+                            {"bench", "p2p", "--memory", "host", "-b", "1K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
+                             "--json", json},
+                            std::chrono::seconds(60));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", json, kDeviceRun, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+
+  // Environment of each run is recorded.
+  EXPECT_NE(md.find("pickle bench p2p --memory host -b 1K -e 64K"), std::string::npos) << md;
+  EXPECT_NE(md.find("2 x NVIDIA H200"), std::string::npos);
+  EXPECT_NE(md.find("driver 580.159.04"), std::string::npos);
+  EXPECT_NE(md.find("NCCL 2.28.9"), std::string::npos);
+  EXPECT_NE(md.find("2026-11-22T01:03:59Z"), std::string::npos);
+  // NCCL on host memory is unavailable: shown as such, not dropped.
+  EXPECT_NE(md.find("NCCL: **unavailable**"), std::string::npos);
+
+  // Three modes per file, host run first, each with one row per size in order.
+  std::vector<Table> found = tables(md);
+  ASSERT_EQ(found.size(), 6u) << md;
+  const std::vector<std::string> host_sizes = {"1 KiB", "4 KiB", "16 KiB", "64 KiB"};
+  const std::vector<std::string> device_sizes = {"4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB",
+                                                 "4 MiB", "16 MiB", "64 MiB", "256 MiB", "1 GiB"};
+  const std::regex number(R"(^[0-9]+(\.[0-9]+)?$)");
+  for (std::size_t t = 0; t < found.size(); ++t) {
+    bool host = t < 3;
+    EXPECT_EQ(found[t].sizes, host ? host_sizes : device_sizes) << "table " << t;
+    for (const auto& row : found[t].rows) {
+      ASSERT_EQ(row.size(), 7u);
+      EXPECT_TRUE(std::regex_match(row[1], number)) << "pickle cell '" << row[1] << "' of table " << t;
+      EXPECT_EQ(row[2] == "n/a", host) << "NCCL cell '" << row[2] << "' of table " << t;
+      EXPECT_TRUE(std::regex_match(row[4], number)) << "CE cell '" << row[4] << "'";
+      EXPECT_TRUE(std::regex_match(row[5], number)) << "pickle/CE cell '" << row[5] << "'";
+      EXPECT_EQ(row[6], "0") << "#wrong of table " << t;
+    }
+  }
+  // Spot check against the committed device run: 1 GiB unidirectional, pickle 395.8 GB/s, NCCL 370.5, CE 396.9.
+  EXPECT_EQ(found[3].rows.back()[1], "395.8");
+  EXPECT_EQ(found[3].rows.back()[2], "370.5");
+  EXPECT_EQ(found[3].rows.back()[4], "396.9");
+
+  // Every linked plot is a real PNG of non-trivial size: per file, bandwidth + ratio per mode and latency for lat.
+  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
+  int links = 0;
+  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
+    std::string png = read_file(out + "/" + (*it)[1].str());
+    ++links;
+    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
+  }
+  EXPECT_EQ(links, 14);
+}
+
+TEST(Report, MalformedJsonFailsNamingTheFile) {
+  TempDir dir("report-bad");
+  std::string bad = dir / "broken.json";
+  write_file(bad, "{\"schema\": \"pickle-bench/1\", \"suite\": ");
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", kDeviceRun, bad}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not valid JSON"), std::string::npos) << r.err;
+
+  std::string other = dir / "info.json";  // valid JSON, but not a bench result
+  write_file(other, "{\"schema\": \"pickle-info/1\"}");
+  r = run_pickle(dir, {"report", "-o", dir / "out", other}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(other), std::string::npos) << r.err;
+
+  std::string truncated = dir / "truncated.json";  // right schema, a result without its size
+  write_file(truncated, R"({"schema": "pickle-bench/1", "suite": "p2p", "results": [{"backend": "pickle", "mode": "uni"}]})");
+  r = run_pickle(dir, {"report", "-o", dir / "out", truncated}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(truncated + ": results[0] lacks the key 'bytes'"), std::string::npos) << r.err;
+
+  std::string missing = dir / "missing.json";
+  r = run_pickle(dir, {"report", "-o", dir / "out", missing}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+}
+
+TEST(Report, UsageErrorsExitTwo) {
+  TempDir dir("report-usage");
+  Result r = run_pickle(dir, {"report"}, std::chrono::seconds(30));
+  EXPECT_TRUE(r.status.exited && r.status.code == 2) << r.status.describe();
+  EXPECT_NE(r.err.find("no input files"), std::string::npos) << r.err;
+  r = run_pickle(dir, {"report", "-o", dir / "out"}, std::chrono::seconds(30));
+  EXPECT_TRUE(r.status.exited && r.status.code == 2) << r.status.describe();
+  r = run_pickle(dir, {"report", "--frobnicate", kDeviceRun}, std::chrono::seconds(30));
+  EXPECT_TRUE(r.status.exited && r.status.code == 2) << r.status.describe();
+  EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+}
+
+TEST(Report, UnknownSuiteIsNamedNotFatal) {
+  TempDir dir("report-suite");
+  std::string future = dir / "future.json";
+  write_file(future, R"({"schema": "pickle-bench/1", "suite": "teleport", "results": []})");
+  std::string out = dir / "out";
+  Result r = run_pickle(dir, {"report", "-o", out, future, kDeviceRun}, std::chrono::seconds(90));
+  ASSERT_TRUE(r.status.ok()) << r.status.describe() << "\n" << r.err;
+  EXPECT_NE(r.err.find("suite 'teleport' is not known"), std::string::npos) << r.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("suite 'teleport' is not known"), std::string::npos) << md;
+  EXPECT_EQ(tables(md).size(), 3u);  // the p2p file is still reported in full
+}
+
+}  // namespace
+}  // namespace pickle::test
