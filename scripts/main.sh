@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds, describes the machine, runs pickle's end-to-end check across ranks and
 # then `pickle bench` with its default suite (one rank per GPU; on a machine without GPUs, 2 host-memory ranks, and
-# it says so). Results of the benchmark go to results/bench-<suite>.json for `pickle report`.
+# it says so), and `pickle report` turns its results (results/bench-p2p.json) into results/report/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -13,3 +13,6 @@ echo
 echo
 mkdir -p results
 "$pickle" bench --json results/bench-p2p.json
+echo
+"$pickle" report results/bench-p2p.json -o results/report
+echo "main: report in results/report/report.md"
