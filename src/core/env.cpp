@@ -14,8 +14,8 @@ namespace {
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
     Variable{"PICKLE_BENCH_CORRUPT", "0",
-             "Test hook of `pickle bench`: 1 makes every sender flip one byte of each message, so that the check "
-             "must report wrong bytes and the run must fail."},
+             "Test hook of `pickle bench` (p2p, memcpy): 1 makes every sender flip one byte of each message, so that "
+             "the check must report wrong bytes and the run must fail."},
     Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
     Variable{"PICKLE_LOG_SUBSYS", "",
              "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/ipc.hpp"
+#include "bench/memcpy.hpp"
 #include "bench/p2p.hpp"
 #include "commands.hpp"
 
@@ -17,6 +19,8 @@ struct Suite {
 
 constexpr Suite kSuites[] = {
     {"p2p", bench::run_p2p, "point-to-point bandwidth and latency between two ranks: pickle vs NCCL vs copy engine"},
+    {"ipc", bench::run_ipc, "cost of mapping a peer's buffer (cudaIpc, VMM fd, memfd) and what pickle's cache saves"},
+    {"memcpy", bench::run_memcpy, "plain copies into a peer's mapped buffer: async, sync, sync with IPC open+close"},
 };
 
 void bench_usage(std::FILE* out) {

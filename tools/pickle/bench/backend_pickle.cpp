@@ -32,34 +32,7 @@ class PickleBackend final : public P2pBackend {
   void probe(P2pContext&) override {}
 
   void setup(P2pContext& ctx) override {
-    Store& store = ctx.store();
-    RankInfo info = store.self();
-    if (ctx.rank() == 0) {
-      // The key is always set, with the port or the reason there is none, so that rank 1 never waits in vain.
-      try {
-        info.master_port = launch::pick_free_port(info.master_addr);
-      } catch (const Error& e) {
-        store.set(kPortKey, cat("E", e.what()));
-        throw;
-      }
-      store.set(kPortKey, cat("P", info.master_port));
-    } else {
-      std::string value = store.get_string(kPortKey);
-      if (value.empty() || value[0] != 'P') {
-        throw PeerError(cat(describe({.rank = ctx.rank(), .peer = 0, .op = "pickle communicator set-up"}),
-                            ": rank 0 has no port for the communicator: ", value.empty() ? value : value.substr(1)),
-                        0);
-      }
-      info.master_port = std::stoi(value.substr(1));
-    }
-    info.world_size = 2;
-    info.local_world_size = 2;
-    info.source = "explicit";
-    Communicator::Options options;
-    options.rank_info = info;
-    options.memory = ctx.kind();
-    options.device = ctx.kind() == MemoryKind::Cuda ? ctx.device() : -1;
-    comm_.emplace(options);
+    comm_.emplace(connect_pair_communicator(ctx.store(), ctx.kind(), ctx.device(), kPortKey));
     timing_.emplace(ctx.stream_handle());
   }
 
@@ -117,6 +90,36 @@ class PickleBackend final : public P2pBackend {
 };
 
 }  // namespace
+
+Communicator connect_pair_communicator(Store& store, MemoryKind kind, int device, const std::string& port_key) {
+  RankInfo info = store.self();
+  if (info.rank == 0) {
+    // The key is always set, with the port or the reason there is none, so that rank 1 never waits in vain.
+    try {
+      info.master_port = launch::pick_free_port(info.master_addr);
+    } catch (const Error& e) {
+      store.set(port_key, cat("E", e.what()));
+      throw;
+    }
+    store.set(port_key, cat("P", info.master_port));
+  } else {
+    std::string value = store.get_string(port_key);
+    if (value.empty() || value[0] != 'P') {
+      throw PeerError(cat(describe({.rank = info.rank, .peer = 0, .op = "pickle communicator set-up"}),
+                          ": rank 0 has no port for the communicator: ", value.empty() ? value : value.substr(1)),
+                      0);
+    }
+    info.master_port = std::stoi(value.substr(1));
+  }
+  info.world_size = 2;
+  info.local_world_size = 2;
+  info.source = "explicit";
+  Communicator::Options options;
+  options.rank_info = info;
+  options.memory = kind;
+  options.device = kind == MemoryKind::Cuda ? device : -1;
+  return Communicator(options);
+}
 
 std::unique_ptr<P2pBackend> make_pickle_backend() { return std::make_unique<PickleBackend>(); }
 

@@ -44,8 +44,6 @@ std::string_view mode_name(Mode mode) noexcept {
   return "?";
 }
 
-namespace {
-
 long long parse_int(const std::string& text, const std::string& flag, long long min, long long max) {
   char* end = nullptr;
   errno = 0;
@@ -73,8 +71,6 @@ std::vector<std::string> split_list(const std::string& text, const std::string& 
   }
   return items;
 }
-
-}  // namespace
 
 P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
   P2pOptions options;

@@ -42,6 +42,11 @@ inline constexpr std::string_view kBackendNames[] = {"pickle", "nccl", "ce"};
 /// (the caller turns them into exit code 2).
 P2pOptions parse_p2p_options(const std::vector<std::string>& args);
 
+/// An integer flag value in [min, max]; anything else is an InvalidArgument naming `flag` (shared by the suites).
+long long parse_int(const std::string& text, const std::string& flag, long long min, long long max);
+/// "a,b,c" -> {"a", "b", "c"}; empty or repeated items are an InvalidArgument naming `flag`.
+std::vector<std::string> split_list(const std::string& text, const std::string& flag);
+
 /// The usage text (`pickle bench p2p --help`).
 extern const char* const kP2pUsage;
 

@@ -13,7 +13,8 @@ class Progress {
  public:
   /// `total_work`: the sum of the weights of every step (any unit: the estimate is proportional); `total_steps`:
   /// how many steps there are.
-  Progress(double total_work, int total_steps, std::FILE* out, bool enabled);
+  /// `label` starts each line ("bench p2p").
+  Progress(double total_work, int total_steps, std::FILE* out, bool enabled, std::string label = "bench p2p");
 
   /// One step of `work` finished; `what` names it ("nccl uni 1M").
   void step(double work, const std::string& what);
@@ -23,6 +24,7 @@ class Progress {
   int total_steps_;
   std::FILE* out_;
   bool enabled_;
+  std::string label_;
   int steps_ = 0;
   Stopwatch watch_;
   double last_print_ = 0;

@@ -1,0 +1,152 @@
+#include "ipc_report.hpp"
+
+#include "core/format.hpp"
+#include "p2p_report.hpp"
+
+namespace pickle::bench {
+
+const char* ipc_status_name(IpcRow::Status status) noexcept {
+  switch (status) {
+    case IpcRow::Status::Ok: return "ok";
+    case IpcRow::Status::Unavailable: return "unavailable";
+    case IpcRow::Status::Failed: return "failed";
+  }
+  return "?";
+}
+
+int IpcReport::exit_code() const {
+  for (const auto& row : rows) {
+    if (row.status == IpcRow::Status::Failed || row.wrong.value_or(0) > 0) return 1;
+  }
+  if (!cache.ran || !cache.error.empty() || cache.wrong > 0 || cache.steady_opens > 0) return 1;
+  return 0;
+}
+
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string pad_left(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+std::string us_text(double us) { return fixed(us, us < 100 ? 2 : 1); }
+
+json::Value summary_json(const std::vector<double>& samples) {
+  if (samples.empty()) return json::Value();
+  Summary s = summarize(samples);
+  json::Value v = json::Value::object();
+  v["median"] = s.median;
+  v["min"] = s.min;
+  v["max"] = s.max;
+  json::Value all = json::Value::array();
+  for (double us : samples) all.push_back(us);
+  v["samples"] = std::move(all);
+  return v;
+}
+
+}  // namespace
+
+void print_ipc_table(const IpcReport& report, std::FILE* out) {
+  const auto& o = report.options;
+  std::fprintf(out, "# pickle bench ipc: rank 1 exports, rank 0 imports; %s memory (%s); %d repeats after %d "
+                    "warm-up\n",
+               std::string(memory_kind_name(report.memory)).c_str(), report.plan_why.c_str(), o.repeats, o.warmup);
+  std::fprintf(out, "# us per call, median [min..max] of the repeats; open = import (for vmm: import + map + set "
+                    "access together), close = release, re-open = import again after the release\n");
+  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+  constexpr std::size_t kMethod = 11, kSize = 12, kCell = 24, kWrong = 8;
+  std::string header = "#" + pad_left("method", kMethod - 1) + pad_left("size", kSize) + pad_left("open(us)", kCell) +
+                       pad_left("close(us)", kCell) + pad_left("re-open(us)", kCell) + pad_left("#wrong", kWrong);
+  std::fprintf(out, "%s\n", header.c_str());
+  auto cell = [&](const std::vector<double>& samples) {
+    Summary s = summarize(samples);
+    return pad_left(cat(us_text(s.median), " [", us_text(s.min), "..", us_text(s.max), "]"), kCell);
+  };
+  for (const auto& row : report.rows) {
+    std::string line = pad_left(row.method, kMethod) + pad_left(cat(row.bytes), kSize);
+    if (row.status == IpcRow::Status::Ok) {
+      line += cell(row.open_us) + cell(row.close_us) + cell(row.reopen_us) +
+              pad_left(row.wrong ? cat(*row.wrong) : std::string("-"), kWrong);
+    } else {
+      line += pad_left(row.status == IpcRow::Status::Unavailable ? "n/a" : "FAILED", kCell) + pad_left("-", kCell) +
+              pad_left("-", kCell) + pad_left("-", kWrong);
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+    if (!row.detail.empty()) std::fprintf(out, "# %s %s: %s\n", row.method.c_str(), ipc_status_name(row.status), row.detail.c_str());
+  }
+
+  const auto& c = report.cache;
+  std::fprintf(out, "#\n# pickle's mapping cache: Communicator send/recv of %zu bytes into one %s allocation "
+                    "(receiver's recv-to-completion time)\n",
+               c.bytes, c.method.empty() ? "?" : c.method.c_str());
+  std::fprintf(out, "#%s%s%s%s\n", pad_left("transfer", 15).c_str(), pad_left("time(us)", kCell).c_str(),
+               pad_left("ipc_opens", 11).c_str(), pad_left("#wrong", kWrong).c_str());
+  if (!c.ran || !c.error.empty()) {
+    std::fprintf(out, "# cache measurement failed: %s\n", c.error.empty() ? "did not run" : c.error.c_str());
+  } else {
+    std::fprintf(out, "%s%s%s%s\n", pad_left("cache first", 16).c_str(), pad_left(us_text(c.first_us), kCell).c_str(),
+                 pad_left(cat(c.first_opens), 11).c_str(), pad_left(cat(c.wrong), kWrong).c_str());
+    std::fprintf(out, "%s%s%s%s\n", pad_left("cache steady", 16).c_str(), cell(c.steady_us).c_str(),
+                 pad_left(cat(c.steady_opens), 11).c_str(), pad_left(cat(c.wrong), kWrong).c_str());
+  }
+  std::fflush(out);
+}
+
+json::Value ipc_to_json(const IpcReport& report) {
+  const auto& o = report.options;
+  json::Value root = json::Value::object();
+  root["schema"] = "pickle-bench/1";
+  root["suite"] = "ipc";
+  json::Value command = json::Value::array();
+  for (const auto& arg : report.command) command.push_back(arg);
+  root["command"] = std::move(command);
+  root["started_utc"] = report.started_utc;
+  json::Value options = json::Value::object();
+  options["min_bytes"] = o.min_bytes;
+  std::size_t largest = 0;
+  for (const auto& row : report.rows) largest = std::max(largest, row.bytes);
+  options["max_bytes"] = largest;
+  options["factor"] = o.factor;
+  options["repeats"] = o.repeats;
+  options["warmup"] = o.warmup;
+  options["memory"] = std::string(memory_kind_name(report.memory));
+  options["world_size"] = report.world_size;
+  root["options"] = std::move(options);
+  json::Value notes = json::Value::array();
+  for (const auto& note : report.notes) notes.push_back(note);
+  root["notes"] = std::move(notes);
+  json::Value results = json::Value::array();
+  for (const auto& row : report.rows) {
+    json::Value r = json::Value::object();
+    r["method"] = row.method;
+    r["bytes"] = row.bytes;
+    r["status"] = ipc_status_name(row.status);
+    r["open_us"] = summary_json(row.open_us);
+    r["close_us"] = summary_json(row.close_us);
+    r["reopen_us"] = summary_json(row.reopen_us);
+    r["wrong"] = row.wrong ? json::Value(*row.wrong) : json::Value();
+    r["detail"] = row.detail;
+    results.push_back(std::move(r));
+  }
+  root["results"] = std::move(results);
+  const auto& c = report.cache;
+  json::Value cache = json::Value::object();
+  cache["bytes"] = c.bytes;
+  cache["method"] = c.method;
+  cache["first_us"] = c.ran && c.error.empty() ? json::Value(c.first_us) : json::Value();
+  cache["steady_us"] = summary_json(c.steady_us);
+  cache["first_ipc_opens"] = c.first_opens;
+  cache["steady_ipc_opens"] = c.steady_opens;
+  cache["wrong"] = c.wrong;
+  cache["error"] = c.error.empty() ? json::Value() : json::Value(c.error);
+  root["cache"] = std::move(cache);
+  root["exit_code"] = report.exit_code();
+  return root;
+}
+
+}  // namespace pickle::bench
