@@ -6,50 +6,18 @@
 
 #include <sstream>
 
+#include "bench_test_util.hpp"
 #include "core/json.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
 
-struct BenchRun {
-  ExitStatus status;
-  std::string out, err;
-  std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
-};
-
-BenchRun run_bench(const TempDir& dir, const std::string& suite, const std::vector<std::string>& args,
-                   const std::vector<std::string>& env = {}) {
-  std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench", suite};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> environment = {"PICKLE_TIMEOUT=20"};
-  environment.insert(environment.end(), env.begin(), env.end());
-  pid_t pid = spawn_program(argv, environment, dir / "out", dir / "err");
-  BenchRun run;
-  run.status = wait_pid(pid, std::chrono::seconds(90));
-  run.out = read_file(dir / "out");
-  run.err = read_file(dir / "err");
-  return run;
-}
-
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
-}
-
-/// The table's data rows (lines that do not start with '#'), split into cells.
-std::vector<std::vector<std::string>> table_rows(const std::string& out) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& line : lines(out)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream cells(line);
-    std::vector<std::string> row;
-    for (std::string cell; cells >> cell;) row.push_back(cell);
-    rows.push_back(row);
-  }
-  return rows;
 }
 
 constexpr const char* kSeedHeader =

@@ -4,48 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <set>
-#include <sstream>
 
+#include "bench_test_util.hpp"
 #include "core/json.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
-
-struct BenchRun {
-  ExitStatus status;
-  std::string out, err;
-  std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
-};
-
-BenchRun run_bench(const TempDir& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {},
-                   const std::string& suite = "p2p") {
-  std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench"};
-  if (!suite.empty()) argv.push_back(suite);
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> environment = {"PICKLE_TIMEOUT=20"};
-  environment.insert(environment.end(), env.begin(), env.end());
-  pid_t pid = spawn_program(argv, environment, dir / "out", dir / "err");
-  BenchRun run;
-  run.status = wait_pid(pid, std::chrono::seconds(90));
-  run.out = read_file(dir / "out");
-  run.err = read_file(dir / "err");
-  return run;
-}
-
-/// The table's data rows (lines that do not start with '#'), split into cells.
-std::vector<std::vector<std::string>> table_rows(const std::string& out) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream cells(line);
-    std::vector<std::string> row;
-    for (std::string cell; cells >> cell;) row.push_back(cell);
-    rows.push_back(row);
-  }
-  return rows;
-}
 
 const json::Value* find_backend(const json::Value& root, const std::string& name) {
   for (const auto& backend : root.at("backends").as_array()) {
@@ -57,8 +22,8 @@ const json::Value* find_backend(const json::Value& root, const std::string& name
 TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
   TempDir dir("bench");
   const std::string json_path = dir / "result.json";
-  BenchRun run = run_bench(dir, {"--backend", "ce,pickle", "-b", "1", "-e", "1M", "-f", "4", "-n", "3", "-w", "1",
-                            "--memory", "host", "--json", json_path});
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "ce,pickle", "-b", "1", "-e", "1M", "-f", "4", "-n", "3", "-w",
+                                        "1", "--memory", "host", "--json", json_path});
   ASSERT_TRUE(run.status.ok()) << run.describe();
 
   // 11 sizes (1 B .. 1 MiB, factor 4) x 3 modes; per backend: time, algbw, #wrong; then the pickle/ce ratio.
@@ -119,8 +84,8 @@ TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
 TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
   TempDir dir("bench");
   const std::string json_path = dir / "result.json";
-  BenchRun run = run_bench(dir, {"--backend", "nccl,ce", "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "0",
-                            "--mode", "uni", "--memory", "host", "--json", json_path});
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "nccl,ce", "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "0",
+                                        "--mode", "uni", "--memory", "host", "--json", json_path});
   ASSERT_TRUE(run.status.ok()) << run.describe();
   EXPECT_NE(run.out.find("# nccl    unavailable: rank 0: nccl needs GPU memory"), std::string::npos) << run.out;
   auto rows = table_rows(run.out);
@@ -135,8 +100,8 @@ TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
 
 TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {
   TempDir dir("bench");
-  BenchRun run = run_bench(dir, {"--backend", "pickle", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--memory", "host"},
-                           {}, /*suite=*/"");
+  BenchRun run = run_bench(dir, /*suite=*/"", {"--backend", "pickle", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1",
+                                                "--memory", "host"});
   ASSERT_TRUE(run.status.ok()) << run.describe();
   EXPECT_NE(run.out.find("running the default suite, p2p"), std::string::npos) << run.out;
   auto rows = table_rows(run.out);
@@ -146,8 +111,8 @@ TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {
 
 TEST(BenchP2p, AnExtraRankOnlyKeepsInStep) {
   TempDir dir("bench");
-  BenchRun run = run_bench(dir, {"--ranks", "3", "--backend", "ce,pickle", "-b", "1000", "-e", "100000", "-f", "10",
-                            "-n", "2", "-w", "1", "--repeats", "2", "--memory", "host"});
+  BenchRun run = run_bench(dir, "p2p", {"--ranks", "3", "--backend", "ce,pickle", "-b", "1000", "-e", "100000", "-f",
+                                        "10", "-n", "2", "-w", "1", "--repeats", "2", "--memory", "host"});
   ASSERT_TRUE(run.status.ok()) << run.describe();
   EXPECT_NE(run.out.find("ranks 0 -> 1 of 3"), std::string::npos) << run.out;
   for (const auto& row : table_rows(run.out)) {
@@ -163,22 +128,22 @@ TEST(BenchP2p, BadFlagsExitWithTwo) {
       {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"}};
   for (const auto& args : cases) {
     TempDir dir("bench");
-    BenchRun run = run_bench(dir, args);
+    BenchRun run = run_bench(dir, "p2p", args);
     EXPECT_TRUE(run.status.exited && run.status.code == 2) << args[0] << ": " << run.describe();
     EXPECT_NE(run.err.find("usage: pickle bench p2p"), std::string::npos) << args[0] << ": " << run.err;
     EXPECT_TRUE(run.out.empty()) << run.out;
   }
   TempDir dir("bench");
-  BenchRun run = run_bench(dir, {"-b", "12Q"});
+  BenchRun run = run_bench(dir, "p2p", {"-b", "12Q"});
   EXPECT_NE(run.err.find("-b '12Q': unknown unit"), std::string::npos) << run.err;
 }
 
 TEST(BenchP2p, ACorruptedByteIsCountedAndFailsTheRun) {
   TempDir dir("bench");
   const std::string json_path = dir / "result.json";
-  BenchRun run = run_bench(dir, {"--backend", "ce,pickle", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1",
-                            "--mode", "uni,lat", "--memory", "host", "--json", json_path},
-                      {"PICKLE_BENCH_CORRUPT=1"});
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "ce,pickle", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w",
+                                        "1", "--mode", "uni,lat", "--memory", "host", "--json", json_path},
+                           {"PICKLE_BENCH_CORRUPT=1"});
   EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
   json::Value root = json::parse(read_file(json_path));
   EXPECT_EQ(root.at("exit_code").as_int(), 1);

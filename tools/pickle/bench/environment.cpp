@@ -44,4 +44,11 @@ std::uint64_t host_memory_available() {
   return 0;
 }
 
+std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest) {
+  if (kind != MemoryKind::Host) return largest;
+  std::uint64_t available = host_memory_available();
+  if (available == 0) return largest;
+  return std::min<std::size_t>(largest, std::max<std::size_t>(available / 8, smallest));
+}
+
 }  // namespace pickle::bench

@@ -2,7 +2,10 @@
 // The environment a result was measured in, for the result file: the variables that change how pickle, NCCL or
 // CUDA behave, and how much memory this host has to spare.
 
+#include <cstddef>
 #include <cstdint>
+
+#include <pickle/memory.hpp>
 
 #include "core/json.hpp"
 
@@ -14,5 +17,10 @@ json::Value environment_json();
 
 /// MemAvailable of /proc/meminfo in bytes; 0 when the kernel does not say.
 std::uint64_t host_memory_available();
+
+/// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
+/// where the ranks share one host: there at most an eighth of MemAvailable (leaving the rest to everything else),
+/// but never below `smallest`.
+std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest);
 
 }  // namespace pickle::bench

@@ -3,8 +3,6 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
-#include "p2p_options.hpp"
-#include "sizes.hpp"
 
 namespace pickle::bench {
 
@@ -29,52 +27,25 @@ const char* const kIpcUsage =
 
 IpcOptions parse_ipc_options(const std::vector<std::string>& args) {
   IpcOptions options;
-  bool min_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidArgument(cat(flag, " needs a value"));
-      return args[++i];
-    };
-    if (flag == "-b") {
-      options.min_bytes = parse_size(value(), "-b");
-      min_given = true;
-    } else if (flag == "-e") {
-      options.max_bytes = parse_size(value(), "-e");
-    } else if (flag == "-f") {
-      options.factor = static_cast<std::size_t>(parse_int(value(), "-f", 2, 1 << 20));
-    } else if (flag == "-n") {
-      options.repeats = static_cast<int>(parse_int(value(), "-n", 1, 100'000));
-    } else if (flag == "-w") {
-      options.warmup = static_cast<int>(parse_int(value(), "-w", 0, 100'000));
-    } else if (flag == "--method") {
-      options.methods = split_list(value(), "--method");
+  FlagReader in(args);
+  while (in.next()) {
+    if (parse_sweep_flag(in, options, 100'000)) continue;
+    if (in.flag() == "--method") {
+      options.methods = split_list(in.value(), "--method");
       for (const auto& method : options.methods) {
         if (method != "cudaMalloc" && method != "vmm") {
           throw InvalidArgument(cat("--method: unknown method '", method, "' (choose from cudaMalloc, vmm)"));
         }
       }
-    } else if (flag == "--memory") {
-      options.memory = value();
-      if (options.memory != "host" && options.memory != "cuda") {
-        throw InvalidArgument(cat("--memory '", options.memory, "': use host or cuda"));
-      }
-    } else if (flag == "--json") {
-      options.json_path = value();
-    } else if (flag == "-h" || flag == "--help") {
-      options.help = true;
     } else {
-      throw InvalidArgument(cat("unknown option '", flag, "'"));
+      in.unknown();
     }
   }
   if (options.memory == "host" && !options.methods.empty()) {
     throw InvalidArgument("--method picks how GPU memory is allocated; host memory is always a memfd: leave "
                           "--method out with --memory host");
   }
-  if (options.max_bytes != 0 && options.min_bytes > options.max_bytes) {
-    if (min_given) throw InvalidArgument(cat("-b ", options.min_bytes, " is larger than -e ", options.max_bytes));
-    options.min_bytes = options.max_bytes;
-  }
+  settle_sweep_range(options);
   return options;
 }
 

@@ -27,7 +27,9 @@
 #include "memcpy_pair.hpp"
 #include "pattern.hpp"
 #include "progress.hpp"
+#include "result_file.hpp"
 #include "sizes.hpp"
+#include "sweep_options.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -115,7 +117,7 @@ std::string measure_imports(device::Stream& stream, const device::MemoryDescript
   };
   std::vector<double> open_us, close_us, reopen_us;
   std::uint64_t wrong = 0;
-  for (int i = 0; i < o.warmup + o.repeats; ++i) {
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
     Stopwatch watch;
     auto mapping = import();
     double open = watch.micros();
@@ -175,10 +177,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   std::vector<std::string> methods = options.methods;
   if (plan.kind == MemoryKind::Host) methods = {"memfd"};
   else if (methods.empty()) methods = {"cudaMalloc", "vmm"};
-  std::size_t max_bytes = options.max_bytes != 0 ? options.max_bytes
-                          : plan.kind == MemoryKind::Cuda ? kCudaDefaultMax
-                                                          : kHostDefaultMax;
-  max_bytes = std::max(max_bytes, options.min_bytes);
+  std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
   if (plan.kind == MemoryKind::Host) {
     std::uint64_t available = host_memory_available();
     if (available > 0 && max_bytes > std::max<std::uint64_t>(available / 8, options.min_bytes)) {
@@ -248,7 +247,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
     }
   }
 
-  report.cache = measure_ipc_cache(store, lockstep, plan.kind, device, options.repeats);
+  report.cache = measure_ipc_cache(store, lockstep, plan.kind, device, options.iterations);
 
   lockstep.begin_step();
   lockstep.phase("close", [&] {

@@ -1,6 +1,7 @@
 #include "ipc_report.hpp"
 
 #include "core/format.hpp"
+#include "result_file.hpp"
 #include "p2p_report.hpp"
 
 namespace pickle::bench {
@@ -55,7 +56,7 @@ void print_ipc_table(const IpcReport& report, std::FILE* out) {
   const auto& o = report.options;
   std::fprintf(out, "# pickle bench ipc: rank 1 exports, rank 0 imports; %s memory (%s); %d repeats after %d "
                     "warm-up\n",
-               std::string(memory_kind_name(report.memory)).c_str(), report.plan_why.c_str(), o.repeats, o.warmup);
+               std::string(memory_kind_name(report.memory)).c_str(), report.plan_why.c_str(), o.iterations, o.warmup);
   std::fprintf(out, "# us per call, median [min..max] of the repeats; open = import (for vmm: import + map + set "
                     "access together), close = release, re-open = import again after the release\n");
   for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
@@ -98,28 +99,14 @@ void print_ipc_table(const IpcReport& report, std::FILE* out) {
 }
 
 json::Value ipc_to_json(const IpcReport& report) {
-  const auto& o = report.options;
-  json::Value root = json::Value::object();
-  root["schema"] = "pickle-bench/1";
-  root["suite"] = "ipc";
-  json::Value command = json::Value::array();
-  for (const auto& arg : report.command) command.push_back(arg);
-  root["command"] = std::move(command);
-  root["started_utc"] = report.started_utc;
-  json::Value options = json::Value::object();
-  options["min_bytes"] = o.min_bytes;
+  json::Value root = result_head("ipc", report.command, report.started_utc);
   std::size_t largest = 0;
   for (const auto& row : report.rows) largest = std::max(largest, row.bytes);
-  options["max_bytes"] = largest;
-  options["factor"] = o.factor;
-  options["repeats"] = o.repeats;
-  options["warmup"] = o.warmup;
+  json::Value options = sweep_options_json(report.options, largest, "repeats");
   options["memory"] = std::string(memory_kind_name(report.memory));
   options["world_size"] = report.world_size;
   root["options"] = std::move(options);
-  json::Value notes = json::Value::array();
-  for (const auto& note : report.notes) notes.push_back(note);
-  root["notes"] = std::move(notes);
+  root["notes"] = string_array(report.notes);
   json::Value results = json::Value::array();
   for (const auto& row : report.rows) {
     json::Value r = json::Value::object();

@@ -3,8 +3,6 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
-#include "p2p_options.hpp"
-#include "sizes.hpp"
 
 namespace pickle::bench {
 
@@ -31,52 +29,25 @@ const char* const kMemcpyUsage =
 
 MemcpyOptions parse_memcpy_options(const std::vector<std::string>& args) {
   MemcpyOptions options;
-  bool min_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidArgument(cat(flag, " needs a value"));
-      return args[++i];
-    };
-    if (flag == "-b") {
-      options.min_bytes = parse_size(value(), "-b");
-      min_given = true;
-    } else if (flag == "-e") {
-      options.max_bytes = parse_size(value(), "-e");
-    } else if (flag == "-f") {
-      options.factor = static_cast<std::size_t>(parse_int(value(), "-f", 2, 1 << 20));
-    } else if (flag == "-n") {
-      options.iterations = static_cast<int>(parse_int(value(), "-n", 1, 1'000'000));
-    } else if (flag == "-w") {
-      options.warmup = static_cast<int>(parse_int(value(), "-w", 0, 1'000'000));
-    } else if (flag == "--method") {
-      options.method = value();
+  FlagReader in(args);
+  while (in.next()) {
+    if (parse_sweep_flag(in, options, 1'000'000)) continue;
+    if (in.flag() == "--method") {
+      options.method = in.value();
       if (options.method != "vmm" && options.method != "cudaMalloc") {
         throw InvalidArgument(cat("--method '", options.method, "': use vmm or cudaMalloc"));
       }
-    } else if (flag == "--memory") {
-      options.memory = value();
-      if (options.memory != "host" && options.memory != "cuda") {
-        throw InvalidArgument(cat("--memory '", options.memory, "': use host or cuda"));
-      }
-    } else if (flag == "--csv") {
-      options.csv_path = value();
-    } else if (flag == "--json") {
-      options.json_path = value();
-    } else if (flag == "-h" || flag == "--help") {
-      options.help = true;
+    } else if (in.flag() == "--csv") {
+      options.csv_path = in.value();
     } else {
-      throw InvalidArgument(cat("unknown option '", flag, "'"));
+      in.unknown();
     }
   }
   if (options.memory == "host" && !options.method.empty()) {
     throw InvalidArgument(cat("--method ", options.method, " picks how GPU memory is allocated; host memory is "
                               "always a memfd: leave --method out with --memory host"));
   }
-  if (options.max_bytes != 0 && options.min_bytes > options.max_bytes) {
-    if (min_given) throw InvalidArgument(cat("-b ", options.min_bytes, " is larger than -e ", options.max_bytes));
-    options.min_bytes = options.max_bytes;  // only -e was given, below the default -b: run that one size
-  }
+  settle_sweep_range(options);
   return options;
 }
 

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <fstream>
 #include <random>
 
@@ -12,9 +11,7 @@
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "device/backends.hpp"
-#include "environment.hpp"
-#include "topology/topology.hpp"
-#include "topology/topology_json.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -23,14 +20,6 @@ std::string hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "?";
   return name;
-}
-
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  char text[32] = "?";
-  if (gmtime_r(&now, &utc) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
 }
 
 /// Splits "a\nb\nc" at newlines.
@@ -137,16 +126,6 @@ int relaunch_pair(std::string_view suite, const std::vector<std::string>& args) 
   rank_args.insert(rank_args.end(), args.begin(), args.end());
   // Unprefixed: rank 0 alone prints the table, and the other rank's errors name their rank themselves.
   return cli::relaunch_as_ranks(2, "bench", rank_args, /*prefix_output=*/false);
-}
-
-void write_result_file(json::Value root, const std::string& path, std::string_view suite) {
-  root["environment"] = environment_json();
-  root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
-  std::ofstream file(path, std::ios::trunc);
-  if (!file) throw SystemError(cat("bench ", suite, ": cannot open --json file ", path), errno);
-  file << root.dump(2) << "\n";
-  file.close();
-  if (!file) throw SystemError(cat("bench ", suite, ": cannot write --json file ", path), errno);
 }
 
 }  // namespace pickle::bench

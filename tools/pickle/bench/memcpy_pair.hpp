@@ -14,7 +14,6 @@
 #include <pickle/error.hpp>
 #include <pickle/memory.hpp>
 
-#include "core/json.hpp"
 #include "device/fd_channel.hpp"
 #include "lockstep.hpp"
 
@@ -62,8 +61,5 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
 
 /// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher).
 int relaunch_pair(std::string_view suite, const std::vector<std::string>& args);
-
-/// Adds "environment" and "topology" to `root` and writes it to `path` (SystemError when it cannot).
-void write_result_file(json::Value root, const std::string& path, std::string_view suite);
 
 }  // namespace pickle::bench

@@ -27,10 +27,11 @@
 #include "memcpy_buffers.hpp"
 #include "memcpy_pair.hpp"
 #include "memcpy_report.hpp"
-#include "p2p_options.hpp"
 #include "pattern.hpp"
 #include "progress.hpp"
+#include "result_file.hpp"
 #include "sizes.hpp"
+#include "sweep_options.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -191,17 +192,10 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
                                }),
                 "creating the stream and events");
 
-  std::size_t max_bytes = options.max_bytes != 0 ? options.max_bytes
-                          : plan.kind == MemoryKind::Cuda ? kCudaDefaultMax
-                                                          : kHostDefaultMax;
-  max_bytes = std::max(max_bytes, options.min_bytes);
+  std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);
-  std::size_t wanted = sizes.back();
-  if (plan.kind == MemoryKind::Host) {
-    // Two ranks, one buffer each, on one host: leave most of the memory to everything else.
-    std::uint64_t available = host_memory_available();
-    if (available > 0) wanted = std::min<std::size_t>(wanted, std::max<std::size_t>(available / 8, sizes.front()));
-  }
+  // Two ranks, one buffer each.
+  std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
   device::AllocMethod method = options.method == "vmm"          ? device::AllocMethod::CudaVmm
                                : options.method == "cudaMalloc" ? device::AllocMethod::CudaMalloc
                                                                 : device::AllocMethod::Default;

@@ -8,6 +8,7 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "result_file.hpp"
 #include "p2p_report.hpp"
 #include "sizes.hpp"
 
@@ -139,27 +140,14 @@ void write_memcpy_csv(const MemcpyReport& report, const std::string& path) {
 }
 
 json::Value memcpy_to_json(const MemcpyReport& report) {
-  const auto& o = report.options;
-  json::Value root = json::Value::object();
-  root["schema"] = "pickle-bench/1";
-  root["suite"] = "memcpy";
-  json::Value command = json::Value::array();
-  for (const auto& arg : report.command) command.push_back(arg);
-  root["command"] = std::move(command);
-  root["started_utc"] = report.started_utc;
-  json::Value options = json::Value::object();
-  options["min_bytes"] = o.min_bytes;
-  options["max_bytes"] = report.rows.empty() ? 0 : report.rows.back().bytes;
-  options["factor"] = o.factor;
-  options["iterations"] = o.iterations;
-  options["warmup"] = o.warmup;
+  json::Value root = result_head("memcpy", report.command, report.started_utc);
+  json::Value options =
+      sweep_options_json(report.options, report.rows.empty() ? 0 : report.rows.back().bytes, "iterations");
   options["memory"] = std::string(memory_kind_name(report.memory));
   options["method"] = report.method;
   options["world_size"] = report.world_size;
   root["options"] = std::move(options);
-  json::Value notes = json::Value::array();
-  for (const auto& note : report.notes) notes.push_back(note);
-  root["notes"] = std::move(notes);
+  root["notes"] = string_array(report.notes);
   json::Value results = json::Value::array();
   for (const auto& row : report.rows) {
     json::Value r = json::Value::object();

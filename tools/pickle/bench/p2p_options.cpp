@@ -1,14 +1,11 @@
 #include "p2p_options.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
+#include <iterator>
 
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
-#include "sizes.hpp"
 
 namespace pickle::bench {
 
@@ -44,62 +41,20 @@ std::string_view mode_name(Mode mode) noexcept {
   return "?";
 }
 
-long long parse_int(const std::string& text, const std::string& flag, long long min, long long max) {
-  char* end = nullptr;
-  errno = 0;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0') throw InvalidArgument(cat(flag, " '", text, "': not an integer"));
-  if (value < min || value > max) {
-    throw InvalidArgument(cat(flag, " ", value, ": must be between ", min, " and ", max));
-  }
-  return value;
-}
-
-std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) throw InvalidArgument(cat(flag, " '", text, "': empty item in the list"));
-    if (std::find(items.begin(), items.end(), item) != items.end()) {
-      throw InvalidArgument(cat(flag, " '", text, "': '", item, "' is listed twice"));
-    }
-    items.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return items;
-}
-
 P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
   P2pOptions options;
-  bool min_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidArgument(cat(flag, " needs a value"));
-      return args[++i];
-    };
-    if (flag == "-b") {
-      options.min_bytes = parse_size(value(), "-b");
-      min_given = true;
-    } else if (flag == "-e") {
-      options.max_bytes = parse_size(value(), "-e");
-    } else if (flag == "-f") {
-      options.factor = static_cast<std::size_t>(parse_int(value(), "-f", 2, 1 << 20));
-    } else if (flag == "-n") {
-      options.iterations = static_cast<int>(parse_int(value(), "-n", 1, 1'000'000));
-    } else if (flag == "-w") {
-      options.warmup = static_cast<int>(parse_int(value(), "-w", 0, 1'000'000));
-    } else if (flag == "-c") {
-      options.check = parse_int(value(), "-c", 0, 1) == 1;
+  FlagReader in(args);
+  while (in.next()) {
+    if (parse_sweep_flag(in, options, 1'000'000)) continue;
+    const std::string& flag = in.flag();
+    if (flag == "-c") {
+      options.check = parse_int(in.value(), "-c", 0, 1) == 1;
     } else if (flag == "--repeats") {
-      options.repeats = static_cast<int>(parse_int(value(), "--repeats", 1, 1000));
+      options.repeats = static_cast<int>(parse_int(in.value(), "--repeats", 1, 1000));
     } else if (flag == "--ranks") {
-      options.ranks = static_cast<int>(parse_int(value(), "--ranks", 2, 1024));
+      options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
     } else if (flag == "--backend") {
-      options.backends = split_list(value(), "--backend");
+      options.backends = split_list(in.value(), "--backend");
       for (const auto& name : options.backends) {
         if (std::find(std::begin(kBackendNames), std::end(kBackendNames), name) == std::end(kBackendNames)) {
           throw InvalidArgument(cat("--backend: unknown backend '", name, "' (choose from pickle, nccl, ce)"));
@@ -107,33 +62,19 @@ P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
       }
     } else if (flag == "--mode") {
       options.modes.clear();
-      for (const auto& name : split_list(value(), "--mode")) {
+      for (const auto& name : split_list(in.value(), "--mode")) {
         if (name == "uni") options.modes.push_back(Mode::Uni);
         else if (name == "bi") options.modes.push_back(Mode::Bi);
         else if (name == "lat") options.modes.push_back(Mode::Lat);
         else throw InvalidArgument(cat("--mode: unknown mode '", name, "' (choose from uni, bi, lat)"));
       }
-    } else if (flag == "--json") {
-      options.json_path = value();
-    } else if (flag == "--memory") {
-      options.memory = value();
-      if (options.memory != "host" && options.memory != "cuda") {
-        throw InvalidArgument(cat("--memory '", options.memory, "': use host or cuda"));
-      }
-    } else if (flag == "-h" || flag == "--help") {
-      options.help = true;
     } else {
-      throw InvalidArgument(cat("unknown option '", flag, "'"));
+      in.unknown();
     }
   }
   if (options.backends.empty()) options.backends.assign(std::begin(kBackendNames), std::end(kBackendNames));
   if (options.modes.empty()) options.modes = {Mode::Uni, Mode::Bi, Mode::Lat};
-  if (options.max_bytes != 0 && options.min_bytes > options.max_bytes) {
-    if (min_given) {
-      throw InvalidArgument(cat("-b ", options.min_bytes, " is larger than -e ", options.max_bytes));
-    }
-    options.min_bytes = options.max_bytes;  // only -e was given, below the default -b: run that one size
-  }
+  settle_sweep_range(options);
   return options;
 }
 

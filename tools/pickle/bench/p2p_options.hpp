@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sweep_options.hpp"
+
 namespace pickle::bench {
 
 /// What a p2p measurement does: rank 0 -> rank 1 bandwidth, both directions at once, or one-way latency.
@@ -15,20 +17,16 @@ enum class Mode { Uni, Bi, Lat };
 std::string_view mode_name(Mode mode) noexcept;
 
 /// Options of `pickle bench p2p`. Defaults are the nccl-tests ones where a flag of the same name exists.
-struct P2pOptions {
-  std::size_t min_bytes = 4096;       ///< -b
-  std::size_t max_bytes = 0;          ///< -e; 0: 1 GiB on GPUs, kHostDefaultMaxBytes on host memory
-  std::size_t factor = 2;             ///< -f
-  int iterations = 20;                ///< -n: timed iterations per repeat
-  int warmup = 5;                     ///< -w: untimed iterations before each size
+/// -e 0: 1 GiB on GPUs, kHostDefaultMaxBytes on host memory; -n: timed iterations per repeat; -w: untimed
+/// iterations before each size.
+struct P2pOptions : SweepOptions {
+  P2pOptions() : SweepOptions{.factor = 2, .iterations = 20, .warmup = 5} {}
+
   int repeats = 5;                    ///< --repeats: timed repeats per size (median, min, max over them)
   bool check = true;                  ///< -c: count wrong bytes after each size
   int ranks = 0;                      ///< --ranks: local ranks to launch when started alone; 0: default
   std::vector<std::string> backends;  ///< --backend, in the order given
   std::vector<Mode> modes;            ///< --mode, in the order given
-  std::string json_path;              ///< --json
-  std::string memory;                 ///< --memory: "host", "cuda" or "" (cuda when rank 0 sees 2 GPUs or more)
-  bool help = false;
 };
 
 /// Host memory has no copy engine: memcpy runs at a few GB/s, so its default sweep stops earlier.
@@ -41,11 +39,6 @@ inline constexpr std::string_view kBackendNames[] = {"pickle", "nccl", "ce"};
 /// Parses the arguments after `p2p`. Unknown flags, bad values and inconsistent ranges are InvalidArgument
 /// (the caller turns them into exit code 2).
 P2pOptions parse_p2p_options(const std::vector<std::string>& args);
-
-/// An integer flag value in [min, max]; anything else is an InvalidArgument naming `flag` (shared by the suites).
-long long parse_int(const std::string& text, const std::string& flag, long long min, long long max);
-/// "a,b,c" -> {"a", "b", "c"}; empty or repeated items are an InvalidArgument naming `flag`.
-std::vector<std::string> split_list(const std::string& text, const std::string& flag);
 
 /// The usage text (`pickle bench p2p --help`).
 extern const char* const kP2pUsage;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cerrno>
-#include <ctime>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -24,9 +23,9 @@
 #include "p2p_report.hpp"
 #include "p2p_step.hpp"
 #include "progress.hpp"
+#include "result_file.hpp"
 #include "sizes.hpp"
-#include "topology/topology.hpp"
-#include "topology/topology_json.hpp"
+#include "sweep_options.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -141,17 +140,6 @@ void run_backend(P2pContext& ctx, Lockstep& lockstep, P2pReport& report, const s
   backend.reset();  // also when the phase was skipped
 }
 
-void write_json(const P2pReport& report, const std::string& path) {
-  json::Value root = to_json(report);
-  root["environment"] = environment_json();
-  root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
-  std::ofstream file(path, std::ios::trunc);
-  if (!file) throw SystemError(cat("bench p2p: cannot open --json file ", path), errno);
-  file << root.dump(2) << "\n";
-  file.close();
-  if (!file) throw SystemError(cat("bench p2p: cannot write --json file ", path), errno);
-}
-
 }  // namespace
 
 int run_p2p_rank(const P2pOptions& options, const std::vector<std::string>& args) {
@@ -185,13 +173,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   report.command.insert(report.command.end(), args.begin(), args.end());
   report.memory = plan.kind;
   report.world_size = self.world_size;
-  {
-    std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    char text[32] = "?";
-    if (gmtime_r(&now, &utc) != nullptr) std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    report.started_utc = text;
-  }
+  report.started_utc = utc_now();
 
   const bool active = self.rank < 2;
   const int device = plan.kind == MemoryKind::Cuda ? self.local_rank : 0;
@@ -204,17 +186,11 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
           "creating streams and events");
 
   // Sizes, then buffers for the largest, halved while they do not fit.
-  std::size_t max_bytes = options.max_bytes != 0 ? options.max_bytes
-                          : plan.kind == MemoryKind::Cuda ? kCudaDefaultMaxBytes
-                                                          : kHostDefaultMaxBytes;
-  max_bytes = std::max(max_bytes, options.min_bytes);
+  std::size_t max_bytes =
+      sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMaxBytes : kHostDefaultMaxBytes);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);
-  std::size_t wanted = sizes.back();
-  if (plan.kind == MemoryKind::Host) {
-    // Two ranks, three buffers each, on one host: leave the rest of the memory to everything else.
-    std::uint64_t available = host_memory_available();
-    if (available > 0) wanted = std::min<std::size_t>(wanted, std::max<std::size_t>(available / 8, sizes.front()));
-  }
+  // Two ranks, three buffers each.
+  std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
   auto allocated = lockstep.phase("allocate", [&] {
     return active ? cat(ctx->allocate(wanted, sizes.front())) : std::string();
   });
@@ -263,7 +239,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
 
   if (self.rank == 0) {
     print_table(report, stdout);
-    if (!options.json_path.empty()) write_json(report, options.json_path);
+    if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path, "p2p");
   }
   return report.exit_code();
 }

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/format.hpp"
+#include "result_file.hpp"
 #include "sizes.hpp"
 
 namespace pickle::bench {
@@ -143,34 +144,20 @@ void print_table(const P2pReport& report, std::FILE* out) {
 
 json::Value to_json(const P2pReport& report) {
   const auto& o = report.options;
-  json::Value root = json::Value::object();
-  root["schema"] = "pickle-bench/1";
-  root["suite"] = "p2p";
-  json::Value command = json::Value::array();
-  for (const auto& arg : report.command) command.push_back(arg);
-  root["command"] = std::move(command);
-  root["started_utc"] = report.started_utc;
+  json::Value root = result_head("p2p", report.command, report.started_utc);
 
-  json::Value options = json::Value::object();
-  options["min_bytes"] = o.min_bytes;
-  options["max_bytes"] = report.sizes.empty() ? 0 : report.sizes.back();
-  options["factor"] = o.factor;
-  options["iterations"] = o.iterations;
-  options["warmup"] = o.warmup;
+  json::Value options = sweep_options_json(o, report.sizes.empty() ? 0 : report.sizes.back(), "iterations");
   options["repeats"] = o.repeats;
   options["check"] = o.check;
   options["memory"] = std::string(memory_kind_name(report.memory));
   options["world_size"] = report.world_size;
-  json::Value backends_list = json::Value::array(), modes = json::Value::array();
-  for (const auto& name : o.backends) backends_list.push_back(name);
+  json::Value modes = json::Value::array();
   for (Mode mode : o.modes) modes.push_back(std::string(mode_name(mode)));
-  options["backends"] = std::move(backends_list);
+  options["backends"] = string_array(o.backends);
   options["modes"] = std::move(modes);
   root["options"] = std::move(options);
 
-  json::Value notes = json::Value::array();
-  for (const auto& note : report.notes) notes.push_back(note);
-  root["notes"] = std::move(notes);
+  root["notes"] = string_array(report.notes);
 
   json::Value backends = json::Value::array();
   for (const auto& run : report.backends) {

@@ -1,0 +1,33 @@
+#pragma once
+// The parts of a suite's result file (--json, schema "pickle-bench/1", keys in docs/bench.md) that every suite
+// writes the same way: the head, the sweep's options, string lists, and the file itself with the environment and
+// the topology.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.hpp"
+#include "sweep_options.hpp"
+
+namespace pickle::bench {
+
+/// Now as ISO 8601 UTC ("2026-01-02T03:04:05Z"; "?" when the clock cannot be read).
+std::string utc_now();
+
+/// A JSON array of `items`, in order.
+json::Value string_array(const std::vector<std::string>& items);
+
+/// A result object that starts with "schema", "suite", "command" (the command line as typed) and "started_utc".
+json::Value result_head(std::string_view suite, const std::vector<std::string>& command,
+                        const std::string& started_utc);
+
+/// An "options" object that starts with the sweep as it ran: "min_bytes", "max_bytes" (`max_bytes`, the largest
+/// size measured), "factor", -n under `count_key` and "warmup"; the suite adds its own options after them.
+json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes, std::string_view count_key);
+
+/// Adds "environment" and "topology" to `root` and writes it to `path` (SystemError naming `suite` when it cannot).
+void write_result_file(json::Value root, const std::string& path, std::string_view suite);
+
+}  // namespace pickle::bench
