@@ -59,13 +59,14 @@ std::vector<std::string> cells(const std::string& line) {
   return out;
 }
 
-std::vector<Table> tables(const std::string& markdown) {
+/// Every table of report.md whose header line is exactly `header` (by default p2p's), in order.
+std::vector<Table> tables(const std::string& markdown, const std::string& header = kTableHeader) {
   std::vector<Table> found;
   std::istringstream in(markdown);
   std::string line;
   bool inside = false;
   while (std::getline(in, line)) {
-    if (line == kTableHeader) {
+    if (line == header) {
       found.emplace_back();
       inside = true;
     } else if (inside && line.starts_with("|---")) {
@@ -137,6 +138,100 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
     EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
   }
   EXPECT_EQ(links, 14);
+}
+
+/// The images report.md links, each checked to be a real PNG of non-trivial size; returns how many there are.
+int check_plots(const std::string& out, const std::string& md) {
+  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
+  int links = 0;
+  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
+    std::string png = read_file(out + "/" + (*it)[1].str());
+    ++links;
+    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
+  }
+  return links;
+}
+
+const std::string kDeviceMemcpy = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/memcpy.json";
+const std::string kDeviceIpc = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/ipc.json";
+const std::string kMemcpyHeader =
+    "| Chunk Size | Async ms | Async GB/s | Sync ms | Sync GB/s | Sync With Overhead ms | Sync With Overhead GB/s | #wrong |";
+const std::string kIpcHeader = "| buffer | open us | close us | re-open us | #wrong |";
+const std::string kCacheHeader = "| transfer | time us | ipc_opens |";
+
+TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
+  TempDir dir("report-memcpy-ipc");
+  std::string memcpy_json = dir / "m.json";
+  std::string ipc_json = dir / "i.json";
+  Result bench = run_pickle(dir, {"bench", "memcpy", "-e", "1M", "--json", memcpy_json}, std::chrono::seconds(60));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+  bench = run_pickle(dir, {"bench", "ipc", "-e", "1M", "--json", ipc_json}, std::chrono::seconds(60));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", kDeviceMemcpy, kDeviceIpc, memcpy_json, ipc_json, "-o", out},
+                             std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  EXPECT_EQ(report.err.find("not known"), std::string::npos) << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("pickle bench memcpy -e 1M"), std::string::npos) << md;
+  EXPECT_NE(md.find("2026-11-22T01:20:05Z"), std::string::npos);
+
+  const std::vector<std::string> host_sizes = {"4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB"};
+  const std::vector<std::string> device_sizes = {"4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB",
+                                                 "16 MiB", "64 MiB", "256 MiB", "1 GiB", "4 GiB"};
+  const std::regex number(R"(^[0-9]+(\.[0-9]+)?(e-?[0-9]+)?$)");
+  const std::regex spread(R"(^[0-9.]+ \[[0-9.]+\.\.[0-9.]+\]$)");
+
+  // memcpy: one table per file (device run first), a row per chunk size, six numbers and #wrong 0 per row.
+  std::vector<Table> memcpy_tables = tables(md, kMemcpyHeader);
+  ASSERT_EQ(memcpy_tables.size(), 2u) << md;
+  EXPECT_EQ(memcpy_tables[0].sizes, device_sizes);
+  EXPECT_EQ(memcpy_tables[1].sizes, host_sizes);
+  for (const auto& table : memcpy_tables) {
+    for (const auto& row : table.rows) {
+      ASSERT_EQ(row.size(), 8u);
+      for (std::size_t c = 1; c < 7; ++c) EXPECT_TRUE(std::regex_match(row[c], number)) << "cell '" << row[c] << "'";
+      EXPECT_EQ(row[7], "0");
+    }
+  }
+  // Against the committed run's memcpy.txt: 4 GiB async 397.38 GB/s, with overhead 21.525 ms.
+  EXPECT_EQ(memcpy_tables[0].rows.back()[2], "397.4");
+  EXPECT_EQ(memcpy_tables[0].rows.back()[5], "21.525");
+
+  // ipc: a table per method (device: cudaMalloc and vmm; host: memfd), each cell median [min..max].
+  std::vector<Table> ipc_tables = tables(md, kIpcHeader);
+  ASSERT_EQ(ipc_tables.size(), 3u) << md;
+  EXPECT_EQ(ipc_tables[0].sizes, device_sizes);
+  EXPECT_EQ(ipc_tables[1].sizes, device_sizes);
+  EXPECT_EQ(ipc_tables[2].sizes, host_sizes);
+  EXPECT_NE(md.find("### Import cost, cudaMalloc"), std::string::npos);
+  EXPECT_NE(md.find("### Import cost, VMM"), std::string::npos);
+  EXPECT_NE(md.find("### Import cost, host memory in a memfd"), std::string::npos);
+  for (const auto& table : ipc_tables) {
+    for (const auto& row : table.rows) {
+      ASSERT_EQ(row.size(), 5u);
+      for (std::size_t c = 1; c < 4; ++c) EXPECT_TRUE(std::regex_match(row[c], spread)) << "cell '" << row[c] << "'";
+      EXPECT_EQ(row[4], "0");
+    }
+  }
+  EXPECT_EQ(ipc_tables[0].rows.front()[1], "931.4 [921.0..1015.7]");  // cudaMalloc 4 KiB open, as ipc.txt
+
+  // The cache: first transfer opened one mapping, the steady state none.
+  std::vector<Table> cache_tables = tables(md, kCacheHeader);
+  ASSERT_EQ(cache_tables.size(), 2u) << md;
+  for (const auto& table : cache_tables) {
+    ASSERT_EQ(table.rows.size(), 2u);
+    EXPECT_TRUE(std::regex_match(table.rows[0][1], number)) << table.rows[0][1];
+    EXPECT_EQ(table.rows[0][2], "1");
+    EXPECT_TRUE(std::regex_match(table.rows[1][1], spread)) << table.rows[1][1];
+    EXPECT_EQ(table.rows[1][2], "0");
+  }
+  EXPECT_EQ(cache_tables[0].rows[0][1], "3800.3");
+
+  // Plots per file: memcpy bandwidth + time; ipc one per method + the cache bars. 2 + 3 + 2 + 2.
+  EXPECT_EQ(check_plots(out, md), 9);
 }
 
 TEST(Report, MalformedJsonFailsNamingTheFile) {

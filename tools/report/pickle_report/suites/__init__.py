@@ -1,3 +1,3 @@
 """The suite registry, filled by importing each suite module: one module per `pickle bench` suite."""
 from .registry import known, lookup, register  # noqa: F401
-from . import p2p  # noqa: F401,E402
+from . import ipc, memcpy, p2p  # noqa: F401,E402
