@@ -92,6 +92,8 @@ struct Communicator::Impl {
   void progress_loop();
   void handle(int peer, ControlMessage message, UniqueFd fd);
   void fail_peer(int peer, const std::string& reason);
+  /// Stops and joins the progress thread.
+  void stop_progress();
 
   /// InvalidArgument unless `peer` is another rank of this communicator.
   void check_peer(int peer, const OpContext& ctx) const;
@@ -127,6 +129,7 @@ struct Communicator::Impl {
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;
   int user_barriers = 0;
+  int next_window_id = 0;
   int next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx);
 
   std::thread progress;

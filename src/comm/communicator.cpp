@@ -60,7 +60,12 @@ Communicator::Impl::Impl(Options options)
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
   // Nobody may send before every rank's progress thread listens.
-  store->barrier(key_prefix + "ready");
+  try {
+    store->barrier(key_prefix + "ready");
+  } catch (...) {
+    stop_progress();  // a constructor that throws runs no destructor: the thread must not outlive it
+    throw;
+  }
   PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
                                                    << " memory, device " << device);
 }
@@ -75,7 +80,9 @@ Communicator::Impl::~Impl() {
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
-  for (int peer = 0; peer < info.world_size; ++peer) {
+  // A Goodbye tells the peers that the end of the channel is normal. While unwinding from an error it is not: then
+  // the channel just closes, and the peers fail their pending operations with this rank at once.
+  for (int peer = 0; peer < info.world_size && std::uncaught_exceptions() == 0; ++peer) {
     if (peer == info.rank) continue;
     try {
       send_control(peer, GoodbyeMessage{});
@@ -83,6 +90,10 @@ Communicator::Impl::~Impl() {
       // The peer is gone already: nothing to tell it.
     }
   }
+  stop_progress();
+}
+
+void Communicator::Impl::stop_progress() {
   stopping = true;
   std::uint64_t one = 1;
   if (::write(wake.get(), &one, sizeof one) < 0) PICKLE_LOG(Warn, "comm", "could not wake the progress thread");
@@ -135,7 +146,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
 
   {
     std::lock_guard lock(c.mutex);
-    state->id = static_cast<int>(c.windows.size());
+    state->id = c.next_window_id++;
   }
   // Named keys (not the store's anonymous allgather), so that communicators sharing the store never mix entries.
   const std::string key = cat(c.key_prefix, "window/", state->id, "/");
@@ -196,6 +207,7 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "signal"};
   c.check_peer(peer, ctx);
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
+  c.check_peer_alive(peer, ctx);
   std::uint32_t value;
   {
     std::lock_guard lock(c.mutex);
@@ -209,6 +221,7 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
   OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "wait"};
   c.check_peer(peer, ctx);
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
+  c.check_peer_alive(peer, ctx);
   stream.impl().wait_value(c.signals->local_word_for_streams(peer, slot), expected);
 }
 

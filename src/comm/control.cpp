@@ -12,6 +12,7 @@ namespace {
 enum class ControlType : std::uint8_t { Export = 1, RecvPost = 2, SendFailed = 3, Goodbye = 4 };
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
+constexpr std::size_t kMaxReasonBytes = 4096;
 
 }  // namespace
 
@@ -25,7 +26,7 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                        .i32(m.tag).u64(m.seq).u64(m.alloc_id).u64(m.offset).u64(m.bytes).u32(m.slot).u32(m.generation);
                  },
                  [&](const SendFailedMessage& m) {
-                   w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes);
+                   w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes).string(m.reason);
                  },
                  [&](const GoodbyeMessage&) { w.u8(static_cast<std::uint8_t>(ControlType::Goodbye)); },
              },
@@ -61,6 +62,7 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.tag = r.i32("tag");
       m.seq = r.u64("seq");
       m.send_bytes = r.u64("send_bytes");
+      m.reason = r.string("reason", kMaxReasonBytes);
       result = m;
       break;
     }

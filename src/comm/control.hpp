@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -27,11 +28,12 @@ struct RecvPostMessage {
   std::uint32_t generation = 0;
 };
 
-/// "Your receive (tag, seq) cannot be served": the sender's size differs (send_bytes says what it was).
+/// "Your receive (tag, seq) cannot be served": the matching send failed (a size mismatch, a bad offset, ...).
 struct SendFailedMessage {
   std::int32_t tag = 0;
   std::uint64_t seq = 0;
   std::uint64_t send_bytes = 0;
+  std::string reason;  ///< the sender's error message, for the receiver's error
 };
 
 /// "I am closing normally": an end of stream after this is not a failure.

@@ -104,7 +104,13 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
     post = RecvPostMessage{.tag = tag, .seq = request->seq, .alloc_id = alloc_id, .offset = offset, .bytes = bytes,
                            .slot = static_cast<std::uint32_t>(request->slot), .generation = request->generation};
   }
-  send_control(peer, post);
+  try {
+    send_control(peer, post);
+  } catch (const Error& e) {
+    // The post is half-committed (slot, sequence number): the pair can no longer stay in step.
+    fail_peer(peer, cat("the control channel to peer ", peer, " failed: ", e.what()));
+    throw;
+  }
   return Request(request);
 }
 
@@ -170,9 +176,15 @@ std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, Reques
     stream.write_value(completion_word_for_streams(send), post.generation);
     send.enqueued = true;
     return std::nullopt;
-  } catch (const Error&) {
+  } catch (const Error& e) {
     send.error = std::current_exception();
-    return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes};
+    std::string reason = e.what();
+    // The receiver wraps it in an error of its own: drop the "pickle <Code> error: " head.
+    if (auto head = reason.find(" error: "); reason.rfind("pickle ", 0) == 0 && head != std::string::npos) {
+      reason.erase(0, head + 8);
+    }
+    if (reason.size() > 1024) reason.resize(1024);
+    return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason};
   }
 }
 

@@ -86,37 +86,54 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
             if (it == state.posted_recvs.end()) return;
             RequestState& request = *it->second;
             request.error = std::make_exception_ptr(InvalidArgument(
-                cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, " sent ", m.send_bytes,
-                    " bytes; sizes of a send and its recv must match")));
+                cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ", m.send_bytes,
+                    " bytes failed: ", m.reason)));
             signals->store(peer, comm::kUserSignalSlots + request.slot, request.generation);  // release stream waits
           },
           [&](const GoodbyeMessage&) {
-            std::lock_guard lock(mutex);
-            peers[peer].said_goodbye = true;
+            {
+              std::lock_guard lock(mutex);
+              peers[peer].said_goodbye = true;
+            }
+            // Whatever is still pending with a peer that closed its communicator can never complete.
+            fail_peer(peer, cat("peer ", peer, " closed its communicator"));
           },
       },
       message);
 }
 
 void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
-  PICKLE_LOG(Warn, "comm", reason);
   std::lock_guard lock(mutex);
   PeerState& state = peers[peer];
   state.failed = true;
   state.failure = reason;
+  int failed = 0;
   for (auto& [tag, sends] : state.pending_sends) {
     for (auto& send : sends) send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
+    failed += static_cast<int>(sends.size());
     sends.clear();
   }
   state.pending_posts.clear();
   for (auto& [key, request] : state.posted_recvs) {
-    if (device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
-      continue;  // it completed before the peer went away
+    if (request->error ||
+        device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
+      continue;  // it completed (or failed) before the peer went away
     }
     request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
     signals->store(peer, comm::kUserSignalSlots + request->slot, request->generation);  // release stream waits
+    ++failed;
   }
-  ipc->cache().erase_peer(peer);
+  // A peer that closes normally has nothing pending with us: that is worth a debug line, not a warning.
+  if (failed > 0) {
+    PICKLE_LOG(Warn, "comm", reason << "; " << failed << " pending operation(s) with it failed");
+  } else {
+    PICKLE_LOG(Debug, "comm", reason);
+  }
+  // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
+  // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError.
+  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
+  // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
+  // (our import holds it) until the communicator is destroyed.
 }
 
 }  // namespace pickle

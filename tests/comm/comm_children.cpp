@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -287,7 +289,11 @@ PICKLE_CHILD(comm_errors) {
     CHILD_CHECK(throws_with([&] { s.wait(); }, ErrorCode::InvalidArgument, "posted a recv of 200 bytes", what), what);
   } else {
     Request r = comm.recv(peer, 9, buffer.data(), 200);
-    CHILD_CHECK(throws_with([&] { r.wait(); }, ErrorCode::InvalidArgument, "sent 100 bytes", what), what);
+    CHILD_CHECK(throws_with([&] { r.wait(); }, ErrorCode::InvalidArgument,
+                            "peer 0's send of 100 bytes failed: rank 0 -> peer 1: send of 100 bytes (tag 9): peer 1 "
+                            "posted a recv of 200 bytes; sizes of a send and its recv must match",
+                            what),
+                what);
   }
   comm.barrier();
   return 0;
@@ -354,6 +360,84 @@ PICKLE_CHILD(comm_two_communicators) {
   std::size_t wrong_third = exchange(third, 3000);
   CHILD_CHECK(wrong_third == 0, wrong_third, " wrong bytes");
   third.barrier();
+  return 0;
+}
+
+// Copies queued into a peer's memory (a matched send behind a slow producer, a put) when the peer dies must still
+// run safely: the mappings stay until the communicator goes. Host memory only (the gate is a plain host word).
+PICKLE_CHILD(comm_copy_into_dead_peer) {
+  Communicator comm = make_comm("host");
+  constexpr std::size_t kBytes = 16 << 20;
+  Buffer buf = comm.alloc(kBytes);
+  Window window = comm.register_memory(buf.data(), kBytes);
+  if (comm.rank() == 1) {
+    Request r = comm.recv(0, 0, buf.data(), kBytes);
+    comm.barrier();  // the post is out
+    comm.barrier();  // rank 0 has queued its copies
+    ::kill(::getpid(), SIGKILL);
+  }
+  comm.barrier();
+  Stream producer = comm.make_stream();
+  alignas(64) static std::uint32_t gate = 0;
+  producer.impl().wait_value(&gate, 1);  // a producer that is still busy
+  // Give the progress thread time to take the post, so that the send is matched at once and its copy is queued
+  // behind the producer (were it not, the send would fail with PeerError below, which is fine too).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Request s = comm.send(1, 0, buf.data(), kBytes, &producer);
+  comm.put(producer, window, 1, 0, buf.data(), kBytes);
+  Deadline deadline = Deadline::after_seconds(10);
+  comm.barrier();
+  // Rank 1 dies now; let this rank notice, then let the queued copies run into its (still mapped) memory.
+  std::string what;
+  while (!throws_with([&] { comm.send(1, 9, buf.data(), 8); }, ErrorCode::Peer, "peer 1", what)) {
+    CHILD_CHECK(!deadline.expired(), "the peer's death was not noticed: ", what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::atomic_ref<std::uint32_t>(gate).store(1, std::memory_order_release);
+  producer.synchronize();
+  return 0;
+}
+
+// A rank whose communicator is destroyed while unwinding from an error does not say goodbye: its peer's pending
+// operations fail with PeerError at once, not at the timeout.
+PICKLE_CHILD(comm_unwind) {
+  Communicator comm = make_comm(args.at(0));
+  Buffer buf = comm.alloc(4096);
+  if (comm.rank() == 1) {
+    comm.barrier();
+    try {
+      Communicator doomed = std::move(comm);
+      throw std::runtime_error("an application error on rank 1");
+    } catch (const std::runtime_error&) {
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // stay alive: only the communicator is gone
+    return 0;
+  }
+  Request r = comm.recv(1, 0, buf.data(), 4096);
+  comm.barrier();
+  Stopwatch watch;
+  std::string what;
+  CHILD_CHECK(throws_with([&] { r.wait(); }, ErrorCode::Peer, "peer 1", what), what);
+  CHILD_CHECK(watch.seconds() < env::timeout_seconds() / 2, "took ", watch.seconds(), " s");
+  return 0;
+}
+
+// A stream waiting for a signal from a peer that dies is released; a wait named after the death is a PeerError.
+PICKLE_CHILD(comm_signal_dead_peer) {
+  Communicator comm = make_comm(args.at(0));
+  if (comm.rank() == 1) {
+    comm.barrier();
+    ::kill(::getpid(), SIGKILL);
+  }
+  Stream stream = comm.make_stream();
+  comm.wait(stream, 1, 0, 1);  // enqueued while the peer lives; it never signals
+  comm.barrier();
+  Stopwatch watch;
+  stream.synchronize();  // released when the death is noticed, well before the timeout
+  CHILD_CHECK(watch.seconds() < env::timeout_seconds() / 2, "stream released after ", watch.seconds(), " s");
+  std::string what;
+  CHILD_CHECK(throws_with([&] { comm.wait(stream, 1, 0, 2); }, ErrorCode::Peer, "rank 0 -> peer 1: wait", what), what);
+  CHILD_CHECK(throws_with([&] { comm.signal(stream, 1, 0); }, ErrorCode::Peer, "peer 1", what), what);
   return 0;
 }
 

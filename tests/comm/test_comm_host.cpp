@@ -46,6 +46,22 @@ TEST(Comm, TwoCommunicatorsOfTheSameRanksKeepTheirTrafficApart) {
   expect_all_ok(run_ranks("comm_two_communicators", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
 
+TEST(Comm, CopiesQueuedIntoAPeerThatDiesRunSafely) {
+  auto statuses = run_ranks("comm_copy_into_dead_peer", 2, {}, {"PICKLE_TIMEOUT=30"});
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
+
+TEST(Comm, ARankUnwindingFromAnErrorFailsItsPeersPendingOperationsAtOnce) {
+  expect_all_ok(run_ranks("comm_unwind", 2, {"host"}, {"PICKLE_TIMEOUT=20"}));
+}
+
+TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
+  auto statuses = run_ranks("comm_signal_dead_peer", 2, {"host"}, {"PICKLE_TIMEOUT=20"});
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
+
 TEST(Comm, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"host"}, {"PICKLE_TIMEOUT=1"}));
 }

@@ -47,6 +47,14 @@ TEST_F(CommCuda, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST_F(CommCuda, ARankUnwindingFromAnErrorFailsItsPeersPendingOperationsAtOnce) {
+  expect_all_ok(run_ranks("comm_unwind", 2, {"cuda"}, {"PICKLE_TIMEOUT=20"}));
+}
+TEST_F(CommCuda, StreamWaitingOnADeadPeersSignalIsReleased) {
+  auto statuses = run_ranks("comm_signal_dead_peer", 2, {"cuda"}, {"PICKLE_TIMEOUT=20"});
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
 TEST_F(CommCuda, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"cuda"}, {"PICKLE_TIMEOUT=2"}));
 }

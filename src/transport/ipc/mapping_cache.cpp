@@ -26,11 +26,6 @@ device::ImportedMemory* MappingCache::find(int peer, std::uint64_t id) {
   return it->second.get();
 }
 
-void MappingCache::erase_peer(int peer) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(mappings_, [peer](const auto& entry) { return entry.first.first == peer; });
-}
-
 std::uint64_t MappingCache::opens() const {
   std::lock_guard lock(mutex_);
   return opens_;

@@ -25,8 +25,6 @@ class MappingCache {
   void insert(int peer, const device::MemoryDescriptor& descriptor, UniqueFd fd);
   /// The mapping of `peer`'s allocation `id`, or nullptr when it was never announced. Counts a hit when found.
   device::ImportedMemory* find(int peer, std::uint64_t id);
-  /// Drops every mapping of `peer` (it died or closed).
-  void erase_peer(int peer);
 
   std::uint64_t opens() const;
   std::uint64_t hits() const;
