@@ -89,14 +89,25 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   request->comm = this;
   request->ctx = ctx;
   request->tag = tag;
+  // A completion slot first: waiting for one (when thousands of receives are outstanding) must not hold the
+  // channel's send lock, which the progress thread may need to answer this peer.
+  int slot;
+  {
+    std::unique_lock lock(mutex);
+    if (peers[peer].failed) throw PeerError(cat(describe(ctx), ": ", peers[peer].failure), peer);
+    slot = next_completion_slot(peer, lock, ctx);
+  }
   RecvPostMessage post;
   // The channel's send lock keeps posts in sequence order on the wire.
   std::lock_guard send_lock(*channel_send_mutex[peer]);
   {
-    std::unique_lock lock(mutex);
+    std::lock_guard lock(mutex);
     PeerState& state = peers[peer];
-    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
-    request->slot = next_completion_slot(peer, lock, ctx);
+    if (state.failed) {
+      state.free_slots.push_back(slot);
+      throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    }
+    request->slot = slot;
     request->generation = ++state.slot_generation[request->slot];
     request->seq = state.recv_seq[tag]++;
     state.slot_owner[request->slot] = request;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <stdexcept>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -438,6 +439,39 @@ PICKLE_CHILD(comm_signal_dead_peer) {
   std::string what;
   CHILD_CHECK(throws_with([&] { comm.wait(stream, 1, 0, 2); }, ErrorCode::Peer, "rank 0 -> peer 1: wait", what), what);
   CHILD_CHECK(throws_with([&] { comm.signal(stream, 1, 0); }, ErrorCode::Peer, "peer 1", what), what);
+  return 0;
+}
+
+// More receives than completion slots (4096 per peer) in flight: a receive waits for an earlier one's slot to free,
+// without blocking the sender, and every message still lands in its own buffer.
+PICKLE_CHILD(comm_slot_reuse) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr int kMessages = 5000;
+  constexpr std::size_t kBytes = 8;
+  Buffer buffer = comm.alloc(kMessages * kBytes);
+  if (comm.rank() == 0) {
+    std::vector<std::uint64_t> values(kMessages);
+    for (int i = 0; i < kMessages; ++i) values[i] = 0x5107000000000000ull + static_cast<std::uint64_t>(i);
+    auto stream = device::make_stream(comm.memory_kind(), std::max(0, comm.device()));
+    stream->copy(buffer.data(), values.data(), kMessages * kBytes);
+    stream->synchronize();
+    comm.barrier();
+    std::vector<Request> sends;
+    for (int i = 0; i < kMessages; ++i) sends.push_back(comm.send(1, 0, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+    for (auto& s : sends) s.wait();
+  } else {
+    comm.barrier();
+    std::vector<Request> recvs;
+    for (int i = 0; i < kMessages; ++i) recvs.push_back(comm.recv(0, 0, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+    for (auto& r : recvs) r.wait();
+    auto host = read_back(comm, buffer.data(), kMessages * kBytes);
+    for (int i = 0; i < kMessages; ++i) {
+      std::uint64_t value;
+      std::memcpy(&value, host.data() + i * kBytes, kBytes);
+      CHILD_CHECK(value == 0x5107000000000000ull + static_cast<std::uint64_t>(i), "message ", i, " holds ", value);
+    }
+  }
+  comm.barrier();
   return 0;
 }
 

@@ -62,6 +62,10 @@ TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
 }
 
+TEST(Comm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
+  expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(120)));
+}
+
 TEST(Comm, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"host"}, {"PICKLE_TIMEOUT=1"}));
 }
