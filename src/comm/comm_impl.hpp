@@ -21,6 +21,7 @@
 #include "core/format.hpp"
 #include "core/unique_fd.hpp"
 #include "device/fd_channel.hpp"
+#include "device/host/backoff.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 #include "transport/ipc/ipc_transport.hpp"
@@ -94,6 +95,18 @@ struct Communicator::Impl {
   void fail_peer(int peer, const std::string& reason);
   /// Stops and joins the progress thread.
   void stop_progress();
+
+  /// Polls `done` (which may throw) with a spin-yield-sleep backoff until it returns true, or false once `deadline`
+  /// passed: every host-side wait of the communicator goes through here.
+  template <class Done>
+  static bool poll_until(const Deadline& deadline, Done&& done) {
+    device::host::Backoff backoff;
+    while (!done()) {
+      if (deadline.expired()) return false;
+      backoff.pause();
+    }
+    return true;
+  }
 
   /// InvalidArgument unless `peer` is another rank of this communicator.
   void check_peer(int peer, const OpContext& ctx) const;

@@ -164,18 +164,16 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     reader.expect_end();
     if (r == c.info.rank || entry.bytes == 0) continue;
     // The peer's announcement travels on its control channel; wait until the progress thread has mapped it.
-    device::host::Backoff backoff;
-    while (c.ipc->cache().find(r, entry.alloc_id) == nullptr) {
-      {
-        std::lock_guard lock(c.mutex);
-        if (c.peers[r].failed) throw PeerError(cat(describe({.rank = c.info.rank, .peer = r, .op = "register_memory",
-                                                             .bytes = entry.bytes}), ": ", c.peers[r].failure), r);
-      }
-      if (deadline.expired()) {
-        throw TimeoutError(cat(describe({.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes}),
-                               ": the peer's memory was not announced within ", c.timeout_seconds, " s"));
-      }
-      backoff.pause();
+    const OpContext peer_ctx{.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes};
+    bool mapped = Impl::poll_until(deadline, [&] {
+      if (c.ipc->cache().contains(r, entry.alloc_id)) return true;
+      std::lock_guard lock(c.mutex);
+      if (c.peers[r].failed) throw PeerError(cat(describe(peer_ctx), ": ", c.peers[r].failure), r);
+      return false;
+    });
+    if (!mapped) {
+      throw TimeoutError(cat(describe(peer_ctx), ": the peer's memory was not announced within ", c.timeout_seconds,
+                             " s"));
     }
   }
   std::lock_guard lock(c.mutex);

@@ -221,34 +221,23 @@ bool Communicator::Impl::test(RequestState& request) {
 }
 
 void Communicator::Impl::wait(RequestState& request) {
-  Deadline deadline = Deadline::after_seconds(timeout_seconds);
-  device::host::Backoff backoff;
-  while (!test(request)) {
-    if (deadline.expired()) {
-      std::lock_guard lock(mutex);
-      bool matched = request.kind == RequestState::Kind::Recv || request.enqueued;
-      throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): not complete after ", timeout_seconds,
-                             " s; ", matched ? "the data has not arrived" : "the peer has not posted the matching recv"));
-    }
-    backoff.pause();
-  }
+  if (poll_until(Deadline::after_seconds(timeout_seconds), [&] { return test(request); })) return;
+  std::lock_guard lock(mutex);
+  bool matched = request.kind == RequestState::Kind::Recv || request.enqueued;
+  throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): not complete after ", timeout_seconds,
+                         " s; ", matched ? "the data has not arrived" : "the peer has not posted the matching recv"));
 }
 
 void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
   // A send's slot is known only once it is matched: wait (bounded) for that first. A recv's is known at once.
-  Deadline deadline = Deadline::after_seconds(timeout_seconds);
-  device::host::Backoff backoff;
-  while (true) {
-    {
-      std::lock_guard lock(mutex);
-      if (request.error) std::rethrow_exception(request.error);
-      if (request.kind == RequestState::Kind::Recv || request.enqueued) break;
-    }
-    if (deadline.expired()) {
-      throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
-                             "matching recv within ", timeout_seconds, " s"));
-    }
-    backoff.pause();
+  bool known = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
+    std::lock_guard lock(mutex);
+    if (request.error) std::rethrow_exception(request.error);
+    return request.kind == RequestState::Kind::Recv || request.enqueued;
+  });
+  if (!known) {
+    throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
+                           "matching recv within ", timeout_seconds, " s"));
   }
   stream.wait_value(completion_word_for_streams(request), request.generation);
 }

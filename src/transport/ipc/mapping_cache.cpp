@@ -26,6 +26,11 @@ device::ImportedMemory* MappingCache::find(int peer, std::uint64_t id) {
   return it->second.get();
 }
 
+bool MappingCache::contains(int peer, std::uint64_t id) const {
+  std::lock_guard lock(mutex_);
+  return mappings_.count({peer, id}) != 0;
+}
+
 std::uint64_t MappingCache::opens() const {
   std::lock_guard lock(mutex_);
   return opens_;

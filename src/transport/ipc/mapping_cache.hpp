@@ -25,6 +25,8 @@ class MappingCache {
   void insert(int peer, const device::MemoryDescriptor& descriptor, UniqueFd fd);
   /// The mapping of `peer`'s allocation `id`, or nullptr when it was never announced. Counts a hit when found.
   device::ImportedMemory* find(int peer, std::uint64_t id);
+  /// Whether `peer`'s allocation `id` is mapped; not counted as a hit (no transfer uses it).
+  bool contains(int peer, std::uint64_t id) const;
 
   std::uint64_t opens() const;
   std::uint64_t hits() const;
