@@ -11,6 +11,7 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
 
+#include "bench/pattern.hpp"
 #include "commands.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
@@ -62,13 +63,6 @@ Options parse(const Args& args) {
   return options;
 }
 
-/// The byte at `index` of the pattern that rank `writer` sends: position- and writer-dependent, never constant.
-std::uint8_t pattern_byte(std::size_t index, int writer) {
-  std::uint64_t x = (index / 8) * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(writer + 1) * 0xD1B54A32D192ED03ull;
-  x ^= x >> 29;
-  return static_cast<std::uint8_t>(x >> (8 * (index % 8)));
-}
-
 int run_rank(const Options& options) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
@@ -88,8 +82,9 @@ int run_rank(const Options& options) {
   auto outbox = device::allocate(kind, options.bytes, gpu);
   auto stream = device::make_stream(kind, gpu);
 
+  // The benchmarks' checked pattern: rank r's source stream, from its start.
   std::vector<std::uint8_t> host(options.bytes);
-  for (std::size_t i = 0; i < host.size(); ++i) host[i] = pattern_byte(i, rank);
+  bench::fill_source(rank, 0, host.data(), host.size());
   std::vector<std::uint8_t> zeros(flag_offset + 64, 0);
   stream->copy(inbox->data(), zeros.data(), zeros.size());
   stream->copy(outbox->data(), host.data(), host.size());
@@ -130,8 +125,7 @@ int run_rank(const Options& options) {
   stream->synchronize();
   double copy_ms = stop->elapsed_ms(*start);
 
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < received.size(); ++i) wrong += received[i] != pattern_byte(i, left);
+  const std::size_t wrong = bench::count_wrong(received.data(), received.size(), left, 0);
   std::printf("selftest: rank %d received %s from rank %d through %s memory: %zu wrong bytes "
               "(copy %.3f ms = %.1f GB/s, import %.2f ms)\n",
               rank, human_bytes(options.bytes).c_str(), left, std::string(memory_kind_name(kind)).c_str(), wrong,
