@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <pickle/bootstrap.hpp>
+#include <pickle/collectives.hpp>
 #include <pickle/memory.hpp>
 #include <pickle/stream.hpp>
 
@@ -24,7 +26,8 @@ struct TransportStats {
   std::uint64_t cache_hits = 0;   ///< transfers that found the peer allocation already mapped
 };
 struct CommStats {
-  TransportStats ipc;
+  TransportStats ipc;  ///< copy engine straight into the peer's mapped memory
+  TransportStats shm;  ///< staged through pinned shared host memory (pairs without peer access)
 };
 
 /// The completion of one send or recv. Cheap to copy (shared state).
@@ -133,6 +136,23 @@ class Communicator {
   /// Posts a receive into `ptr` (any memory of this communicator's kind, inside a registered or unregistered
   /// allocation). Completion is observable from the host (Request::wait) and from a stream (Request::on_stream).
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
+
+  /// Collectives: collective calls (every rank, same order, same counts), enqueued on `stream` after its earlier work;
+  /// the results are ready once `stream` reaches that point (synchronize it or order later work on it). Any buffers of
+  /// this communicator's kind (no registration or symmetric allocation needed); in-place when `send` is the rank's
+  /// part of `recv` (allgather: recv + rank * count elements; others: send == recv). Counts follow NCCL's:
+  /// allgather and alltoall `count` elements per rank, reduce_scatter `count` result elements per rank.
+  /// Data moves by copy engines; reductions run on at most PICKLE_REDUCE_CTAS CTAs (host memory: on the stream's
+  /// worker). Errors name rank, peer, operation and size; a dead peer fails every rank's call within PICKLE_TIMEOUT.
+  void allgather(Stream& stream, const void* send, void* recv, std::size_t count, DataType type);
+  void broadcast(Stream& stream, const void* send, void* recv, std::size_t count, DataType type, int root);
+  void alltoall(Stream& stream, const void* send, void* recv, std::size_t count, DataType type);
+  void reduce_scatter(Stream& stream, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  void allreduce(Stream& stream, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+
+  /// The transport that joins this rank to `peer`: "ipc", "shm" (or "self" for this rank). PICKLE_TRANSPORT forces
+  /// one for every pair; otherwise ipc where peer access works, else shm.
+  std::string transport(int peer) const;
 
   /// Host barrier across all ranks (through the store).
   void barrier();

@@ -19,12 +19,15 @@
 #include "comm/control.hpp"
 #include "comm/signal_area.hpp"
 #include "core/format.hpp"
+#include "core/serial_worker.hpp"
 #include "core/unique_fd.hpp"
 #include "device/fd_channel.hpp"
 #include "device/host/backoff.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 #include "transport/ipc/ipc_transport.hpp"
+#include "transport/select.hpp"
+#include "transport/shm/shm_transport.hpp"
 
 namespace pickle {
 
@@ -33,6 +36,9 @@ using comm::ExportMessage;
 using comm::GoodbyeMessage;
 using comm::RecvPostMessage;
 using comm::SendFailedMessage;
+using comm::ShmPutMessage;
+using comm::ShmSendMessage;
+using comm::ShmSignalMessage;
 using comm::kCompletionSlots;
 using comm::kUserSignalSlots;
 
@@ -48,8 +54,9 @@ struct RequestState {
   // Send: set once the copy is enqueued. Its completion is the receiver's completion word (which the sender maps
   // too) reaching the generation of the matched post: no event per message.
   bool enqueued = false;
-  std::unique_ptr<device::Event> after_event;     // its point at send() time, for a match made later
+  std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   const void* src = nullptr;
+  void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
@@ -76,9 +83,13 @@ struct Communicator::Impl {
   // --- point to point (p2p.cpp)
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
-  /// Enqueues the copy of a matched send on `stream` (state mutex held). Returns the failure to report to the peer.
-  std::optional<SendFailedMessage> start_copy(int peer, RequestState& send, const RecvPostMessage& post,
-                                              device::Stream& stream);
+  /// Enqueues the copy of a matched send (state mutex held): on `stream` for an ipc peer; into the staging ring for
+  /// an shm peer. Returns the message to send the peer once the mutex is released: the failure (SendFailedMessage)
+  /// or, for shm, where the data sits in the ring (ShmSendMessage).
+  std::optional<ControlMessage> start_copy(int peer, RequestState& send, const RecvPostMessage& post,
+                                           device::Stream& stream);
+  /// Whether `peer` is reached through the shm transport.
+  bool uses_shm(int peer) const { return shm && shm->uses(peer); }
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
@@ -90,8 +101,15 @@ struct Communicator::Impl {
 
   // --- control channel (progress.cpp)
   void send_control(int peer, const ControlMessage& message, int fd = -1);
+  /// send_control from the progress thread, which must never block on a full socket: it must keep reading, or two
+  /// ranks writing to each other at once would both wait forever. The message goes out from `outbox`'s thread.
+  void post_control(int peer, ControlMessage message);
   void progress_loop();
   void handle(int peer, ControlMessage message, UniqueFd fd);
+  /// The shm transport's messages (receiver side): queue the copies out of the staging ring.
+  void handle_shm(int peer, const ShmSendMessage& message);
+  void handle_shm(int peer, const ShmPutMessage& message);
+  void handle_shm(int peer, const ShmSignalMessage& message);
   void fail_peer(int peer, const std::string& reason);
   /// Stops and joins the progress thread.
   void stop_progress();
@@ -108,6 +126,8 @@ struct Communicator::Impl {
     return true;
   }
 
+  /// Picks the transport of every pair (transport/select.hpp) and checks that both ranks of each pair agree.
+  void choose_transports();
   /// InvalidArgument unless `peer` is another rank of this communicator.
   void check_peer(int peer, const OpContext& ctx) const;
   /// PeerError when `peer` failed or left (takes the state mutex).
@@ -122,7 +142,9 @@ struct Communicator::Impl {
   std::vector<std::optional<device::FdChannel>> channels;
   std::vector<std::unique_ptr<std::recursive_mutex>> channel_send_mutex;  // per peer; held across announce + post
   std::unique_ptr<comm::SignalArea> signals;
+  std::vector<transport::Choice> transports;  // per peer (this rank's own entry unused)
   std::unique_ptr<transport::ipc::IpcTransport> ipc;
+  std::unique_ptr<transport::shm::ShmTransport> shm;  // null when no pair uses it
 
   mutable std::mutex mutex;  // everything below
   struct PeerState {
@@ -145,6 +167,7 @@ struct Communicator::Impl {
   int next_window_id = 0;
   int next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx);
 
+  std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread
   std::atomic<bool> stopping{false};

@@ -1,6 +1,7 @@
 // Communicator set-up and teardown, windows, and the one-sided operations.
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <exception>
 
 #include <pickle/communicator.hpp>
@@ -24,7 +25,54 @@ MemoryKind choose_kind(const Communicator::Options& options, const RankInfo& inf
   return device::cuda_device_count() >= info.local_world_size ? MemoryKind::Cuda : MemoryKind::Host;
 }
 
+/// Every rank's row of one fact about its pairs, gathered through the store: row[r][p] is rank r's entry for p.
+std::vector<std::string> gather_rows(Store& store, const std::string& key, const RankInfo& info, std::string mine) {
+  store.set(cat(key, info.rank), std::vector<std::byte>(reinterpret_cast<const std::byte*>(mine.data()),
+                                                         reinterpret_cast<const std::byte*>(mine.data() + mine.size())));
+  std::vector<std::string> rows;
+  for (int r = 0; r < info.world_size; ++r) {
+    auto blob = store.get(cat(key, r));
+    rows.emplace_back(reinterpret_cast<const char*>(blob.data()), blob.size());
+  }
+  return rows;
+}
+
 }  // namespace
+
+void Communicator::Impl::choose_transports() {
+  const auto forced = transport::forced_kind();
+  const int world = info.world_size;
+  // Peer access as each rank sees it: a GPU is named by its PCI bus id, since ranks may see different ordinals.
+  std::string reach(static_cast<std::size_t>(world), '1');
+  std::vector<std::string> why(static_cast<std::size_t>(world));
+  if (kind == MemoryKind::Cuda) {
+    std::string bus_id = device::cuda_pci_bus_id(device);
+    auto bus_ids = gather_rows(*store, key_prefix + "gpu/", info, bus_id);
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer != info.rank && !device::cuda_peer_reachable(device, bus_ids[peer], why[peer])) reach[peer] = '0';
+    }
+  }
+  auto reach_rows = gather_rows(*store, key_prefix + "reach/", info, reach);
+  std::string chosen(static_cast<std::size_t>(world), '-');
+  transports.resize(static_cast<std::size_t>(world));
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == info.rank) continue;
+    transport::PairFacts facts;
+    facts.memory = kind;
+    facts.peer_access = reach[peer] == '1' && reach_rows[peer][info.rank] == '1';
+    facts.no_peer_access_why = !why[peer].empty() ? why[peer] : cat("peer ", peer, " has no peer access to this GPU");
+    transports[peer] = transport::choose(facts, forced, cat("rank ", info.rank, " -> peer ", peer));
+    chosen[peer] = transport::kind_name(transports[peer].kind)[0];
+  }
+  // Both ranks of a pair must agree (PICKLE_TRANSPORT could differ between them): compare before building anything.
+  auto chosen_rows = gather_rows(*store, key_prefix + "transport/", info, chosen);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == info.rank || chosen_rows[peer][info.rank] == chosen[peer]) continue;
+    throw InvalidArgument(cat("rank ", info.rank, " -> peer ", peer, ": this rank chose the ",
+                              transport::kind_name(transports[peer].kind), " transport but peer ", peer,
+                              " chose another for the pair (is PICKLE_TRANSPORT set differently?)"));
+  }
+}
 
 Communicator::Impl::Impl(Options options)
     : info(options.rank_info ? *options.rank_info : discover_rank_info()),
@@ -47,15 +95,26 @@ Communicator::Impl::Impl(Options options)
   // Every rank creates its communicators in the same order, so the n-th one has the same number everywhere.
   key_prefix = cat("comm/", store->add(cat("comm/count/", info.rank), 1), "/");
 
+  choose_transports();
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
   channels = comm::connect_peer_mesh(*store, key_prefix, info, deadline);
   for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
   signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
+  std::vector<bool> shm_peers(static_cast<std::size_t>(info.world_size), false);
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    shm_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Shm;
+  }
+  if (std::find(shm_peers.begin(), shm_peers.end(), true) != shm_peers.end()) {
+    shm = std::make_unique<transport::shm::ShmTransport>(
+        info.rank, kind, device, shm_peers, channels, deadline,
+        [this](int peer, const std::string& reason) { fail_peer(peer, reason); });
+  }
   for (auto& peer : peers) {
     for (int slot = comm::kCompletionSlots - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
   }
 
+  outbox = std::make_unique<SerialWorker>("control outbox");
   wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
@@ -64,22 +123,32 @@ Communicator::Impl::Impl(Options options)
     store->barrier(key_prefix + "ready");
   } catch (...) {
     stop_progress();  // a constructor that throws runs no destructor: the thread must not outlive it
+    outbox.reset();
     throw;
   }
+  std::string pairs;
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    if (peer != info.rank) pairs += cat(" ", peer, ":", transport::kind_name(transports[peer].kind));
+  }
   PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
-                                                   << " memory, device " << device);
+                                                   << " memory, device " << device << "; transports" << pairs);
 }
 
 Communicator::Impl::~Impl() {
   // Our copies into peers' memory must finish, and every rank must be done writing into ours, before mappings and
   // signal words go away.
+  PICKLE_LOG(Debug, "comm", "communicator teardown" << (std::uncaught_exceptions() > 0 ? " while unwinding" : ""));
   try {
     ipc->synchronize_all();
+    if (shm && !shm->synchronize_all(Deadline::after_seconds(timeout_seconds))) {
+      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": shm copies still queued after " << timeout_seconds << " s");
+    }
     // Unwinding from an error: do not make the peers wait; they see this rank's channels close and fail fast.
     if (std::uncaught_exceptions() == 0) store->barrier(key_prefix + "close");
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
+  outbox->drain(Deadline::after_seconds(1));  // the progress thread's last messages go before the Goodbye
   // A Goodbye tells the peers that the end of the channel is normal. While unwinding from an error it is not: then
   // the channel just closes, and the peers fail their pending operations with this rank at once.
   for (int peer = 0; peer < info.world_size && std::uncaught_exceptions() == 0; ++peer) {
@@ -91,6 +160,10 @@ Communicator::Impl::~Impl() {
     }
   }
   stop_progress();
+  // Before the channels and the state that their jobs use go away.
+  if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
+  outbox.reset();
+  shm.reset();
 }
 
 void Communicator::Impl::stop_progress() {
@@ -145,8 +218,12 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
   }
 
   {
+    // Listed before this rank publishes its entry: a peer that saw the entry may put (shm: through this rank's
+    // progress thread, which looks the window up) at once.
     std::lock_guard lock(c.mutex);
     state->id = c.next_window_id++;
+    state->ranks[static_cast<std::size_t>(c.info.rank)] = mine;
+    c.windows.push_back(state);
   }
   // Named keys (not the store's anonymous allgather), so that communicators sharing the store never mix entries.
   const std::string key = cat(c.key_prefix, "window/", state->id, "/");
@@ -162,7 +239,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     entry.offset = reader.u64("offset");
     entry.bytes = reader.u64("bytes");
     reader.expect_end();
-    if (r == c.info.rank || entry.bytes == 0) continue;
+    if (r == c.info.rank || entry.bytes == 0 || c.uses_shm(r)) continue;
     // The peer's announcement travels on its control channel; wait until the progress thread has mapped it.
     const OpContext peer_ctx{.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes};
     bool mapped = Impl::poll_until(deadline, [&] {
@@ -176,8 +253,6 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
                              " s"));
     }
   }
-  std::lock_guard lock(c.mutex);
-  c.windows.push_back(state);
   return Window(state);
 }
 
@@ -196,6 +271,17 @@ void Communicator::put(Stream& stream, const Window& window, int peer, std::size
   if (bytes == 0) return;
   if (src == nullptr) throw InvalidArgument(cat(describe(ctx), ": source pointer is null"));
   c.check_peer_alive(peer, ctx);
+  if (c.uses_shm(peer)) {
+    // Staged: the transport's stream copies the source into the ring after the stream's earlier work; the peer's
+    // receiving stream copies it out. The stream goes on once the source has been read (it may then be reused).
+    auto after = std::shared_ptr<device::Event>(device::make_event(c.kind, std::max(0, c.device)));
+    stream.impl().record(*after);
+    auto reserved = c.shm->send(peer, src, bytes, after);
+    c.send_control(peer, ShmPutMessage{.window = state->id, .offset = dst_offset, .bytes = bytes,
+                                       .first_chunk = reserved.first_chunk});
+    stream.impl().wait_value(reserved.read_word, reserved.read_value);
+    return;
+  }
   void* dst = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + dst_offset, bytes, ctx);
   c.ipc->copy(stream.impl(), dst, src, bytes);
 }
@@ -211,6 +297,16 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
     std::lock_guard lock(c.mutex);
     value = ++c.peers[peer].signals_sent[slot];
   }
+  if (c.uses_shm(peer)) {
+    // A marker in the ring behind this rank's earlier puts to the peer: the peer's receiving stream sets the signal
+    // once everything before it arrived.
+    auto after = std::shared_ptr<device::Event>(device::make_event(c.kind, std::max(0, c.device)));
+    stream.impl().record(*after);
+    auto reserved = c.shm->send(peer, nullptr, 0, after);
+    c.send_control(peer, ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value,
+                                          .first_chunk = reserved.first_chunk});
+    return;
+  }
   stream.impl().write_value(c.signals->remote_word_for_streams(peer, slot), value);
 }
 
@@ -224,10 +320,28 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
 }
 
 Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {
+  if (tag < 0) {
+    throw InvalidArgument(cat(describe({.rank = impl_->info.rank, .peer = peer, .op = "send", .bytes = bytes}),
+                              ": tag ", tag, ": tags below 0 are reserved for collectives"));
+  }
   return impl_->send(peer, tag, ptr, bytes, after);
 }
 
-Request Communicator::recv(int peer, int tag, void* ptr, std::size_t bytes) { return impl_->recv(peer, tag, ptr, bytes); }
+Request Communicator::recv(int peer, int tag, void* ptr, std::size_t bytes) {
+  if (tag < 0) {
+    throw InvalidArgument(cat(describe({.rank = impl_->info.rank, .peer = peer, .op = "recv", .bytes = bytes}),
+                              ": tag ", tag, ": tags below 0 are reserved for collectives"));
+  }
+  return impl_->recv(peer, tag, ptr, bytes);
+}
+
+std::string Communicator::transport(int peer) const {
+  if (peer < 0 || peer >= impl_->info.world_size) {
+    throw InvalidArgument(cat("rank ", impl_->info.rank, ": transport(", peer, "): no such rank"));
+  }
+  if (peer == impl_->info.rank) return "self";
+  return transport::kind_name(impl_->transports[static_cast<std::size_t>(peer)].kind);
+}
 
 void Communicator::barrier() {
   int call;
@@ -241,6 +355,7 @@ void Communicator::barrier() {
 CommStats Communicator::stats() const {
   CommStats stats;
   stats.ipc = impl_->ipc->stats();
+  if (impl_->shm) stats.shm = impl_->shm->stats();
   return stats;
 }
 

@@ -9,7 +9,15 @@
 namespace pickle::comm {
 namespace {
 
-enum class ControlType : std::uint8_t { Export = 1, RecvPost = 2, SendFailed = 3, Goodbye = 4 };
+enum class ControlType : std::uint8_t {
+  Export = 1,
+  RecvPost = 2,
+  SendFailed = 3,
+  Goodbye = 4,
+  ShmSend = 5,
+  ShmPut = 6,
+  ShmSignal = 7,
+};
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
 constexpr std::size_t kMaxReasonBytes = 4096;
@@ -29,6 +37,15 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                    w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes).string(m.reason);
                  },
                  [&](const GoodbyeMessage&) { w.u8(static_cast<std::uint8_t>(ControlType::Goodbye)); },
+                 [&](const ShmSendMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::ShmSend)).i32(m.tag).u64(m.seq).u64(m.bytes).u64(m.first_chunk);
+                 },
+                 [&](const ShmPutMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::ShmPut)).i32(m.window).u64(m.offset).u64(m.bytes).u64(m.first_chunk);
+                 },
+                 [&](const ShmSignalMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::ShmSignal)).u32(m.slot).u32(m.value).u64(m.first_chunk);
+                 },
              },
              message);
   return w.take();
@@ -67,6 +84,32 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       break;
     }
     case ControlType::Goodbye: result = GoodbyeMessage{}; break;
+    case ControlType::ShmSend: {
+      ShmSendMessage m;
+      m.tag = r.i32("tag");
+      m.seq = r.u64("seq");
+      m.bytes = r.u64("bytes");
+      m.first_chunk = r.u64("first_chunk");
+      result = m;
+      break;
+    }
+    case ControlType::ShmPut: {
+      ShmPutMessage m;
+      m.window = r.i32("window");
+      m.offset = r.u64("offset");
+      m.bytes = r.u64("bytes");
+      m.first_chunk = r.u64("first_chunk");
+      result = m;
+      break;
+    }
+    case ControlType::ShmSignal: {
+      ShmSignalMessage m;
+      m.slot = r.u32("slot");
+      m.value = r.u32("value");
+      m.first_chunk = r.u64("first_chunk");
+      result = m;
+      break;
+    }
     default: throw ProtocolError(cat("control message of unknown type ", static_cast<int>(type)));
   }
   r.expect_end();

@@ -39,7 +39,31 @@ struct SendFailedMessage {
 /// "I am closing normally": an end of stream after this is not a failure.
 struct GoodbyeMessage {};
 
-using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage>;
+/// shm transport: "the data of my send (tag, seq), matched with your post, starts at chunk `first_chunk` of my ring".
+struct ShmSendMessage {
+  std::int32_t tag = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t bytes = 0;  ///< so that the receiver can skip the chunks of a receive it no longer has
+  std::uint64_t first_chunk = 0;
+};
+
+/// shm transport: "a put of `bytes` into your part of window `window` at `offset` starts at chunk `first_chunk`".
+struct ShmPutMessage {
+  std::int32_t window = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t first_chunk = 0;
+};
+
+/// shm transport: "once chunk `first_chunk` (a marker behind my earlier puts) arrived, set signal `slot` to `value`".
+struct ShmSignalMessage {
+  std::uint32_t slot = 0;
+  std::uint32_t value = 0;
+  std::uint64_t first_chunk = 0;
+};
+
+using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage, ShmSendMessage,
+                                    ShmPutMessage, ShmSignalMessage>;
 
 std::vector<std::byte> encode(const ControlMessage& message);
 /// Length-checked: anything malformed is a ProtocolError.

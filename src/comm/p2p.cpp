@@ -38,6 +38,8 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
     throw InvalidArgument(cat(describe(ctx), ": the buffer's allocation has only ", found.bytes - found.offset,
                               " bytes from the pointer on"));
   }
+  // The shm transport never maps the peer's memory: the receiver copies out of the staging ring itself.
+  if (uses_shm(peer)) return {found.id, found.offset};
   std::lock_guard send_lock(*channel_send_mutex[peer]);
   {
     std::lock_guard lock(mutex);
@@ -89,6 +91,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   request->comm = this;
   request->ctx = ctx;
   request->tag = tag;
+  request->dst = ptr;
   // A completion slot first: waiting for one (when thousands of receives are outstanding) must not hold the
   // channel's send lock, which the progress thread may need to answer this peer.
   int slot;
@@ -140,35 +143,36 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->ctx = ctx;
   request->tag = tag;
   request->src = ptr;
-  std::optional<SendFailedMessage> failure;
+  std::optional<ControlMessage> reply;
   {
     std::lock_guard lock(mutex);
     PeerState& state = peers[peer];
     if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
     request->seq = state.send_seq[tag]++;
     auto& posts = state.pending_posts[tag];
+    // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
+    // the peer's copy stream), and every shm send (on the transport's own stream).
+    if (after != nullptr && (posts.empty() || uses_shm(peer))) {
+      request->after_event = device::make_event(kind, std::max(0, device));
+      after->impl().record(*request->after_event);
+    }
     if (!posts.empty()) {
-      // The receiver is ready: the copy joins the caller's stream directly (ordered after the producer with no
+      // The receiver is ready: an ipc copy joins the caller's stream directly (ordered after the producer with no
       // cross-stream event), or the peer's copy stream when the caller gave none.
       RecvPostMessage post = posts.front();
       posts.pop_front();
-      failure = start_copy(peer, *request, post, after != nullptr ? after->impl() : ipc->stream(peer));
+      reply = start_copy(peer, *request, post, after != nullptr ? after->impl() : ipc->stream(peer));
     } else {
-      // Matched later, on the peer's copy stream: remember where the caller's stream is now.
-      if (after != nullptr) {
-        request->after_event = device::make_event(kind, std::max(0, device));
-        after->impl().record(*request->after_event);
-      }
       state.pending_sends[tag].push_back(request);
     }
   }
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
-  if (failure) send_control(peer, *failure);
+  if (reply) send_control(peer, *reply);
   return Request(request);
 }
 
-std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, RequestState& send,
-                                                               const RecvPostMessage& post, device::Stream& stream) {
+std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, RequestState& send, const RecvPostMessage& post,
+                                                            device::Stream& stream) {
   const OpContext& ctx = send.ctx;
   try {
     if (post.seq != send.seq) {
@@ -177,6 +181,14 @@ std::optional<SendFailedMessage> Communicator::Impl::start_copy(int peer, Reques
     if (post.bytes != send.ctx.bytes) {
       throw InvalidArgument(cat(describe(ctx), " (tag ", send.tag, "): peer ", peer, " posted a recv of ", post.bytes,
                                 " bytes; sizes of a send and its recv must match"));
+    }
+    if (uses_shm(peer) && post.bytes != 0) {
+      // Into the staging ring; the receiver copies it out and writes its completion word itself.
+      const std::uint64_t first = shm->send(peer, send.src, post.bytes, send.after_event).first_chunk;
+      send.slot = static_cast<int>(post.slot);
+      send.generation = post.generation;
+      send.enqueued = true;
+      return ShmSendMessage{.tag = send.tag, .seq = send.seq, .bytes = post.bytes, .first_chunk = first};
     }
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
     if (send.after_event) stream.wait(*send.after_event);

@@ -22,6 +22,17 @@ void Communicator::Impl::send_control(int peer, const ControlMessage& message, i
   channels[peer]->send(comm::encode(message), fd, Deadline::after_seconds(timeout_seconds));
 }
 
+void Communicator::Impl::post_control(int peer, ControlMessage message) {
+  outbox->post([this, peer, message = std::move(message)] {
+    try {
+      send_control(peer, message);
+    } catch (const Error& e) {
+      // The channel is broken: the progress thread sees it close and fails the peer.
+      PICKLE_LOG(Debug, "comm", "rank " << info.rank << ": control message to peer " << peer << " lost: " << e.what());
+    }
+  });
+}
+
 void Communicator::Impl::progress_loop() {
   std::vector<int> live;  // peers whose channel we still read
   for (int peer = 0; peer < info.world_size; ++peer) {
@@ -64,7 +75,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
       Overloaded{
           [&](const ExportMessage& m) { ipc->cache().insert(peer, device::parse_descriptor(m.descriptor), std::move(fd)); },
           [&](const RecvPostMessage& post) {
-            std::optional<SendFailedMessage> failure;
+            std::optional<ControlMessage> reply;
             {
               std::lock_guard lock(mutex);
               PeerState& state = peers[peer];
@@ -74,10 +85,10 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
-                failure = start_copy(peer, *send, post, ipc->stream(peer));
+                reply = start_copy(peer, *send, post, ipc->stream(peer));
               }
             }
-            if (failure) send_control(peer, *failure);
+            if (reply) post_control(peer, std::move(*reply));
           },
           [&](const SendFailedMessage& m) {
             std::lock_guard lock(mutex);
@@ -90,6 +101,9 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                     " bytes failed: ", m.reason)));
             signals->store(peer, comm::kUserSignalSlots + request.slot, request.generation);  // release stream waits
           },
+          [&](const ShmSendMessage& m) { handle_shm(peer, m); },
+          [&](const ShmPutMessage& m) { handle_shm(peer, m); },
+          [&](const ShmSignalMessage& m) { handle_shm(peer, m); },
           [&](const GoodbyeMessage&) {
             {
               std::lock_guard lock(mutex);
@@ -102,7 +116,47 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
       message);
 }
 
+void Communicator::Impl::handle_shm(int peer, const ShmSendMessage& m) {
+  if (!uses_shm(peer)) throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent shm data but uses ipc"));
+  std::lock_guard lock(mutex);
+  auto it = peers[peer].posted_recvs.find({m.tag, m.seq});
+  if (it == peers[peer].posted_recvs.end() || it->second->error || it->second->ctx.bytes != m.bytes) {
+    // The receive failed meanwhile: the chunks must still be consumed, or the ring falls out of step.
+    shm->receive(peer, m.first_chunk, nullptr, m.bytes, nullptr, 0);
+    return;
+  }
+  const RequestState& request = *it->second;
+  shm->receive(peer, m.first_chunk, request.dst, m.bytes, completion_word_for_streams(request), request.generation);
+}
+
+void Communicator::Impl::handle_shm(int peer, const ShmPutMessage& m) {
+  if (!uses_shm(peer)) throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent a shm put but uses ipc"));
+  std::byte* dst = nullptr;
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& window : windows) {
+      if (window->id != m.window) continue;
+      const auto& mine = window->ranks[static_cast<std::size_t>(info.rank)];
+      if (m.offset <= mine.bytes && m.bytes <= mine.bytes - m.offset) dst = static_cast<std::byte*>(window->local) + m.offset;
+    }
+  }
+  if (dst == nullptr) {
+    PICKLE_LOG(Error, "comm", "rank " << info.rank << ": peer " << peer << "'s put of " << m.bytes << " bytes at offset "
+                                      << m.offset << " of window " << m.window << " does not fit; dropped");
+  }
+  shm->receive(peer, m.first_chunk, dst, m.bytes, nullptr, 0);
+}
+
+void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
+  if (!uses_shm(peer) || m.slot >= static_cast<std::uint32_t>(comm::kUserSignalSlots)) {
+    throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent a bad shm signal (slot ", m.slot, ")"));
+  }
+  shm->receive(peer, m.first_chunk, nullptr, 0, signals->local_word_for_streams(peer, static_cast<int>(m.slot)), m.value);
+}
+
 void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
+  // Streams waiting on the pair's staging rings go on; the rings stay mapped until the communicator closes.
+  if (uses_shm(peer)) shm->release(peer);
   std::lock_guard lock(mutex);
   PeerState& state = peers[peer];
   state.failed = true;

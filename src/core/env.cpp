@@ -22,12 +22,24 @@ constexpr std::array kTable = {
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},
+    Variable{"PICKLE_REDUCE_CTAS", "8",
+             "Most CTAs (thread blocks) a reduction of reduce_scatter or allreduce may occupy on CUDA: the data moves "
+             "by copy engines, and the reduction should leave the SMs to the application (1 to 1024)."},
+    Variable{"PICKLE_SHM_CHUNK", "4194304",
+             "Bytes per chunk of the shm transport's staging ring (pinned shared host memory between two ranks): "
+             "a message is copied device-to-host and host-to-device one chunk at a time, the chunks pipelined."},
+    Variable{"PICKLE_SHM_SLOTS", "4",
+             "Chunks the shm transport's staging ring holds per direction and pair (at least 2: double buffering)."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
              "naming the peer."},
     Variable{"PICKLE_TOKEN", "",
              "Shared secret that store clients present to rank 0; unset: derived from the job (MASTER_ADDR, "
              "MASTER_PORT, WORLD_SIZE, and the Slurm/Open MPI job id when present)."},
+    Variable{"PICKLE_TRANSPORT", "",
+             "Forces the transport of every pair of ranks: ipc (copy engine into the peer's mapped memory), shm "
+             "(staged through pinned shared host memory) or net; unset: ipc where peer access works, else shm. A "
+             "choice that cannot work for some pair is an error, never a silent fallback."},
 };
 
 const Variable& lookup(std::string_view name) {

@@ -23,6 +23,12 @@ int cuda_device_count() noexcept;
 /// Why cuda_device_count() is 0, e.g. "no NVIDIA driver (cudaErrorInsufficientDriver: ...)"; "" when GPUs exist.
 std::string cuda_unavailable_reason();
 
+/// The PCI bus id ("0000:19:00.0") of CUDA device `device`. CudaError on failure, UnavailableError without CUDA.
+std::string cuda_pci_bus_id(int device);
+/// Whether `device`'s copy engines can write memory of the GPU whose PCI bus id is `peer_bus_id` once it is mapped:
+/// the same GPU, or a GPU with CUDA peer access (cudaDeviceCanAccessPeer). When not, `why` says why (the GPU is not
+/// visible to this process, or CUDA refuses peer access between the two).
+bool cuda_peer_reachable(int device, const std::string& peer_bus_id, std::string& why);
 /// Flags of write_value/wait_value: non-null and 4-byte aligned (CUDA's 32-bit stream memory operations need it,
 /// and the host backend's atomics too). InvalidArgument naming `op` otherwise.
 void check_flag_address(const void* addr, std::string_view op);

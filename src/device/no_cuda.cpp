@@ -13,6 +13,11 @@ namespace {
 
 int cuda_device_count() noexcept { return 0; }
 std::string cuda_unavailable_reason() { return "pickle was built without CUDA"; }
+std::string cuda_pci_bus_id(int) { unavailable(); }
+bool cuda_peer_reachable(int, const std::string&, std::string& why) {
+  why = "pickle was built without CUDA";
+  return false;
+}
 
 namespace cuda {
 std::unique_ptr<Allocation> allocate(std::size_t, int, AllocMethod) { unavailable(); }

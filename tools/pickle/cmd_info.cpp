@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "core/format.hpp"
 #include "core/json.hpp"
+#include "info_transports.hpp"
 #include "topology/topology.hpp"
 #include "topology/topology_json.hpp"
 
@@ -24,7 +25,8 @@ void info_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: pickle info [--json]\n\n"
                "Describes this host: CPU, memory, NUMA nodes, GPUs, the link between each GPU pair (NVLink count,\n"
-               "PCIe, none) and the versions of the driver, CUDA, NCCL and libfabric.\n\n"
+               "PCIe, none), the transport pickle picks for each pair (PICKLE_TRANSPORT forces one) and the\n"
+               "versions of the driver, CUDA, NCCL and libfabric.\n\n"
                "  --json   print the same facts as one JSON object (keys documented in docs/info.md)\n");
 }
 
@@ -118,6 +120,13 @@ void print_links(const Topology& topo) {
   if (any_without_p2p) std::printf("  * = CUDA peer access is not available for this pair\n");
 }
 
+void print_transports(const Topology& topo) {
+  std::printf("\nTransports (what a communicator of these %s would use)\n", topo.gpus.empty() ? "ranks" : "GPUs");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : pair_transports(topo)) rows.push_back({p.pair, p.transport, p.reason});
+  print_table(rows);
+}
+
 std::string library_line(const topology::LibraryVersion& library) {
   if (library.found) return cat(library.version, " (", library.detail, ")");
   return cat("not found (", library.detail, ")");
@@ -166,6 +175,7 @@ int cmd_info(const Args& args) {
     out["schema"] = kInfoSchema;
     json::Value facts = topology::to_json(topo);
     for (auto& member : facts.as_object()) out[member.key] = std::move(member.value);
+    out["transports"] = pair_transports_json(pair_transports(topo));
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -173,6 +183,7 @@ int cmd_info(const Args& args) {
   print_host(topo);
   print_gpus(topo);
   print_links(topo);
+  print_transports(topo);
   print_versions(topo);
   return 0;
 }

@@ -79,6 +79,9 @@ class PickleBackend final : public P2pBackend {
     }
   }
 
+  /// The transport of the pair (ipc, or shm when peer access is missing or PICKLE_TRANSPORT=shm forces it).
+  std::string detail() const override { return comm_ ? cat("transport ", comm_->transport(1 - comm_->rank())) : ""; }
+
   std::optional<std::uint64_t> mapping_opens() const override {
     if (!comm_) return std::nullopt;
     return comm_->stats().ipc.ipc_opens;

@@ -1,0 +1,46 @@
+#pragma once
+// A thread that runs jobs one at a time in the order they were posted, for work that may block and must not block
+// the thread that asks for it. Two users: the shm transport enqueues its stream operations from one (a long message
+// is thousands of stream operations, and a CUDA stream whose queue is full blocks the enqueuing thread until the
+// stream drains, which waits for the peer), and the communicator's progress thread hands it the control messages it
+// sends (a socket whose buffer is full blocks the writer until the peer reads; two progress threads blocked writing
+// to each other would never read again).
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/clock.hpp"
+
+namespace pickle {
+
+class SerialWorker {
+ public:
+  /// `name` appears in log lines about failed jobs.
+  explicit SerialWorker(std::string name);
+  /// Drops jobs not yet started and joins the thread.
+  ~SerialWorker();
+  SerialWorker(const SerialWorker&) = delete;
+  SerialWorker& operator=(const SerialWorker&) = delete;
+
+  /// Runs `job` after every job posted before it. A job that throws is logged and the next one runs.
+  void post(std::function<void()> job);
+  /// Waits until every job posted so far has run; false when `deadline` passed first.
+  bool drain(const Deadline& deadline);
+
+ private:
+  void run();
+
+  std::string name_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace pickle

@@ -1,0 +1,168 @@
+#include "transport/shm/shm_transport.hpp"
+
+#include <algorithm>
+
+#include <pickle/error.hpp>
+
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "device/descriptor.hpp"
+
+namespace pickle::transport::shm {
+
+ShmTransport::ShmTransport(int rank, MemoryKind kind, int device, const std::vector<bool>& uses,
+                           std::vector<std::optional<device::FdChannel>>& channels, const Deadline& deadline,
+                           std::function<void(int peer, const std::string& reason)> fail_peer)
+    : rank_(rank), kind_(kind), device_(std::max(0, device)), fail_peer_(std::move(fail_peer)) {
+  const long long chunk = env::get_int("PICKLE_SHM_CHUNK");
+  const long long slots = env::get_int("PICKLE_SHM_SLOTS");
+  if (chunk < 4096 || slots < 2 || slots > StagingRing::kMaxSlots) {
+    throw InvalidArgument(cat("rank ", rank, ": PICKLE_SHM_CHUNK=", chunk, " PICKLE_SHM_SLOTS=", slots,
+                              ": chunks of at least 4096 bytes and 2 to ", StagingRing::kMaxSlots, " slots"));
+  }
+  peers_.resize(uses.size());
+  // Every ring out first, then every ring in: each pair's channel is a FIFO, so the order cannot deadlock.
+  for (std::size_t peer = 0; peer < uses.size(); ++peer) {
+    if (!uses[peer] || static_cast<int>(peer) == rank) continue;
+    auto state = std::make_unique<Peer>();
+    state->outgoing = StagingRing::create(kind, device_, static_cast<std::size_t>(chunk), static_cast<int>(slots));
+    state->send_stream = device::make_stream(kind, device_);
+    state->recv_stream = device::make_stream(kind, device_);
+    auto exported = state->outgoing->export_memory();
+    channels[peer]->send(device::serialize(exported.descriptor), exported.fd.get(), deadline);
+    peers_[peer] = std::move(state);
+  }
+  for (std::size_t peer = 0; peer < uses.size(); ++peer) {
+    if (!peers_[peer]) continue;
+    auto message = channels[peer]->recv(deadline);
+    peers_[peer]->incoming =
+        StagingRing::import(device::parse_descriptor(message.bytes), std::move(message.fd), kind, device_);
+  }
+  PICKLE_LOG(Debug, "shm", "rank " << rank << ": shm rings of " << slots << " x " << human_bytes(chunk));
+}
+
+ShmTransport::~ShmTransport() {
+  if (!synchronize_all(Deadline::after_seconds(5))) {
+    PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm transport closed with copies still queued");
+  }
+}
+
+std::uint64_t ShmTransport::chunks_of(const StagingRing& ring, std::size_t bytes) const {
+  return bytes == 0 ? 1 : (bytes + ring.chunk_bytes() - 1) / ring.chunk_bytes();
+}
+
+void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> job) {
+  worker.post([this, peer, job = std::move(job)] {
+    if (peers_[peer]->failed.load()) return;
+    try {
+      job();
+    } catch (const Error& e) {
+      fail_peer_(peer, cat("rank ", rank_, " -> peer ", peer, ": shm transport: queuing copies failed: ", e.what()));
+    }
+  });
+}
+
+ShmTransport::Reservation ShmTransport::send(int peer, const void* src, std::size_t bytes,
+                                             std::shared_ptr<device::Event> after) {
+  if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
+  Peer& state = *peers_[peer];
+  std::lock_guard lock(mutex_);
+  const std::uint64_t first = state.next_send_chunk;
+  state.next_send_chunk += chunks_of(*state.outgoing, bytes);
+  // Posted under the lock: the worker enqueues messages in the order their chunks were reserved, so every stream's
+  // waits on the ring point backwards only.
+  post(send_worker_, peer, [this, &state, first, src, bytes, after = std::move(after)] {
+    if (after) state.send_stream->wait(*after);
+    enqueue_send(state, first, static_cast<const std::byte*>(src), bytes);
+  });
+  bytes_ += bytes;
+  ++operations_;
+  return {first, state.outgoing->sent_for_streams(), static_cast<std::uint32_t>(state.next_send_chunk)};
+}
+
+void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes) {
+  const StagingRing& ring = *peer.outgoing;
+  device::Stream& stream = *peer.send_stream;
+  const std::uint64_t slots = static_cast<std::uint64_t>(ring.slots());
+  const std::uint64_t chunks = chunks_of(ring, bytes);
+  for (std::uint64_t i = 0; i < chunks; ++i) {
+    const std::uint64_t chunk = first + i;
+    const int slot = static_cast<int>(chunk % slots);
+    const auto use = static_cast<std::uint32_t>(chunk / slots + 1);
+    const std::size_t offset = i * ring.chunk_bytes();
+    const std::size_t length = std::min(ring.chunk_bytes(), bytes - std::min(bytes, offset));
+    stream.wait_value(ring.free_for_streams(slot), use - 1);  // the receiver copied the slot's previous chunk out
+    if (length != 0) stream.copy(ring.slot_for_streams(slot), src + offset, length);
+    stream.write_value(ring.full_for_streams(slot), use);
+  }
+  stream.write_value(ring.sent_for_streams(), static_cast<std::uint32_t>(first + chunks));
+}
+
+void ShmTransport::receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
+                           std::uint32_t done_value) {
+  if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
+  Peer& state = *peers_[peer];
+  std::lock_guard lock(mutex_);
+  state.out_of_order.emplace(first_chunk, Pending{dst, bytes, done_word, done_value});
+  // Queue every message whose turn has come, in ring order.
+  for (auto it = state.out_of_order.begin(); it != state.out_of_order.end() && it->first == state.next_recv_chunk;
+       it = state.out_of_order.erase(it)) {
+    state.next_recv_chunk += chunks_of(*state.incoming, it->second.bytes);
+    post(recv_worker_, peer, [this, &state, first = it->first, message = it->second] {
+      enqueue_receive(state, first, message);
+    });
+  }
+}
+
+void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message) {
+  const StagingRing& ring = *peer.incoming;
+  device::Stream& stream = *peer.recv_stream;
+  const std::uint64_t slots = static_cast<std::uint64_t>(ring.slots());
+  const std::uint64_t chunks = chunks_of(ring, message.bytes);
+  auto* dst = static_cast<std::byte*>(message.dst);
+  for (std::uint64_t i = 0; i < chunks; ++i) {
+    const std::uint64_t chunk = first + i;
+    const int slot = static_cast<int>(chunk % slots);
+    const auto use = static_cast<std::uint32_t>(chunk / slots + 1);
+    const std::size_t offset = i * ring.chunk_bytes();
+    const std::size_t length = std::min(ring.chunk_bytes(), message.bytes - std::min(message.bytes, offset));
+    stream.wait_value(ring.full_for_streams(slot), use);  // the sender's chunk is in the slot
+    if (dst != nullptr && length != 0) stream.copy(dst + offset, ring.slot_for_streams(slot), length);
+    stream.write_value(ring.free_for_streams(slot), use);
+  }
+  // write_value is a release: the data copied above is visible to whoever sees the word.
+  if (message.done_word != nullptr) stream.write_value(message.done_word, message.done_value);
+}
+
+void ShmTransport::release(int peer) {
+  if (!uses(peer)) return;
+  Peer& state = *peers_[peer];
+  state.failed = true;
+  state.outgoing->release();
+  state.incoming->release();
+}
+
+bool ShmTransport::synchronize_all(const Deadline& deadline) {
+  if (!send_worker_.drain(deadline) || !recv_worker_.drain(deadline)) return false;
+  for (auto& peer : peers_) {
+    if (!peer) continue;
+    for (auto* stream : {peer->send_stream.get(), peer->recv_stream.get()}) {
+      try {
+        stream->synchronize_until(deadline);
+      } catch (const TimeoutError&) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+TransportStats ShmTransport::stats() const {
+  TransportStats stats;
+  stats.bytes = bytes_.load();
+  stats.operations = operations_.load();
+  return stats;
+}
+
+}  // namespace pickle::transport::shm

@@ -1,0 +1,100 @@
+#pragma once
+// The shm transport: ranks of one host whose GPUs cannot reach each other's memory (no P2P: PCIe GPUs such as the
+// RTX 4090, or peer access disabled), and host-memory ranks when forced. A message goes device-to-host into a
+// staging ring in pinned shared host memory on the sender's stream and host-to-device out of it on the receiver's,
+// chunk by chunk, so the two copies overlap (staging_ring.hpp). Copy engines only.
+//
+// The sender decides where a message sits in the ring (its first chunk) and tells the receiver on the control channel
+// (the comm layer carries that message); the receiver queues its copies in ring order whatever order those messages
+// arrive in. Stream operations are enqueued from worker threads (serial_worker.hpp).
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pickle/communicator.hpp>
+
+#include "core/clock.hpp"
+#include "device/fd_channel.hpp"
+#include "device/stream.hpp"
+#include "core/serial_worker.hpp"
+#include "transport/shm/staging_ring.hpp"
+
+namespace pickle::transport::shm {
+
+class ShmTransport {
+ public:
+  /// Collective between this rank and every peer with `uses[peer]` (each side of such a pair calls it at the same
+  /// point of its set-up): creates the ring towards each such peer (PICKLE_SHM_CHUNK, PICKLE_SHM_SLOTS), sends it on
+  /// the pair's channel and maps the peer's. `fail_peer` is called when queuing stream work for a peer fails (the
+  /// pair's ring can then no longer stay in step).
+  ShmTransport(int rank, MemoryKind kind, int device, const std::vector<bool>& uses,
+               std::vector<std::optional<device::FdChannel>>& channels, const Deadline& deadline,
+               std::function<void(int peer, const std::string& reason)> fail_peer);
+  /// Waits (bounded) for queued work, then unmaps.
+  ~ShmTransport();
+
+  bool uses(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer] != nullptr; }
+
+  struct Reservation {
+    std::uint64_t first_chunk = 0;      ///< where the message starts in the ring: the receiver needs it
+    std::uint32_t* read_word = nullptr;  ///< reaches read_value (stream-waitable) once the source has been read
+    std::uint32_t read_value = 0;
+  };
+  /// Sender: reserves the ring chunks of a message of `bytes` to `peer` (0 bytes: one chunk that carries no data,
+  /// an ordering marker) and queues their copies from `src`, after `after` (when set) has completed.
+  Reservation send(int peer, const void* src, std::size_t bytes, std::shared_ptr<device::Event> after);
+
+  /// Receiver: the message of `bytes` at `first_chunk` of `peer`'s ring goes to `dst` (nullptr: consume and drop),
+  /// then `*done_word = done_value` (when `done_word` is set) in stream order. Queued in ring order.
+  void receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
+               std::uint32_t done_value);
+
+  /// The peer failed: release every stream wait on its rings and drop its later work.
+  void release(int peer);
+  /// Waits for all queued work, for at most `deadline`; false when it passed.
+  bool synchronize_all(const Deadline& deadline);
+
+  TransportStats stats() const;
+
+ private:
+  struct Pending {
+    void* dst;
+    std::size_t bytes;
+    std::uint32_t* done_word;
+    std::uint32_t done_value;
+  };
+  struct Peer {
+    std::unique_ptr<StagingRing> outgoing, incoming;
+    std::unique_ptr<device::Stream> send_stream, recv_stream;
+    std::uint64_t next_send_chunk = 0;            // guarded by mutex_
+    std::uint64_t next_recv_chunk = 0;            // guarded by mutex_
+    std::map<std::uint64_t, Pending> out_of_order;  // guarded by mutex_: announced ahead of an earlier message
+    std::atomic<bool> failed{false};
+  };
+
+  std::uint64_t chunks_of(const StagingRing& ring, std::size_t bytes) const;
+  void enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes);
+  void enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message);
+  void post(SerialWorker& worker, int peer, std::function<void()> job);
+
+  int rank_;
+  MemoryKind kind_;
+  int device_;
+  std::function<void(int, const std::string&)> fail_peer_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  mutable std::mutex mutex_;
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<std::uint64_t> operations_{0};
+  // Declared last: destroyed (joined) first, while the rings and streams their jobs use still exist.
+  SerialWorker send_worker_{"shm send"};
+  SerialWorker recv_worker_{"shm receive"};
+};
+
+}  // namespace pickle::transport::shm

@@ -1,0 +1,118 @@
+#include "transport/shm/staging_ring.hpp"
+
+#include <atomic>
+#include <cstring>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::transport::shm {
+namespace {
+
+constexpr std::uint32_t kMagic = 0x70636b72;  // "pckr"
+constexpr std::size_t kHeaderBytes = 4096;
+constexpr std::size_t kFlagStride = 64;
+constexpr std::size_t kFlagsOffset = 64;
+
+struct Header {
+  std::uint32_t magic;
+  std::uint32_t slots;
+  std::uint64_t chunk_bytes;
+};
+
+std::size_t ring_bytes(std::size_t chunk_bytes, int slots) {
+  return kHeaderBytes + chunk_bytes * static_cast<std::size_t>(slots);
+}
+
+}  // namespace
+
+std::unique_ptr<StagingRing> StagingRing::create(MemoryKind streams_kind, int device, std::size_t chunk_bytes,
+                                                 int slots) {
+  if (slots < 2 || slots > kMaxSlots) {
+    throw InvalidArgument(cat("shm staging ring: ", slots, " slots; between 2 and ", kMaxSlots, " are possible"));
+  }
+  if (chunk_bytes < 4096) throw InvalidArgument(cat("shm staging ring: chunks of ", chunk_bytes, " bytes; at least 4096"));
+  chunk_bytes = (chunk_bytes + 4095) / 4096 * 4096;  // page-aligned slots keep every copy's start aligned
+  std::unique_ptr<StagingRing> ring(new StagingRing());
+  ring->bytes_ = ring_bytes(chunk_bytes, slots);
+  ring->owned_ = device::allocate(MemoryKind::Host, ring->bytes_);
+  ring->base_ = static_cast<std::byte*>(ring->owned_->data());
+  std::memset(ring->base_, 0, kHeaderBytes);
+  Header header{kMagic, static_cast<std::uint32_t>(slots), chunk_bytes};
+  std::memcpy(ring->base_, &header, sizeof header);
+  ring->chunk_bytes_ = chunk_bytes;
+  ring->slots_ = slots;
+  ring->attach(streams_kind, device);
+  return ring;
+}
+
+std::unique_ptr<StagingRing> StagingRing::import(const device::MemoryDescriptor& descriptor, UniqueFd fd,
+                                                 MemoryKind streams_kind, int device) {
+  if (descriptor.kind != MemoryKind::Host || descriptor.bytes < kHeaderBytes) {
+    throw ProtocolError(cat("shm staging ring: the peer sent ", memory_kind_name(descriptor.kind), " memory of ",
+                            descriptor.bytes, " bytes, not a ring"));
+  }
+  std::unique_ptr<StagingRing> ring(new StagingRing());
+  ring->mapped_ = device::import_memory(descriptor, std::move(fd));
+  ring->base_ = static_cast<std::byte*>(ring->mapped_->data());
+  ring->bytes_ = descriptor.bytes;
+  Header header;
+  std::memcpy(&header, ring->base_, sizeof header);
+  if (header.magic != kMagic || header.slots < 2 || header.slots > kMaxSlots || header.chunk_bytes < 4096 ||
+      ring_bytes(header.chunk_bytes, static_cast<int>(header.slots)) > descriptor.bytes) {
+    throw ProtocolError(cat("shm staging ring: bad header (", header.slots, " slots of ", header.chunk_bytes,
+                            " bytes in ", descriptor.bytes, " bytes)"));
+  }
+  ring->chunk_bytes_ = header.chunk_bytes;
+  ring->slots_ = static_cast<int>(header.slots);
+  ring->attach(streams_kind, device);
+  return ring;
+}
+
+void StagingRing::attach(MemoryKind streams_kind, int device) {
+  registration_ = device::register_host_memory(streams_kind, base_, bytes_, device);
+}
+
+StagingRing::~StagingRing() = default;
+
+device::ExportedMemory StagingRing::export_memory() const { return device::export_memory(base_); }
+
+std::uint32_t* StagingRing::full_host(int slot) const noexcept {
+  return reinterpret_cast<std::uint32_t*>(base_ + kFlagsOffset + static_cast<std::size_t>(2 * slot) * kFlagStride);
+}
+std::uint32_t* StagingRing::free_host(int slot) const noexcept {
+  return reinterpret_cast<std::uint32_t*>(base_ + kFlagsOffset + static_cast<std::size_t>(2 * slot + 1) * kFlagStride);
+}
+
+void* StagingRing::slot_for_streams(int slot) const noexcept {
+  return registration_->device_address(base_ + kHeaderBytes + static_cast<std::size_t>(slot) * chunk_bytes_);
+}
+std::uint32_t* StagingRing::full_for_streams(int slot) const noexcept {
+  return static_cast<std::uint32_t*>(registration_->device_address(full_host(slot)));
+}
+std::uint32_t* StagingRing::free_for_streams(int slot) const noexcept {
+  return static_cast<std::uint32_t*>(registration_->device_address(free_host(slot)));
+}
+
+std::uint32_t* StagingRing::sent_host() const noexcept {
+  return reinterpret_cast<std::uint32_t*>(base_ + kFlagsOffset + static_cast<std::size_t>(2 * kMaxSlots) * kFlagStride);
+}
+
+std::uint32_t* StagingRing::sent_for_streams() const noexcept {
+  return static_cast<std::uint32_t*>(registration_->device_address(sent_host()));
+}
+
+void StagingRing::release() noexcept {
+  auto advance = [](std::uint32_t* flag) {
+    std::atomic_ref<std::uint32_t> word(*flag);
+    word.store(word.load(std::memory_order_acquire) + (1u << 30), std::memory_order_release);
+  };
+  for (int slot = 0; slot < slots_; ++slot) {
+    advance(full_host(slot));
+    advance(free_host(slot));
+  }
+  advance(sent_host());
+}
+
+}  // namespace pickle::transport::shm

@@ -1,0 +1,78 @@
+// The shm transport on host memory across real processes (PICKLE_TRANSPORT=shm forces it between host ranks, which
+// would otherwise map each other's memory directly), with small chunks so that every size crosses many chunk
+// boundaries; and the choice of transport. The same rank programs run on GPUs in tests/cuda.
+#include <gtest/gtest.h>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+const std::vector<std::string> kShm = {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=65536",
+                                       "PICKLE_SHM_SLOTS=3"};
+
+void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
+class ShmRanks : public testing::TestWithParam<int> {};
+TEST_P(ShmRanks, MessagesAroundChunkBoundariesArriveIntact) {
+  expect_all_ok(run_ranks("shm_boundaries", GetParam(), {"host"}, kShm));
+}
+TEST_P(ShmRanks, RingOfSendsFromOneByteTo16MiBArrivesIntact) {
+  expect_all_ok(run_ranks("comm_sizes", GetParam(), {"host", std::to_string(16u << 20)}, kShm, std::chrono::seconds(120)));
+}
+INSTANTIATE_TEST_SUITE_P(Shm, ShmRanks, testing::Values(2, 3, 4),
+                         [](const testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; });
+
+TEST(Shm, TwoSlotRingWithPageSizedChunks) {
+  expect_all_ok(run_ranks("shm_boundaries", 2, {"host"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"}));
+}
+
+TEST(Shm, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
+  expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, kShm));
+}
+
+TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
+
+TEST(Shm, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, kShm)); }
+
+TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
+  expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, kShm, std::chrono::seconds(120)));
+}
+
+TEST(Shm, PeerKilledMidPipelineFailsPendingOperationsPromptly) {
+  auto statuses = run_ranks("comm_peer_death", 2, {"host"}, kShm, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+TEST(Shm, StreamWaitingOnADeadPeersSignalIsReleased) {
+  auto env = kShm;
+  env[0] = "PICKLE_TIMEOUT=20";
+  auto statuses = run_ranks("comm_signal_dead_peer", 2, {"host"}, env);
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
+
+TEST(Transport, ForcingATransportThisBuildLacksIsAClearError) {
+  expect_all_ok(run_ranks("transport_refused", 2,
+                          {"host", "Unavailable", "rank 0 -> peer 1: PICKLE_TRANSPORT=net cannot be used"},
+                          {"PICKLE_TIMEOUT=20", "PICKLE_TRANSPORT=net"}));
+}
+
+TEST(Transport, AnUnknownTransportNameIsAClearError) {
+  expect_all_ok(run_ranks("transport_refused", 2, {"host", "InvalidArgument", "PICKLE_TRANSPORT=pigeon is not a transport"},
+                          {"PICKLE_TIMEOUT=20", "PICKLE_TRANSPORT=pigeon"}));
+}
+
+TEST(Transport, RanksThatChooseDifferentTransportsForAPairFail) {
+  expect_all_ok(run_ranks("transport_refused", 2, {"host", "InvalidArgument", "chose another for the pair", "split"},
+                          {"PICKLE_TIMEOUT=20"}));
+}
+
+}  // namespace
+}  // namespace pickle::test

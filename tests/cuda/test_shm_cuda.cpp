@@ -1,0 +1,54 @@
+// The shm transport on 2 GPUs in 2 processes (forced with PICKLE_TRANSPORT=shm, since the GPUs of the test machine
+// have peer access): device-to-host into the staging ring, host-to-device out of it, the rank programs of
+// tests/comm with CUDA memory.
+#include <gtest/gtest.h>
+
+#include "device/backends.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+const std::vector<std::string> kShm = {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=1048576",
+                                       "PICKLE_SHM_SLOTS=3"};
+
+class ShmCuda : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::cuda_device_count() < 2) {
+      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
+                                                                            : std::string("only 1 GPU"));
+    }
+  }
+  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+    }
+  }
+};
+
+TEST_F(ShmCuda, MessagesAroundChunkBoundariesArriveIntact) {
+  expect_all_ok(run_ranks("shm_boundaries", 2, {"cuda"}, kShm));
+}
+TEST_F(ShmCuda, SendsFromOneByteTo1GiBBothWaysArriveIntact) {
+  expect_all_ok(run_ranks("comm_sizes", 2, {"cuda", std::to_string(1u << 30)},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm"}, std::chrono::seconds(240)));
+}
+TEST_F(ShmCuda, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
+  expect_all_ok(run_ranks("comm_many_tags", 2, {"cuda"}, kShm));
+}
+TEST_F(ShmCuda, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"cuda"}, kShm)); }
+TEST_F(ShmCuda, PeerKilledMidPipelineFailsPendingOperationsPromptly) {
+  auto statuses = run_ranks("comm_peer_death", 2, {"cuda"}, kShm, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+TEST_F(ShmCuda, StreamWaitingOnADeadPeersSignalIsReleased) {
+  auto statuses = run_ranks("comm_signal_dead_peer", 2, {"cuda"},
+                            {"PICKLE_TIMEOUT=20", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=1048576"});
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
+
+}  // namespace
+}  // namespace pickle::test
