@@ -2,7 +2,7 @@
 # Installs what pickle needs to build and test on Debian (run as root). The CUDA toolkit is optional: without nvcc
 # pickle builds its host backend only. NCCL is optional at run time (loaded with dlopen).
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache libgtest-dev python3 python3-matplotlib)
+packages=(cmake ninja-build g++ ccache libgtest-dev python3 python3-matplotlib libfabric-dev iproute2 nftables)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,11 +14,29 @@ namespace {
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
     Variable{"PICKLE_BENCH_CORRUPT", "0",
-             "Test hook of `pickle bench` (p2p, memcpy): 1 makes every sender flip one byte of each message, so that "
-             "the check must report wrong bytes and the run must fail."},
+             "Test hook of `pickle bench` (p2p, memcpy): 1 makes every sender flip one byte of each message (coll, "
+             "scenario: one rank's input element of each checked call), so that the check must report wrong data "
+             "and the run must fail."},
+    Variable{"PICKLE_IPC_STREAMS", "1",
+             "Copy streams per peer that the ipc transport's sends take turns on, whole message by whole message "
+             "(1 to 8). 1 is what docs/results measured; more lets one message's fenced completion write overlap the "
+             "next message's copy (not measured yet)."},
     Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
     Variable{"PICKLE_LOG_SUBSYS", "",
              "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},
+    Variable{"PICKLE_NET_CHUNK", "1048576",
+             "Bytes per RMA write of the net transport (4 KiB to 1 GiB): a message is cut into chunks of this size, "
+             "striped over the lanes, each chunk carrying the message's remote CQ data."},
+    Variable{"PICKLE_NET_IFACE", "",
+             "Network interface (tcp: lo, eth0, ...) or fabric domain (verbs: mlx5_0, efa: rdmap0s31-rdm) of the net "
+             "transport; unset: the provider's first choice. A name the provider does not offer is an error that "
+             "lists the ones it does."},
+    Variable{"PICKLE_NET_LANES", "4",
+             "Endpoints the net transport opens per peer (1 to 64), like the QP count of an RDMA library: a message's "
+             "chunks are spread over them."},
+    Variable{"PICKLE_NET_PROVIDER", "tcp",
+             "libfabric provider of the net transport, as fi_getinfo names it: tcp (layered under ofi_rxm where the "
+             "provider needs it), verbs, efa, shm, or an explicit stack such as tcp;ofi_rxm."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},

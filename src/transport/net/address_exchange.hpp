@@ -1,0 +1,40 @@
+#pragma once
+// How two ranks learn each other's endpoints: each publishes, per peer, a card in the job's store (the provider it
+// chose, its lanes and chunk size, and one endpoint name per lane) and reads the card the peer published for it.
+// Cards are checked before anything is inserted: ranks that chose different providers or lane counts cannot talk,
+// and that is an InvalidArgument naming both choices, not a hang.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <pickle/bootstrap.hpp>
+
+#include "core/clock.hpp"
+
+namespace pickle::transport::net {
+
+struct EndpointCard {
+  std::string provider;  ///< fi_info's prov_name, e.g. "tcp;ofi_rxm"
+  std::uint32_t lanes = 0;
+  std::uint64_t chunk = 0;  ///< the publisher's chunk size: the receiver counts the publisher's chunks with it
+  std::vector<std::vector<std::byte>> names;  ///< one endpoint name per lane
+};
+
+std::vector<std::byte> encode_card(const EndpointCard& card);
+/// ProtocolError (naming `what`) for anything malformed; at most 64 lanes of names of at most 4 KiB each.
+EndpointCard decode_card(std::span<const std::byte> bytes, const std::string& what);
+
+/// The store key of the card that `from` publishes for `to`.
+std::string card_key(const std::string& prefix, int from, int to);
+
+/// Waits (polling the store, bounded by `deadline`) for the card `peer` published for `rank` and decodes it.
+/// TimeoutError names the peer and the key when it never comes.
+EndpointCard fetch_card(Store& store, const std::string& prefix, int rank, int peer, const Deadline& deadline);
+
+/// InvalidArgument naming both ranks' choices when `theirs` cannot talk to `mine`.
+void check_compatible(const EndpointCard& mine, const EndpointCard& theirs, int rank, int peer);
+
+}  // namespace pickle::transport::net

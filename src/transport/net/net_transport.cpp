@@ -1,0 +1,236 @@
+// NetTransport: set-up (provider, rails, address exchange) and the API calls. The rails' threads are in
+// rail_progress.cpp, the state they share in net_shared.cpp.
+#include "transport/net/net_transport.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+
+#include <pickle/error.hpp>
+
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "transport/net/address_exchange.hpp"
+#include "transport/net/net_shared.hpp"
+#include "transport/net/provider.hpp"
+#include "transport/net/rail.hpp"
+#include "transport/net/registration_cache.hpp"
+
+namespace pickle::transport::net {
+namespace {
+
+// Receives posted per lane for providers that consume one per remote CQ data (FI_RX_CQ_DATA): enough for every
+// write a peer can have in flight on the lane, reposted as they are consumed.
+constexpr std::size_t kReceivesPerLane = 256;
+
+std::uint64_t chunks_of(std::size_t bytes, std::uint64_t chunk) {
+  return bytes == 0 ? 1 : (static_cast<std::uint64_t>(bytes) + chunk - 1) / chunk;
+}
+
+// Providers whose data moves by the CPU of the thread that drives them (sockets, memory copies): their lanes each
+// get a rail (a domain and a thread), or more lanes would not move more bytes. NIC providers keep one rail: their
+// queue pairs run in hardware, and one registration per allocation matters more there.
+int rails_for(const fi_info& info, int lanes) {
+  static const std::set<std::string_view> kCpuProviders = {"tcp", "sockets", "udp", "net", "shm"};
+  const std::string_view name = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
+  const std::string_view core = name.substr(0, name.find(';'));
+  const bool shared_keys = (info.domain_attr->mr_mode & FI_MR_PROV_KEY) == 0;
+  return kCpuProviders.count(core) != 0 && shared_keys ? lanes : 1;
+}
+
+}  // namespace
+
+struct NetTransport::Impl {
+  int rank = 0;
+  NetOptions options;
+  std::string description;
+  InfoPtr info;
+  bool local_mr = false;   // FI_MR_LOCAL: write sources need a registration descriptor
+  bool virt_addr = false;  // FI_MR_VIRT_ADDR: remote addresses are virtual addresses, else offsets
+  std::unique_ptr<SharedState> shared;
+  std::vector<std::unique_ptr<Rail>> rails;  // lane l is rails[l % R], lane l / R within it
+  std::unique_ptr<RegistrationCache> registrations;
+
+  ~Impl() {
+    // Threads first (they use everything), then the registrations (closed in their domains), then the rails.
+    for (auto& rail : rails) rail->stop();
+    registrations.reset();
+    rails.clear();
+  }
+};
+
+NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, Store& store,
+                           const std::string& key_prefix, const NetOptions& options, const Deadline& deadline,
+                           PeerFailed on_peer_failed)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  validate(options);
+  if (rank < 0 || rank >= world || static_cast<int>(uses.size()) != world) {
+    throw InvalidArgument(cat("net transport: rank ", rank, " of ", world, " with ", uses.size(), " peer flags"));
+  }
+  s.rank = rank;
+  s.options = options;
+  const OpContext setup{rank, -1, "net transport set-up"};
+
+  s.info = select_provider(options, rank);
+  const fi_info& info = *s.info;
+  s.local_mr = (info.domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  s.virt_addr = (info.domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  if (options.chunk > info.ep_attr->max_msg_size) {
+    throw InvalidArgument(cat(describe(setup), ": PICKLE_NET_CHUNK=", options.chunk, " exceeds the largest RMA write of ",
+                              describe_provider(info), " (", info.ep_attr->max_msg_size, " bytes)"));
+  }
+  // The provider's transmit queue bounds the writes a lane can have posted.
+  if (info.tx_attr->size > 0 && static_cast<std::size_t>(s.options.inflight_per_lane) > info.tx_attr->size) {
+    s.options.inflight_per_lane = static_cast<int>(info.tx_attr->size);
+  }
+  const std::size_t receives_per_lane =
+      (info.mode & FI_RX_CQ_DATA) != 0 ? std::min<std::size_t>(kReceivesPerLane, std::max<std::size_t>(info.rx_attr->size, 1)) : 0;
+
+  const int rail_count = rails_for(info, options.lanes);
+  s.shared = std::make_unique<SharedState>(rank, env::timeout_seconds(), std::move(on_peer_failed));
+  s.shared->peers.resize(static_cast<std::size_t>(world));
+  std::vector<int> peers;
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank || !uses[static_cast<std::size_t>(peer)]) continue;
+    peers.push_back(peer);
+    auto link = std::make_unique<PeerLink>();
+    link->rank = peer;
+    link->rails_open = rail_count;
+    s.shared->peers[static_cast<std::size_t>(peer)] = std::move(link);
+  }
+
+  for (int r = 0; r < rail_count; ++r) {
+    const int lanes_here = options.lanes / rail_count + (r < options.lanes % rail_count ? 1 : 0);
+    s.rails.push_back(std::make_unique<Rail>(r, *s.shared, info, s.options, lanes_here, receives_per_lane, peers));
+  }
+  std::vector<RegistrationCache::Domain> domains;
+  for (auto& rail : s.rails) domains.push_back({rail->domain(), &rail->fabric_mutex()});
+  s.registrations = std::make_unique<RegistrationCache>(std::move(domains),
+                                                        (info.domain_attr->mr_mode & FI_MR_PROV_KEY) != 0, rank);
+  s.shared->wake_rails = [&s] {
+    for (auto& rail : s.rails) rail->wake();
+  };
+  s.description = cat(describe_provider(info), ", ", options.lanes, " lane", options.lanes == 1 ? "" : "s", " on ",
+                      rail_count, " progress thread", rail_count == 1 ? "" : "s", ", ", human_bytes(options.chunk),
+                      " chunks");
+
+  // Our endpoints exist and their receives are posted before the cards go out: a peer may write as soon as it has
+  // read ours.
+  EndpointCard mine;
+  mine.provider = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
+  mine.lanes = static_cast<std::uint32_t>(options.lanes);
+  mine.chunk = options.chunk;
+  for (int peer : peers) {
+    EndpointCard card = mine;
+    for (int lane = 0; lane < options.lanes; ++lane) {
+      card.names.push_back(s.rails[static_cast<std::size_t>(lane % rail_count)]->endpoint_address(peer, lane / rail_count));
+    }
+    store.set(card_key(key_prefix, rank, peer), encode_card(card));
+  }
+  for (int peer : peers) {
+    EndpointCard theirs = fetch_card(store, key_prefix, rank, peer, deadline);
+    check_compatible(mine, theirs, rank, peer);
+    s.shared->peers[static_cast<std::size_t>(peer)]->peer_chunk = theirs.chunk;
+    for (int lane = 0; lane < options.lanes; ++lane) {
+      s.rails[static_cast<std::size_t>(lane % rail_count)]->connect(peer, lane / rail_count,
+                                                                    theirs.names[static_cast<std::size_t>(lane)]);
+    }
+  }
+  bool descriptors = true;
+  for (auto& rail : s.rails) descriptors = descriptors && rail->sleeps_on_descriptors();
+  PICKLE_LOG(Info, "transport", "rank " << rank << ": net transport: " << s.description
+                                        << (s.local_mr ? ", local registration" : "")
+                                        << (s.virt_addr ? ", virtual addresses" : ", offset addresses")
+                                        << (receives_per_lane > 0 ? ", receives for CQ data" : "")
+                                        << (descriptors ? ", threads sleep on wait descriptors" : ", threads nap"));
+  for (auto& rail : s.rails) rail->start();
+}
+
+NetTransport::~NetTransport() = default;
+
+bool NetTransport::uses(int peer) const { return impl_->shared->peer(peer) != nullptr; }
+
+std::string NetTransport::description() const { return impl_->description; }
+
+const NetOptions& NetTransport::options() const { return impl_->options; }
+
+RemoteRegion NetTransport::expose(const void* ptr, std::size_t bytes) {
+  const auto& entry = impl_->registrations->find_or_register(ptr, bytes, "expose");
+  const std::uint64_t offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(ptr) - entry.base);
+  return RemoteRegion{impl_->virt_addr ? reinterpret_cast<std::uint64_t>(ptr) : offset, entry.key};
+}
+
+void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteRegion dst, std::uint32_t message,
+                         std::function<void()> on_sent) {
+  Impl& s = *impl_;
+  const OpContext where{s.rank, peer, "net write", bytes};
+  PeerLink* link = s.shared->peer(peer);
+  if (link == nullptr) throw InvalidArgument(cat(describe(where), ": the net transport does not join these ranks"));
+  if (src == nullptr && bytes > 0) throw InvalidArgument(cat(describe(where), ": null source"));
+  auto out = std::make_shared<OutMessage>();
+  out->peer = peer;
+  out->src = static_cast<const std::byte*>(src);
+  out->bytes = bytes;
+  out->dst = dst;
+  out->id = message;
+  out->chunk_bytes = s.options.chunk;
+  out->chunks = chunks_of(bytes, s.options.chunk);
+  out->on_sent = std::move(on_sent);
+  if (bytes > 0 && s.local_mr) out->descs = s.registrations->find_or_register(src, bytes, "net write source").descs;
+  {
+    std::lock_guard lock(s.shared->mutex);
+    if (link->failed.load()) throw PeerError(cat(describe(where), ": the peer failed earlier"), peer);
+    if (!s.shared->has_pending(*link)) link->last_progress_ns = now_ns();
+    ++link->unfinished_writes;
+  }
+  // Chunk i goes to rail (start + i) % R; the start rotates so that one-chunk messages spread over the rails too.
+  const std::uint64_t rails = s.rails.size();
+  const std::uint64_t start = link->next_rail.fetch_add(1) % rails;
+  for (std::uint64_t first = 0; first < std::min(rails, out->chunks); ++first) {
+    s.rails[(start + first) % rails]->submit(peer, Stripe{out, first, rails});
+  }
+}
+
+void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived) {
+  Impl& s = *impl_;
+  const OpContext where{s.rank, peer, "net expect", bytes};
+  PeerLink* link = s.shared->peer(peer);
+  if (link == nullptr) throw InvalidArgument(cat(describe(where), ": the net transport does not join these ranks"));
+  const std::uint64_t chunks = chunks_of(bytes, link->peer_chunk);
+  bool due = false;
+  {
+    std::lock_guard lock(s.shared->mutex);
+    if (link->failed.load()) throw PeerError(cat(describe(where), ": the peer failed earlier"), peer);
+    if (link->expected.count(message) != 0) {
+      throw InvalidArgument(cat(describe(where), ": message ", message, " from this peer is already expected"));
+    }
+    auto landed = link->arrived.find(message);
+    const std::uint64_t so_far = landed == link->arrived.end() ? 0 : landed->second;
+    if (so_far > chunks) {
+      throw ProtocolError(cat(describe(where), ": ", so_far, " chunks of message ", message, " landed, more than the ",
+                              chunks, " a message of this size has (ids reused too early, or sizes disagree)"));
+    }
+    if (so_far == chunks) {
+      link->arrived.erase(landed);
+      s.shared->ready.push_back(std::move(on_arrived));
+      due = true;
+    } else {
+      if (!s.shared->has_pending(*link)) link->last_progress_ns = now_ns();
+      link->expected.emplace(message, Expectation{chunks, std::move(on_arrived)});
+    }
+  }
+  if (due) s.rails.front()->wake();  // rail 0 runs the callbacks API calls find due
+}
+
+TransportStats NetTransport::stats() const {
+  TransportStats stats;
+  stats.bytes = impl_->shared->bytes.load();
+  stats.operations = impl_->shared->operations.load();
+  stats.ipc_opens = impl_->registrations->registrations();
+  stats.cache_hits = impl_->registrations->hits();
+  return stats;
+}
+
+}  // namespace pickle::transport::net

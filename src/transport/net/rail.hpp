@@ -1,0 +1,99 @@
+#pragma once
+// A rail: one libfabric domain with its endpoints towards every peer and the thread that drives them. A transport
+// has one rail when the provider offloads the data movement to a NIC (verbs, efa: one thread keeps many queue pairs
+// busy) and one rail per lane when the provider moves bytes with the CPU (tcp, shm: the progress thread's socket or
+// memory copies are the transfer, so lanes go only as fast as the threads that drive them).
+//
+// The rail's thread posts the writes of the stripes it is given, reads its completion queues (one per peer),
+// reposts the receives some providers consume per remote CQ data, closes its endpoints to a peer that failed, and
+// runs the callbacks it completed. It spins briefly while work is pending, then sleeps in poll() on the queues' wait
+// descriptors and its wake eventfd, or, for providers without wait descriptors, for short naps.
+
+#include <rdma/fabric.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "core/format.hpp"
+#include "core/unique_fd.hpp"
+#include "transport/net/fabric_objects.hpp"
+#include "transport/net/net_options.hpp"
+#include "transport/net/net_shared.hpp"
+
+namespace pickle::transport::net {
+
+class Rail {
+ public:
+  /// Opens this rail's fabric, domain and address vector and, for each of `peers`, a completion queue and `lanes`
+  /// enabled endpoints with `receives_per_lane` receives posted (FI_RX_CQ_DATA providers).
+  Rail(int index, SharedState& shared, const fi_info& info, const NetOptions& options, int lanes,
+       std::size_t receives_per_lane, const std::vector<int>& peers);
+  /// Stops the thread (if running) and closes everything.
+  ~Rail();
+  Rail(const Rail&) = delete;
+  Rail& operator=(const Rail&) = delete;
+
+  /// The address of this rail's endpoint for (`peer`, `lane`) (lane counted within the rail).
+  std::vector<std::byte> endpoint_address(int peer, int lane);
+  /// Inserts the peer's endpoint that our (`peer`, `lane`) endpoint talks to.
+  void connect(int peer, int lane, std::span<const std::byte> address);
+  /// Starts the thread. Until then, remote writes wait in the provider.
+  void start();
+  /// Stops and joins the thread; pending work is dropped without callbacks.
+  void stop();
+
+  /// Queues a stripe of a message to `peer` and wakes the thread.
+  void submit(int peer, Stripe stripe);
+  /// Wakes the thread if it sleeps (new work, a failed peer, due callbacks).
+  void wake();
+
+  /// Serialises calls into this rail's domain (opened FI_THREAD_DOMAIN); registration takes it too.
+  std::mutex& fabric_mutex() noexcept { return fabric_mutex_; }
+  fid_domain* domain() const noexcept { return domain_.get(); }
+  /// Whether every completion queue has a wait descriptor (the thread sleeps in poll() rather than napping).
+  bool sleeps_on_descriptors() const;
+
+ private:
+  struct PostedOp;
+  struct Lane;
+  struct PeerRail;
+
+  void run();
+  bool round(Callbacks& callbacks);
+  bool post_writes(PeerRail& peer, Callbacks& callbacks);
+  bool poll_queue(PeerRail& peer, Callbacks& callbacks);
+  void repost_receives(PeerRail& peer, Callbacks& callbacks);
+  /// A failure this rail saw: marks the peer failed (once for the transport; the other rails are woken to close
+  /// theirs) and closes this rail's endpoints to it.
+  void fail(PeerRail& peer, const std::string& reason, Callbacks& callbacks);
+  /// Closes the endpoints and queue to the peer: the provider touches no buffer of a dropped operation again, and
+  /// nothing more from the peer lands in our memory. The last rail to close queues on_peer_failed.
+  void close(PeerRail& peer, Callbacks& callbacks);
+  void sleep_until_work();
+  PeerRail* find(int peer) const;
+
+  int index_;
+  SharedState& shared_;
+  OpContext where_;
+  std::mutex fabric_mutex_;
+  // Destroyed bottom-up: peers (endpoints, queues), address vector, domain, fabric.
+  Fabric fabric_;
+  Domain domain_;
+  AddressVector av_;
+  std::vector<std::unique_ptr<PeerRail>> peers_;
+
+  std::mutex inbox_mutex_;  // guards PeerRail::incoming
+  UniqueFd wake_fd_;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace pickle::transport::net

@@ -1,0 +1,93 @@
+#include "transport/net/registration_cache.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "device/memory.hpp"
+
+namespace pickle::transport::net {
+
+RegistrationCache::RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank)
+    : domains_(std::move(domains)), prov_key_(prov_key), rank_(rank) {
+  if (prov_key_ && domains_.size() > 1) {
+    throw Error(ErrorCode::Internal, "net transport: provider-chosen keys cannot be shared by several domains");
+  }
+}
+
+RegistrationCache::~RegistrationCache() {
+  // Each registration is closed under its domain's lock: the rail's thread may still be polling that domain.
+  std::lock_guard lock(mutex_);
+  for (auto& [id, entry] : by_allocation_) {
+    for (std::size_t d = 0; d < entry.mrs.size(); ++d) {
+      std::lock_guard domain_lock(*domains_[d].lock);
+      entry.mrs[d].reset();
+    }
+  }
+}
+
+const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* ptr, std::size_t bytes,
+                                                                    const char* op) {
+  const OpContext where{rank_, -1, op, bytes};
+  device::AllocationInfo allocation;
+  try {
+    allocation = device::find_allocation(ptr);
+  } catch (const InvalidArgument& error) {
+    throw InvalidArgument(cat(describe(where), ": the net transport registers pickle host allocations only (",
+                              error.what(), ")"));
+  }
+  if (allocation.kind != MemoryKind::Host) {
+    throw InvalidArgument(cat(describe(where), ": the net transport takes host memory only; GPU memory is staged "
+                              "through pinned host buffers by the caller"));
+  }
+  if (bytes > allocation.bytes - allocation.offset) {
+    throw InvalidArgument(cat(describe(where), ": the range runs ", bytes - (allocation.bytes - allocation.offset),
+                              " bytes past the end of its allocation of ", allocation.bytes, " bytes"));
+  }
+  std::lock_guard lock(mutex_);
+  auto found = by_allocation_.find(allocation.id);
+  if (found != by_allocation_.end()) {
+    ++hits_;
+    return found->second;
+  }
+  Entry entry;
+  entry.base = static_cast<std::byte*>(allocation.base);
+  entry.bytes = allocation.bytes;
+  const std::uint64_t requested = prov_key_ ? 0 : next_key_++;
+  const OpContext registering{rank_, -1, "registration of an allocation", allocation.bytes};
+  try {
+    for (std::size_t d = 0; d < domains_.size(); ++d) {
+      std::lock_guard domain_lock(*domains_[d].lock);
+      entry.mrs.push_back(register_memory(domains_[d].domain, allocation.base, allocation.bytes,
+                                          FI_WRITE | FI_REMOTE_WRITE, requested, registering));
+      entry.descs.push_back(fi_mr_desc(entry.mrs.back().get()));
+      const std::uint64_t key = fi_mr_key(entry.mrs.back().get());
+      if (d == 0) {
+        entry.key = key;
+      } else if (key != entry.key) {
+        throw Error(ErrorCode::Internal, cat(describe(registering), ": domain ", d, " gave key ", key, " instead of ",
+                                             entry.key));
+      }
+    }
+  } catch (...) {
+    // Undo the domains already done, each under its own lock.
+    for (std::size_t d = 0; d < entry.mrs.size(); ++d) {
+      std::lock_guard domain_lock(*domains_[d].lock);
+      entry.mrs[d].reset();
+    }
+    throw;
+  }
+  ++registrations_;
+  return by_allocation_.emplace(allocation.id, std::move(entry)).first->second;
+}
+
+std::uint64_t RegistrationCache::registrations() const {
+  std::lock_guard lock(mutex_);
+  return registrations_;
+}
+
+std::uint64_t RegistrationCache::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+}  // namespace pickle::transport::net

@@ -1,0 +1,60 @@
+#pragma once
+// Memory registrations of the net transport, one per allocation. Registering memory with a NIC pins and maps it
+// (tens of microseconds to milliseconds on verbs/efa), so it is done once per allocation, over the whole
+// allocation: a buffer inside a larger allocation (a caching allocator's block) and every later transfer to or from
+// it register nothing. Allocation ids are unique, so memory freed and allocated again at the same address gets a
+// new id and can never hit a stale registration. Registrations live as long as the transport.
+//
+// A transport with several rails (rail.hpp) registers each allocation in every rail's domain under one key, which it
+// chooses itself (such transports only exist for providers without FI_MR_PROV_KEY), so that a peer's write carries
+// the same key whichever rail it takes.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "transport/net/fabric_objects.hpp"
+
+namespace pickle::transport::net {
+
+class RegistrationCache {
+ public:
+  /// A domain to register in, and the lock that serialises calls into it.
+  struct Domain {
+    fid_domain* domain = nullptr;
+    std::mutex* lock = nullptr;
+  };
+  /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them.
+  RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank);
+  ~RegistrationCache();
+
+  struct Entry {
+    std::vector<MemoryRegion> mrs;  ///< one per domain
+    std::vector<void*> descs;       ///< fi_mr_desc per domain: local descriptors for FI_MR_LOCAL providers
+    std::byte* base = nullptr;      ///< first byte of the registered allocation
+    std::size_t bytes = 0;
+    std::uint64_t key = 0;          ///< what a peer's RMA write names
+  };
+
+  /// The registration of the host allocation holding [ptr, ptr + bytes) (device::find_allocation), made on first
+  /// use. Memory outside any pickle host allocation, GPU memory, or a range that runs past its allocation is an
+  /// InvalidArgument naming `op`. Thread-safe. The entry stays valid as long as the cache.
+  const Entry& find_or_register(const void* ptr, std::size_t bytes, const char* op);
+
+  std::uint64_t registrations() const;
+  std::uint64_t hits() const;
+
+ private:
+  std::vector<Domain> domains_;
+  bool prov_key_;
+  int rank_;
+  mutable std::mutex mutex_;
+  std::uint64_t next_key_ = 1;
+  std::map<std::uint64_t, Entry> by_allocation_;  // allocation id -> registration
+  std::uint64_t registrations_ = 0;
+  std::uint64_t hits_ = 0;
+};
+
+}  // namespace pickle::transport::net

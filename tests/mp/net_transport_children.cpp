@@ -1,0 +1,385 @@
+// Rank programs of test_net_transport.cpp: real processes that build a NetTransport over the job's store and move
+// checked data with it. Each returns 0 on success and prints what went wrong otherwise.
+#ifdef PICKLE_HAVE_LIBFABRIC
+
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/wire.hpp"
+#include "device/memory.hpp"
+#include "subprocess.hpp"
+#include "transport/net/net_transport.hpp"
+
+namespace pickle::test {
+namespace {
+
+using transport::net::NetTransport;
+using transport::net::RemoteRegion;
+
+#define NET_CHECK(cond, ...)                                                                                     \
+  do {                                                                                                           \
+    if (!(cond)) {                                                                                               \
+      std::fprintf(stderr, "rank check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,                   \
+                   ::pickle::cat(__VA_ARGS__).c_str());                                                          \
+      return 1;                                                                                                  \
+    }                                                                                                            \
+  } while (0)
+
+std::uint64_t pattern_word(std::uint64_t word, std::uint64_t seed) {
+  std::uint64_t x = word * 0x9E3779B97F4A7C15ull + (seed + 1) * 0xD1B54A32D192ED03ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return x ^ (x >> 27);
+}
+
+std::uint8_t pattern_byte(std::size_t index, std::uint64_t seed) {
+  return static_cast<std::uint8_t>(pattern_word(index / 8, seed) >> (8 * (index % 8)));
+}
+
+void fill_pattern(std::byte* data, std::size_t bytes, std::uint64_t seed) {
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    const std::uint64_t word = pattern_word(i / 8, seed);
+    std::memcpy(data + i, &word, 8);
+  }
+  for (; i < bytes; ++i) data[i] = static_cast<std::byte>(pattern_byte(i, seed));
+}
+
+/// Index of the first byte that differs from the pattern, or SIZE_MAX.
+std::size_t check_pattern(const std::byte* data, std::size_t bytes, std::uint64_t seed) {
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    const std::uint64_t word = pattern_word(i / 8, seed);
+    if (std::memcmp(data + i, &word, 8) != 0) break;
+  }
+  for (; i < bytes; ++i) {
+    if (static_cast<std::uint8_t>(data[i]) != pattern_byte(i, seed)) return i;
+  }
+  return SIZE_MAX;
+}
+
+std::uint64_t seed_of(int from, int to, std::size_t message) { return (static_cast<std::uint64_t>(from) << 40) ^ (static_cast<std::uint64_t>(to) << 32) ^ message; }
+
+std::vector<std::size_t> parse_sizes(const std::string& text) {
+  std::vector<std::size_t> sizes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) sizes.push_back(static_cast<std::size_t>(std::stoull(item)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+/// Counts callbacks from the progress thread; the rank's main thread waits on it with a deadline.
+class Tally {
+ public:
+  void sent() { bump(sent_); }
+  void arrived() { bump(arrived_); }
+  void failed(int peer, const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    failures_.push_back(cat("peer ", peer, ": ", reason));
+    changed_.notify_all();
+  }
+  /// Waits until the counts are reached or a peer failed, for at most `seconds`.
+  bool wait(std::uint64_t want_sent, std::uint64_t want_arrived, double seconds) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] {
+      return !failures_.empty() || (sent_ >= want_sent && arrived_ >= want_arrived);
+    }) && failures_.empty();
+  }
+  bool wait_failure(double seconds) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !failures_.empty(); });
+  }
+  std::string summary() {
+    std::lock_guard lock(mutex_);
+    std::string text = cat("sent ", sent_, ", arrived ", arrived_);
+    for (const auto& failure : failures_) text += "; " + failure;
+    return text;
+  }
+  std::uint64_t arrived_count() {
+    std::lock_guard lock(mutex_);
+    return arrived_;
+  }
+
+ private:
+  void bump(std::uint64_t& counter) {
+    std::lock_guard lock(mutex_);
+    ++counter;
+    changed_.notify_all();
+  }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::uint64_t sent_ = 0, arrived_ = 0;
+  std::vector<std::string> failures_;
+};
+
+std::vector<std::byte> encode_regions(const std::vector<RemoteRegion>& regions) {
+  PayloadWriter out;
+  out.u32(static_cast<std::uint32_t>(regions.size()));
+  for (const auto& region : regions) out.u64(region.addr).u64(region.key);
+  return out.take();
+}
+
+std::vector<RemoteRegion> decode_regions(const std::vector<std::byte>& bytes) {
+  PayloadReader in("regions", bytes);
+  std::vector<RemoteRegion> regions(in.u32("count"));
+  for (auto& region : regions) {
+    region.addr = in.u64("addr");
+    region.key = in.u64("key");
+  }
+  return regions;
+}
+
+std::unique_ptr<NetTransport> make_transport(Store& store, Tally& tally, const std::string& prefix = "net") {
+  const RankInfo& self = store.self();
+  std::vector<bool> uses(static_cast<std::size_t>(self.world_size), true);
+  return std::make_unique<NetTransport>(self.rank, self.world_size, uses, store, prefix,
+                                        transport::net::options_from_env(),
+                                        Deadline::after_seconds(env::timeout_seconds()),
+                                        [&tally](int peer, const std::string& reason) { tally.failed(peer, reason); });
+}
+
+}  // namespace
+
+// Every rank sends every size of args[0] (comma-separated) args[1] times to every other rank, all at once, and
+// checks what it receives byte for byte. Half the messages are expected before they are sent, half after the
+// sends were issued (args[2] = "late": after a pause, so that their chunks have landed first).
+PICKLE_CHILD(net_exchange) {
+  const std::vector<std::size_t> sizes = parse_sizes(args.at(0));
+  const std::size_t repeat = std::stoul(args.at(1));
+  const bool late = args.size() > 2 && args[2] == "late";
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  const int world = store.self().world_size;
+  Tally tally;
+  auto net = make_transport(store, tally);
+
+  // Message i has size sizes[i / repeat] and sits at offsets[i] of one allocation per peer and direction:
+  // unaligned, back to back, so that a write past its end would corrupt the next message.
+  std::vector<std::size_t> size_of, offset_of;
+  std::size_t total = 0;
+  for (std::size_t size : sizes) {
+    for (std::size_t r = 0; r < repeat; ++r) {
+      size_of.push_back(size);
+      offset_of.push_back(total);
+      total += size;
+    }
+  }
+  const std::size_t messages = size_of.size();
+  std::vector<std::unique_ptr<device::Allocation>> send(world), receive(world);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    send[peer] = device::allocate(MemoryKind::Host, total + 1);
+    receive[peer] = device::allocate(MemoryKind::Host, total + 1);
+    auto* out = static_cast<std::byte*>(send[peer]->data());
+    for (std::size_t i = 0; i < messages; ++i) fill_pattern(out + offset_of[i], size_of[i], seed_of(rank, peer, i));
+    std::memset(receive[peer]->data(), 0xEE, total + 1);
+    std::vector<RemoteRegion> regions;
+    auto* in = static_cast<std::byte*>(receive[peer]->data());
+    for (std::size_t i = 0; i < messages; ++i) regions.push_back(net->expose(in + offset_of[i], size_of[i]));
+    store.set(cat("regions/", peer, "<-", rank), encode_regions(regions));
+  }
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    for (std::size_t i = 0; i < messages; i += 2) net->expect(peer, static_cast<std::uint32_t>(i), size_of[i], [&] { tally.arrived(); });
+  }
+  std::vector<std::vector<RemoteRegion>> regions(world);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer != rank) regions[peer] = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
+  }
+  std::uint64_t expected_bytes = 0;
+  for (std::size_t i = 0; i < messages; ++i) {
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      net->write(peer, static_cast<std::byte*>(send[peer]->data()) + offset_of[i], size_of[i], regions[peer][i],
+                 static_cast<std::uint32_t>(i), [&] { tally.sent(); });
+      expected_bytes += size_of[i];
+    }
+  }
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    for (std::size_t i = 1; i < messages; i += 2) net->expect(peer, static_cast<std::uint32_t>(i), size_of[i], [&] { tally.arrived(); });
+  }
+  const std::uint64_t pairs = static_cast<std::uint64_t>(world - 1);
+  NET_CHECK(tally.wait(messages * pairs, messages * pairs, env::timeout_seconds()), "rank ", rank, ": ", tally.summary());
+
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    const auto* in = static_cast<const std::byte*>(receive[peer]->data());
+    for (std::size_t i = 0; i < messages; ++i) {
+      const std::size_t bad = check_pattern(in + offset_of[i], size_of[i], seed_of(peer, rank, i));
+      NET_CHECK(bad == SIZE_MAX, "rank ", rank, ": message ", i, " of ", size_of[i], " bytes from peer ", peer,
+                " differs at byte ", bad);
+    }
+    NET_CHECK(static_cast<std::uint8_t>(in[total]) == 0xEE, "rank ", rank, ": a write ran past the last message");
+  }
+  const TransportStats stats = net->stats();
+  NET_CHECK(stats.bytes == expected_bytes, "bytes ", stats.bytes, " != ", expected_bytes);
+  NET_CHECK(stats.operations == messages * pairs, "operations ", stats.operations);
+  // One registration per receive allocation (plus the send allocations where the provider needs local
+  // registrations); every other expose found its allocation registered.
+  NET_CHECK(stats.ipc_opens >= pairs && stats.ipc_opens <= 2 * pairs, "registrations ", stats.ipc_opens);
+  NET_CHECK(stats.cache_hits >= (messages - 1) * pairs, "registration cache hits ", stats.cache_hits);
+  std::printf("rank %d: %s: %zu messages per peer, %s\n", rank, net->description().c_str(), messages,
+              tally.summary().c_str());
+  store.barrier("net_exchange done");
+  return 0;
+}
+
+// Rank 1 kills itself (SIGKILL) once its first message arrived, while both ranks still have large writes in flight
+// and messages expected. Rank 0 must learn it through on_peer_failed within PICKLE_TIMEOUT (plus slack), and later
+// calls for the peer must throw PeerError.
+PICKLE_CHILD(net_peer_death) {
+  constexpr std::size_t kMessages = 4;
+  constexpr std::size_t kBytes = 32u << 20;
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  const int peer = 1 - rank;
+  Tally tally;
+  auto net = make_transport(store, tally);
+  auto send = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  auto receive = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  std::memset(send->data(), 0x5A, kMessages * kBytes);
+  std::vector<RemoteRegion> mine;
+  for (std::size_t i = 0; i < kMessages; ++i) mine.push_back(net->expose(static_cast<std::byte*>(receive->data()) + i * kBytes, kBytes));
+  store.set(cat("regions/", peer, "<-", rank), encode_regions(mine));
+  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    net->expect(peer, static_cast<std::uint32_t>(i), kBytes, [&] {
+      tally.arrived();
+      if (rank == 1) ::raise(SIGKILL);  // mid-transfer: the other messages are still on the wire
+    });
+  }
+  store.barrier("net_peer_death start");
+  Stopwatch clock;
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    net->write(peer, static_cast<std::byte*>(send->data()) + i * kBytes, kBytes, theirs[i], static_cast<std::uint32_t>(i),
+               [&] { tally.sent(); });
+  }
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // killed long before
+    return 3;
+  }
+  const double timeout = env::timeout_seconds();
+  NET_CHECK(tally.wait_failure(timeout + 10), "rank 0 never learnt that rank 1 died: ", tally.summary());
+  const double seconds = clock.seconds();
+  NET_CHECK(seconds < timeout + 3, "the failure took ", seconds, " s with PICKLE_TIMEOUT=", timeout);
+  NET_CHECK(tally.arrived_count() < kMessages, "every message arrived from a rank that died after its first one");
+  bool threw = false;
+  try {
+    net->write(peer, send->data(), 8, theirs[0], 99, [] {});
+  } catch (const PeerError& error) {
+    threw = std::strstr(error.what(), "rank 0 -> peer 1") != nullptr;
+  }
+  NET_CHECK(threw, "write to a failed peer did not throw PeerError naming rank and peer");
+  threw = false;
+  try {
+    net->expect(peer, 77, 8, [] {});
+  } catch (const PeerError&) {
+    threw = true;
+  }
+  NET_CHECK(threw, "expect from a failed peer did not throw PeerError");
+  std::printf("rank 0: peer failure reported after %.2f s: %s\n", seconds, tally.summary().c_str());
+  return 0;
+}
+
+// Rank 1 dies (SIGKILL) right after set-up, before any connection between the ranks exists; rank 0 then writes
+// to it. ofi_rxm answers "connection refused" by retrying the connection every few seconds and reports nothing on
+// the completion queue, so the transport's timeout must end it: a failure within PICKLE_TIMEOUT (plus slack), no
+// hang, and a transport that still shuts down.
+PICKLE_CHILD(net_write_to_dead_peer) {
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  Tally tally;
+  auto net = make_transport(store, tally);
+  auto buffer = device::allocate(MemoryKind::Host, 1 << 20);
+  store.set(cat("regions/", 1 - rank, "<-", rank), encode_regions({net->expose(buffer->data(), 1 << 20)}));
+  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", 1 - rank)));
+  store.barrier("net_write_to_dead_peer ready");
+  if (rank == 1) ::raise(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the kernel close the dead rank's sockets
+  Stopwatch clock;
+  net->write(1, buffer->data(), 1 << 20, theirs.at(0), 1, [&] { tally.sent(); });
+  const double timeout = env::timeout_seconds();
+  NET_CHECK(tally.wait_failure(timeout + 10), "rank 0 never learnt that rank 1 died: ", tally.summary());
+  std::printf("rank 0: failure after %.2f s: %s\n", clock.seconds(), tally.summary().c_str());
+  NET_CHECK(clock.seconds() < timeout + 3, "the failure took ", clock.seconds(), " s with PICKLE_TIMEOUT=", timeout);
+  return 0;
+}
+
+// Set-up must fail with the error type args[0] whose message contains args[1] (ranks given different lane
+// counts or providers through their environment).
+PICKLE_CHILD(net_setup_refused) {
+  Store store(discover_rank_info());
+  Tally tally;
+  try {
+    auto net = make_transport(store, tally);
+  } catch (const Error& error) {
+    NET_CHECK(error_code_name(error.code()) == args.at(0), "got ", error.what());
+    NET_CHECK(std::strstr(error.what(), args.at(1).c_str()) != nullptr, "got ", error.what());
+    std::printf("rank %d refused as expected: %s\n", store.self().rank, error.what());
+    return 0;
+  }
+  std::fprintf(stderr, "rank %d: the transport was built; expected %s\n", store.self().rank, args.at(0).c_str());
+  return 1;
+}
+
+// Misuse on a working pair: a message expected twice, memory outside pickle's allocations, a peer that is not
+// joined; then one message each way still works.
+PICKLE_CHILD(net_misuse) {
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  const int peer = 1 - rank;
+  Tally tally;
+  auto net = make_transport(store, tally);
+  auto expect_error = [&](const char* code, const char* text, auto&& call) -> bool {
+    try {
+      call();
+    } catch (const Error& error) {
+      if (error_code_name(error.code()) == std::string(code) && std::strstr(error.what(), text) != nullptr) return true;
+      std::fprintf(stderr, "unexpected error: %s\n", error.what());
+      return false;
+    }
+    std::fprintf(stderr, "no error for %s\n", text);
+    return false;
+  };
+  net->expect(peer, 1, 4096, [&] { tally.arrived(); });
+  NET_CHECK(expect_error("InvalidArgument", "already expected", [&] { net->expect(peer, 1, 4096, [] {}); }), "");
+  std::vector<std::byte> plain(64);
+  NET_CHECK(expect_error("InvalidArgument", "pickle host allocations", [&] { net->expose(plain.data(), plain.size()); }), "");
+  NET_CHECK(expect_error("InvalidArgument", "does not join", [&] { net->write(rank, plain.data(), 8, {}, 5, [] {}); }), "");
+  NET_CHECK(expect_error("InvalidArgument", "does not join", [&] { net->expect(7, 5, 8, [] {}); }), "");
+  auto buffer = device::allocate(MemoryKind::Host, 8192);
+  NET_CHECK(expect_error("InvalidArgument", "past the end", [&] { net->expose(buffer->data(), 8193); }), "");
+  fill_pattern(static_cast<std::byte*>(buffer->data()), 4096, seed_of(rank, peer, 1));
+  store.set(cat("regions/", peer, "<-", rank), encode_regions({net->expose(static_cast<std::byte*>(buffer->data()) + 4096, 4096)}));
+  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
+  net->write(peer, buffer->data(), 4096, theirs.at(0), 1, [&] { tally.sent(); });
+  NET_CHECK(tally.wait(1, 1, env::timeout_seconds()), tally.summary());
+  NET_CHECK(check_pattern(static_cast<std::byte*>(buffer->data()) + 4096, 4096, seed_of(peer, rank, 1)) == SIZE_MAX, "data");
+  store.barrier("net_misuse done");
+  return 0;
+}
+
+}  // namespace pickle::test
+
+#endif  // PICKLE_HAVE_LIBFABRIC

@@ -1,0 +1,137 @@
+#include "netns_pair.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+std::string find_tool(const std::string& name) {
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
+    std::string path = std::string(dir) + "/" + name;
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+/// Runs a command to completion (at most 20 s); its output goes to `output`.
+bool run(const std::vector<std::string>& argv, std::string* output = nullptr) {
+  TempDir dir("netns");
+  pid_t pid = spawn_program(argv, {}, dir / "out", dir / "out");
+  ExitStatus status = wait_pid(pid, std::chrono::seconds(20));
+  if (status.timed_out) {
+    ::kill(pid, SIGKILL);
+    wait_pid(pid, std::chrono::seconds(5));
+  }
+  if (output != nullptr) *output = read_file(dir / "out");
+  return status.ok();
+}
+
+}  // namespace
+
+std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not) {
+  if (::geteuid() != 0) {
+    *why_not = "network namespaces need root";
+    return nullptr;
+  }
+  std::unique_ptr<NetnsPair> pair(new NetnsPair());
+  pair->ip_ = find_tool("ip");
+  if (pair->ip_.empty()) {
+    *why_not = "iproute2 (the ip command) is not installed";
+    return nullptr;
+  }
+  const std::string tag = std::to_string(::getpid());
+  for (int side = 0; side < 2; ++side) {
+    pair->ns_[side] = "pickle-net-" + tag + (side == 0 ? "a" : "b");
+    pair->iface_[side] = "pk" + tag + (side == 0 ? "a" : "b");  // at most 15 characters
+    std::string output;
+    if (!run({pair->ip_, "netns", "add", pair->ns_[side]}, &output)) {
+      *why_not = "ip netns add failed: " + output;
+      return nullptr;
+    }
+    pair->made_ = side + 1;
+  }
+  const std::string& ip = pair->ip_;
+  const std::vector<std::vector<std::string>> steps = {
+      {ip, "link", "add", pair->iface_[0], "type", "veth", "peer", "name", pair->iface_[1]},
+      {ip, "link", "set", pair->iface_[0], "netns", pair->ns_[0]},
+      {ip, "link", "set", pair->iface_[1], "netns", pair->ns_[1]},
+      {ip, "-n", pair->ns_[0], "addr", "add", pair->address(0) + "/24", "dev", pair->iface_[0]},
+      {ip, "-n", pair->ns_[1], "addr", "add", pair->address(1) + "/24", "dev", pair->iface_[1]},
+      {ip, "-n", pair->ns_[0], "link", "set", pair->iface_[0], "up"},
+      {ip, "-n", pair->ns_[1], "link", "set", pair->iface_[1], "up"},
+      {ip, "-n", pair->ns_[0], "link", "set", "lo", "up"},
+      {ip, "-n", pair->ns_[1], "link", "set", "lo", "up"},
+  };
+  for (const auto& step : steps) {
+    std::string output;
+    if (!run(step, &output)) {
+      std::string command;
+      for (const auto& word : step) command += word + " ";
+      *why_not = "could not build the veth link (" + command + "): " + output;
+      return nullptr;
+    }
+  }
+  // Impair both directions: netem where the kernel has it, else random drops with nftables.
+  bool netem = true;
+  for (int side = 0; side < 2 && netem; ++side) {
+    netem = run(pair->exec_in(side, {"tc", "qdisc", "add", "dev", pair->iface_[side], "root", "netem", "delay", "1ms",
+                                     "loss", "1%"}));
+  }
+  if (netem) {
+    pair->impairment_ = "netem delay 1ms loss 1%";
+    pair->kind_ = Impairment::Netem;
+    return pair;
+  }
+  bool dropped = !find_tool("nft").empty();
+  for (int side = 0; side < 2 && dropped; ++side) {
+    dropped = run(pair->exec_in(side, {"nft", "add", "table", "inet", "pickle"})) &&
+              run(pair->exec_in(side, {"nft", "add", "chain", "inet", "pickle", "out",
+                                       "{ type filter hook output priority 0 ; }"})) &&
+              run(pair->exec_in(side, {"nft", "add", "rule", "inet", "pickle", "out", "meta", "l4proto", "tcp",
+                                       "numgen", "random", "mod", "100", "<", "1", "counter", "drop"}));
+  }
+  if (dropped) pair->kind_ = Impairment::Nftables;
+  pair->impairment_ = dropped ? "nftables drops 1% of TCP packets (this kernel has no netem: no added delay)"
+                              : "none (this kernel has no netem and nftables is missing)";
+  return pair;
+}
+
+std::vector<std::string> NetnsPair::exec_in(int side, const std::vector<std::string>& command) const {
+  std::vector<std::string> argv = {ip_, "netns", "exec", ns_[side]};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+std::string NetnsPair::drops() const {
+  if (kind_ == Impairment::None) return "nothing drops packets";
+  std::string report;
+  for (int side = 0; side < 2; ++side) {
+    std::string output;
+    const bool ok = kind_ == Impairment::Netem
+                        ? run(exec_in(side, {"tc", "-s", "qdisc", "show", "dev", iface_[side]}), &output)
+                        : run(exec_in(side, {"nft", "list", "chain", "inet", "pickle", "out"}), &output);
+    // netem: "... dropped 12, ..."; nftables: "... counter packets 12 bytes 3456 drop".
+    const std::string marker = kind_ == Impairment::Netem ? "dropped " : "packets ";
+    const auto at = output.find(marker);
+    std::string count = "?";
+    if (ok && at != std::string::npos) {
+      const auto start = at + marker.size();
+      count = output.substr(start, output.find_first_not_of("0123456789", start) - start);
+    }
+    report += (side == 0 ? "" : ", ") + ("side " + std::to_string(side) + ": " + count + " dropped");
+  }
+  return report;
+}
+
+NetnsPair::~NetnsPair() {
+  // Deleting a namespace destroys the veth end inside it, and with it the peer end.
+  for (int side = 0; side < made_; ++side) run({ip_, "netns", "del", ns_[side]});
+}
+
+}  // namespace pickle::test

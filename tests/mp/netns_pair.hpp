@@ -1,0 +1,40 @@
+#pragma once
+// Two network namespaces joined by a veth pair, made by a test for itself (root and iproute2 needed), so that two
+// ranks talk over a real link that the test may impair: netem delay 1 ms and loss 1% where the kernel has netem,
+// else 1% of TCP packets dropped by nftables. Removed (with the veth pair) on destruction.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pickle::test {
+
+class NetnsPair {
+ public:
+  /// The pair, or nullptr with `*why_not` saying why it cannot be made here (not root, no iproute2, no namespaces).
+  static std::unique_ptr<NetnsPair> create(std::string* why_not);
+  ~NetnsPair();
+  NetnsPair(const NetnsPair&) = delete;
+  NetnsPair& operator=(const NetnsPair&) = delete;
+
+  const std::string& ns(int side) const { return ns_[side]; }
+  const std::string& iface(int side) const { return iface_[side]; }
+  std::string address(int side) const { return side == 0 ? "10.77.0.1" : "10.77.0.2"; }
+  /// What impairs the link: "netem delay 1ms loss 1%", "nftables drops 1% of TCP packets (no netem: no delay)"
+  /// or "none (...)".
+  const std::string& impairment() const { return impairment_; }
+  /// Packets the impairment dropped so far, per side ("side 0: 12 dropped, side 1: 9 dropped"), from tc or nft.
+  std::string drops() const;
+  /// argv that runs `command` inside namespace `side`.
+  std::vector<std::string> exec_in(int side, const std::vector<std::string>& command) const;
+
+ private:
+  NetnsPair() = default;
+  std::string ip_;
+  std::string ns_[2], iface_[2];
+  int made_ = 0;  // namespaces created so far
+  std::string impairment_;
+  enum class Impairment { None, Netem, Nftables } kind_ = Impairment::None;
+};
+
+}  // namespace pickle::test
