@@ -28,6 +28,7 @@ struct TransportStats {
 struct CommStats {
   TransportStats ipc;  ///< copy engine straight into the peer's mapped memory
   TransportStats shm;  ///< staged through pinned shared host memory (pairs without peer access)
+  TransportStats net;  ///< libfabric RMA writes (ipc_opens: memory registrations, cache_hits: registrations reused)
 };
 
 /// The completion of one send or recv. Cheap to copy (shared state).
@@ -150,7 +151,7 @@ class Communicator {
   void reduce_scatter(Stream& stream, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
   void allreduce(Stream& stream, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
 
-  /// The transport that joins this rank to `peer`: "ipc", "shm" (or "self" for this rank). PICKLE_TRANSPORT forces
+  /// The transport that joins this rank to `peer`: "ipc", "shm", "net" (or "self" for this rank). PICKLE_TRANSPORT forces
   /// one for every pair; otherwise ipc where peer access works, else shm.
   std::string transport(int peer) const;
 

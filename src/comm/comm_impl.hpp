@@ -28,6 +28,9 @@
 #include "transport/ipc/ipc_transport.hpp"
 #include "transport/select.hpp"
 #include "transport/shm/shm_transport.hpp"
+#ifdef PICKLE_HAVE_LIBFABRIC
+#include "transport/net/net_transport.hpp"
+#endif
 
 namespace pickle {
 
@@ -36,6 +39,8 @@ using comm::ExportMessage;
 using comm::GoodbyeMessage;
 using comm::RecvPostMessage;
 using comm::SendFailedMessage;
+using comm::NetPutMessage;
+using comm::NetSignalMessage;
 using comm::ShmPutMessage;
 using comm::ShmSendMessage;
 using comm::ShmSignalMessage;
@@ -72,6 +77,8 @@ struct WindowState {
     std::uint64_t alloc_id = 0;
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
+    std::uint64_t net_addr = 0;  // net transport: the registration a peer RMA-writes into
+    std::uint64_t net_key = 0;
   };
   std::vector<Entry> ranks;
 };
@@ -90,6 +97,33 @@ struct Communicator::Impl {
                                            device::Stream& stream);
   /// Whether `peer` is reached through the shm transport.
   bool uses_shm(int peer) const { return shm && shm->uses(peer); }
+  /// Whether `peer` is reached through the net transport (never in a build without libfabric).
+  bool uses_net(int peer) const {
+#ifdef PICKLE_HAVE_LIBFABRIC
+    return net && net->uses(peer);
+#else
+    (void)peer;
+    return false;
+#endif
+  }
+  /// The net transport's id of the message that completes recv `slot` at `generation` (below 2^31: put ids have the
+  /// top bit set). A slot is reused only after its message arrived, so an id is never live twice.
+  static std::uint32_t net_recv_message(int slot, std::uint32_t generation) {
+    return (static_cast<std::uint32_t>(slot) << 19) | (generation & 0x7ffffu);
+  }
+  /// The net path of a matched send (net.cpp): an RMA write of the data straight into the posted buffer, issued from
+  /// `stream` once it reaches this point; the receiver's transport sees it land and completes the recv.
+  void start_net_send(int peer, RequestState& send, const RecvPostMessage& post, device::Stream& stream);
+  /// The receiver's side of a net recv: registers the buffer (cached) and expects the message.
+  std::pair<std::uint64_t, std::uint64_t> expect_net_recv(int peer, RequestState& recv);
+  void handle_net(int peer, const NetPutMessage& message);
+  void handle_net(int peer, const NetSignalMessage& message);
+  /// Sets the signals of `peer` whose puts have all landed (state mutex held).
+  void release_net_signals(int peer);
+  /// put and signal over the net transport, stream-ordered.
+  void net_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
+               std::size_t bytes);
+  void net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value);
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
@@ -145,6 +179,9 @@ struct Communicator::Impl {
   std::vector<transport::Choice> transports;  // per peer (this rank's own entry unused)
   std::unique_ptr<transport::ipc::IpcTransport> ipc;
   std::unique_ptr<transport::shm::ShmTransport> shm;  // null when no pair uses it
+#ifdef PICKLE_HAVE_LIBFABRIC
+  std::unique_ptr<transport::net::NetTransport> net;  // null when no pair uses it
+#endif
 
   mutable std::mutex mutex;  // everything below
   struct PeerState {
@@ -160,6 +197,11 @@ struct Communicator::Impl {
     std::vector<std::shared_ptr<RequestState>> slot_owner = std::vector<std::shared_ptr<RequestState>>(kCompletionSlots);
     std::vector<int> free_slots;
     std::vector<std::uint32_t> signals_sent = std::vector<std::uint32_t>(kUserSignalSlots, 0);
+    // net transport: puts this rank wrote to the peer, puts of the peer that landed here, and the peer's signals
+    // waiting for its earlier puts to land.
+    std::uint64_t net_puts_sent = 0;
+    std::uint64_t net_puts_landed = 0;
+    std::deque<NetSignalMessage> net_signals_waiting;
   };
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;

@@ -110,6 +110,17 @@ Communicator::Impl::Impl(Options options)
         info.rank, kind, device, shm_peers, channels, deadline,
         [this](int peer, const std::string& reason) { fail_peer(peer, reason); });
   }
+#ifdef PICKLE_HAVE_LIBFABRIC
+  std::vector<bool> net_peers(static_cast<std::size_t>(info.world_size), false);
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    net_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Net;
+  }
+  if (std::find(net_peers.begin(), net_peers.end(), true) != net_peers.end()) {
+    net = std::make_unique<transport::net::NetTransport>(
+        info.rank, info.world_size, net_peers, *store, key_prefix + "net/", transport::net::options_from_env(),
+        deadline, [this](int peer, const std::string& reason) { fail_peer(peer, reason); });
+  }
+#endif
   for (auto& peer : peers) {
     for (int slot = comm::kCompletionSlots - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
   }
@@ -164,6 +175,9 @@ Communicator::Impl::~Impl() {
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
   shm.reset();
+#ifdef PICKLE_HAVE_LIBFABRIC
+  net.reset();
+#endif
 }
 
 void Communicator::Impl::stop_progress() {
@@ -212,10 +226,20 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
   state->ranks.resize(static_cast<std::size_t>(c.info.world_size));
   WindowState::Entry mine;
   mine.bytes = bytes;
+  bool any_net = false;
   for (int peer = 0; peer < c.info.world_size; ++peer) {
     if (peer == c.info.rank) continue;
     std::tie(mine.alloc_id, mine.offset) = c.announce(peer, ptr, bytes, ctx);
+    any_net = any_net || c.uses_net(peer);
   }
+#ifdef PICKLE_HAVE_LIBFABRIC
+  if (any_net && bytes != 0) {
+    // One registration serves every net peer: they RMA-write into it.
+    const auto region = c.net->expose(ptr, bytes);
+    mine.net_addr = region.addr;
+    mine.net_key = region.key;
+  }
+#endif
 
   {
     // Listed before this rank publishes its entry: a peer that saw the entry may put (shm: through this rank's
@@ -228,7 +252,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
   // Named keys (not the store's anonymous allgather), so that communicators sharing the store never mix entries.
   const std::string key = cat(c.key_prefix, "window/", state->id, "/");
   PayloadWriter w;
-  w.u64(mine.alloc_id).u64(mine.offset).u64(mine.bytes);
+  w.u64(mine.alloc_id).u64(mine.offset).u64(mine.bytes).u64(mine.net_addr).u64(mine.net_key);
   c.store->set(key + std::to_string(c.info.rank), w.take());
   Deadline deadline = Deadline::after_seconds(c.timeout_seconds);
   for (int r = 0; r < c.info.world_size; ++r) {
@@ -238,8 +262,10 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     entry.alloc_id = reader.u64("alloc_id");
     entry.offset = reader.u64("offset");
     entry.bytes = reader.u64("bytes");
+    entry.net_addr = reader.u64("net_addr");
+    entry.net_key = reader.u64("net_key");
     reader.expect_end();
-    if (r == c.info.rank || entry.bytes == 0 || c.uses_shm(r)) continue;
+    if (r == c.info.rank || entry.bytes == 0 || c.uses_shm(r) || c.uses_net(r)) continue;
     // The peer's announcement travels on its control channel; wait until the progress thread has mapped it.
     const OpContext peer_ctx{.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes};
     bool mapped = Impl::poll_until(deadline, [&] {
@@ -271,6 +297,10 @@ void Communicator::put(Stream& stream, const Window& window, int peer, std::size
   if (bytes == 0) return;
   if (src == nullptr) throw InvalidArgument(cat(describe(ctx), ": source pointer is null"));
   c.check_peer_alive(peer, ctx);
+  if (c.uses_net(peer)) {
+    c.net_put(stream.impl(), *state, peer, dst_offset, src, bytes);
+    return;
+  }
   if (c.uses_shm(peer)) {
     // Staged: the transport's stream copies the source into the ring after the stream's earlier work; the peer's
     // receiving stream copies it out. The stream goes on once the source has been read (it may then be reused).
@@ -296,6 +326,10 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   {
     std::lock_guard lock(c.mutex);
     value = ++c.peers[peer].signals_sent[slot];
+  }
+  if (c.uses_net(peer)) {
+    c.net_signal(stream.impl(), peer, slot, value);
+    return;
   }
   if (c.uses_shm(peer)) {
     // A marker in the ring behind this rank's earlier puts to the peer: the peer's receiving stream sets the signal
@@ -356,6 +390,9 @@ CommStats Communicator::stats() const {
   CommStats stats;
   stats.ipc = impl_->ipc->stats();
   if (impl_->shm) stats.shm = impl_->shm->stats();
+#ifdef PICKLE_HAVE_LIBFABRIC
+  if (impl_->net) stats.net = impl_->net->stats();
+#endif
   return stats;
 }
 

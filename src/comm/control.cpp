@@ -17,6 +17,8 @@ enum class ControlType : std::uint8_t {
   ShmSend = 5,
   ShmPut = 6,
   ShmSignal = 7,
+  NetPut = 8,
+  NetSignal = 9,
 };
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
@@ -31,7 +33,7 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                  [&](const ExportMessage& m) { w.u8(static_cast<std::uint8_t>(ControlType::Export)).bytes(m.descriptor); },
                  [&](const RecvPostMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::RecvPost))
-                       .i32(m.tag).u64(m.seq).u64(m.alloc_id).u64(m.offset).u64(m.bytes).u32(m.slot).u32(m.generation);
+                       .i32(m.tag).u64(m.seq).u64(m.alloc_id).u64(m.offset).u64(m.bytes).u32(m.slot).u32(m.generation).u64(m.net_addr).u64(m.net_key);
                  },
                  [&](const SendFailedMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes).string(m.reason);
@@ -42,6 +44,12 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                  },
                  [&](const ShmPutMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::ShmPut)).i32(m.window).u64(m.offset).u64(m.bytes).u64(m.first_chunk);
+                 },
+                 [&](const NetPutMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::NetPut)).u32(m.message).u64(m.bytes);
+                 },
+                 [&](const NetSignalMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::NetSignal)).u32(m.slot).u32(m.value).u64(m.puts_before);
                  },
                  [&](const ShmSignalMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::ShmSignal)).u32(m.slot).u32(m.value).u64(m.first_chunk);
@@ -71,6 +79,8 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.bytes = r.u64("bytes");
       m.slot = r.u32("slot");
       m.generation = r.u32("generation");
+      m.net_addr = r.u64("net_addr");
+      m.net_key = r.u64("net_key");
       result = m;
       break;
     }
@@ -99,6 +109,21 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.offset = r.u64("offset");
       m.bytes = r.u64("bytes");
       m.first_chunk = r.u64("first_chunk");
+      result = m;
+      break;
+    }
+    case ControlType::NetPut: {
+      NetPutMessage m;
+      m.message = r.u32("message");
+      m.bytes = r.u64("bytes");
+      result = m;
+      break;
+    }
+    case ControlType::NetSignal: {
+      NetSignalMessage m;
+      m.slot = r.u32("slot");
+      m.value = r.u32("value");
+      m.puts_before = r.u64("puts_before");
       result = m;
       break;
     }

@@ -26,6 +26,8 @@ struct RecvPostMessage {
   std::uint64_t bytes = 0;
   std::uint32_t slot = 0;
   std::uint32_t generation = 0;
+  std::uint64_t net_addr = 0;  ///< net transport: where an RMA write lands, and the registration's key
+  std::uint64_t net_key = 0;
 };
 
 /// "Your receive (tag, seq) cannot be served": the matching send failed (a size mismatch, a bad offset, ...).
@@ -62,8 +64,21 @@ struct ShmSignalMessage {
   std::uint64_t first_chunk = 0;
 };
 
+/// net transport: "a put of `bytes` carrying message id `message` is on its way into your window".
+struct NetPutMessage {
+  std::uint32_t message = 0;
+  std::uint64_t bytes = 0;
+};
+
+/// net transport: "once my first `puts_before` puts to you have landed, set signal `slot` to `value`".
+struct NetSignalMessage {
+  std::uint32_t slot = 0;
+  std::uint32_t value = 0;
+  std::uint64_t puts_before = 0;
+};
+
 using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage, ShmSendMessage,
-                                    ShmPutMessage, ShmSignalMessage>;
+                                    ShmPutMessage, ShmSignalMessage, NetPutMessage, NetSignalMessage>;
 
 std::vector<std::byte> encode(const ControlMessage& message);
 /// Length-checked: anything malformed is a ProtocolError.

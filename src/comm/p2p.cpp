@@ -2,6 +2,8 @@
 // on the control channel; the sender's i-th send on (peer, tag) meets the peer's i-th post on that tag, and the copy
 // engine writes the data straight into the receiver's memory, followed by a stream write-value of the completion
 // word. Whoever sees the second half of a pair (the send() call or the progress thread) starts the copy.
+#include <tuple>
+
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
@@ -39,7 +41,7 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
                               " bytes from the pointer on"));
   }
   // The shm transport never maps the peer's memory: the receiver copies out of the staging ring itself.
-  if (uses_shm(peer)) return {found.id, found.offset};
+  if (uses_shm(peer) || uses_net(peer)) return {found.id, found.offset};
   std::lock_guard send_lock(*channel_send_mutex[peer]);
   {
     std::lock_guard lock(mutex);
@@ -119,6 +121,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
                            .slot = static_cast<std::uint32_t>(request->slot), .generation = request->generation};
   }
   try {
+    if (uses_net(peer) && bytes != 0) std::tie(post.net_addr, post.net_key) = expect_net_recv(peer, *request);
     send_control(peer, post);
   } catch (const Error& e) {
     // The post is half-committed (slot, sequence number): the pair can no longer stay in step.
@@ -189,6 +192,10 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, RequestSt
       send.generation = post.generation;
       send.enqueued = true;
       return ShmSendMessage{.tag = send.tag, .seq = send.seq, .bytes = post.bytes, .first_chunk = first};
+    }
+    if (uses_net(peer) && post.bytes != 0) {
+      start_net_send(peer, send, post, stream);
+      return std::nullopt;
     }
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
     if (send.after_event) stream.wait(*send.after_event);

@@ -104,6 +104,8 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           [&](const ShmSendMessage& m) { handle_shm(peer, m); },
           [&](const ShmPutMessage& m) { handle_shm(peer, m); },
           [&](const ShmSignalMessage& m) { handle_shm(peer, m); },
+          [&](const NetPutMessage& m) { handle_net(peer, m); },
+          [&](const NetSignalMessage& m) { handle_net(peer, m); },
           [&](const GoodbyeMessage&) {
             {
               std::lock_guard lock(mutex);

@@ -31,13 +31,28 @@ std::optional<Kind> forced_kind() {
   return kind;
 }
 
+bool net_built() noexcept {
+#ifdef PICKLE_HAVE_LIBFABRIC
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+constexpr const char* kNetHostOnly =
+    "the net transport moves host memory only in this build (GPU memory staged through pinned bounce buffers is not "
+    "built yet)";
+}  // namespace
+
 Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::string& pair, bool net_available) {
   const bool direct = facts.memory == MemoryKind::Host || facts.peer_access;
   if (forced) {
     const std::string head = cat(pair, ": PICKLE_TRANSPORT=", kind_name(*forced), " cannot be used: ");
     switch (*forced) {
       case Kind::Net:
-        if (!net_available) throw UnavailableError(head + "this build has no net transport");
+        if (!net_available) throw UnavailableError(head + "this build has no net transport (built without libfabric)");
+        if (facts.memory == MemoryKind::Cuda) throw UnavailableError(head + kNetHostOnly);
         return {Kind::Net, "forced by PICKLE_TRANSPORT"};
       case Kind::Ipc:
         if (!facts.same_host) throw UnavailableError(head + "the ranks are on different hosts");
@@ -51,8 +66,9 @@ Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::str
   if (!facts.same_host) {
     if (!net_available) {
       throw UnavailableError(cat(pair, ": the ranks are on different hosts, which needs the net transport; this build "
-                                       "has none"));
+                                       "has none (built without libfabric)"));
     }
+    if (facts.memory == MemoryKind::Cuda) throw UnavailableError(cat(pair, ": ", kNetHostOnly));
     return {Kind::Net, "different hosts"};
   }
   if (facts.memory == MemoryKind::Host) return {Kind::Ipc, "host memory, mapped between processes"};

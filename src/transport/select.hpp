@@ -36,12 +36,16 @@ struct Choice {
   std::string reason;  ///< one phrase: why this transport
 };
 
+/// Whether this build has the net transport (libfabric was found).
+bool net_built() noexcept;
+
 /// PICKLE_TRANSPORT, parsed; nullopt when unset. An unknown name is InvalidArgument.
 std::optional<Kind> forced_kind();
 
 /// The transport for `facts`, or the forced one. A forced transport the pair cannot use, or a pair that only a
 /// transport this build lacks could join, is UnavailableError whose message names `pair` (e.g. "rank 0 -> peer 1").
 /// `net_available`: whether this build has the net transport.
-Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::string& pair, bool net_available = false);
+Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::string& pair,
+              bool net_available = net_built());
 
 }  // namespace pickle::transport

@@ -30,16 +30,19 @@ std::uint64_t seed_for(int from, int to, std::size_t size, int round) {
 
 }  // namespace
 
-// Every rank sends to its right neighbour and receives from its left one, at sizes around the staging ring's chunk
-// boundaries (chunk - 1, chunk, chunk + 1, many chunks, more than the whole ring), from aligned and unaligned
-// offsets, several messages in flight at once; the pair must be on the shm transport (PICKLE_TRANSPORT=shm).
+// Every rank sends to its right neighbour and receives from its left one, at sizes around the transport's chunk
+// boundaries (chunk - 1, chunk, chunk + 1, many chunks, more than the shm ring or the net lanes hold at once), from
+// aligned and unaligned offsets, several messages in flight at once. args[1]: the transport the pairs must be on,
+// "shm" (the default) or "net" (forced with PICKLE_TRANSPORT).
 PICKLE_CHILD(shm_boundaries) {
   Communicator comm = make_comm(args.at(0));
-  const auto chunk = static_cast<std::size_t>(env::get_int("PICKLE_SHM_CHUNK"));
-  const auto slots = static_cast<std::size_t>(env::get_int("PICKLE_SHM_SLOTS"));
+  const std::string transport = args.size() > 1 ? args[1] : "shm";
+  const bool net = transport == "net";
+  const auto chunk = static_cast<std::size_t>(env::get_int(net ? "PICKLE_NET_CHUNK" : "PICKLE_SHM_CHUNK"));
+  const auto slots = static_cast<std::size_t>(net ? 4 * env::get_int("PICKLE_NET_LANES") : env::get_int("PICKLE_SHM_SLOTS"));
   const int rank = comm.rank(), world = comm.world_size();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
-  SHM_CHECK(comm.transport(right) == "shm" && comm.transport(left) == "shm", "transport ", comm.transport(right));
+  SHM_CHECK(comm.transport(right) == transport && comm.transport(left) == transport, "transport ", comm.transport(right));
   const std::vector<std::size_t> sizes = {1,         chunk - 1,         chunk,     chunk + 1, 2 * chunk,
                                           3 * chunk + 17, slots * chunk, (2 * slots + 1) * chunk + 5};
   std::size_t total = 0;
@@ -74,8 +77,9 @@ PICKLE_CHILD(shm_boundaries) {
     comm.barrier();
   }
   CommStats stats = comm.stats();
-  SHM_CHECK(stats.shm.bytes >= 2 * total - 2 * 64 * sizes.size(), "shm bytes ", stats.shm.bytes);
-  SHM_CHECK(stats.ipc.ipc_opens == 0, "the shm transport mapped ", stats.ipc.ipc_opens, " peer allocations");
+  const TransportStats& used = net ? stats.net : stats.shm;
+  SHM_CHECK(used.bytes >= 2 * total - 2 * 64 * sizes.size(), transport, " bytes ", used.bytes);
+  SHM_CHECK(stats.ipc.ipc_opens == 0, "the ", transport, " transport mapped ", stats.ipc.ipc_opens, " peer allocations");
   comm.barrier();
   return 0;
 }

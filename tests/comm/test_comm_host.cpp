@@ -24,6 +24,12 @@ TEST(Comm, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
   expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
 
+TEST(Comm, SendsTakingTurnsOverTwoCopyStreamsArriveIntact) {
+  expect_all_ok(run_ranks("comm_sizes", 3, {"host", std::to_string(4u << 20)},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_IPC_STREAMS=2"}));
+  expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_IPC_STREAMS=2"}));
+}
+
 TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

@@ -51,10 +51,18 @@ TEST(InfoCommand, JsonHasTheDocumentedShape) {
   CommandRun run = run_pickle({"info", "--json"});
   ASSERT_TRUE(run.status.ok()) << run.status.describe() << "\n" << run.err;
   json::Value info = json::parse(run.out);  // throws (and fails the test) on anything but one JSON document
-  const char* order[] = {"schema", "host", "gpus", "no_gpu_reason", "links", "nvml", "versions"};
+  const char* order[] = {"schema", "host", "gpus", "no_gpu_reason", "links", "nvml", "versions", "transports"};
   ASSERT_EQ(info.size(), std::size(order)) << run.out;
   for (std::size_t i = 0; i < std::size(order); ++i) EXPECT_EQ(info.as_object()[i].key, order[i]);
   EXPECT_EQ(info.at("schema").as_string(), "pickle-info/1");
+  // One entry per GPU pair; without GPUs one, for host-memory ranks, which map each other's memory (ipc).
+  const json::Value& transports = info.at("transports");
+  const std::size_t gpu_count = info.at("gpus").size();
+  ASSERT_EQ(transports.size(), gpu_count == 0 ? 1u : gpu_count * (gpu_count - 1) / 2) << run.out;
+  if (gpu_count == 0) {
+    EXPECT_EQ(transports.at(0).at("pair").as_string(), "host ranks");
+    EXPECT_EQ(transports.at(0).at("transport").as_string(), "ipc");
+  }
   const json::Value& host = info.at("host");
   EXPECT_FALSE(host.at("hostname").as_string().empty());
   EXPECT_GE(host.at("logical_cores").as_int(), 1);

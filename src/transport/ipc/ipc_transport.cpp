@@ -4,19 +4,31 @@
 
 #include <pickle/error.hpp>
 
+#include "core/env.hpp"
 #include "core/log.hpp"
 
 namespace pickle::transport::ipc {
 
 IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
-    : cache_(device), streams_(world) {
+    : cache_(device), streams_(world), next_(world) {
+  const long long per_peer = env::get_int("PICKLE_IPC_STREAMS");
+  if (per_peer < 1 || per_peer > 8) {
+    throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_STREAMS=", per_peer, " must be between 1 and 8"));
+  }
   // Created up front: the progress thread and callers' threads use them without a lock of their own.
   for (int peer = 0; peer < world; ++peer) {
-    if (peer != rank) streams_[peer] = device::make_stream(kind, std::max(0, device));
+    if (peer == rank) continue;
+    for (long long i = 0; i < per_peer; ++i) streams_[peer].push_back(device::make_stream(kind, std::max(0, device)));
+    next_[peer] = std::make_unique<std::atomic<std::uint32_t>>(0);
   }
 }
 
-device::Stream& IpcTransport::stream(int peer) { return *streams_.at(peer); }
+device::Stream& IpcTransport::stream(int peer) {
+  auto& streams = streams_.at(peer);
+  // Whole messages take turns: each ends with a fenced flag write, which then overlaps the next message's copy.
+  const std::uint32_t turn = next_[peer]->fetch_add(1, std::memory_order_relaxed);
+  return *streams[turn % streams.size()];
+}
 
 void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes,
                                    const OpContext& ctx) {
@@ -38,8 +50,8 @@ void IpcTransport::copy(device::Stream& stream, void* dst, const void* src, std:
 }
 
 void IpcTransport::synchronize_all() {
-  for (auto& stream : streams_) {
-    if (stream) stream->synchronize();
+  for (auto& streams : streams_) {
+    for (auto& stream : streams) stream->synchronize();
   }
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // The ipc transport: peers on this host whose GPUs reach each other (or host-memory ranks). Data moves by the copy
-// engine straight into the peer's mapped allocation, on one copy stream per peer (splitting one copy over several
-// streams measured slower between one pair of H200s), and the completion is a stream write-value into the peer's
-// signal word. No kernel runs in the data path.
+// engine straight into the peer's mapped allocation, and the completion is a stream write-value into the peer's
+// signal word. No kernel runs in the data path. Sends that do not join the caller's stream take turns over
+// PICKLE_IPC_STREAMS copy streams per peer, whole message by whole message (splitting one copy over several streams
+// measured slower between one pair of H200s; alternating whole messages lets one message's fenced flag write
+// overlap the next one's copy).
 
 #include <atomic>
 #include <cstdint>
@@ -21,7 +23,7 @@ class IpcTransport {
  public:
   IpcTransport(int rank, int world, MemoryKind kind, int device);
 
-  /// The copy stream for transfers to `peer`.
+  /// A copy stream for a transfer to `peer` (the next in turn).
   device::Stream& stream(int peer);
   MappingCache& cache() { return cache_; }
 
@@ -39,7 +41,8 @@ class IpcTransport {
 
  private:
   MappingCache cache_;
-  std::vector<std::unique_ptr<device::Stream>> streams_;
+  std::vector<std::vector<std::unique_ptr<device::Stream>>> streams_;  // per peer
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>>> next_;       // per peer: whose turn
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> operations_{0};
 };

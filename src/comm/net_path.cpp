@@ -1,0 +1,124 @@
+// The communicator over the net transport (libfabric, docs/rdma.md): a send is RMA writes straight into the posted
+// receive buffer, each carrying the receive's message id, and the receiver's transport completes the recv once all
+// of them landed; a put is RMA writes into the peer's window, and a signal waits (at the receiver) until every
+// earlier put of its sender has landed. Host memory only in this build. The control channel still joins the ranks
+// (a Unix socket: same host), so PICKLE_TRANSPORT=net runs between local ranks.
+#include <memory>
+
+#include <pickle/error.hpp>
+
+#include "comm/comm_impl.hpp"
+#include "core/log.hpp"
+
+namespace pickle {
+
+#ifdef PICKLE_HAVE_LIBFABRIC
+
+void Communicator::Impl::start_net_send(int peer, RequestState& send, const RecvPostMessage& post,
+                                        device::Stream& stream) {
+  if (send.after_event) stream.wait(*send.after_event);
+  const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
+  const std::uint32_t message = net_recv_message(static_cast<int>(post.slot), post.generation);
+  transport::net::NetTransport* transport = net.get();
+  const void* src = send.src;
+  const std::size_t bytes = post.bytes;
+  // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
+  // its progress threads. The Request completes through the receiver's completion word, as on ipc.
+  stream.host_callback([transport, peer, src, bytes, dst, message] { transport->write(peer, src, bytes, dst, message, {}); });
+  send.slot = static_cast<int>(post.slot);
+  send.generation = post.generation;
+  send.enqueued = true;
+}
+
+std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
+  const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
+  const int slot = recv.slot;
+  const std::uint32_t generation = recv.generation;
+  net->expect(peer, net_recv_message(slot, generation), recv.ctx.bytes, [this, peer, slot, generation] {
+    signals->store(peer, comm::kUserSignalSlots + slot, generation);  // the data is all here
+  });
+  return {region.addr, region.key};
+}
+
+void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
+  net->expect(peer, m.message, m.bytes, [this, peer] {
+    std::lock_guard lock(mutex);
+    ++peers[peer].net_puts_landed;
+    release_net_signals(peer);
+  });
+}
+
+void Communicator::Impl::handle_net(int peer, const NetSignalMessage& m) {
+  if (m.slot >= static_cast<std::uint32_t>(comm::kUserSignalSlots)) {
+    throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent a net signal for slot ", m.slot));
+  }
+  std::lock_guard lock(mutex);
+  peers[peer].net_signals_waiting.push_back(m);
+  release_net_signals(peer);
+}
+
+void Communicator::Impl::release_net_signals(int peer) {
+  PeerState& state = peers[peer];
+  std::erase_if(state.net_signals_waiting, [&](const NetSignalMessage& m) {
+    if (m.puts_before > state.net_puts_landed) return false;
+    const int slot = static_cast<int>(m.slot);
+    // Signals sent from different streams may arrive out of order: the word only moves forward.
+    if (static_cast<std::int32_t>(m.value - signals->load(peer, slot)) > 0) signals->store(peer, slot, m.value);
+    return true;
+  });
+}
+
+void Communicator::Impl::net_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset,
+                                 const void* src, std::size_t bytes) {
+  const auto& entry = window.ranks[static_cast<std::size_t>(peer)];
+  const transport::net::RemoteRegion dst{entry.net_addr + dst_offset, entry.net_key};
+  std::uint32_t message;
+  {
+    std::lock_guard lock(mutex);
+    message = 0x80000000u | static_cast<std::uint32_t>(peers[peer].net_puts_sent++ & 0x7fffffffu);
+  }
+  send_control(peer, NetPutMessage{.message = message, .bytes = bytes});
+  transport::net::NetTransport* transport = net.get();
+  const OpContext ctx{.rank = info.rank, .peer = peer, .op = "put", .bytes = bytes};
+  // The stream goes on once the source has been read (it may then be reused), as after an ipc put's copy.
+  stream.host_callback([this, transport, peer, src, bytes, dst, message, ctx] {
+    auto sent = std::make_shared<std::atomic<bool>>(false);
+    transport->write(peer, src, bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
+    bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
+      if (sent->load(std::memory_order_acquire)) return true;
+      check_peer_alive(peer, ctx);
+      return false;
+    });
+    if (!done) throw TimeoutError(cat(describe(ctx), ": the net transport did not send within ", timeout_seconds, " s"));
+  });
+}
+
+void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value) {
+  NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
+  {
+    std::lock_guard lock(mutex);
+    message.puts_before = peers[peer].net_puts_sent;
+  }
+  // Sent when the stream gets here: after the puts before it have left (each put's callback waits for that).
+  stream.host_callback([this, peer, message] { send_control(peer, message); });
+}
+
+#else  // built without libfabric: uses_net() is always false, so none of these is reached
+
+namespace {
+[[noreturn]] void no_net() { throw Error(ErrorCode::Internal, "the net transport is not in this build"); }
+}  // namespace
+
+void Communicator::Impl::start_net_send(int, RequestState&, const RecvPostMessage&, device::Stream&) { no_net(); }
+std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int, RequestState&) { no_net(); }
+void Communicator::Impl::handle_net(int, const NetPutMessage&) { no_net(); }
+void Communicator::Impl::handle_net(int, const NetSignalMessage&) { no_net(); }
+void Communicator::Impl::release_net_signals(int) { no_net(); }
+void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::size_t, const void*, std::size_t) {
+  no_net();
+}
+void Communicator::Impl::net_signal(device::Stream&, int, int, std::uint32_t) { no_net(); }
+
+#endif
+
+}  // namespace pickle
