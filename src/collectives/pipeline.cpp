@@ -1,0 +1,145 @@
+#include "collectives/pipeline.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "collectives/reduce.hpp"
+
+namespace pickle::coll {
+namespace {
+
+/// Enqueues out = reduce(inputs) on the call's stream: a kernel on at most PICKLE_REDUCE_CTAS CTAs for CUDA memory,
+/// a host callback (so that it runs in stream order) for host memory.
+void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
+                    std::size_t count) {
+  if (count == 0) return;
+  const int nranks = call.world();
+  if (call.kind() == MemoryKind::Host) {
+    call.stream().host_callback([type, op, nranks, out, inputs, count] {
+      reduce_host(type, op, nranks, out, inputs.data(), static_cast<int>(inputs.size()), count);
+    });
+    return;
+  }
+#if PICKLE_HAVE_CUDA
+  if (inputs.size() > static_cast<std::size_t>(kMaxReduceInputs)) {
+    throw UnavailableError(cat(describe(call.ctx()), ": the CUDA reduction takes at most ", kMaxReduceInputs,
+                               " ranks; this communicator has ", inputs.size()));
+  }
+  ReduceTask task;
+  task.type = type;
+  task.op = op;
+  task.nranks = nranks;
+  task.out = out;
+  task.count = count;
+  task.ninputs = static_cast<int>(inputs.size());
+  std::copy(inputs.begin(), inputs.end(), task.inputs);
+  launch_reduce_cuda(task, call.stream().native_handle(), call.device(), call.state().reduce_ctas);
+#else
+  throw UnavailableError(cat(describe(call.ctx()), ": CUDA memory in a build without CUDA"));
+#endif
+}
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+}  // namespace
+
+void run_exchange(Call& call, const Exchange& x) {
+  const int rank = call.rank(), world = call.world();
+  const std::size_t element = datatype_size(x.type);
+  const std::size_t longest = x.blocks.max_length();
+  if (longest == 0) return;
+  const std::size_t chunk = chunk_elements(call.kind(), longest, element, world);
+  const std::size_t chunks = ceil_div(longest, chunk);
+  Scratch& scratch = call.state().scratch;
+  if (world > 1) scratch.prepare(call.kind(), call.device(), chunk * element, world - 1, call.ctx(), call.timeout());
+
+  // Chunk k of block b: its start within the block and its length (0 past the block's end: nothing is sent, and the
+  // receiver, which computes the same, posts nothing).
+  auto piece = [&](int block, std::size_t k) {
+    const std::size_t length = x.blocks.length[static_cast<std::size_t>(block)];
+    const std::size_t begin = std::min(k * chunk, length);
+    return std::pair{begin, std::min(begin + chunk, length) - begin};
+  };
+  auto block_at = [&](const char* base, int block, std::size_t begin) {
+    return base + (x.blocks.offset[static_cast<std::size_t>(block)] + begin) * element;
+  };
+  auto slot_of = [&](int peer) { return peer < rank ? peer : peer - 1; };
+
+  // Receives run kStages - 1 chunks ahead of the sends: when this rank sends chunk k, the peers posted it long ago,
+  // so no send waits a control-message round trip. Posting chunk j needs its stage free, i.e. the reduction of
+  // chunk j - kStages done; chunk j = k + kStages - 1 is posted after chunk k's copies are queued, so the host's
+  // wait for reduction k - 1 overlaps the copies of chunk k.
+  const auto n = static_cast<std::size_t>(world);
+  std::vector<std::vector<Request>> incoming(kStages, std::vector<Request>(n));
+  auto post = [&](std::size_t j) {
+    const int stage = static_cast<int>(j % kStages);
+    const std::size_t mine_length = piece(rank, j).second;
+    // The stage's previous chunk must be fully read before peers may write this one into it.
+    scratch.acquire(stage, call.ctx(), call.timeout());
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      incoming[static_cast<std::size_t>(stage)][static_cast<std::size_t>(peer)] =
+          call.recv(peer, x.tag, scratch.slot(stage, slot_of(peer)), mine_length * element);
+      if (x.gather) {
+        const auto [begin, length] = piece(peer, j);
+        call.stream_wait_later(call.recv(peer, x.gather_tag, const_cast<char*>(block_at(x.recv, peer, begin)),
+                                         length * element));
+      }
+    }
+  };
+  if (world > 1) {
+    for (std::size_t j = 0; j < std::min<std::size_t>(kStages - 1, chunks); ++j) post(j);
+  }
+
+  std::vector<Request> outgoing(n);
+  std::vector<const void*> inputs(n);
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const int stage = static_cast<int>(k % kStages);
+    const auto [mine_begin, mine_length] = piece(rank, k);
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      const auto [begin, length] = piece(peer, k);
+      outgoing[static_cast<std::size_t>(peer)] =
+          call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
+    }
+    // The chunk is consumed once it arrived from every peer and this rank's own sends of it are done (in-place
+    // forms overwrite what was sent).
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      call.stream_wait(incoming[static_cast<std::size_t>(stage)][static_cast<std::size_t>(peer)]);
+      call.stream_wait(outgoing[static_cast<std::size_t>(peer)]);
+    }
+
+    if (x.consume == Exchange::Consume::Reduce) {
+      for (int j = 0; j < world; ++j) {
+        inputs[static_cast<std::size_t>(j)] = j == rank ? static_cast<const void*>(block_at(x.send, rank, mine_begin))
+                                                        : scratch.slot(stage, slot_of(j));
+      }
+      enqueue_reduce(call, x.type, x.op, x.recv + (x.out_offset + mine_begin) * element, inputs, mine_length);
+    } else {
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer == rank) continue;
+        call.stream().copy(const_cast<char*>(block_at(x.recv, peer, mine_begin)), scratch.slot(stage, slot_of(peer)),
+                           mine_length * element);
+      }
+    }
+    if (world == 1) continue;
+    device::Event& consumed = scratch.release(stage, call.stream());
+
+    if (x.gather && mine_length > 0) {
+      // The reduced chunk goes on to every peer as soon as it is ready, while later chunks are still reduced.
+      const char* result = x.recv + (x.out_offset + mine_begin) * element;
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer == rank) continue;
+        call.side_wait(peer, consumed, Call::kResult);
+        call.stream_wait_later(call.send(peer, x.gather_tag, result, mine_length * element, Call::kResult));
+      }
+    }
+    if (k + kStages - 1 < chunks) post(k + kStages - 1);
+  }
+}
+
+}  // namespace pickle::coll

@@ -1,0 +1,37 @@
+#pragma once
+// The chunked exchange behind reduce_scatter, allreduce and in-place alltoall: every rank sends block p of its input
+// to rank p and receives its own block from every peer into scratch, chunk by chunk, then consumes each chunk on the
+// caller's stream (a reduction, or copies into place) while the copies of the next chunks are in flight.
+
+#include <cstddef>
+
+#include <pickle/collectives.hpp>
+
+#include "collectives/plumbing.hpp"
+
+namespace pickle::coll {
+
+struct Exchange {
+  enum class Consume {
+    Reduce,         ///< reduce_scatter / allreduce: reduce the chunk's inputs (in rank order) into `out`
+    CopyIntoPlace,  ///< in-place alltoall: copy peer p's chunk to block p of `recv`
+  };
+  Consume consume = Consume::Reduce;
+  int tag = 0;
+  /// When set (allreduce), each reduced chunk goes on to every peer (tag `gather_tag`), which receives it at the
+  /// same offset of its `recv`; and this rank receives the peers' reduced chunks into their blocks of `recv`.
+  bool gather = false;
+  int gather_tag = 0;
+  DataType type = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  const char* send = nullptr;  ///< block p (offsets and lengths below, in elements) goes to rank p
+  char* recv = nullptr;
+  Blocks blocks;
+  /// Reduce: where this rank's result starts in `recv` (elements); its length is that of this rank's block.
+  std::size_t out_offset = 0;
+};
+
+/// Runs the exchange as part of `call` (the caller then calls call.finish()).
+void run_exchange(Call& call, const Exchange& exchange);
+
+}  // namespace pickle::coll

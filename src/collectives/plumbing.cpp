@@ -1,0 +1,356 @@
+#include "collectives/plumbing.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "comm/comm_impl.hpp"
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+
+namespace pickle::coll {
+namespace {
+
+/// Chunk sizes and the scratch ceiling per memory kind. On CUDA a chunk costs the host a few control messages, a
+/// kernel launch and stream operations (tens of microseconds), so chunks must be large enough that the copy
+/// engines, not the host, set the pace (4 MiB takes ~11 us at NVLink speed, 16 MiB ~45 us) while a large message
+/// still cuts into enough chunks for the copies of one to overlap the reduction of the previous ones. Measured on
+/// 2 x H200 with 1 MiB chunks: a 16 MiB allreduce was host-bound (8 chunks). On host memory the copies are memcpy
+/// on stream threads: small chunks keep the CPU tests' pipelines deep.
+struct ChunkLimits {
+  std::size_t min_bytes;
+  std::size_t max_bytes;
+  std::size_t scratch_bytes;  ///< most scratch one communicator may hold (all stages, all peers)
+};
+
+constexpr ChunkLimits limits_of(MemoryKind kind) {
+  return kind == MemoryKind::Cuda ? ChunkLimits{4u << 20, 16u << 20, 256u << 20}
+                                  : ChunkLimits{64u << 10, 1u << 20, 32u << 20};
+}
+
+/// Chunk sizes stay multiples of this: whole elements of every type, and 16-byte aligned chunk starts.
+constexpr std::size_t kChunkAlign = 4096;
+/// A block is cut into about this many chunks (before the limits above apply).
+constexpr std::size_t kChunksPerBlock = 8;
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+int read_reduce_ctas() {
+  long long ctas = env::get_int("PICKLE_REDUCE_CTAS");
+  if (ctas < 1 || ctas > 1024) {
+    throw InvalidArgument(cat("PICKLE_REDUCE_CTAS=", ctas, " must be between 1 and 1024"));
+  }
+  return static_cast<int>(ctas);
+}
+
+/// "pickle Peer error: rank 0 ..." -> "rank 0 ...": the outer error gets its own head.
+std::string without_head(const char* what) {
+  std::string text = what;
+  if (auto head = text.find(" error: "); text.rfind("pickle ", 0) == 0 && head != std::string::npos) {
+    text.erase(0, head + 8);
+  }
+  return text;
+}
+
+}  // namespace
+
+// --- state
+
+CollectiveState& state_of(Communicator::Impl& comm) {
+  std::lock_guard lock(comm.mutex);
+  if (!comm.collectives) {
+    auto state = std::make_shared<CollectiveState>();
+    state->reduce_ctas = read_reduce_ctas();
+    for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
+    comm.collectives = state;
+  }
+  return *static_cast<CollectiveState*>(comm.collectives.get());
+}
+
+// --- scratch
+
+void Scratch::prepare(MemoryKind kind, int device, std::size_t slot_bytes, int slots, const OpContext& ctx,
+                      double timeout) {
+  if (events_.empty()) {
+    for (int stage = 0; stage < kStages; ++stage) events_.push_back(device::make_event(kind, std::max(0, device)));
+  }
+  const std::size_t needed = static_cast<std::size_t>(kStages) * static_cast<std::size_t>(slots) * slot_bytes;
+  if (slot_bytes == slot_bytes_ && slots == slots_ && memory_ && memory_->bytes() >= needed) return;
+  // The regions move: every reader of the old layout must be done before anything lands in the new one.
+  drain(ctx, timeout);
+  slot_bytes_ = slot_bytes;
+  slots_ = slots;
+  if (needed == 0 || (memory_ && memory_->bytes() >= needed)) return;
+  // Grow geometrically (within the ceiling) so that a sweep of growing sizes allocates a few times, not each time:
+  // peers keep every allocation they mapped until the communicator goes.
+  std::size_t bytes = needed;
+  if (memory_) bytes = std::max(needed, std::min(2 * memory_->bytes(), limits_of(kind).scratch_bytes));
+  memory_.reset();
+  memory_ = device::allocate(kind, bytes, std::max(0, device));
+}
+
+void Scratch::acquire(int stage, const OpContext& ctx, double timeout) {
+  try {
+    events_[static_cast<std::size_t>(stage)]->synchronize_until(Deadline::after_seconds(timeout));
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(cat(describe(ctx), ": the reduction that reads scratch stage ", stage,
+                           " did not finish within ", timeout, " s (", without_head(e.what()), ")"));
+  }
+}
+
+void Scratch::drain(const OpContext& ctx, double timeout) {
+  for (int stage = 0; stage < static_cast<int>(events_.size()); ++stage) acquire(stage, ctx, timeout);
+}
+
+char* Scratch::slot(int stage, int index) const {
+  const std::size_t position = static_cast<std::size_t>(stage) * static_cast<std::size_t>(slots_) +
+                               static_cast<std::size_t>(index);
+  return static_cast<char*>(memory_->data()) + position * slot_bytes_;
+}
+
+device::Event& Scratch::release(int stage, device::Stream& stream) {
+  device::Event& event = *events_[static_cast<std::size_t>(stage)];
+  stream.record(event);
+  return event;
+}
+
+// --- one call
+
+Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx)
+    : comm_(comm),
+      state_(state),
+      stream_(stream),
+      ctx_(ctx),
+      prefix_(describe(ctx)) {
+  for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
+}
+
+int Call::rank() const noexcept { return comm_.info.rank; }
+int Call::world() const noexcept { return comm_.info.world_size; }
+MemoryKind Call::kind() const noexcept { return comm_.kind; }
+int Call::device() const noexcept { return comm_.device; }
+double Call::timeout() const noexcept { return comm_.timeout_seconds; }
+
+Stream& Call::side_stream(int peer, Lane lane) {
+  auto& side = state_.side[lane][static_cast<std::size_t>(peer)];
+  if (!side) side.emplace(std::shared_ptr<device::Stream>(device::make_stream(comm_.kind, std::max(0, comm_.device))));
+  return *side;
+}
+
+Request Call::recv(int peer, int tag, void* ptr, std::size_t bytes) {
+  if (bytes == 0) return Request();
+  started_ = true;
+  Request request = comm_.recv(peer, tag, ptr, bytes);
+  recvs_.push_back(request);
+  return request;
+}
+
+Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane) {
+  if (bytes == 0) return Request();
+  Stream& side = side_stream(peer, lane);
+  fork(peer, lane);
+  started_ = true;
+  wait_for_post(peer, tag);
+  return comm_.send(peer, tag, ptr, bytes, &side);
+}
+
+void Call::wait_for_post(int peer, int tag) {
+  const OpContext ctx{.rank = comm_.info.rank, .peer = peer, .op = ctx_.op};
+  const bool posted = Communicator::Impl::poll_until(Deadline::after_seconds(comm_.timeout_seconds), [&] {
+    std::lock_guard lock(comm_.mutex);
+    const auto& state = comm_.peers[static_cast<std::size_t>(peer)];
+    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    auto posts = state.pending_posts.find(tag);
+    return posts != state.pending_posts.end() && !posts->second.empty();
+  });
+  if (!posted) {
+    throw TimeoutError(cat(describe(ctx), ": peer ", peer, " did not post its receive (tag ", tag, ") within ",
+                           comm_.timeout_seconds, " s; is it in the same collective?"));
+  }
+}
+
+void Call::fork(int peer, Lane lane) {
+  if (side_forked_[lane][static_cast<std::size_t>(peer)]) return;
+  // The send buffer's producer is the caller's stream: the side stream starts where that stream is now.
+  if (!forked_) {
+    if (!state_.fork_event) state_.fork_event = device::make_event(comm_.kind, std::max(0, comm_.device));
+    stream().record(*state_.fork_event);
+    forked_ = true;
+  }
+  side_stream(peer, lane).impl().wait(*state_.fork_event);
+  side_forked_[lane][static_cast<std::size_t>(peer)] = true;
+}
+
+void Call::side_wait(int peer, device::Event& event, Lane lane) { side_stream(peer, lane).impl().wait(event); }
+
+void Call::send_ready(int peer) {
+  // A 0-byte message still matches and still ends with the completion write-value, in stream order.
+  Stream& side = side_stream(peer, kInput);
+  fork(peer, kInput);
+  started_ = true;
+  wait_for_post(peer, kTagReady);
+  comm_.send(peer, kTagReady, nullptr, 0, &side);
+}
+
+Request Call::post_ready(int peer) {
+  started_ = true;
+  Request ready = comm_.recv(peer, kTagReady, nullptr, 0);
+  recvs_.push_back(ready);
+  return ready;
+}
+
+void Call::await_ready(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
+
+void Call::stream_wait(Request& request) {
+  if (request.valid()) request.on_stream(stream_);
+}
+
+void Call::stream_wait_later(Request request) {
+  if (request.valid()) deferred_.push_back(std::move(request));
+}
+
+void Call::finish() {
+  for (auto& request : deferred_) request.on_stream(stream_);
+  deferred_.clear();
+  if (recvs_.empty()) return;
+  // A peer that dies releases the stream's waits on its data (so that nothing hangs), and the data never came: this
+  // check, in stream order after those waits, makes the stream's next synchronize report it.
+  stream().host_callback([recvs = std::move(recvs_), prefix = prefix_]() mutable {
+    for (auto& request : recvs) {
+      try {
+        request.test();
+      } catch (const Error& e) {
+        rethrow_with_prefix(e, prefix);
+      }
+    }
+  });
+  recvs_.clear();
+}
+
+void Call::abandon() noexcept {
+  for (const auto& lane : state_.side) {
+    for (const auto& side : lane) {
+      if (!side) continue;
+      try {
+        auto done = device::make_event(comm_.kind, std::max(0, comm_.device));
+        side->impl().record(*done);
+        stream().wait(*done);
+      } catch (const std::exception& e) {
+        PICKLE_LOG(Warn, "coll", prefix_ << ": after the failure, the stream could not be ordered after the side "
+                                            "streams: " << e.what());
+      }
+    }
+  }
+}
+
+[[noreturn]] void rethrow_with_prefix(const Error& error, const std::string& prefix) {
+  std::string message = without_head(error.what());
+  if (message.rfind(prefix, 0) != 0) message = cat(prefix, ": ", message);  // not twice
+  if (const auto* peer = dynamic_cast<const PeerError*>(&error)) throw PeerError(message, peer->peer());
+  if (const auto* cuda = dynamic_cast<const CudaError*>(&error)) throw CudaError(message, cuda->cuda_code());
+  switch (error.code()) {
+    case ErrorCode::InvalidArgument: throw InvalidArgument(message);
+    case ErrorCode::Timeout: throw TimeoutError(message);
+    case ErrorCode::Unavailable: throw UnavailableError(message);
+    case ErrorCode::Protocol: throw ProtocolError(message);
+    default: throw Error(error.code(), message);
+  }
+}
+
+// --- argument checks
+
+std::size_t checked_bytes(const OpContext& ctx, std::size_t count, DataType type, std::size_t multiple) {
+  const std::size_t element = datatype_size(type);
+  if (count != 0 && count > SIZE_MAX / element / std::max<std::size_t>(1, multiple)) {
+    throw InvalidArgument(cat(describe(ctx), ": ", count, " elements of ", datatype_name(type), " x ", multiple,
+                              " do not fit in a size_t (count overflow)"));
+  }
+  return count * element * multiple;
+}
+
+void check_stream(const Communicator::Impl& comm, const OpContext& ctx, const Stream& stream) {
+  if (stream.kind() != comm.kind || (comm.kind == MemoryKind::Cuda && stream.device() != comm.device)) {
+    throw InvalidArgument(cat(describe(ctx), ": the stream is a ", memory_kind_name(stream.kind()),
+                              " stream of device ", stream.device(), "; this communicator uses ",
+                              memory_kind_name(comm.kind), " device ", comm.device));
+  }
+}
+
+void check_buffer(const Communicator::Impl& comm, const OpContext& ctx, const void* ptr, std::size_t bytes,
+                  const char* which) {
+  if (bytes == 0) return;
+  if (ptr == nullptr) throw InvalidArgument(cat(describe(ctx), ": the ", which, " buffer is null"));
+  device::AllocationInfo found;
+  try {
+    found = device::find_allocation(ptr);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(cat(describe(ctx), ": the ", which, " buffer is not memory pickle can share (",
+                              without_head(e.what()),
+                              "); use Communicator::alloc, cudaMalloc or pickle-allocated host memory"));
+  }
+  if (found.kind != comm.kind) {
+    throw InvalidArgument(cat(describe(ctx), ": the ", which, " buffer is ", memory_kind_name(found.kind),
+                              " memory but this communicator moves ", memory_kind_name(comm.kind), " memory"));
+  }
+  if (found.kind == MemoryKind::Cuda && found.device != comm.device) {
+    throw InvalidArgument(cat(describe(ctx), ": the ", which, " buffer is on GPU ", found.device,
+                              " but this communicator uses GPU ", comm.device));
+  }
+  if (found.offset > found.bytes || bytes > found.bytes - found.offset) {
+    throw InvalidArgument(cat(describe(ctx), ": the ", which, " buffer needs ", bytes, " bytes but its allocation has ",
+                              found.bytes - std::min(found.offset, found.bytes), " from the pointer on"));
+  }
+}
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) noexcept {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+// --- cutting
+
+std::size_t Blocks::max_length() const noexcept {
+  return length.empty() ? 0 : *std::max_element(length.begin(), length.end());
+}
+
+Blocks split_blocks(std::size_t count, std::size_t element_size, int world) {
+  const std::size_t granule = element_size >= 16 ? 1 : 16 / element_size;
+  const std::size_t units = ceil_div(count, granule);
+  const auto n = static_cast<std::size_t>(world);
+  Blocks blocks;
+  blocks.offset.resize(n);
+  blocks.length.resize(n);
+  std::size_t unit = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t mine = units / n + (r < units % n ? 1 : 0);
+    const std::size_t begin = std::min(unit * granule, count), end = std::min((unit + mine) * granule, count);
+    blocks.offset[r] = begin;
+    blocks.length[r] = end - begin;
+    unit += mine;
+  }
+  return blocks;
+}
+
+Blocks equal_blocks(std::size_t count, int world) {
+  Blocks blocks;
+  for (int r = 0; r < world; ++r) {
+    blocks.offset.push_back(static_cast<std::size_t>(r) * count);
+    blocks.length.push_back(count);
+  }
+  return blocks;
+}
+
+std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world) {
+  const ChunkLimits limits = limits_of(kind);
+  std::size_t bytes = ceil_div(ceil_div(max_block * element_size, kChunksPerBlock), kChunkAlign) * kChunkAlign;
+  bytes = std::clamp(bytes, limits.min_bytes, limits.max_bytes);
+  // All stages of all peers within the ceiling (many ranks: smaller chunks).
+  const std::size_t per_slot = limits.scratch_bytes / (static_cast<std::size_t>(kStages) *
+                                                       static_cast<std::size_t>(std::max(1, world - 1)));
+  bytes = std::min(bytes, std::max(kChunkAlign, per_slot / kChunkAlign * kChunkAlign));
+  return bytes / element_size;
+}
+
+}  // namespace pickle::coll

@@ -1,0 +1,239 @@
+#pragma once
+// What every collective shares: the per-communicator state (side streams, scratch, the reduction budget), one call's
+// messages and stream waits, argument checks, and how data is cut into blocks and chunks.
+//
+// Data moves through the communicator's two-sided path (Communicator::Impl::send/recv): the receiver announces its
+// buffer, the sender's copy engine writes straight into it and a stream write-value marks completion. Collective
+// messages use negative tags, one per kind of message; since every rank issues collectives in the same order with
+// the same counts, the per-(peer, tag) FIFO matching pairs the i-th send with the i-th receive across calls.
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pickle/collectives.hpp>
+#include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
+
+namespace pickle::coll {
+
+/// Tags of the collectives' messages. Below 0: the public send/recv reject them, so user traffic never mixes in.
+enum Tag : int {
+  kTagAllgather = -1,
+  kTagBroadcast = -2,
+  kTagAlltoall = -3,
+  kTagReduceScatter = -4,
+  kTagAllreduceReduce = -5,  ///< allreduce, first half: every rank's block to its owner
+  kTagAllreduceGather = -6,  ///< allreduce, second half: each owner's reduced block to everyone
+  kTagReady = -7,            ///< "my stream reached this call: you may write into my recv buffer" (0 bytes)
+};
+
+/// Scratch stages of the pipelined collectives: chunk k lands in stage k % kStages, so that up to kStages chunks are
+/// in flight while earlier ones are reduced.
+inline constexpr int kStages = 4;
+
+/// Receive space for the pipelined collectives: kStages stages of `slots` slots of `slot_bytes`, in one allocation of
+/// the communicator's kind (peers map it once and keep the mapping). A stage is reused only after the last reader of
+/// its previous contents (a reduction, queued on some stream) has finished: re-posting it as a receive earlier
+/// would let a peer's copy overwrite data that a queued reduction has not read yet. Every stage has an event that
+/// its readers' stream records; acquire() waits for it on the host, bounded by PICKLE_TIMEOUT.
+class Scratch {
+ public:
+  /// Lays out the stages for this call. When the layout differs from the previous call's (the regions move), first
+  /// waits until every earlier reader is done; grows the allocation (a new one) when it is too small.
+  void prepare(MemoryKind kind, int device, std::size_t slot_bytes, int slots, const OpContext& ctx, double timeout);
+  /// Waits (host, bounded) until the readers of `stage`'s previous contents have finished.
+  void acquire(int stage, const OpContext& ctx, double timeout);
+  char* slot(int stage, int index) const;
+  /// Marks the end of `stage`'s readers on `stream`; returns the event, which later work may wait for too.
+  device::Event& release(int stage, device::Stream& stream);
+
+ private:
+  void drain(const OpContext& ctx, double timeout);
+
+  std::shared_ptr<device::Allocation> memory_;
+  std::size_t slot_bytes_ = 0;
+  int slots_ = 0;
+  std::vector<std::unique_ptr<device::Event>> events_;
+};
+
+/// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
+struct CollectiveState {
+  std::mutex call_mutex;  ///< one collective at a time: they must be issued in the same order on every rank
+  /// Set when a collective failed after its first message: the ranks' message sequences are out of step, so every
+  /// later collective on this communicator fails fast with this reason.
+  std::optional<std::string> broken;
+  ErrorCode broken_code = ErrorCode::Internal;
+  int broken_peer = -1;
+
+  /// Per lane and peer: the streams that sends to the peer start from, so that sends to different peers run on
+  /// different copy queues and never wait behind the reductions queued on the caller's stream. Lane kInput sends
+  /// the caller's data: it waits for the caller's stream at the start of each call. Lane kResult sends what this
+  /// call computed (allreduce's reduced chunks): it waits for each reduction, on a queue of its own so that the
+  /// input sends of later chunks do not queue behind those waits.
+  std::vector<std::optional<Stream>> side[2];
+  std::unique_ptr<device::Event> fork_event;
+  Scratch scratch;
+  int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
+};
+
+/// The collectives' state of `comm`, created on first use. It is owned by the communicator (through an entry in its
+/// window list, which lives exactly as long as the communicator), so that side streams and scratch memory go away
+/// with it, before the mappings and signal words they may use.
+CollectiveState& state_of(Communicator::Impl& comm);
+
+/// One collective call: posts receives and sends, adds the stream waits, and at its end enqueues a check that turns
+/// a receive that failed (peer death) into an error of the stream, so that a synchronize after the call reports it.
+class Call {
+ public:
+  Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx);
+
+  int rank() const noexcept;
+  int world() const noexcept;
+  MemoryKind kind() const noexcept;
+  int device() const noexcept;
+  double timeout() const noexcept;
+  const OpContext& ctx() const noexcept { return ctx_; }
+  device::Stream& stream() const noexcept { return stream_.impl(); }
+  CollectiveState& state() const noexcept { return state_; }
+  /// True once a message was posted: a failure after that leaves the ranks out of step.
+  bool started() const noexcept { return started_; }
+
+  /// Posts a receive of `bytes` from `peer` (nothing for 0 bytes: an empty Request).
+  Request recv(int peer, int tag, void* ptr, std::size_t bytes);
+  /// Which side stream a send starts from (see CollectiveState::side).
+  enum Lane { kInput = 0, kResult = 1 };
+  /// Sends `bytes` to `peer` from its side stream of `lane`: after the caller's stream's work as of the call's first
+  /// send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits (host, bounded) until
+  /// the peer has posted the matching receive, so that the copy joins the side stream (see wait_for_post).
+  Request send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane = kInput);
+  /// Later sends to `peer` on `lane` also wait for `event` (its latest record as of now).
+  void side_wait(int peer, device::Event& event, Lane lane);
+  /// Handshake of the collectives whose peers write straight into this rank's recv buffer, in three steps per peer,
+  /// each step for every peer before the next (a send waits for its post; a side stream that waited for the peer's
+  /// message before sending its own would deadlock with the peer):
+  /// post_ready: posts the receive of `peer`'s ready message.
+  Request post_ready(int peer);
+  /// send_ready: tells `peer` that this rank's stream has reached the call, by a 0-byte message from the input side
+  /// stream, so that it leaves after the stream's earlier work (which may still read or write recv).
+  void send_ready(int peer);
+  /// await_ready: later input-lane sends to `peer` wait for its ready message (on the side stream, not the host).
+  void await_ready(int peer, Request& ready);
+  /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
+  void stream_wait(Request& request);
+  /// The caller's stream waits for `request` at the end of the call.
+  void stream_wait_later(Request request);
+  /// Adds the deferred stream waits and the error check. The call's results are ready when the stream gets there.
+  void finish();
+  /// After a failure: the caller's stream waits for everything this call queued on side streams (copies that read
+  /// the caller's buffers), so that synchronizing it before freeing them is enough. Never throws.
+  void abandon() noexcept;
+
+ private:
+  Stream& side_stream(int peer, Lane lane);
+  /// Makes the side stream wait for the caller's stream as of this call's first send (once per call and stream).
+  void fork(int peer, Lane lane);
+  /// Waits until `peer`'s receive for this rank's next send on `tag` has arrived. A send issued before that is queued
+  /// by the communicator on its one copy stream per peer, behind every other early send to that peer: a send that
+  /// waits for a reduction (allreduce's results) would hold back the next chunks' input copies, and a send that waits
+  /// for the peer's ready message could deadlock against a peer doing the same. Matched at once, each send stays on
+  /// the side stream chosen for it. Every rank posts its receives before it waits here, so the wait is short.
+  void wait_for_post(int peer, int tag);
+
+  Communicator::Impl& comm_;
+  CollectiveState& state_;
+  Stream& stream_;
+  OpContext ctx_;
+  std::string prefix_;  // describe(ctx_): the head of errors reported from the stream
+  bool started_ = false;
+  bool forked_ = false;
+  std::vector<bool> side_forked_[2];
+  std::vector<Request> deferred_;
+  std::vector<Request> recvs_;
+};
+
+/// The same error (same class, code, peer) with "<prefix>: " in front of its message.
+[[noreturn]] void rethrow_with_prefix(const Error& error, const std::string& prefix);
+
+/// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,
+/// and names the collective in any error it raises.
+template <class Body>
+void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, Body&& body);
+
+// --- argument checks (InvalidArgument naming rank, operation and size)
+
+/// count * sizeof(type) * multiple, or InvalidArgument when it does not fit in size_t.
+std::size_t checked_bytes(const OpContext& ctx, std::size_t count, DataType type, std::size_t multiple);
+/// `stream` must be of the communicator's kind (and device, for CUDA).
+void check_stream(const Communicator::Impl& comm, const OpContext& ctx, const Stream& stream);
+/// [ptr, ptr + bytes) must be memory of the communicator's kind (and device) inside one allocation pickle can find.
+/// Nothing to check for 0 bytes.
+void check_buffer(const Communicator::Impl& comm, const OpContext& ctx, const void* ptr, std::size_t bytes,
+                  const char* which);
+/// True when the two byte ranges share a byte.
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) noexcept;
+
+// --- how data is cut
+
+/// Per rank: where its block starts (elements) and how long it is.
+struct Blocks {
+  std::vector<std::size_t> offset;
+  std::vector<std::size_t> length;
+  std::size_t max_length() const noexcept;
+};
+/// `count` elements cut into `world` blocks of (nearly) equal size whose starts are 16-byte aligned relative to the
+/// buffer (vector loads in the reduction); uneven counts make some blocks shorter, small counts leave some empty.
+Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
+/// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
+Blocks equal_blocks(std::size_t count, int world);
+/// Elements per pipeline chunk for blocks of up to `max_block` elements. It depends only on arguments that every
+/// rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
+std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world);
+
+// --- template definition
+
+template <class Body>
+void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, Body&& body) {
+  CollectiveState& state = state_of(comm);
+  std::lock_guard lock(state.call_mutex);
+  if (state.broken) {
+    const std::string message =
+        cat(describe(ctx), ": an earlier collective failed after it had started, so the ranks' collective "
+                           "sequences are out of step (make a new communicator); it failed with: ",
+            *state.broken);
+    if (state.broken_code == ErrorCode::Peer) throw PeerError(message, state.broken_peer);
+    if (state.broken_code == ErrorCode::Timeout) throw TimeoutError(message);
+    throw Error(state.broken_code, message);
+  }
+  Call call(comm, state, stream, ctx);
+  try {
+    body(call);
+  } catch (const Error& e) {
+    if (call.started()) {
+      call.abandon();
+      state.broken = e.what();
+      state.broken_code = e.code();
+      if (const auto* peer_error = dynamic_cast<const PeerError*>(&e)) state.broken_peer = peer_error->peer();
+    }
+    // Argument errors already name the collective; the others come from a message of it.
+    if (e.code() == ErrorCode::InvalidArgument && !call.started()) throw;
+    rethrow_with_prefix(e, describe(ctx));
+  } catch (...) {
+    if (call.started()) {
+      call.abandon();
+      state.broken = "an unexpected exception";
+    }
+    throw;
+  }
+}
+
+}  // namespace pickle::coll

@@ -1,0 +1,181 @@
+// The reduction kernel of reduce_scatter and allreduce: out[i] = op(in[0][i], ..., in[k-1][i]) on a small, bounded
+// number of CTAs (PICKLE_REDUCE_CTAS), so that the SMs stay with the application while copy engines move the data.
+// A few CTAs can still read at a large fraction of HBM bandwidth if each thread keeps many bytes in flight: every
+// thread loads several 16-byte vectors of one input before combining them (unroll_of), and the loads are streaming
+// (evict-first: every byte is read once, and the L2 is better left to the application and the copy engines).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include <pickle/error.hpp>
+
+#include "collectives/reduce.hpp"
+
+namespace pickle::coll {
+namespace {
+
+constexpr int kThreads = 512;
+
+/// 16-byte vectors each thread keeps in flight per input: about 32 accumulators per thread (registers stay under the
+/// 128 that 512-thread CTAs allow), which for float means 128 bytes per input in flight per thread.
+template <class S>
+__host__ __device__ constexpr int unroll_of() {
+  constexpr int per_vector = static_cast<int>(sizeof(uint4) / sizeof(S));
+  // 8-byte types: 4 vectors (8 accumulators of 2 registers each, plus 64-bit address math) stay within 128.
+  constexpr int unroll = per_vector <= 2 ? 4 : 32 / per_vector;
+  return unroll < 2 ? 2 : (unroll > 8 ? 8 : unroll);
+}
+
+struct KernelInputs {
+  const void* ptr[kMaxReduceInputs];
+};
+
+template <class S>
+union Vector {
+  uint4 raw;
+  S element[sizeof(uint4) / sizeof(S)];
+};
+
+template <class E, ReduceOp Op>
+__global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
+                                                          std::size_t count, int nranks, bool vectorized) {
+  using S = typename E::Storage;
+  using A = typename E::Acc;
+  constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
+  constexpr int kUnroll = unroll_of<S>();
+  S* out = static_cast<S*>(out_raw);
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+
+  std::size_t scalar_begin = 0;
+  if (vectorized) {
+    const std::size_t vectors = count / kPerVector;
+    for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
+      A acc[kUnroll][kPerVector];
+      Vector<S> v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u].raw = make_uint4(0, 0, 0, 0);  // lanes past the end stay defined
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+        if (index < vectors) v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int e = 0; e < kPerVector; ++e) acc[u][e] = E::load(v[u].element[e]);
+      }
+      for (int j = 1; j < ninputs; ++j) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+          if (index < vectors) v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j]) + index);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+          for (int e = 0; e < kPerVector; ++e) acc[u][e] = combine<Op>(acc[u][e], E::load(v[u].element[e]));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+        if (index >= vectors) continue;
+#pragma unroll
+        for (int e = 0; e < kPerVector; ++e) v[u].element[e] = E::store(finish<Op>(acc[u][e], nranks));
+        __stcs(reinterpret_cast<uint4*>(out) + index, v[u].raw);
+      }
+    }
+    scalar_begin = vectors * kPerVector;
+  }
+  // The tail past the last whole vector, or everything when some pointer is not 16-byte aligned.
+  for (std::size_t i = scalar_begin + thread; i < count; i += threads) {
+    A acc = E::load(static_cast<const S*>(in.ptr[0])[i]);
+    for (int j = 1; j < ninputs; ++j) acc = combine<Op>(acc, E::load(static_cast<const S*>(in.ptr[j])[i]));
+    out[i] = E::store(finish<Op>(acc, nranks));
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+template <class E, ReduceOp Op>
+cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas) {
+  KernelInputs inputs{};
+  bool vectorized = aligned16(task.out);
+  for (int j = 0; j < task.ninputs; ++j) {
+    inputs.ptr[j] = task.inputs[j];
+    vectorized = vectorized && aligned16(task.inputs[j]);
+  }
+  constexpr std::size_t kPerVector = sizeof(uint4) / sizeof(typename E::Storage);
+  // Enough CTAs for the work (each thread takes kUnroll vectors per pass), never more than the budget.
+  const std::size_t per_cta =
+      vectorized ? static_cast<std::size_t>(kThreads) * unroll_of<typename E::Storage>() * kPerVector : kThreads;
+  const std::size_t wanted = (task.count + per_cta - 1) / per_cta;
+  const int ctas = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_ctas)));
+  reduce_kernel<E, Op><<<ctas, kThreads, 0, stream>>>(inputs, task.ninputs, task.out, task.count, task.nranks,
+                                                      vectorized);
+  return cudaGetLastError();
+}
+
+/// Makes `device` current for the launch and restores the caller's device afterwards.
+class LaunchDevice {
+ public:
+  explicit LaunchDevice(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) {
+      cudaError_t status = cudaSetDevice(device);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw CudaError(std::string("reduction: cudaSetDevice(") + std::to_string(device) +
+                            ") failed: " + cudaGetErrorString(status),
+                        static_cast<int>(status));
+      }
+      restore_ = previous_ >= 0;
+    }
+  }
+  ~LaunchDevice() {
+    if (restore_ && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+  }
+  LaunchDevice(const LaunchDevice&) = delete;
+  LaunchDevice& operator=(const LaunchDevice&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool restore_ = false;
+};
+
+}  // namespace
+
+void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas) {
+  if (task.count == 0 || task.ninputs <= 0) return;
+  if (task.ninputs > kMaxReduceInputs) {
+    throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) +
+                           " inputs: at most " + std::to_string(kMaxReduceInputs) + " ranks are supported");
+  }
+  LaunchDevice current(device);
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);
+  cudaError_t status = cudaSuccess;
+  dispatch_type(task.type, [&](auto element) {
+    using E = decltype(element);
+    switch (task.op) {
+      case ReduceOp::Sum: status = launch<E, ReduceOp::Sum>(task, stream, max_ctas); break;
+      case ReduceOp::Prod: status = launch<E, ReduceOp::Prod>(task, stream, max_ctas); break;
+      case ReduceOp::Min: status = launch<E, ReduceOp::Min>(task, stream, max_ctas); break;
+      case ReduceOp::Max: status = launch<E, ReduceOp::Max>(task, stream, max_ctas); break;
+      case ReduceOp::Avg: status = launch<E, ReduceOp::Avg>(task, stream, max_ctas); break;
+    }
+  });
+  if (status != cudaSuccess) {
+    throw CudaError(std::string("reduction kernel launch (") + datatype_name(task.type) + " " +
+                        reduce_op_name(task.op) + ", " + std::to_string(task.count) + " elements, " +
+                        std::to_string(task.ninputs) + " inputs): " + cudaGetErrorName(status) + ": " +
+                        cudaGetErrorString(status),
+                    static_cast<int>(status));
+  }
+}
+
+}  // namespace pickle::coll

@@ -1,0 +1,683 @@
+// Rank programs of the collectives' tests, shared by the CPU tests (host memory, tests/comm/test_coll_host.cpp) and
+// the GPU tests (tests/cuda/test_coll_cuda.cpp): the same children run with "host" or "cuda" as their first argument.
+//
+// Every rank computes every rank's inputs from (rank, index, salt), so that it can compute the expected result of
+// any collective itself. Reductions are checked against a reference computed here, in double (floating point) or
+// 64-bit integers with the documented wrap-around, independently of the library's own element code. Inputs are
+// exactly representable in their type (small multiples of 1/8, 1/2 or integers), so that sums, mins and maxes are
+// exact; prod inputs are +-{1, 2, 0.5, 1.5} (floats) or +-{1, 2, 3} (integers), so that no product of 8 overflows.
+// Tolerance (relative to max(|expected|, 1)): double 1e-12, float 1e-6, half 1e-3, bfloat16 8e-3, integers exact:
+// the half-precision results are rounded once from float, which is within half an ulp (2^-11, 2^-8).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pickle/collectives.hpp>
+#include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
+
+#include "comm_children.hpp"
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+constexpr DataType kTypes[] = {DataType::F32, DataType::F16, DataType::BF16, DataType::F64,
+                               DataType::I32, DataType::I64, DataType::U8};
+constexpr ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash(std::uint64_t a, std::uint64_t b, std::uint64_t salt) {
+  return mix(a * 0xD1B54A32D192ED03ull ^ mix(b + 0x632BE59BD9B4E019ull * (salt + 1)));
+}
+
+bool is_float(DataType type) {
+  return type == DataType::F32 || type == DataType::F16 || type == DataType::BF16 || type == DataType::F64;
+}
+
+/// What rank `rank` contributes at `index` of a reduction: exactly representable in `type`.
+double input_value(DataType type, ReduceOp op, int rank, std::size_t index, std::uint64_t salt) {
+  const std::uint64_t h = hash(static_cast<std::uint64_t>(rank), index, salt);
+  const bool negative = ((h >> 20) & 1) != 0;
+  if (op == ReduceOp::Prod) {
+    if (is_float(type)) {
+      static constexpr double kFactors[] = {1, 2, 0.5, 1.5};
+      const double v = kFactors[h % 4];
+      return negative ? -v : v;
+    }
+    const double v = static_cast<double>(1 + h % 3);
+    return type == DataType::U8 || !negative ? v : -v;
+  }
+  switch (type) {
+    case DataType::F32:
+    case DataType::F64: return static_cast<double>(static_cast<std::int64_t>(h % 16001) - 8000) / 8;
+    case DataType::F16:
+    case DataType::BF16: return static_cast<double>(static_cast<std::int64_t>(h % 481) - 240) / 2;
+    case DataType::I32:
+    case DataType::I64: return static_cast<double>(static_cast<std::int64_t>(h % 2001) - 1000);
+    case DataType::U8: return static_cast<double>(h % 256);
+  }
+  return 0;
+}
+
+/// Exact encoding of a value that the type represents (all inputs above are normal numbers or zero).
+std::uint16_t exact_half(double v) {
+  if (v == 0) return 0;
+  std::uint16_t sign = v < 0 ? 0x8000 : 0;
+  int exponent = 0;
+  const double m = std::frexp(std::fabs(v), &exponent);  // |v| = m * 2^exponent, m in [0.5, 1)
+  const auto field = static_cast<std::uint16_t>(exponent - 1 + 15);
+  const auto mantissa = static_cast<std::uint16_t>(std::lround((m * 2 - 1) * 1024));
+  return static_cast<std::uint16_t>(sign | (field << 10) | mantissa);
+}
+
+double decode_half(std::uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  double v;
+  if (exponent == 0) v = std::ldexp(mantissa, -24);
+  else if (exponent == 31) v = mantissa != 0 ? NAN : INFINITY;
+  else v = std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) != 0 ? -v : v;
+}
+
+void encode(DataType type, double v, void* dst) {
+  switch (type) {
+    case DataType::F32: { float f = static_cast<float>(v); std::memcpy(dst, &f, 4); break; }
+    case DataType::F64: std::memcpy(dst, &v, 8); break;
+    case DataType::F16: { std::uint16_t h = exact_half(v); std::memcpy(dst, &h, 2); break; }
+    case DataType::BF16: {
+      float f = static_cast<float>(v);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      auto b = static_cast<std::uint16_t>(bits >> 16);  // exact: the value has at most 8 significant bits
+      std::memcpy(dst, &b, 2);
+      break;
+    }
+    case DataType::I32: { auto i = static_cast<std::int32_t>(v); std::memcpy(dst, &i, 4); break; }
+    case DataType::I64: { auto i = static_cast<std::int64_t>(v); std::memcpy(dst, &i, 8); break; }
+    case DataType::U8: { auto u = static_cast<std::uint8_t>(v); std::memcpy(dst, &u, 1); break; }
+  }
+}
+
+double decode(DataType type, const void* src) {
+  switch (type) {
+    case DataType::F32: { float f; std::memcpy(&f, src, 4); return f; }
+    case DataType::F64: { double d; std::memcpy(&d, src, 8); return d; }
+    case DataType::F16: { std::uint16_t h; std::memcpy(&h, src, 2); return decode_half(h); }
+    case DataType::BF16: {
+      std::uint16_t b;
+      std::memcpy(&b, src, 2);
+      std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DataType::I32: { std::int32_t i; std::memcpy(&i, src, 4); return i; }
+    case DataType::I64: { std::int64_t i; std::memcpy(&i, src, 8); return static_cast<double>(i); }
+    case DataType::U8: { std::uint8_t u; std::memcpy(&u, src, 1); return u; }
+  }
+  return 0;
+}
+
+/// The reduction of every rank's input at `index` (global index into the inputs), as the library must compute it.
+double expected_value(DataType type, ReduceOp op, int world, std::size_t index, std::uint64_t salt) {
+  if (is_float(type)) {
+    double acc = input_value(type, op, 0, index, salt);
+    for (int r = 1; r < world; ++r) {
+      const double v = input_value(type, op, r, index, salt);
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Avg: acc += v; break;
+        case ReduceOp::Prod: acc *= v; break;
+        case ReduceOp::Min: acc = std::min(acc, v); break;
+        case ReduceOp::Max: acc = std::max(acc, v); break;
+      }
+    }
+    return op == ReduceOp::Avg ? acc / world : acc;
+  }
+  // Integers: exact in 64 bits (inputs are small), then the type's wrap-around; avg divides the wrapped sum.
+  auto acc = static_cast<std::int64_t>(input_value(type, op, 0, index, salt));
+  for (int r = 1; r < world; ++r) {
+    const auto v = static_cast<std::int64_t>(input_value(type, op, r, index, salt));
+    switch (op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Avg: acc += v; break;
+      case ReduceOp::Prod: acc *= v; break;
+      case ReduceOp::Min: acc = std::min(acc, v); break;
+      case ReduceOp::Max: acc = std::max(acc, v); break;
+    }
+  }
+  if (type == DataType::U8) acc = static_cast<std::uint8_t>(acc);
+  if (type == DataType::I32) acc = static_cast<std::int32_t>(acc);
+  if (op == ReduceOp::Avg) acc /= world;  // C++ division truncates toward zero, as the library's
+  return static_cast<double>(acc);
+}
+
+double tolerance(DataType type) {
+  switch (type) {
+    case DataType::F64: return 1e-12;
+    case DataType::F32: return 1e-6;
+    case DataType::F16: return 1e-3;
+    case DataType::BF16: return 8e-3;
+    default: return 0;
+  }
+}
+
+bool close_enough(DataType type, double got, double want) {
+  if (!is_float(type)) return got == want;
+  return std::fabs(got - want) <= tolerance(type) * std::max(1.0, std::fabs(want));
+}
+
+/// Bytes of the byte-exact collectives' data: a pattern per (owner, block, salt).
+std::vector<std::uint8_t> pattern_bytes(std::size_t bytes, std::uint64_t owner, std::uint64_t block,
+                                        std::uint64_t salt) {
+  std::vector<std::uint8_t> out(bytes);
+  const std::uint64_t seed = hash(owner, block, salt);
+  for (std::size_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t word = mix(seed + i);
+    for (std::size_t b = 0; b < 8 && i + b < bytes; ++b) out[i + b] = static_cast<std::uint8_t>(word >> (8 * b));
+  }
+  return out;
+}
+
+/// Runs collectives on one stream and checks results, counting (and describing) failures instead of stopping at
+/// the first: a rank that stopped early would leave its peers waiting in their next collective.
+class Harness {
+ public:
+  Harness(Communicator& comm, std::size_t bytes)
+      : comm_(comm),
+        a_(comm.alloc(bytes)),
+        b_(comm.alloc(bytes)),
+        bytes_(bytes),
+        poison_(bytes, 0xEE),
+        stream_(comm.make_stream()) {}
+  ~Harness() {
+    // Work still queued after a failure reads the buffers: let it finish (the stream is destroyed first, too).
+    try {
+      stream_.synchronize();
+    } catch (const std::exception&) {
+      // Reported by whoever failed.
+    }
+  }
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  Communicator& comm() { return comm_; }
+  Stream& stream() { return stream_; }
+  int rank() const { return comm_.rank(); }
+  int world() const { return comm_.world_size(); }
+  char* a(std::size_t offset = 0) { return static_cast<char*>(a_.data()) + offset; }
+  char* b(std::size_t offset = 0) { return static_cast<char*>(b_.data()) + offset; }
+  std::size_t capacity() const { return bytes_; }
+  int failures() const { return failures_; }
+
+  /// Enqueues a copy of `host` (which must outlive the next synchronize) to `dst`, on the collectives' stream: the
+  /// collective that follows must wait for it.
+  void upload(void* dst, const std::vector<std::uint8_t>& host) { stream_.impl().copy(dst, host.data(), host.size()); }
+  /// Enqueues `bytes` of 0xEE at `dst`: results that were never written cannot pass.
+  void poison(void* dst, std::size_t bytes) { stream_.impl().copy(dst, poison_.data(), bytes); }
+  /// Synchronizes the stream, then copies `bytes` at `src` back.
+  std::vector<std::uint8_t> download(const void* src, std::size_t bytes) {
+    std::vector<std::uint8_t> host(bytes);
+    stream_.impl().copy(host.data(), src, bytes);
+    stream_.synchronize();
+    return host;
+  }
+
+  void fail(const std::string& what) {
+    if (++failures_ <= 20) std::fprintf(stderr, "rank %d: %s\n", rank(), what.c_str());
+  }
+  /// After a failed collective: let queued copies from host vectors finish before those vectors go away.
+  void fail(const std::string& name, const Error& error) {
+    fail(cat(name, ": ", error.what()));
+    try {
+      stream_.synchronize();
+    } catch (const Error&) {
+      // Reported already, in substance.
+    }
+  }
+
+  /// Reduction results: element i of `got` must be the reduction of every rank's input at first_index + i.
+  void check_reduced(const std::string& name, DataType type, ReduceOp op, const std::vector<std::uint8_t>& got,
+                     std::size_t first_index, std::uint64_t salt) {
+    const std::size_t element = datatype_size(type);
+    int reported = 0;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i * element < got.size(); ++i) {
+      const double value = decode(type, got.data() + i * element);
+      const double want = expected_value(type, op, world(), first_index + i, salt);
+      if (close_enough(type, value, want)) continue;
+      ++wrong;
+      if (reported++ < 3) fail(cat(name, ": element ", i, " is ", value, ", expected ", want));
+    }
+    if (wrong > 3) fail(cat(name, ": ", wrong, " wrong elements in all"));
+  }
+
+  void check_bytes(const std::string& name, const std::vector<std::uint8_t>& got, std::size_t offset,
+                   const std::vector<std::uint8_t>& want) {
+    std::size_t wrong = 0, first = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (got[offset + i] != want[i] && wrong++ == 0) first = i;
+    }
+    if (wrong > 0) fail(cat(name, ": ", wrong, " wrong bytes of ", want.size(), ", the first at ", first));
+  }
+
+ private:
+  Communicator& comm_;
+  Buffer a_, b_;
+  std::size_t bytes_;
+  std::vector<std::uint8_t> poison_;
+  Stream stream_;  // after what its queued work reads: destroyed before it
+  int failures_ = 0;
+};
+
+std::vector<std::uint8_t> reduction_input(DataType type, ReduceOp op, int rank, std::size_t first, std::size_t count,
+                                          std::uint64_t salt) {
+  const std::size_t element = datatype_size(type);
+  std::vector<std::uint8_t> host(count * element);
+  for (std::size_t i = 0; i < count; ++i) {
+    encode(type, input_value(type, op, rank, first + i, salt), &host[i * element]);
+  }
+  return host;
+}
+
+std::string describe_case(const char* op, DataType type, std::size_t count, const std::string& more) {
+  return cat(op, " ", datatype_name(type), " count ", count, more.empty() ? "" : " ", more);
+}
+
+/// allreduce of `count` elements at element offset `offset` of the buffers, in place or not.
+void run_allreduce(Harness& h, DataType type, ReduceOp op, std::size_t count, bool in_place, std::uint64_t salt,
+                   std::size_t offset = 0) {
+  const std::size_t element = datatype_size(type), bytes = count * element;
+  char* send = h.a(offset * element);
+  char* recv = in_place ? send : h.b(offset * element);
+  auto input = reduction_input(type, op, h.rank(), 0, count, salt);
+  h.upload(send, input);
+  if (!in_place) h.poison(recv, bytes);
+  const std::string name = describe_case("allreduce", type, count, cat(reduce_op_name(op), in_place ? " in-place" : "",
+                                                                       offset != 0 ? " unaligned" : ""));
+  try {
+    h.comm().allreduce(h.stream(), send, recv, count, type, op);
+    h.check_reduced(name, type, op, h.download(recv, bytes), 0, salt);
+    if (!in_place && h.download(send, bytes) != input) h.fail(name + ": the send buffer changed");
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
+/// reduce_scatter: mode 0 out of place, 1 in place over this rank's block (recv = send + rank * count), 2 recv == send.
+void run_reduce_scatter(Harness& h, DataType type, ReduceOp op, std::size_t count, int mode, std::uint64_t salt) {
+  const std::size_t element = datatype_size(type), bytes = count * element;
+  const auto world = static_cast<std::size_t>(h.world());
+  char* send = h.a();
+  char* recv = mode == 0 ? h.b() : mode == 1 ? h.a(static_cast<std::size_t>(h.rank()) * bytes) : h.a();
+  auto input = reduction_input(type, op, h.rank(), 0, world * count, salt);
+  h.upload(send, input);
+  if (mode == 0) h.poison(recv, bytes);
+  static const char* kModes[] = {"", "in-place", "recv == send"};
+  const std::string name = describe_case("reduce_scatter", type, count, cat(reduce_op_name(op), " ", kModes[mode]));
+  try {
+    h.comm().reduce_scatter(h.stream(), send, recv, count, type, op);
+    h.check_reduced(name, type, op, h.download(recv, bytes), static_cast<std::size_t>(h.rank()) * count, salt);
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
+void run_allgather(Harness& h, DataType type, std::size_t count, bool in_place, std::uint64_t salt) {
+  const std::size_t bytes = count * datatype_size(type);
+  const auto rank = static_cast<std::size_t>(h.rank()), world = static_cast<std::size_t>(h.world());
+  char* recv = in_place ? h.a() : h.b();
+  char* send = in_place ? h.a(rank * bytes) : h.a();
+  auto mine = pattern_bytes(bytes, rank, 0, salt);
+  h.poison(recv, world * bytes);
+  h.upload(send, mine);
+  const std::string name = describe_case("allgather", type, count, in_place ? "in-place" : "");
+  try {
+    h.comm().allgather(h.stream(), send, recv, count, type);
+    auto got = h.download(recv, world * bytes);
+    for (std::size_t r = 0; r < world; ++r) {
+      h.check_bytes(cat(name, " block ", r), got, r * bytes, pattern_bytes(bytes, r, 0, salt));
+    }
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
+void run_broadcast(Harness& h, DataType type, std::size_t count, bool in_place, int root, std::uint64_t salt) {
+  const std::size_t bytes = count * datatype_size(type);
+  char* recv = h.b();
+  char* send = in_place ? recv : h.a();
+  auto data = pattern_bytes(bytes, static_cast<std::uint64_t>(root), 1, salt);
+  h.poison(recv, bytes);
+  if (h.rank() == root) h.upload(send, data);
+  // Non-root ranks may pass anything as send: it is ignored.
+  const void* send_arg = h.rank() == root ? send : (in_place ? recv : nullptr);
+  const std::string name = describe_case("broadcast", type, count, cat("root ", root, in_place ? " in-place" : ""));
+  try {
+    h.comm().broadcast(h.stream(), send_arg, recv, count, type, root);
+    h.check_bytes(name, h.download(recv, bytes), 0, data);
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
+void run_alltoall(Harness& h, DataType type, std::size_t count, bool in_place, std::uint64_t salt) {
+  const std::size_t bytes = count * datatype_size(type);
+  const auto rank = static_cast<std::size_t>(h.rank()), world = static_cast<std::size_t>(h.world());
+  char* send = h.a();
+  char* recv = in_place ? send : h.b();
+  std::vector<std::uint8_t> input;
+  for (std::size_t p = 0; p < world; ++p) {
+    auto block = pattern_bytes(bytes, rank, 100 + p, salt);  // what this rank sends to p
+    input.insert(input.end(), block.begin(), block.end());
+  }
+  h.upload(send, input);
+  if (!in_place) h.poison(recv, world * bytes);
+  const std::string name = describe_case("alltoall", type, count, in_place ? "in-place" : "");
+  try {
+    h.comm().alltoall(h.stream(), send, recv, count, type);
+    auto got = h.download(recv, world * bytes);
+    for (std::size_t p = 0; p < world; ++p) {
+      h.check_bytes(cat(name, " block from ", p), got, p * bytes, pattern_bytes(bytes, p, 100 + rank, salt));
+    }
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
+/// Several multi-chunk allreduces of different sizes queued back to back on one stream, synchronized once: scratch
+/// stages are reused across calls and the chunk layout changes between them while earlier reductions are queued.
+void run_back_to_back(Harness& h, std::size_t large) {
+  const DataType type = DataType::F32;
+  const std::size_t element = datatype_size(type);
+  const std::size_t counts[] = {large, large / 3 + 1, 7, large, large / 2 + 5};
+  std::size_t offset = 0;
+  std::vector<std::vector<std::uint8_t>> inputs;
+  std::vector<std::size_t> offsets;
+  for (std::size_t i = 0; i < std::size(counts); ++i) {
+    offsets.push_back(offset);
+    inputs.push_back(reduction_input(type, ReduceOp::Sum, h.rank(), 0, counts[i], 900 + i));
+    h.upload(h.a(offset), inputs.back());
+    offset += (counts[i] * element + 255) / 256 * 256;
+  }
+  if (offset > h.capacity()) {
+    h.fail("back-to-back: buffers too small");
+    return;
+  }
+  h.poison(h.b(), offset);
+  try {
+    for (std::size_t i = 0; i < std::size(counts); ++i) {
+      h.comm().allreduce(h.stream(), h.a(offsets[i]), h.b(offsets[i]), counts[i], type, ReduceOp::Sum);
+    }
+    auto got = h.download(h.b(), offset);
+    for (std::size_t i = 0; i < std::size(counts); ++i) {
+      std::vector<std::uint8_t> part(got.begin() + static_cast<std::ptrdiff_t>(offsets[i]),
+                                     got.begin() + static_cast<std::ptrdiff_t>(offsets[i] + counts[i] * element));
+      h.check_reduced(cat("back-to-back allreduce #", i, " count ", counts[i]), type, ReduceOp::Sum, part, 0, 900 + i);
+    }
+  } catch (const Error& e) {
+    h.fail("back-to-back allreduces", e);
+  }
+}
+
+}  // namespace
+
+// Every collective x every datatype x every operator, counts 1 and 1003 (not divisible by 2, 3, 4 or 8), in place
+// and not, one multi-chunk size per collective, zero counts, a slow producer, unaligned buffers and back-to-back
+// calls: all in one launch of the ranks. args: memory ("host"/"cuda").
+PICKLE_CHILD(coll_matrix) {
+  Communicator comm = make_comm(args.at(0));
+  const int world = comm.world_size();
+  // Large enough for pipelines of several chunks (8 per block on host memory), bounded for 8 ranks on 2 cores.
+  const std::size_t large = (std::size_t{1} << 17) * static_cast<std::size_t>(world) + 5;  // f32 allreduce
+  const std::size_t large_block = (std::size_t{1} << 17) + 3;                              // per rank, 8-byte types
+  Harness h(comm, std::max<std::size_t>(large * 8 * 2, large_block * 8 * static_cast<std::size_t>(world)) + 4096);
+  std::uint64_t salt = 0;
+
+  for (std::size_t count : {std::size_t{1}, std::size_t{1003}}) {
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        run_allreduce(h, type, op, count, false, ++salt);
+        run_allreduce(h, type, op, count, true, ++salt);
+        for (int mode = 0; mode < 3; ++mode) run_reduce_scatter(h, type, op, count, mode, ++salt);
+      }
+      for (bool in_place : {false, true}) {
+        run_allgather(h, type, count, in_place, ++salt);
+        run_alltoall(h, type, count, in_place, ++salt);
+        const int root = static_cast<int>(salt % static_cast<std::uint64_t>(world));
+        run_broadcast(h, type, count, in_place, root, ++salt);
+      }
+    }
+  }
+
+  // Zero elements: a no-op on every rank (no message, nothing to wait for).
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), 0, DataType::F32, ReduceOp::Sum);
+    comm.reduce_scatter(h.stream(), h.a(), h.b(), 0, DataType::F32, ReduceOp::Sum);
+    comm.allgather(h.stream(), h.a(), h.b(), 0, DataType::F32);
+    comm.alltoall(h.stream(), h.a(), h.b(), 0, DataType::F32);
+    comm.broadcast(h.stream(), h.a(), h.b(), 0, DataType::F32, world - 1);
+    h.stream().synchronize();
+  } catch (const Error& e) {
+    h.fail(cat("zero counts: ", e.what()));
+  }
+
+  // Several pipeline chunks.
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, large, false, ++salt);
+  run_allreduce(h, DataType::BF16, ReduceOp::Avg, large, true, ++salt);
+  run_allreduce(h, DataType::I32, ReduceOp::Max, large, true, ++salt);
+  run_allreduce(h, DataType::F64, ReduceOp::Prod, large / 2, false, ++salt);
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, large, false, ++salt, 1);  // 4 bytes off: no vector loads
+  run_allreduce(h, DataType::F16, ReduceOp::Min, 1003, true, ++salt, 3);
+  run_reduce_scatter(h, DataType::F64, ReduceOp::Sum, large_block, 0, ++salt);
+  run_reduce_scatter(h, DataType::F32, ReduceOp::Avg, large_block, 1, ++salt);
+  run_reduce_scatter(h, DataType::I64, ReduceOp::Min, large_block, 2, ++salt);
+  run_alltoall(h, DataType::F64, large_block, true, ++salt);
+  run_alltoall(h, DataType::F64, large_block, false, ++salt);
+  run_allgather(h, DataType::I64, large_block, false, ++salt);
+  run_broadcast(h, DataType::U8, large_block * 8, false, world - 1, ++salt);
+  run_back_to_back(h, large);
+
+  // A slow producer: the input is written by work still queued on the stream when the collective is called.
+  {
+    const std::size_t count = 4099;
+    auto input = reduction_input(DataType::F32, ReduceOp::Sum, h.rank(), 0, count, ++salt);
+    h.poison(h.a(), count * 4);
+    h.stream().impl().host_callback([] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+    h.upload(h.a(), input);
+    try {
+      comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+      h.check_reduced("allreduce after a slow producer", DataType::F32, ReduceOp::Sum, h.download(h.b(), count * 4), 0,
+                      salt);
+    } catch (const Error& e) {
+      h.fail("allreduce after a slow producer", e);
+    }
+  }
+
+  comm.barrier();
+  if (h.failures() > 0) std::fprintf(stderr, "rank %d: %d failures\n", comm.rank(), h.failures());
+  return h.failures() == 0 ? 0 : 1;
+}
+
+// Bad arguments: InvalidArgument naming rank, operation and size, raised before any message, so that the
+// collectives stay usable (checked by a correct allreduce afterwards).
+PICKLE_CHILD(coll_errors) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), world = comm.world_size();
+  Harness h(comm, 1 << 16);
+  int failures = 0;
+  auto expect = [&](const char* what, const std::string& needle, auto&& fn) {
+    try {
+      fn();
+      std::fprintf(stderr, "rank %d: %s: no exception\n", rank, what);
+      ++failures;
+    } catch (const InvalidArgument& e) {
+      const std::string message = e.what();
+      if (message.find(needle) == std::string::npos) {
+        std::fprintf(stderr, "rank %d: %s: '%s' lacks '%s'\n", rank, what, message.c_str(), needle.c_str());
+        ++failures;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s: wrong exception: %s\n", rank, what, e.what());
+      ++failures;
+    }
+  };
+  const std::string me = cat("rank ", rank, ": ");
+  expect("root out of range", me + "broadcast of 64 bytes: root " + std::to_string(world), [&] {
+    comm.broadcast(h.stream(), h.a(), h.b(), 16, DataType::F32, world);
+  });
+  expect("negative root", "root -1", [&] { comm.broadcast(h.stream(), h.a(), h.b(), 16, DataType::F32, -1); });
+  expect("null send", me + "allreduce of 40 bytes: the send buffer is null", [&] {
+    comm.allreduce(h.stream(), nullptr, h.b(), 10, DataType::F32, ReduceOp::Sum);
+  });
+  expect("null recv", "the recv buffer is null", [&] {
+    comm.allgather(h.stream(), h.a(), nullptr, 10, DataType::U8);
+  });
+  expect("count overflow", "count overflow", [&] {
+    comm.allgather(h.stream(), h.a(), h.b(), SIZE_MAX / 4, DataType::F64);
+  });
+  expect("past the allocation", "from the pointer on", [&] {
+    comm.allreduce(h.stream(), h.a(), h.b(), 1 << 20, DataType::F32, ReduceOp::Sum);
+  });
+  expect("partial overlap", "overlap", [&] {
+    comm.allreduce(h.stream(), h.a(), h.a(8), 100, DataType::F32, ReduceOp::Sum);
+  });
+  expect("alltoall partial overlap", "overlap", [&] {
+    comm.alltoall(h.stream(), h.a(), h.a(4), 16, DataType::U8);
+  });
+  if (comm.memory_kind() == MemoryKind::Host) {
+    std::vector<float> plain(64);  // not memory pickle allocated: it cannot be announced to peers
+    expect("unshareable memory", "not memory pickle can share", [&] {
+      comm.allreduce(h.stream(), plain.data(), h.b(), 16, DataType::F32, ReduceOp::Sum);
+    });
+  } else {
+    auto host = device::allocate(MemoryKind::Host, 4096);
+    expect("wrong memory kind", "is host memory but this communicator moves cuda memory", [&] {
+      comm.allreduce(h.stream(), host->data(), h.b(), 16, DataType::F32, ReduceOp::Sum);
+    });
+  }
+  expect("reserved tag (send)", "tags below 0 are reserved for collectives", [&] {
+    comm.send((rank + 1) % world, -1, h.a(), 8);
+  });
+  expect("reserved tag (recv)", "tags below 0 are reserved for collectives", [&] {
+    comm.recv((rank + 1) % world, -5, h.a(), 8);
+  });
+  // Still usable.
+  run_allreduce(h, DataType::I32, ReduceOp::Sum, 333, false, 77);
+  comm.barrier();
+  return failures + h.failures() == 0 ? 0 : 1;
+}
+
+// A rank dies (SIGKILL, from a thread, at an arbitrary point of a series of multi-chunk allreduces): every other
+// rank's collective call or stream synchronize fails with PeerError or TimeoutError, promptly, and later calls fail
+// fast. Rank 0 dies (its store goes with it, so that the survivors' teardown does not wait). args: memory.
+PICKLE_CHILD(coll_peer_death) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(comm.world_size());
+  Harness h(comm, count * 4);
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 5);  // everything set up and working
+  if (h.failures() != 0) return 1;
+  comm.barrier();
+  if (comm.rank() == 0) {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ::kill(::getpid(), SIGKILL);
+    }).detach();
+  }
+  Stopwatch watch;
+  std::string failure;
+  ErrorCode code = ErrorCode::Internal;
+  for (int i = 0; i < 100000 && failure.empty(); ++i) {
+    try {
+      comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+      h.stream().synchronize();
+    } catch (const Error& e) {
+      failure = e.what();
+      code = e.code();
+    }
+  }
+  const double seconds = watch.seconds();
+  std::fprintf(stderr, "rank %d: failed after %.2f s: %s\n", comm.rank(), seconds, failure.c_str());
+  if (failure.empty() || (code != ErrorCode::Peer && code != ErrorCode::Timeout)) return 1;
+  if (failure.find("allreduce") == std::string::npos) return 2;
+  if (seconds > env::timeout_seconds() + 5) return 3;
+  // The sequence is broken now: the next call fails at once instead of mismatching messages.
+  Stopwatch again;
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+    h.stream().synchronize();
+    return 4;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Peer && e.code() != ErrorCode::Timeout) return 5;
+  }
+  if (again.seconds() > 2) return 6;
+  return 0;
+}
+
+// A peer dies after its call returned but before its copies ran (its stream held back by a slow producer): this
+// rank's call returns normally, and the stream synchronize reports the lost data as a PeerError. Two ranks.
+PICKLE_CHILD(coll_death_after_call) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t count = 1000;
+  Harness h(comm, count * 4);
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 6);
+  if (h.failures() != 0) return 1;
+  comm.barrier();
+  // Hold this rank's stream: rank 0 for good (it dies while held), rank 1 briefly.
+  const int hold_ms = comm.rank() == 0 ? 10000 : 300;
+  h.stream().impl().host_callback([hold_ms] { std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms)); });
+  comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);  // both calls return
+  // Rank 1 says that its call returned; then rank 0 dies (not through the store: rank 0 hosts it).
+  Buffer note = comm.alloc(64);
+  if (comm.rank() == 0) {
+    comm.recv(1, 0, note.data(), 64).wait();
+    ::kill(::getpid(), SIGKILL);
+  }
+  comm.send(0, 0, note.data(), 64).wait();
+  Stopwatch watch;
+  try {
+    h.stream().synchronize();
+    std::fprintf(stderr, "rank 1: synchronize succeeded although the peer's data never came\n");
+    return 1;
+  } catch (const PeerError& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank 1: %s\n", message.c_str());
+    if (message.find("allreduce") == std::string::npos || message.find("peer 0") == std::string::npos) return 2;
+  }
+  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
+  return 0;
+}
+
+// 1 GiB allreduces (f32 sum out of place, bf16 sum in place), every element checked. args: memory, MiB.
+PICKLE_CHILD(coll_large) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t bytes = std::stoull(args.at(1)) << 20;
+  Harness h(comm, bytes);
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, bytes / 4, false, 11);
+  run_allreduce(h, DataType::BF16, ReduceOp::Sum, bytes / 2, true, 12);
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
+}  // namespace pickle::test

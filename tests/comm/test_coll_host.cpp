@@ -1,0 +1,44 @@
+// The collectives on host memory across real processes: the same rank programs as the GPU tests
+// (tests/comm/coll_children.cpp). One launch of the ranks per rank count runs every collective x datatype x operator.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
+class CollMatrix : public testing::TestWithParam<int> {};
+TEST_P(CollMatrix, EveryCollectiveTypeAndOperatorMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", GetParam(), {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(240)));
+}
+INSTANTIATE_TEST_SUITE_P(Coll, CollMatrix, testing::Values(2, 3, 4, 8),
+                         [](const testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; });
+
+TEST(Coll, BadArgumentsAreClearErrorsAndLeaveTheCollectivesUsable) {
+  expect_all_ok(run_ranks("coll_errors", 3, {"host"}, {"PICKLE_TIMEOUT=30"}));
+}
+
+TEST(Coll, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
+  auto statuses = run_ranks("coll_peer_death", 3, {"host"}, {"PICKLE_TIMEOUT=5"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
+TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
+  auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+}  // namespace
+}  // namespace pickle::test

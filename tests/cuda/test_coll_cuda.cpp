@@ -1,0 +1,53 @@
+// The collectives on 2 GPUs in 2 processes: the rank programs of tests/comm/coll_children.cpp with CUDA memory.
+// Data moves by copy engines; reductions run the CUDA kernel on at most PICKLE_REDUCE_CTAS CTAs.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include "device/backends.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+class CollCuda : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::cuda_device_count() < 2) {
+      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
+                                                                            : std::string("only 1 GPU"));
+    }
+  }
+  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+    }
+  }
+};
+
+TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
+}
+TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},
+                          std::chrono::seconds(300)));
+}
+TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
+  expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
+}
+TEST_F(CollCuda, BadArgumentsAreClearErrorsAndLeaveTheCollectivesUsable) {
+  expect_all_ok(run_ranks("coll_errors", 2, {"cuda"}, {"PICKLE_TIMEOUT=30"}));
+}
+TEST_F(CollCuda, PeerKilledDuringAllreducesFailsTheOtherRankPromptly) {
+  auto statuses = run_ranks("coll_peer_death", 2, {"cuda"}, {"PICKLE_TIMEOUT=5"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+TEST_F(CollCuda, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
+  auto statuses = run_ranks("coll_death_after_call", 2, {"cuda"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+}  // namespace
+}  // namespace pickle::test
