@@ -3,11 +3,14 @@
 // real PNG. Bad inputs must fail with the file named (exit 1); a missing argument is a usage error (exit 2).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/json.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -284,6 +287,187 @@ TEST(Report, UnknownSuiteIsNamedNotFatal) {
   std::string md = read_file(out + "/report.md");
   EXPECT_NE(md.find("suite 'teleport' is not known"), std::string::npos) << md;
   EXPECT_EQ(tables(md).size(), 3u);  // the p2p file is still reported in full
+}
+
+const std::string kTransportsHeader = "| configuration | run 1 | run 2 | mean GB/s (64 KiB) | gain |";
+const std::string kTransportsSizeHeader =
+    "| Size | nccl-p2p | nccl-shm | pickle-ipc | pickle-shm | NCCL P2P over NCCL SHM | pickle ipc over pickle shm | "
+    "pickle shm over NCCL SHM |";
+
+TEST(Report, TransportsRunGivesTheSeedTableAndABarChart) {
+  TempDir dir("report-transports");
+  std::string json = dir / "t.json";
+  Result bench = run_pickle(dir,
+                            {"bench", "transports", "--ops", "p2p", "--runs", "2", "-b", "4K", "-e", "64K", "-n", "2",
+                             "-w", "1", "--repeats", "2", "--json", json},
+                            std::chrono::seconds(90));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", json, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  EXPECT_EQ(report.err.find("not known"), std::string::npos) << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("pickle bench transports --ops p2p --runs 2"), std::string::npos) << md;
+
+  // Seed 000's shape: the four configurations, NCCL skipped on host memory, pickle's two runs, mean and gain.
+  std::vector<Table> seed = tables(md, kTransportsHeader);
+  ASSERT_EQ(seed.size(), 1u) << md;
+  const std::vector<std::string> names = {"NCCL (default: P2P/NVLink)", "NCCL (NCCL_P2P_DISABLE=1: SHM)", "pickle ipc",
+                                          "pickle shm"};
+  EXPECT_EQ(seed[0].sizes, names);
+  const std::regex number(R"(^[0-9]+(\.[0-9]+)?$)");
+  for (const auto& row : seed[0].rows) {
+    ASSERT_EQ(row.size(), 5u) << md;
+    if (row[0].starts_with("NCCL")) {
+      EXPECT_TRUE(row[1].starts_with("skipped: ")) << row[1];
+      EXPECT_NE(row[1].find("GPU memory"), std::string::npos) << row[1];
+      continue;
+    }
+    for (std::size_t c = 1; c <= 3; ++c) EXPECT_TRUE(std::regex_match(row[c], number)) << "cell '" << row[c] << "'";
+  }
+  EXPECT_TRUE(std::regex_match(seed[0].rows[2][4], std::regex(R"(^[+-][0-9.]+% \([0-9.]+x\) over pickle shm$)")))
+      << seed[0].rows[2][4];
+  EXPECT_EQ(seed[0].rows[3][4], "— (NCCL (NCCL_P2P_DISABLE=1: SHM) did not measure)");
+
+  // Per size: a row per size, NCCL n/a, pickle's means, the ipc/shm ratio.
+  std::vector<Table> per_size = tables(md, kTransportsSizeHeader);
+  ASSERT_EQ(per_size.size(), 1u) << md;
+  EXPECT_EQ(per_size[0].sizes, (std::vector<std::string>{"4 KiB", "8 KiB", "16 KiB", "32 KiB", "64 KiB"}));
+  for (const auto& row : per_size[0].rows) {
+    ASSERT_EQ(row.size(), 8u);
+    EXPECT_EQ(row[1], "n/a");
+    EXPECT_TRUE(std::regex_match(row[3], number)) << row[3];
+    EXPECT_TRUE(std::regex_match(row[6], number)) << row[6];
+  }
+  EXPECT_EQ(check_plots(out, md), 1);  // the bar chart at the largest size
+}
+
+/// A synthetic `pickle bench interference --json` result (the keys the bench writes): gemm and attention x pickle
+/// and NCCL x 4 KiB, 1 MiB, 4 GiB; NCCL's gemm row at 4 GiB failed and its attention row at 4 GiB did not overlap.
+json::Value interference_result() {
+  json::Value root = json::Value::object();
+  root["schema"] = "pickle-bench/1";
+  root["suite"] = "interference";
+  root["command"] = json::Value(json::Array{"pickle", "bench", "interference", "-b", "4K", "-e", "4G", "-f", "256"});
+  root["started_utc"] = "2026-11-22T03:04:05Z";
+  json::Value options = json::Value::object();
+  options["min_bytes"] = 4096;
+  options["max_bytes"] = std::int64_t{1} << 32;
+  options["factor"] = 256;
+  options["iterations"] = 100;
+  options["warmup"] = 20;
+  options["depth"] = 8;
+  options["check"] = true;
+  options["foregrounds"] = json::Value(json::Array{"gemm", "attention"});
+  options["backends"] = json::Value(json::Array{"pickle", "nccl"});
+  options["backgrounds"] = json::Value(json::Array{"p2p"});
+  root["options"] = std::move(options);
+  root["waived"] = nullptr;
+  root["notes"] = json::Value::array();
+  json::Value foregrounds = json::Value::array();
+  for (auto [name, flops] : {std::pair{"gemm", 1099511627776.0}, std::pair{"attention", 4398046511104.0}}) {
+    json::Value f = json::Value::object();
+    f["name"] = name;
+    f["description"] = std::string(name) == "gemm" ? "cuBLASLt bf16 8192x8192x8192, fp32 accumulate"
+                                                   : "pickle fused attention (own kernel): bf16 forward";
+    f["status"] = "ok";
+    f["detail"] = "";
+    f["flops"] = flops;
+    json::Value verify = json::Value::object();
+    verify["max_error"] = 0.0023;
+    verify["tolerance"] = 0.01;
+    verify["shape"] = "heads 4, seq 512";
+    verify["passed"] = true;
+    f["verify"] = std::move(verify);
+    foregrounds.push_back(std::move(f));
+  }
+  root["foregrounds"] = std::move(foregrounds);
+  json::Value traffic = json::Value::array();
+  for (const char* backend : {"pickle", "nccl"}) {
+    json::Value t = json::Value::object();
+    t["background"] = "p2p";
+    t["backend"] = backend;
+    t["status"] = std::string(backend) == "nccl" ? "failed" : "ok";
+    t["detail"] = std::string(backend) == "nccl" ? "NCCL 2.28.9 (/usr/lib/libnccl.so.2)" : "";
+    traffic.push_back(std::move(t));
+  }
+  root["traffic"] = std::move(traffic);
+  json::Value results = json::Value::array();
+  const std::int64_t sizes[] = {4096, 1 << 20, std::int64_t{1} << 32};
+  const double gbps[] = {0.412, 45.3, 390.5};
+  for (const char* fg : {"gemm", "attention"}) {
+    const double alone = std::string(fg) == "gemm" ? 1.547 : 16.25;
+    for (const char* backend : {"pickle", "nccl"}) {
+      for (int i = 0; i < 3; ++i) {
+        const bool nccl = std::string(backend) == "nccl";
+        const double relative = nccl ? (i == 2 ? 0.844 : 0.995) : (i == 0 ? 1.0 : 0.999 - 0.001 * i);
+        json::Value r = json::Value::object();
+        r["foreground"] = fg;
+        r["background"] = "p2p";
+        r["backend"] = backend;
+        r["bytes"] = sizes[i];
+        const bool failed = nccl && i == 2 && std::string(fg) == "gemm";
+        r["t_alone_ms"] = failed ? json::Value() : json::Value(alone);
+        r["t_with_ms"] = failed ? json::Value() : json::Value(alone / relative);
+        r["relative"] = failed ? json::Value() : json::Value(relative);
+        r["background_gbps"] = failed ? json::Value() : json::Value(nccl ? gbps[i] * 0.95 : gbps[i]);
+        r["overlap"] = !failed && !(nccl && i == 2);
+        r["window"] = nullptr;
+        r["background_wrong"] = failed ? json::Value() : json::Value(0);
+        r["foreground_wrong"] = failed ? json::Value() : json::Value(0);
+        r["passed"] = !failed && !(nccl && i == 2);
+        r["error"] = failed ? json::Value("rank 1: timeout waiting for the background") : json::Value();
+        results.push_back(std::move(r));
+      }
+    }
+  }
+  root["results"] = std::move(results);
+  root["exit_code"] = 1;
+  return root;
+}
+
+TEST(Report, InterferenceRunGivesSeedTablesAndPlots) {
+  TempDir dir("report-interference");
+  std::string measured = dir / "interference.json";
+  write_file(measured, interference_result().dump(2));
+  // A real waived run (GPUs hidden) must be reported as such, not rejected.
+  std::string waived = dir / "waived.json";
+  pid_t pid = spawn_program({PICKLE_CLI_PATH, "bench", "interference", "--json", waived}, {"CUDA_VISIBLE_DEVICES="},
+                            dir / "bench.out", dir / "bench.err");
+  ExitStatus bench = wait_pid(pid, std::chrono::seconds(60));
+  ASSERT_TRUE(bench.ok()) << bench.describe() << "\n" << read_file(dir / "bench.err");
+
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", measured, waived, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  EXPECT_EQ(report.err.find("not known"), std::string::npos) << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("**Waived**: needs 2 CUDA GPUs (found 0); nothing was measured."), std::string::npos) << md;
+
+  // Seed 001's shape, one table per foreground: Size | pickle | NCCL, relative throughput (background GB/s).
+  std::vector<Table> found = tables(md, "| Size | pickle | NCCL |");
+  ASSERT_EQ(found.size(), 2u) << md;
+  const std::vector<std::string> sizes = {"4 KiB", "1 MiB", "4 GiB"};
+  const std::regex cell(R"(^[01]\.[0-9]{3} \([0-9.]+ GB/s\)( \*\*no overlap\*\*)?$)");
+  for (const auto& table : found) {
+    EXPECT_EQ(table.sizes, sizes);
+    for (const auto& row : table.rows) {
+      ASSERT_EQ(row.size(), 3u);
+      EXPECT_TRUE(std::regex_match(row[1], cell)) << "pickle cell '" << row[1] << "'";
+      EXPECT_TRUE(row[2] == "FAILED" || std::regex_match(row[2], cell)) << "NCCL cell '" << row[2] << "'";
+    }
+  }
+  EXPECT_EQ(found[0].rows[0][1], "1.000 (0.412 GB/s)");  // gemm, 4 KiB, pickle
+  EXPECT_EQ(found[0].rows[2][1], "0.997 (390.5 GB/s)");  // gemm, 4 GiB, pickle
+  EXPECT_EQ(found[0].rows[2][2], "FAILED");               // gemm, 4 GiB, NCCL
+  EXPECT_EQ(found[1].rows[2][2], "0.844 (371.0 GB/s) **no overlap**");  // attention, 4 GiB, NCCL
+  EXPECT_NE(md.find("- NCCL at 4 GiB: FAILED: rank 1: timeout waiting for the background"), std::string::npos) << md;
+  // The baseline: the median time alone, and TFLOP/s from the recorded flops (2 * 8192^3 / 1.547 ms).
+  EXPECT_NE(md.find("Baseline (no traffic): 1.55 ms per iteration, 710.7 TFLOP/s"), std::string::npos) << md;
+  EXPECT_NE(md.find("pickle fused attention (own kernel)"), std::string::npos);
+  // One plot per foreground and traffic pattern.
+  EXPECT_EQ(check_plots(out, md), 2);
 }
 
 }  // namespace

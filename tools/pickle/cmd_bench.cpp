@@ -3,9 +3,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/coll.hpp"
+#include "bench/interference.hpp"
 #include "bench/ipc.hpp"
 #include "bench/memcpy.hpp"
 #include "bench/p2p.hpp"
+#include "bench/scenario.hpp"
+#include "bench/transports.hpp"
 #include "commands.hpp"
 
 namespace pickle::cli {
@@ -21,12 +25,16 @@ constexpr Suite kSuites[] = {
     {"p2p", bench::run_p2p, "point-to-point bandwidth and latency between two ranks: pickle vs NCCL vs copy engine"},
     {"ipc", bench::run_ipc, "cost of mapping a peer's buffer (cudaIpc, VMM fd, memfd) and what pickle's cache saves"},
     {"memcpy", bench::run_memcpy, "plain copies into a peer's mapped buffer: async, sync, sync with IPC open+close"},
+    {"coll", bench::run_coll, "collectives the nccl-tests way (allreduce, allgather, ...): pickle vs NCCL"},
+    {"scenario", bench::run_scenario, "seed 004's allreduce-bench, flags (all_gather_object vs allreduce), one-vs-many"},
+    {"interference", bench::run_interference, "compute on the receiving GPU alone vs under background traffic"},
+    {"transports", bench::run_transports, "seed 000: NCCL P2P vs SHM and pickle ipc vs shm, each in its own process set"},
 };
 
 void bench_usage(std::FILE* out) {
   std::fprintf(out, "usage: pickle bench [<suite>] [options]\n\nWith no suite, runs the default suite (%s).\n\nsuites:\n",
                kSuites[0].name);
-  for (const auto& suite : kSuites) std::fprintf(out, "  %-6s %s\n", suite.name, suite.summary);
+  for (const auto& suite : kSuites) std::fprintf(out, "  %-12s %s\n", suite.name, suite.summary);
   std::fprintf(out, "\n`pickle bench <suite> --help` describes a suite's options; docs/bench.md the method.\n");
 }
 

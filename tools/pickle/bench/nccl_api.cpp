@@ -18,6 +18,12 @@ NcclApi NcclApi::load() {
   api.recv = lib.symbol<int(void*, std::size_t, int, int, NcclComm, void*)>("ncclRecv");
   api.group_start = lib.symbol<int()>("ncclGroupStart");
   api.group_end = lib.symbol<int()>("ncclGroupEnd");
+  api.all_reduce = lib.symbol<int(const void*, void*, std::size_t, int, int, NcclComm, void*)>("ncclAllReduce");
+  api.all_gather = lib.symbol<int(const void*, void*, std::size_t, int, NcclComm, void*)>("ncclAllGather");
+  api.broadcast = lib.symbol<int(const void*, void*, std::size_t, int, int, NcclComm, void*)>("ncclBroadcast");
+  api.reduce_scatter =
+      lib.symbol<int(const void*, void*, std::size_t, int, int, NcclComm, void*)>("ncclReduceScatter");
+  api.all_to_all = lib.find<int(const void*, void*, std::size_t, int, NcclComm, void*)>("ncclAlltoAll");
   api.get_error_string_ = lib.symbol<const char*(int)>("ncclGetErrorString");
   api.get_last_error_ = lib.find<const char*(NcclComm)>("ncclGetLastError");
 

@@ -17,8 +17,23 @@ struct NcclUniqueId {
 };
 using NcclComm = void*;  ///< ncclComm_t
 
-/// ncclInt8 (= ncclChar): counts are bytes.
+/// ncclDataType_t values, as nccl.h numbers them (ncclInt8 = ncclChar: counts are bytes).
 inline constexpr int kNcclInt8 = 0;
+inline constexpr int kNcclUint8 = 1;
+inline constexpr int kNcclInt32 = 2;
+inline constexpr int kNcclUint32 = 3;
+inline constexpr int kNcclInt64 = 4;
+inline constexpr int kNcclUint64 = 5;
+inline constexpr int kNcclFloat16 = 6;
+inline constexpr int kNcclFloat32 = 7;
+inline constexpr int kNcclFloat64 = 8;
+inline constexpr int kNcclBfloat16 = 9;
+/// ncclRedOp_t values (nccl.h): note that max comes before min, unlike pickle::ReduceOp.
+inline constexpr int kNcclSum = 0;
+inline constexpr int kNcclProd = 1;
+inline constexpr int kNcclMax = 2;
+inline constexpr int kNcclMin = 3;
+inline constexpr int kNcclAvg = 4;  ///< NCCL >= 2.10
 
 class NcclApi {
  public:
@@ -41,6 +56,14 @@ class NcclApi {
   int (*recv)(void* buffer, std::size_t count, int datatype, int peer, NcclComm, void* stream) = nullptr;
   int (*group_start)() = nullptr;
   int (*group_end)() = nullptr;
+  // Collectives: (send, recv, count, datatype, [op | root,] comm, stream); counts as in nccl.h.
+  int (*all_reduce)(const void*, void*, std::size_t count, int datatype, int op, NcclComm, void* stream) = nullptr;
+  int (*all_gather)(const void*, void*, std::size_t sendcount, int datatype, NcclComm, void* stream) = nullptr;
+  int (*broadcast)(const void*, void*, std::size_t count, int datatype, int root, NcclComm, void* stream) = nullptr;
+  int (*reduce_scatter)(const void*, void*, std::size_t recvcount, int datatype, int op, NcclComm,
+                        void* stream) = nullptr;
+  /// ncclAlltoAll (NCCL >= 2.28); null before, where alltoall is a group of ncclSend/ncclRecv as nccl-tests does it.
+  int (*all_to_all)(const void*, void*, std::size_t count, int datatype, NcclComm, void* stream) = nullptr;
 
  private:
   explicit NcclApi(DynamicLibrary library) : library_(std::move(library)) {}

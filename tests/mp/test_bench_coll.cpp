@@ -1,0 +1,356 @@
+// `pickle bench coll` and `pickle bench scenario` end to end on host memory: the real command launches its own ranks,
+// runs pickle's collectives on checked data, prints nccl-tests' columns and writes the result file. Also: NCCL
+// without GPU memory is "unavailable" (not a failure), a corrupted input is counted exactly and fails the run, and
+// bad flags exit 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "bench_test_util.hpp"
+#include "core/json.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+const std::vector<std::string> kCollectives = {"allreduce", "allgather", "broadcast", "alltoall", "reduce_scatter"};
+
+const json::Value* find_backend(const json::Value& root, const std::string& name) {
+  for (const auto& backend : root.at("backends").as_array()) {
+    if (backend.at("name").as_string() == name) return &backend;
+  }
+  return nullptr;
+}
+
+/// Lines of `out` that start with `prefix`.
+int count_lines(const std::string& out, const std::string& prefix) {
+  int n = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) n += line.starts_with(prefix) ? 1 : 0;
+  return n;
+}
+
+/// nccl-tests' sizes: allreduce and broadcast whole elements; the others a multiple of the rank count.
+std::int64_t expected_bytes(const std::string& coll, std::int64_t requested, int ranks) {
+  std::int64_t elements = requested / 4;
+  if (coll != "allreduce" && coll != "broadcast") elements = elements / ranks * ranks;
+  return elements * 4;
+}
+
+double busbw_factor(const std::string& coll, int n) {
+  if (coll == "allreduce") return 2.0 * (n - 1) / n;
+  if (coll == "broadcast") return 1.0;
+  return static_cast<double>(n - 1) / n;
+}
+
+void check_every_collective(int ranks) {
+  TempDir dir("bench-coll");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(
+      dir, "coll", {"-c",       "all",  "-b",     "1K",     "-e",        "64K", "-f",      "4",
+                    "-n",       "2",    "-w",     "1",      "--repeats", "2",   "--ranks", std::to_string(ranks),
+                    "--memory", "host", "--json", json_path});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.out.find("# nccl    unavailable: rank 0: nccl needs GPU memory"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(std::to_string(ranks) + " ranks, host memory"), std::string::npos) << run.out;
+
+  // 5 collectives x 4 sizes; size count type redop root, then time algbw busbw #wrong twice.
+  auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 20u) << run.out;
+  const std::vector<std::int64_t> requested = {1024, 4096, 16384, 65536};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    ASSERT_EQ(row.size(), 13u) << run.out;
+    const std::string& coll = kCollectives[i / 4];
+    EXPECT_EQ(row[0], std::to_string(expected_bytes(coll, requested[i % 4], ranks))) << coll;
+    EXPECT_EQ(std::stoll(row[1]) * 4, std::stoll(row[0])) << coll;  // count = elements of float
+    EXPECT_EQ(row[2], "float");
+    EXPECT_EQ(row[3], coll == "allreduce" || coll == "reduce_scatter" ? "sum" : "none") << coll;
+    EXPECT_EQ(row[4], coll == "broadcast" ? "0" : "-1") << coll;
+    for (std::size_t placement : {5u, 9u}) {
+      EXPECT_GT(std::stod(row[placement]), 0) << coll << " " << row[0];
+      EXPECT_GE(std::stod(row[placement + 2]), 0) << coll << " " << row[0];  // busbw, "0.00" at small sizes
+      EXPECT_EQ(row[placement + 3], "0") << coll << " " << row[0] << " #wrong";
+    }
+  }
+  EXPECT_EQ(count_lines(run.out, "# Avg bus bandwidth    : "), 5) << run.out;
+  for (const auto& coll : kCollectives) {
+    EXPECT_NE(run.out.find("# " + coll + ", backend pickle\n"), std::string::npos) << coll;
+  }
+
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("schema").as_string(), "pickle-bench/1");
+  EXPECT_EQ(root.at("suite").as_string(), "coll");
+  EXPECT_EQ(root.at("command").at(2).as_string(), "coll");
+  EXPECT_EQ(root.at("options").at("world_size").as_int(), ranks);
+  EXPECT_EQ(root.at("options").at("memory").as_string(), "host");
+  EXPECT_EQ(root.at("options").at("collectives").size(), 5u);
+  EXPECT_EQ(root.at("options").at("dtypes").at(0).as_string(), "float");
+  EXPECT_TRUE(root.at("environment").contains("PICKLE_TIMEOUT"));
+  EXPECT_TRUE(root.at("topology").contains("host"));
+  EXPECT_EQ(root.at("exit_code").as_int(), 0);
+  EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "ok");
+  EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 40u);  // pickle only: 20 points x out-of-place and in-place
+  std::map<std::string, int> per_collective;
+  for (const auto& r : results) {
+    const std::string coll = r.at("collective").as_string();
+    const std::string what = coll + " " + std::to_string(r.at("bytes").as_int()) +
+                             (r.at("in_place").as_bool() ? " in-place" : " out-of-place");
+    ++per_collective[coll];
+    EXPECT_EQ(r.at("backend").as_string(), "pickle") << what;
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
+    EXPECT_TRUE(r.at("error").is_null()) << what;
+    EXPECT_EQ(r.at("repeats").as_int(), 2) << what;
+    EXPECT_EQ(r.at("iterations").as_int(), 2) << what;
+    const auto& time = r.at("time_us");
+    EXPECT_LE(time.at("min").as_double(), time.at("median").as_double()) << what;
+    EXPECT_LE(time.at("median").as_double(), time.at("max").as_double()) << what;
+    EXPECT_EQ(time.at("samples").size(), 2u) << what;
+    // algbw = bytes / time; busbw = algbw x nccl-tests' factor.
+    double alg = r.at("algbw_gbps").at("median").as_double();
+    EXPECT_NEAR(alg, static_cast<double>(r.at("bytes").as_int()) / (time.at("median").as_double() * 1e3), alg * 1e-9)
+        << what;
+    EXPECT_NEAR(r.at("busbw_gbps").at("median").as_double(), alg * busbw_factor(coll, ranks), alg * 1e-9) << what;
+  }
+  for (const auto& coll : kCollectives) EXPECT_EQ(per_collective[coll], 8) << coll;
+  EXPECT_EQ(root.at("avg_busbw").size(), 5u);
+}
+
+TEST(BenchColl, EveryCollectiveOnTwoRanksIsCheckedAndReported) { check_every_collective(2); }
+TEST(BenchColl, EveryCollectiveOnThreeRanksIsCheckedAndReported) { check_every_collective(3); }
+
+TEST(BenchColl, EveryDatatypeAndOperatorReducesExactly) {
+  TempDir dir("bench-coll");
+  BenchRun run = run_bench(dir, "coll", {"-c",        "allreduce,reduce_scatter",
+                                         "-d",        "all",
+                                         "-o",        "all",
+                                         "-b",        "1000",
+                                         "-e",        "1000",
+                                         "-n",        "1",
+                                         "-w",        "0",
+                                         "--repeats", "1",
+                                         "--ranks",   "3",
+                                         "--memory",  "host",
+                                         "--backend", "pickle"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 2u * 7u * 5u) << run.out;  // collectives x datatypes x operators, one size
+  std::set<std::string> types, ops;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), 13u) << run.out;
+    types.insert(row[2]);
+    ops.insert(row[3]);
+    EXPECT_EQ(row[8], "0") << row[2] << " " << row[3];
+    EXPECT_EQ(row[12], "0") << row[2] << " " << row[3];
+  }
+  EXPECT_EQ(types, (std::set<std::string>{"float", "half", "bfloat16", "double", "int32", "int64", "uint8"}));
+  EXPECT_EQ(ops, (std::set<std::string>{"sum", "prod", "max", "min", "avg"}));
+}
+
+TEST(BenchColl, ACorruptedInputIsCountedAndFailsTheRun) {
+  TempDir dir("bench-coll");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, "coll",
+                           {"-c", "all", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "--repeats", "1", "--ranks", "3",
+                            "--memory", "host", "--json", json_path},
+                           {"PICKLE_BENCH_CORRUPT=1"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 1);
+  // One input element of one rank is wrong: every rank sees it in allreduce, allgather and broadcast (the root's),
+  // only the rank that receives that block in alltoall and reduce_scatter.
+  const std::map<std::string, std::int64_t> expected = {
+      {"allreduce", 3}, {"allgather", 3}, {"broadcast", 3}, {"alltoall", 1}, {"reduce_scatter", 1}};
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 10u);
+  for (const auto& r : results) {
+    const std::string coll = r.at("collective").as_string();
+    EXPECT_EQ(r.at("wrong").as_int(), expected.at(coll)) << coll << (r.at("in_place").as_bool() ? " in-place" : "");
+  }
+  for (const auto& row : table_rows(run.out)) {
+    if (row.size() != 13) continue;  // the launcher's line about rank 0's exit code
+    EXPECT_NE(row[8], "0") << run.out;
+    EXPECT_NE(row[12], "0") << run.out;
+  }
+}
+
+TEST(BenchColl, WithoutCheckNothingIsCounted) {
+  TempDir dir("bench-coll");
+  BenchRun run = run_bench(
+      dir, "coll", {"-c", "broadcast", "-c", "0", "-r", "1", "-b", "4K", "-e", "4K", "-n", "1", "--memory", "host"},
+      {"PICKLE_BENCH_CORRUPT=1"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 1u) << run.out;
+  EXPECT_EQ(rows[0][4], "1");  // the root
+  EXPECT_EQ(rows[0][8], "N/A");
+  EXPECT_EQ(rows[0][12], "N/A");
+}
+
+TEST(BenchColl, BadFlagsExitWithTwo) {
+  const std::vector<std::vector<std::string>> cases = {{"--bogus"},
+                                                       {"-c", "allsum"},
+                                                       {"-c", "2"},
+                                                       {"-d", "float128"},
+                                                       {"-o", "xor"},
+                                                       {"-d", "float,f32"},
+                                                       {"--backend", "mpi"},
+                                                       {"-r", "2"},
+                                                       {"-r", "5", "--ranks", "3"},
+                                                       {"-b", "2M", "-e", "1M"},
+                                                       {"-n", "0"},
+                                                       {"--ranks", "0"},
+                                                       {"--check", "3"},
+                                                       {"-d"}};
+  for (const auto& args : cases) {
+    TempDir dir("bench-coll");
+    BenchRun run = run_bench(dir, "coll", args);
+    EXPECT_TRUE(run.status.exited && run.status.code == 2) << args[0] << ": " << run.describe();
+    EXPECT_NE(run.err.find("usage: pickle bench coll"), std::string::npos) << args[0] << ": " << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+  TempDir dir("bench-coll");
+  BenchRun run = run_bench(dir, "coll", {"-c", "allsum"});
+  EXPECT_NE(run.err.find("-c: unknown collective 'allsum'"), std::string::npos) << run.err;
+}
+
+TEST(BenchColl, ARootBeyondTheLaunchedWorldIsABadCommandLine) {
+  // Under a launcher the ranks find out: rank 0 reports it once, and the job exits 2.
+  TempDir dir("bench-coll");
+  pid_t pid = spawn_program(
+      {PICKLE_CLI_PATH, "launch", "-n", "2", "--", PICKLE_CLI_PATH, "bench", "coll", "-r", "2", "--memory", "host"},
+      {"PICKLE_TIMEOUT=20"}, dir / "out", dir / "err");
+  ExitStatus status = wait_pid(pid, std::chrono::seconds(60));
+  std::string err = read_file(dir / "err") + read_file(dir / "out");
+  EXPECT_TRUE(status.exited && status.code == 2) << status.describe() << "\n" << err;
+  EXPECT_NE(err.find("-r 2: the root must be a rank below the world size 2"), std::string::npos) << err;
+}
+
+// --- pickle bench scenario
+
+json::Value run_scenario(const std::string& name, const std::vector<std::string>& flags, BenchRun& run,
+                         const std::vector<std::string>& env = {}) {
+  TempDir dir("bench-scenario");
+  const std::string json_path = dir / "result.json";
+  std::vector<std::string> args = {name, "--memory", "host", "--json", json_path};
+  args.insert(args.end(), flags.begin(), flags.end());
+  run = run_bench(dir, "scenario", args, env);
+  return json::parse(read_file(json_path));
+}
+
+void check_common(const json::Value& root, const std::string& name) {
+  EXPECT_EQ(root.at("schema").as_string(), "pickle-bench/1");
+  EXPECT_EQ(root.at("suite").as_string(), "scenario");
+  EXPECT_EQ(root.at("scenario").as_string(), name);
+  EXPECT_EQ(root.at("options").at("world_size").as_int(), 2);
+  EXPECT_TRUE(root.at("topology").contains("host"));
+  EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "ok");
+  EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
+  ASSERT_EQ(root.at("results").size(), 1u);
+  EXPECT_EQ(root.at("results").at(0).at("backend").as_string(), "pickle");
+}
+
+TEST(BenchScenario, AllreduceBenchReportsEveryTrialInGBpsAndGbps) {
+  BenchRun run;
+  json::Value root = run_scenario("allreduce-bench", {"--bytes", "64K", "-n", "3"}, run);
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  check_common(root, "allreduce-bench");
+  EXPECT_EQ(count_lines(run.out, "trial "), 3) << run.out;
+  EXPECT_NE(run.out.find("The average bandwidth of all_reduce with a 65.5 KB payload (3 trials, 2 ranks):"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(count_lines(run.out, " algbw: "), 1) << run.out;
+  EXPECT_EQ(count_lines(run.out, " busbw: "), 1) << run.out;
+  const auto& r = root.at("results").at(0);
+  EXPECT_EQ(r.at("bytes").as_int(), 65536);
+  EXPECT_EQ(r.at("wrong").as_int(), 0);
+  ASSERT_EQ(r.at("trials").size(), 3u);
+  for (const auto& trial : r.at("trials").as_array()) {
+    double alg = trial.at("algbw_gbps").as_double();
+    EXPECT_NEAR(alg, 65536.0 / (trial.at("time_us").as_double() * 1e3), alg * 1e-9);
+    EXPECT_NEAR(trial.at("busbw_gbps").as_double(), alg, alg * 1e-9);  // 2(n-1)/n = 1 for 2 ranks
+  }
+  EXPECT_NEAR(r.at("algbw_gbit").as_double(), r.at("algbw_gbps").at("mean").as_double() * 8, 1e-6);
+}
+
+TEST(BenchScenario, FlagsComparesObjectGathersWithOneElementAllreduces) {
+  BenchRun run;
+  json::Value root = run_scenario("flags", {"-n", "50", "-w", "2"}, run);
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  check_common(root, "flags");
+  EXPECT_EQ(count_lines(run.out, "all_gather_object="), 1) << run.out;
+  EXPECT_EQ(count_lines(run.out, "all_reduce="), 1) << run.out;
+  EXPECT_EQ(count_lines(run.out, "all_gather_object/all_reduce="), 1) << run.out;
+  const auto& r = root.at("results").at(0);
+  EXPECT_EQ(r.at("rounds").as_int(), 50);
+  EXPECT_EQ(r.at("wrong").as_int(), 0);
+  EXPECT_EQ(r.at("gather_object").at("wrong").as_int(), 0);
+  EXPECT_EQ(r.at("allreduce").at("wrong").as_int(), 0);
+  double gather = r.at("gather_object").at("total_s").as_double(), flag = r.at("allreduce").at("total_s").as_double();
+  EXPECT_GT(flag, 0);
+  EXPECT_NEAR(r.at("ratio").as_double(), gather / flag, 1e-9);
+}
+
+TEST(BenchScenario, OneVsManyComparesOneBigAllreduceWithManySmallOnes) {
+  BenchRun run;
+  json::Value root = run_scenario("one-vs-many", {"--small", "4K", "--count", "20", "-n", "2"}, run);
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  check_common(root, "one-vs-many");
+  EXPECT_EQ(count_lines(run.out, "1 x 81.9 KB: "), 1) << run.out;
+  EXPECT_EQ(count_lines(run.out, "20 x 4.1 KB: "), 1) << run.out;
+  EXPECT_EQ(count_lines(run.out, "20 x 4.1 KB / 1 x 81.9 KB = "), 1) << run.out;
+  EXPECT_EQ(root.at("options").at("bytes").as_int(), 20 * 4096);
+  EXPECT_EQ(root.at("options").at("count").as_int(), 20);
+  const auto& r = root.at("results").at(0);
+  EXPECT_EQ(r.at("wrong").as_int(), 0);
+  EXPECT_EQ(r.at("one").at("calls").as_int(), 1);
+  EXPECT_EQ(r.at("many").at("calls").as_int(), 20);
+  EXPECT_EQ(r.at("many").at("bytes").as_int(), 4096);
+  double one = r.at("one").at("time_us").at("median").as_double();
+  double many = r.at("many").at("time_us").at("median").as_double();
+  EXPECT_NEAR(r.at("ratio").as_double(), many / one, 1e-9);
+}
+
+TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
+  // One corrupted input per checked call: 2 ranks see it in an allreduce; flags corrupts one object and one flag.
+  const std::map<std::string, std::vector<std::string>> cases = {
+      {"allreduce-bench", {"--bytes", "16K", "-n", "1"}},
+      {"flags", {"-n", "5", "-w", "0"}},
+      {"one-vs-many", {"--small", "1K", "--count", "4", "-n", "1"}}};
+  const std::map<std::string, std::int64_t> wrong = {{"allreduce-bench", 2}, {"flags", 4}, {"one-vs-many", 4}};
+  for (const auto& [name, flags] : cases) {
+    BenchRun run;
+    json::Value root = run_scenario(name, flags, run, {"PICKLE_BENCH_CORRUPT=1"});
+    EXPECT_TRUE(run.status.exited && run.status.code == 1) << name << ": " << run.describe();
+    EXPECT_EQ(root.at("exit_code").as_int(), 1) << name;
+    EXPECT_EQ(root.at("results").at(0).at("wrong").as_int(), wrong.at(name)) << name;
+  }
+}
+
+TEST(BenchScenario, BadFlagsExitWithTwo) {
+  const std::vector<std::vector<std::string>> cases = {{},
+                                                       {"teleport"},
+                                                       {"--bytes", "1M"},
+                                                       {"flags", "--bytes", "1M"},
+                                                       {"allreduce-bench", "--small", "1K"},
+                                                       {"allreduce-bench", "--bytes", "2"},
+                                                       {"flags", "-n", "0"},
+                                                       {"one-vs-many", "--count", "0"},
+                                                       {"flags", "--backend", "gloo"},
+                                                       {"flags", "--frobnicate"}};
+  for (const auto& args : cases) {
+    TempDir dir("bench-scenario");
+    BenchRun run = run_bench(dir, "scenario", args);
+    std::string what = args.empty() ? std::string("(none)") : args[0];
+    EXPECT_TRUE(run.status.exited && run.status.code == 2) << what << ": " << run.describe();
+    EXPECT_NE(run.err.find("usage: pickle bench scenario"), std::string::npos) << what << ": " << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+}
+
+}  // namespace
+}  // namespace pickle::test

@@ -1,0 +1,209 @@
+// `pickle report` for the coll and scenario suites: real host-memory `pickle bench coll --json` and `pickle bench
+// scenario --json` runs, plus a hand-written two-backend coll file whose numbers are known, go in; report.md must
+// hold a "Size | pickle | NCCL | pickle/NCCL | #wrong" table per collective and placement with a row per size, the
+// right ratios, a table per scenario, and every plot it links must be a real PNG.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+const std::string kCollHeader = "| Size | pickle | NCCL | pickle/NCCL | #wrong |";
+
+struct Result {
+  ExitStatus status;
+  std::string out, err;
+};
+
+Result run_pickle(const TempDir& dir, const std::vector<std::string>& args, std::chrono::seconds timeout) {
+  static int counter = 0;
+  std::string tag = std::to_string(counter++);
+  std::vector<std::string> argv = {PICKLE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=20"}, dir / ("out" + tag), dir / ("err" + tag));
+  Result result;
+  result.status = wait_pid(pid, timeout);
+  result.out = read_file(dir / ("out" + tag));
+  result.err = read_file(dir / ("err" + tag));
+  return result;
+}
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::size_t start = 1;
+  while (start < line.size()) {
+    std::size_t end = line.find(" |", start);
+    if (end == std::string::npos) break;
+    std::string cell = line.substr(start, end - start);
+    out.push_back(cell.substr(cell.find_first_not_of(' ')));
+    start = end + 2;
+  }
+  return out;
+}
+
+/// The data rows of every table of `markdown` whose header line is `header`, one vector per table.
+std::vector<std::vector<std::vector<std::string>>> tables(const std::string& markdown, const std::string& header) {
+  std::vector<std::vector<std::vector<std::string>>> found;
+  std::istringstream in(markdown);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == header) {
+      found.emplace_back();
+      inside = true;
+    } else if (inside && line.starts_with("|---")) {
+      continue;
+    } else if (inside && line.starts_with("| ")) {
+      found.back().push_back(cells(line));
+    } else {
+      inside = false;
+    }
+  }
+  return found;
+}
+
+/// Two backends at two sizes, allreduce float sum: pickle's busbw twice NCCL's at 1 MiB, half at 4 MiB in place;
+/// NCCL's in-place alltoall is unsupported.
+const char* kTwoBackends = R"({
+  "schema": "pickle-bench/1", "suite": "coll", "command": ["pickle", "bench", "coll"],
+  "started_utc": "2026-01-01T00:00:00Z",
+  "options": {"min_bytes": 1048576, "max_bytes": 4194304, "factor": 4, "iterations": 20, "warmup": 5, "repeats": 5,
+              "check": true, "memory": "cuda", "world_size": 2, "backends": ["pickle", "nccl"]},
+  "backends": [{"name": "pickle", "status": "ok", "detail": ""},
+               {"name": "nccl", "status": "ok", "detail": "NCCL 2.28.9"}],
+  "results": [
+    {"backend": "pickle", "collective": "allreduce", "dtype": "float", "op": "sum", "in_place": false,
+     "bytes": 1048576, "time_us": {"median": 10, "min": 9, "max": 11},
+     "busbw_gbps": {"median": 300, "min": 290, "max": 310}, "wrong": 0},
+    {"backend": "nccl", "collective": "allreduce", "dtype": "float", "op": "sum", "in_place": false,
+     "bytes": 1048576, "time_us": {"median": 20, "min": 19, "max": 21},
+     "busbw_gbps": {"median": 150, "min": 140, "max": 160}, "wrong": 0},
+    {"backend": "pickle", "collective": "allreduce", "dtype": "float", "op": "sum", "in_place": true,
+     "bytes": 4194304, "time_us": {"median": 40, "min": 39, "max": 41},
+     "busbw_gbps": {"median": 100, "min": 99, "max": 101}, "wrong": 0},
+    {"backend": "nccl", "collective": "allreduce", "dtype": "float", "op": "sum", "in_place": true,
+     "bytes": 4194304, "time_us": {"median": 20, "min": 19, "max": 21},
+     "busbw_gbps": {"median": 200, "min": 190, "max": 210}, "wrong": 3},
+    {"backend": "pickle", "collective": "alltoall", "dtype": "float", "op": null, "in_place": true,
+     "bytes": 1048576, "time_us": {"median": 10, "min": 9, "max": 11},
+     "busbw_gbps": {"median": 50, "min": 49, "max": 51}, "wrong": 0},
+    {"backend": "nccl", "collective": "alltoall", "dtype": "float", "op": null, "in_place": true,
+     "bytes": 1048576, "time_us": null, "busbw_gbps": null, "wrong": null,
+     "unsupported": "NCCL has no in-place alltoall"}
+  ],
+  "exit_code": 1
+})";
+
+int check_plots(const std::string& out, const std::string& md) {
+  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
+  int links = 0;
+  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
+    std::string png = read_file(out + "/" + (*it)[1].str());
+    ++links;
+    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
+  }
+  return links;
+}
+
+TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
+  TempDir dir("report-coll");
+  const std::string coll = dir / "coll.json", synthetic = dir / "two.json";
+  Result bench = run_pickle(dir,
+                            {"bench", "coll", "-c", "allreduce,allgather", "--memory", "host", "-b", "1K", "-e", "16K",
+                             "-f", "4", "-n", "2", "-w", "1", "--json", coll},
+                            std::chrono::seconds(60));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+  std::vector<std::string> inputs = {coll, synthetic};
+  const std::vector<std::vector<std::string>> scenarios = {
+      {"allreduce-bench", "--bytes", "64K", "-n", "2"},
+      {"flags", "-n", "20", "-w", "1"},
+      {"one-vs-many", "--small", "4K", "--count", "10", "-n", "2"}};
+  for (const auto& scenario : scenarios) {
+    std::string path = dir / (scenario[0] + ".json");
+    std::vector<std::string> args = {"bench", "scenario"};
+    args.insert(args.end(), scenario.begin(), scenario.end());
+    args.insert(args.end(), {"--memory", "host", "--json", path});
+    bench = run_pickle(dir, args, std::chrono::seconds(60));
+    ASSERT_TRUE(bench.status.ok()) << scenario[0] << ": " << bench.status.describe() << "\n" << bench.err;
+    inputs.push_back(path);
+  }
+  std::ofstream(synthetic) << kTwoBackends;
+
+  const std::string out = dir / "out";
+  std::vector<std::string> args = {"report", "-o", out};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  Result report = run_pickle(dir, args, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  EXPECT_EQ(report.err.find("not known"), std::string::npos) << report.err;
+  const std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("pickle bench coll -c allreduce,allgather --memory host"), std::string::npos) << md;
+  EXPECT_NE(md.find("NCCL: **unavailable**"), std::string::npos) << md;
+
+  // Host run: allreduce and allgather (float), out-of-place and in-place: 4 tables of 3 sizes; the synthetic file:
+  // allreduce in both placements, alltoall in place only ("Not measured." out of place).
+  auto found = tables(md, kCollHeader);
+  ASSERT_EQ(found.size(), 7u) << md;
+  EXPECT_NE(md.find("**Out-of-place**\n\nNot measured."), std::string::npos) << md;
+  const std::regex number(R"(^[0-9]+(\.[0-9]+)?$)");
+  for (std::size_t t = 0; t < 4; ++t) {
+    ASSERT_EQ(found[t].size(), 3u) << "table " << t;
+    EXPECT_EQ(found[t][0][0], "1 KiB");
+    EXPECT_EQ(found[t][2][0], "16 KiB");
+    for (const auto& row : found[t]) {
+      ASSERT_EQ(row.size(), 5u);
+      EXPECT_TRUE(std::regex_match(row[1], number)) << "pickle cell '" << row[1] << "'";
+      EXPECT_EQ(row[2], "n/a");
+      EXPECT_EQ(row[4], "0");
+    }
+  }
+  // The synthetic file's allreduce: out-of-place 1 MiB 300 vs 150 GB/s -> 2.00; in-place 4 MiB 100 vs 200 -> 0.50,
+  // with NCCL's 3 wrong elements shown; its alltoall in place: NCCL unsupported.
+  ASSERT_EQ(found[4].size(), 1u);
+  EXPECT_EQ(found[4][0], (std::vector<std::string>{"1 MiB", "300.0", "150.0", "2.00", "0"}));
+  ASSERT_EQ(found[5].size(), 1u);
+  EXPECT_EQ(found[5][0], (std::vector<std::string>{"4 MiB", "100.0", "200.0", "0.50", "**NCCL: 3**"}));
+  ASSERT_EQ(found[6].size(), 1u);
+  EXPECT_EQ(found[6][0], (std::vector<std::string>{"1 MiB", "50.00", "unsupported", "—", "0"}));
+
+  // Scenarios: one table each, a row for pickle.
+  auto bench_rows =
+      tables(md, "| Backend | Payload | Trials | algbw GB/s | algbw Gbps | busbw GB/s | busbw Gbps | #wrong |");
+  ASSERT_EQ(bench_rows.size(), 1u) << md;
+  ASSERT_EQ(bench_rows[0].size(), 1u);
+  EXPECT_EQ(bench_rows[0][0][0], "pickle");
+  EXPECT_EQ(bench_rows[0][0][1], "65.5 KB");
+  EXPECT_EQ(bench_rows[0][0][2], "2");
+  EXPECT_EQ(bench_rows[0][0][7], "0");
+  auto flag_rows = tables(md, "| Backend | all_gather_object us/call | all_reduce us/call | ratio | #wrong |");
+  ASSERT_EQ(flag_rows.size(), 1u) << md;
+  EXPECT_TRUE(std::regex_match(flag_rows[0][0][3], number)) << flag_rows[0][0][3];
+  EXPECT_EQ(flag_rows[0][0][4], "0");
+  auto many_rows = tables(md,
+                          "| Backend | 1 x 41.0 KB ms | 10 x 4.1 KB ms | many/one | busbw one GB/s | busbw many GB/s "
+                          "| #wrong |");
+  ASSERT_EQ(many_rows.size(), 1u) << md;
+  EXPECT_EQ(many_rows[0][0][6], "0");
+
+  // A plot per collective x datatype x operator: 2 for the host run, 2 for the synthetic file.
+  EXPECT_EQ(check_plots(out, md), 4);
+}
+
+TEST(ReportColl, AResultWithoutItsPlacementIsNamed) {
+  TempDir dir("report-coll-bad");
+  const std::string bad = dir / "bad.json";
+  std::ofstream(bad) << R"({"schema": "pickle-bench/1", "suite": "coll", "results": [{"backend": "pickle",
+      "collective": "allreduce", "dtype": "float", "bytes": 4096}]})";
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", bad}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(bad + ": results[0] lacks the key 'in_place'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pickle::test

@@ -1,0 +1,74 @@
+#pragma once
+// One implementation of the collectives that `pickle bench coll` and `pickle bench scenario` measure: pickle's
+// Communicator or NCCL. The runner owns the buffers, the timing stream and the check; a backend only enqueues calls
+// on the timing stream, so that every backend is timed by the same events around the same work.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <pickle/collectives.hpp>
+
+#include "coll_context.hpp"
+#include "coll_options.hpp"
+
+namespace pickle::bench {
+
+/// One collective call: NCCL's arguments (count is per rank for allgather, alltoall and reduce_scatter).
+struct CollCall {
+  Collective coll = Collective::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  DataType type = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;  ///< reductions only
+  int root = 0;                 ///< broadcast only
+};
+
+/// Where the send and receive parts of an in-place call lie in the one buffer, in elements from its start.
+struct InPlaceLayout {
+  std::size_t send_offset = 0;
+  std::size_t recv_offset = 0;
+};
+
+class CollBackend {
+ public:
+  virtual ~CollBackend() = default;
+  CollBackend(const CollBackend&) = delete;
+  CollBackend& operator=(const CollBackend&) = delete;
+
+  virtual std::string_view name() const noexcept = 0;
+
+  /// Local checks only (no communication): throws UnavailableError when the backend cannot run on this rank (NCCL
+  /// without the library or without GPU memory).
+  virtual void probe(CollContext& ctx) = 0;
+  /// Collective set-up among all ranks (communicators). Called once every rank's probe passed.
+  virtual void setup(CollContext& ctx) = 0;
+  /// A version or detail worth recording (the NCCL library's version and path); "" when none.
+  virtual std::string detail() const { return {}; }
+
+  /// The in-place form of `coll` on `rank` with `count` (the call's count): NCCL's convention by default (allgather:
+  /// send = recv + rank * count; reduce_scatter: recv = send + rank * count; others send == recv).
+  virtual InPlaceLayout in_place_layout(Collective coll, int rank, std::size_t count) const;
+  /// Why this backend cannot run `coll` in place; "" when it can.
+  virtual std::string in_place_unsupported(Collective) const { return {}; }
+
+  /// Enqueues one call on the context's timing stream: later work on that stream runs after it.
+  virtual void enqueue(CollContext& ctx, const CollCall& call) = 0;
+
+  /// Called instead of a clean shutdown after a failure: release resources without waiting on the peers.
+  virtual void abandon() noexcept {}
+
+ protected:
+  CollBackend() = default;
+};
+
+/// The backend called `name` ("pickle", "nccl"). Constructing one does nothing that can fail. `key` names this
+/// instance's keys in the store (a run that creates several instances of a backend gives each its own).
+std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std::string& key);
+
+std::unique_ptr<CollBackend> make_pickle_coll_backend(const std::string& key);
+std::unique_ptr<CollBackend> make_nccl_coll_backend(const std::string& key);
+
+}  // namespace pickle::bench

@@ -1,0 +1,162 @@
+#include "coll_rank.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+
+#include "coll_backend.hpp"
+#include "coll_context.hpp"
+#include "coll_report.hpp"
+#include "coll_session.hpp"
+#include "coll_step.hpp"
+#include "core/format.hpp"
+#include "environment.hpp"
+#include "lockstep.hpp"
+#include "progress.hpp"
+#include "result_file.hpp"
+#include "sizes.hpp"
+
+namespace pickle::bench {
+namespace {
+
+/// Every collective x datatype x operator x size of the run, in table order. Sizes too small to give each rank an
+/// element are left out (and counted in a note); sizes that round to the same shape appear once.
+std::vector<CollPoint> plan_points(const CollOptions& options, const std::vector<std::size_t>& sizes, int nranks,
+                                   std::vector<std::string>& notes) {
+  std::vector<CollPoint> points;
+  for (Collective coll : options.collectives) {
+    const std::vector<ReduceOp> ops = is_reduction(coll) ? options.ops : std::vector<ReduceOp>{ReduceOp::Sum};
+    for (DataType type : options.dtypes) {
+      for (ReduceOp op : ops) {
+        std::size_t too_small = 0, previous = 0;
+        for (std::size_t bytes : sizes) {
+          CollShape shape = coll_shape(coll, bytes, datatype_size(type), nranks);
+          if (shape.count == 0) {
+            ++too_small;
+            continue;
+          }
+          if (shape.bytes == previous) continue;
+          previous = shape.bytes;
+          points.push_back({.coll = coll, .type = type, .op = op, .root = options.root, .shape = shape});
+        }
+        if (too_small > 0) {
+          notes.push_back(cat(collective_name(coll), " ", datatype_name(type), ": ", too_small,
+                              " size(s) below one element per rank (", datatype_size(type) * nranks,
+                              " bytes) skipped"));
+        }
+      }
+    }
+  }
+  return points;
+}
+
+int run(const CollOptions& options, const std::vector<std::string>& args, const RankInfo& self) {
+  Store store(self);
+  Lockstep lockstep(store);
+  const MemoryKind kind = agree_on_memory(lockstep, self, options.memory, options.json_path);
+  require_agreed(
+      lockstep.phase("options",
+                     [&] {
+                       if (options.root >= self.world_size) {
+                         throw InvalidArgument(cat("-r ", options.root,
+                                                   ": the root must be a rank below the world size ", self.world_size));
+                       }
+                       return std::string();
+                     }),
+      "checking the options");
+
+  CollReport report;
+  report.options = options;
+  report.command = {"pickle", "bench", "coll"};
+  report.command.insert(report.command.end(), args.begin(), args.end());
+  report.memory = kind;
+  report.world_size = self.world_size;
+  report.started_utc = utc_now();
+
+  std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind);
+
+  std::size_t max_bytes =
+      sweep_max_bytes(options, kind == MemoryKind::Cuda ? kCollCudaDefaultMaxBytes : kCollHostDefaultMaxBytes);
+  std::vector<CollPoint> points =
+      plan_points(options, size_sweep(options.min_bytes, max_bytes, options.factor), self.world_size, report.notes);
+
+  // Two buffers per rank (send, receive) of the largest shape, halved while they do not fit.
+  if (!points.empty()) {
+    std::size_t smallest = points.front().shape.bytes, largest = 0;
+    for (const auto& p : points) {
+      smallest = std::min(smallest, p.shape.bytes);
+      largest = std::max(largest, p.shape.bytes);
+    }
+    std::size_t wanted = first_buffer_bytes(kind, smallest, largest, 2, self.local_world_size);
+    auto allocated = lockstep.phase("allocate", [&] { return cat(ctx->allocate(wanted, smallest, 2)); });
+    require_agreed(allocated, "allocating buffers");
+    std::size_t capacity = largest;
+    for (const auto& payload : allocated.payloads)
+      capacity = std::min<std::size_t>(capacity, std::strtoull(payload.c_str(), nullptr, 10));
+    std::size_t planned = points.size();
+    points.erase(
+        std::remove_if(points.begin(), points.end(), [&](const CollPoint& p) { return p.shape.bytes > capacity; }),
+        points.end());
+    if (points.size() < planned) {
+      report.notes.push_back(cat("sizes above ", short_size(capacity),
+                                 " skipped: two buffers of the next size do not fit ",
+                                 kind == MemoryKind::Cuda ? "in free GPU memory" : "in a quarter of MemAvailable"));
+    }
+  }
+  if (points.empty()) report.notes.push_back("nothing to measure: no size holds an element per rank");
+  report.points = points;
+
+  double total_work = 0;
+  for (const auto& p : points) total_work += static_cast<double>(p.shape.bytes) + (1 << 20);
+  total_work *= static_cast<double>(options.backends.size());
+  Progress progress(total_work, static_cast<int>(points.size() * options.backends.size()), stderr, self.rank == 0,
+                    "bench coll");
+  for (std::size_t index = 0; index < options.backends.size(); ++index) {
+    const std::string& name = options.backends[index];
+    std::unique_ptr<CollBackend> backend = make_coll_backend(name, cat("bench/coll/", index));
+    BackendRun run = start_backend(*ctx, lockstep, *backend);
+    if (run.status == BackendRun::Status::Ok) {
+      for (const auto& point : points) {
+        auto results = run_coll_point(*ctx, *backend, static_cast<int>(index), lockstep, options, point);
+        progress.step(static_cast<double>(point.shape.bytes) + (1 << 20),
+                      cat(name, " ", collective_name(point.coll), " ", short_size(point.shape.bytes)));
+        std::string error;
+        for (const auto& r : results) {
+          if (!r.error.empty() && error.empty()) error = r.error;
+        }
+        report.results.insert(report.results.end(), results.begin(), results.end());
+        if (!error.empty()) {
+          run.status = BackendRun::Status::Failed;
+          run.detail = error;
+          break;
+        }
+      }
+    }
+    report.backends.push_back(run);
+    stop_backend(*ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
+  }
+
+  lockstep.begin_step();
+  lockstep.phase("free", [&] {
+    ctx.reset();
+    return std::string();
+  });
+
+  if (self.rank == 0) {
+    print_coll_table(report, stdout);
+    if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path, "coll");
+  }
+  return report.exit_code();
+}
+
+}  // namespace
+
+int run_coll_rank(const CollOptions& options, const std::vector<std::string>& args) {
+  return run_coll_session("coll", [&](const RankInfo& self) { return run(options, args, self); });
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,109 @@
+#include "coll_session.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+
+#include "core/format.hpp"
+#include "core/log.hpp"
+#include "cuda_device.hpp"
+#include "device/backends.hpp"
+#include "environment.hpp"
+
+namespace pickle::bench {
+
+void require_agreed(const PhaseOutcome& outcome, std::string_view what) {
+  if (!outcome.ok) throw CollRunFailure(outcome.code, cat(what, ": ", outcome.error));
+}
+
+int run_coll_session(std::string_view suite, const std::function<int(const RankInfo&)>& body) {
+  RankInfo self = discover_rank_info();
+  log::set_rank(self.rank);
+  try {
+    int code = body(self);
+    return self.rank == 0 ? code : 0;
+  } catch (const CollRunFailure& e) {
+    if (self.rank != 0) return 0;
+    std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), e.message().c_str());
+    return e.code() == ErrorCode::InvalidArgument ? 2 : 1;
+  }
+}
+
+MemoryKind agree_on_memory(Lockstep& lockstep, const RankInfo& self, const std::string& memory,
+                           const std::string& json_path) {
+  auto outcome = lockstep.phase("plan", [&] {
+    if (self.rank != 0) return std::string();
+    if (!json_path.empty()) {
+      // Fail now rather than after a long run whose results could not be saved.
+      std::ofstream probe(json_path, std::ios::app);
+      if (!probe) throw SystemError(cat("cannot write the --json file ", json_path), errno);
+    }
+    bool cuda = memory == "cuda" || (memory.empty() && device::cuda_device_count() >= self.local_world_size);
+    return std::string(cuda ? "cuda" : "host");
+  });
+  require_agreed(outcome, "agreeing on the plan");
+  return outcome.payloads[0] == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;
+}
+
+std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest, int buffers,
+                               int local_ranks) {
+  if (kind != MemoryKind::Host) return largest;
+  const std::uint64_t available = host_memory_available();
+  if (available == 0) return largest;
+  const std::uint64_t share = available / 4 / static_cast<std::uint64_t>(std::max(1, buffers * local_ranks));
+  return std::min<std::size_t>(largest, std::max<std::size_t>(share, smallest));
+}
+
+std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind) {
+  std::unique_ptr<CollContext> ctx;
+  const int device = kind == MemoryKind::Cuda ? store.self().local_rank : 0;
+  require_agreed(lockstep.phase("context",
+                                [&] {
+                                  if (kind == MemoryKind::Cuda) bind_cuda_device(device);
+                                  ctx = std::make_unique<CollContext>(store, kind, device);
+                                  return std::string();
+                                }),
+                 "creating streams and events");
+  return ctx;
+}
+
+BackendRun start_backend(CollContext& ctx, Lockstep& lockstep, CollBackend& backend) {
+  BackendRun run;
+  run.name = std::string(backend.name());
+  lockstep.begin_step();
+  auto probed = lockstep.phase(cat("probe ", run.name), [&] {
+    backend.probe(ctx);
+    return std::string();
+  });
+  if (!probed.ok) {
+    run.status = probed.code == ErrorCode::Unavailable ? BackendRun::Status::Unavailable : BackendRun::Status::Failed;
+    run.detail = probed.error;
+    return run;
+  }
+  auto set_up = lockstep.phase(cat("setup ", run.name), [&] {
+    backend.setup(ctx);
+    return backend.detail();
+  });
+  if (!set_up.ok) {
+    run.status = BackendRun::Status::Failed;
+    run.detail = cat("set-up: ", set_up.error);
+    return run;
+  }
+  run.detail = set_up.payloads[0];
+  return run;
+}
+
+void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBackend>& backend, bool failed) {
+  if (failed) backend->abandon();
+  lockstep.begin_step();
+  lockstep.phase(cat("teardown ", backend->name()), [&] {
+    ctx.stream().synchronize();
+    backend.reset();
+    return std::string();
+  });
+  backend.reset();  // also when the phase failed before it
+}
+
+}  // namespace pickle::bench

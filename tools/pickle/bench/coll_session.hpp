@@ -1,0 +1,66 @@
+#pragma once
+// What the ranks of `pickle bench coll` and `pickle bench scenario` share around their measurements: the plan that
+// rank 0 decides for everyone (memory kind), the rank's context, starting and stopping one backend in step, and
+// the exit-code convention (rank 0 reports what every rank agreed on).
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/error.hpp>
+#include <pickle/memory.hpp>
+
+#include "coll_backend.hpp"
+#include "coll_context.hpp"
+#include "lockstep.hpp"
+#include "p2p_report.hpp"
+
+namespace pickle::bench {
+
+/// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
+class CollRunFailure : public Error {
+ public:
+  CollRunFailure(ErrorCode code, const std::string& message) : Error(code, message), message_(message) {}
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+/// Throws CollRunFailure("<what>: <error>") when the phase failed on some rank.
+void require_agreed(const PhaseOutcome& outcome, std::string_view what);
+
+/// Runs `body` as one rank of `suite` ("coll", "scenario"): discovers the rank, and turns the outcome into the
+/// process's exit code. Rank 0 carries the verdict of outcomes that every rank agreed on (the others exit 0 then,
+/// because a launcher stops the whole job at the first failing rank, which could cut rank 0 short while it writes
+/// the report); a CollRunFailure is printed by rank 0 and exits 1, or 2 when it is a bad command line
+/// (InvalidArgument, e.g. a root beyond the world size). Errors that break the agreement itself are thrown.
+int run_coll_session(std::string_view suite, const std::function<int(const RankInfo&)>& body);
+
+/// The memory the run uses, as rank 0 decided for everyone: --memory, else Cuda when rank 0's host has a GPU for
+/// each of its local ranks. Rank 0 also checks that the --json file can be written (before a long run, not after).
+MemoryKind agree_on_memory(Lockstep& lockstep, const RankInfo& self, const std::string& memory,
+                           const std::string& json_path);
+
+/// How large a buffer to try first for sizes from `smallest` to `largest` when each rank holds `buffers` of them:
+/// `largest` on GPUs (allocation halves it while it does not fit); on host memory, where every local rank shares
+/// one host, at most a quarter of MemAvailable for all the local ranks' buffers together, but never below `smallest`.
+std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest, int buffers,
+                               int local_ranks);
+
+/// Binds the rank's GPU (Cuda: GPU local_rank) and makes its context, in one agreed phase.
+std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind);
+
+/// Probes and sets up `backend` on every rank (two agreed phases): Ok with its detail, Unavailable (absent
+/// hardware or library: a fact about this machine, not a failure) or Failed with the first rank's error.
+BackendRun start_backend(CollContext& ctx, Lockstep& lockstep, CollBackend& backend);
+
+/// Drains this rank's stream and destroys the backend before any rank moves on to the next one (abandoning it
+/// first when it failed, so that teardown does not wait for peers that may be gone).
+void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBackend>& backend, bool failed);
+
+}  // namespace pickle::bench

@@ -1,0 +1,149 @@
+#include "coll_step.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/format.hpp"
+
+namespace pickle::bench {
+namespace {
+
+std::string precise(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+/// Where the call's send and receive parts lie for one placement.
+struct Placement {
+  std::byte* send = nullptr;
+  std::byte* recv = nullptr;
+  std::byte* buffer = nullptr;  ///< the buffer that is poisoned before the check (the receive buffer)
+};
+
+Placement place(CollContext& ctx, const CollBackend& backend, const CollPoint& point, bool in_place) {
+  const std::size_t size = datatype_size(point.type);
+  if (!in_place) return {.send = ctx.buffer(0), .recv = ctx.buffer(1), .buffer = ctx.buffer(1)};
+  InPlaceLayout layout = backend.in_place_layout(point.coll, ctx.rank(), point.shape.count);
+  std::byte* base = ctx.buffer(1);
+  return {.send = base + layout.send_offset * size, .recv = base + layout.recv_offset * size, .buffer = base};
+}
+
+CollPattern pattern_of(const CollContext& ctx, const CollPoint& point, std::uint64_t salt) {
+  CollPattern p;
+  p.coll = point.coll;
+  p.type = point.type;
+  p.op = point.op;
+  p.root = point.root;
+  p.nranks = ctx.world_size();
+  p.shape = point.shape;
+  p.salt = salt;
+  p.corrupt = ctx.corrupt();
+  return p;
+}
+
+/// One placement: load, warm-up, repeats, check.
+CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_index, Lockstep& lockstep,
+                         const CollOptions& options, const CollPoint& point, bool in_place) {
+  CollResult result;
+  result.backend = std::string(backend.name());
+  result.point = point;
+  result.in_place = in_place;
+  result.iterations = options.iterations;
+  if (in_place) {
+    result.unsupported = backend.in_place_unsupported(point.coll);
+    if (!result.unsupported.empty()) return result;  // the same answer on every rank: no phase to agree on
+  }
+  const std::size_t size = datatype_size(point.type);
+  const auto& shape = point.shape;
+  Placement where = place(ctx, backend, point, in_place);
+  CollCall call{.coll = point.coll,
+                .send = where.send,
+                .recv = where.recv,
+                .count = shape.count,
+                .type = point.type,
+                .op = point.op,
+                .root = point.root};
+  auto salt = [&](std::uint64_t purpose) {
+    return step_salt(static_cast<std::uint64_t>(backend_index) * 4 + (in_place ? 2 : 0) + purpose,
+                     static_cast<std::uint64_t>(point.coll) * 64 + static_cast<std::uint64_t>(point.type) * 8 +
+                         static_cast<std::uint64_t>(point.op),
+                     static_cast<std::uint64_t>(point.root), shape.bytes);
+  };
+
+  lockstep.begin_step();
+  // Timed calls run on real values too: uninitialised memory may hold NaNs or subnormals, which some reductions
+  // (host memory's among them) process more slowly.
+  lockstep.phase("load", [&] {
+    ctx.load_inputs(pattern_of(ctx, point, salt(0)), where.send, 0, shape.send_elems);
+    return std::string();
+  });
+  lockstep.phase("warm-up", [&] {
+    for (int i = 0; i < options.warmup; ++i) backend.enqueue(ctx, call);
+    ctx.stream().synchronize();
+    return std::string();
+  });
+  for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
+    auto timed = lockstep.phase(
+        "time", [&] { return precise(time_calls(ctx, options.iterations, [&] { backend.enqueue(ctx, call); })); });
+    if (!timed.ok) break;
+    double worst_ms = 0;
+    for (const auto& payload : timed.payloads) worst_ms = std::max(worst_ms, std::strtod(payload.c_str(), nullptr));
+    result.time_us.push_back(worst_ms * 1e3 / options.iterations);
+  }
+  if (options.check) {
+    auto checked = lockstep.phase("check", [&] {
+      CollPattern pattern = pattern_of(ctx, point, salt(1));
+      ctx.poison(where.buffer, std::max(shape.send_elems, shape.recv_elems) * size);
+      ctx.load_inputs(pattern, where.send, 0, shape.send_elems);
+      backend.enqueue(ctx, call);
+      ctx.stream().synchronize();
+      return cat(ctx.count_wrong(pattern, where.recv, shape.recv_elems));
+    });
+    if (checked.ok) {
+      std::uint64_t wrong = 0;
+      for (const auto& payload : checked.payloads) wrong += std::strtoull(payload.c_str(), nullptr, 10);
+      result.wrong = wrong;
+    }
+  }
+  if (lockstep.failed()) {
+    result.error = cat(describe({.op = cat("backend ", result.backend, ", ", collective_name(point.coll), " ",
+                                           datatype_name(point.type), in_place ? " in-place" : " out-of-place"),
+                                 .bytes = shape.bytes}),
+                       ": ", lockstep.error());
+    result.time_us.clear();
+    result.wrong.reset();
+  }
+  return result;
+}
+
+}  // namespace
+
+double time_calls(CollContext& ctx, int iterations, const std::function<void()>& enqueue) {
+  if (ctx.kind() == MemoryKind::Host) {
+    Stopwatch watch;
+    for (int i = 0; i < iterations; ++i) enqueue();
+    ctx.stream().synchronize();
+    return watch.seconds() * 1e3;
+  }
+  ctx.stream().record(ctx.start_event());
+  for (int i = 0; i < iterations; ++i) enqueue();
+  ctx.stream().record(ctx.stop_event());
+  ctx.stream().synchronize();
+  return static_cast<double>(ctx.stop_event().elapsed_ms(ctx.start_event()));
+}
+
+std::vector<CollResult> run_coll_point(CollContext& ctx, CollBackend& backend, int backend_index, Lockstep& lockstep,
+                                       const CollOptions& options, const CollPoint& point) {
+  std::vector<CollResult> results;
+  results.push_back(run_placement(ctx, backend, backend_index, lockstep, options, point, /*in_place=*/false));
+  if (!results.back().error.empty()) return results;  // the backend is broken: its caller stops it
+  results.push_back(run_placement(ctx, backend, backend_index, lockstep, options, point, /*in_place=*/true));
+  return results;
+}
+
+}  // namespace pickle::bench

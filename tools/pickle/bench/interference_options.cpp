@@ -1,0 +1,102 @@
+#include "interference_options.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::bench {
+
+const char* const kInterferenceUsage =
+    "usage: pickle bench interference [-b 4K] [-e 16G] [-f 4] [-n 100] [-w 20] [--warmup-ms 1000] [-c 1] [--depth 8]\n"
+    "                                 [--ranks N] [--foreground gemm,attention] [--backend pickle,nccl]\n"
+    "                                 [--background p2p] [--json FILE]\n"
+    "\n"
+    "How much background traffic slows compute on the receiving GPU. Rank 1 runs a foreground kernel alone, then\n"
+    "while rank 0 sends to it continuously; relative throughput = time alone / time with traffic (1 = no effect).\n"
+    "Foregrounds:\n"
+    "  gemm       cuBLASLt bf16 8192x8192x8192, fp32 accumulate (libcublasLt loaded at run time)\n"
+    "  attention  pickle fused attention (own kernel): bf16 forward, batch 8, heads 64, seq 4096, head dim 128\n"
+    "Backends of the background traffic:\n"
+    "  pickle     pickle::Communicator send/recv (copy engine, no kernel)\n"
+    "  nccl       ncclSend/ncclRecv (libnccl.so.2 loaded at run time)\n"
+    "Backgrounds: p2p (rank 0 -> rank 1 messages of each size); allgather (ranks 0 and 1, each size the gathered\n"
+    "total; not run unless asked for).\n"
+    "Needs 2 GPUs: on a machine with fewer it says it is waived and exits 0.\n"
+    "\n"
+    "  -b SIZE           smallest background message (4K; bytes or K/M/G/T)\n"
+    "  -e SIZE           largest background message (16G; capped by free GPU memory, with a note)\n"
+    "  -f FACTOR         multiply the message size by FACTOR between rows (4)\n"
+    "  -n N              timed foreground iterations per measurement (100)\n"
+    "  -w N              untimed foreground iterations before each measurement (20)\n"
+    "  --warmup-ms MS    ... and at least this long, so that the GPU's clocks settle under the load (1000)\n"
+    "  -c 0|1            check the background's received bytes and the foreground's result (1)\n"
+    "  --depth D         background messages kept in flight, so that the link never idles (8)\n"
+    "  --ranks N         ranks to launch when started alone (one per GPU); ranks 0 and 1 take part\n"
+    "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
+    "  --backend LIST    comma-separated backends, run one after the other (pickle,nccl)\n"
+    "  --background LIST comma-separated traffic patterns (p2p)\n"
+    "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n";
+
+namespace {
+
+std::vector<std::string> parse_list(const std::string& text, const std::string& flag,
+                                    const std::string_view* begin, const std::string_view* end) {
+  std::vector<std::string> items = split_list(text, flag);
+  for (const auto& item : items) {
+    if (std::find(begin, end, item) == end) {
+      std::string choices;
+      for (auto it = begin; it != end; ++it) choices += cat(it == begin ? "" : ", ", *it);
+      throw InvalidArgument(cat(flag, ": unknown item '", item, "' (choose from ", choices, ")"));
+    }
+  }
+  return items;
+}
+
+}  // namespace
+
+InterferenceOptions parse_interference_options(const std::vector<std::string>& args) {
+  InterferenceOptions options;
+  FlagReader in(args);
+  while (in.next()) {
+    const std::string& flag = in.flag();
+    if (flag == "--memory") {
+      // The shared flag makes no sense here: the suite measures GPUs, and only GPUs.
+      throw InvalidArgument("--memory: interference always runs on GPU memory; leave the flag out");
+    }
+    if (parse_sweep_flag(in, options, 1'000'000)) continue;
+    if (flag == "-c") {
+      options.check = parse_int(in.value(), "-c", 0, 1) == 1;
+    } else if (flag == "--warmup-ms") {
+      options.warmup_ms = static_cast<int>(parse_int(in.value(), "--warmup-ms", 0, 60'000));
+    } else if (flag == "--depth") {
+      options.depth = static_cast<int>(parse_int(in.value(), "--depth", 1, 1024));
+    } else if (flag == "--ranks") {
+      options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
+    } else if (flag == "--foreground") {
+      options.foregrounds = parse_list(in.value(), "--foreground", std::begin(kForegroundNames),
+                                       std::end(kForegroundNames));
+    } else if (flag == "--backend") {
+      options.backends = parse_list(in.value(), "--backend", std::begin(kInterferenceBackendNames),
+                                    std::end(kInterferenceBackendNames));
+    } else if (flag == "--background") {
+      options.backgrounds = parse_list(in.value(), "--background", std::begin(kBackgroundNames),
+                                       std::end(kBackgroundNames));
+    } else {
+      in.unknown();
+    }
+  }
+  if (options.foregrounds.empty()) {
+    options.foregrounds.assign(std::begin(kForegroundNames), std::end(kForegroundNames));
+  }
+  if (options.backends.empty()) {
+    options.backends.assign(std::begin(kInterferenceBackendNames), std::end(kInterferenceBackendNames));
+  }
+  if (options.backgrounds.empty()) options.backgrounds = {"p2p"};
+  settle_sweep_range(options);
+  return options;
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,46 @@
+#pragma once
+// The command line of `pickle bench interference`, parsed and checked before any rank starts (bad flags: exit 2,
+// whether or not the machine has GPUs).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sweep_options.hpp"
+
+namespace pickle::bench {
+
+/// Options of `pickle bench interference`. -b/-e/-f are the background's message sizes (default 4 KiB .. 16 GiB by
+/// 4, seed 001's "NVLink P2P vs compute" rows); -n/-w are the foreground's timed and warm-up iterations (the seed's
+/// 100 and 20).
+struct InterferenceOptions : SweepOptions {
+  InterferenceOptions() : SweepOptions{.factor = 4, .iterations = 100, .warmup = 20} {}
+
+  std::vector<std::string> foregrounds;  ///< --foreground, in the order given
+  std::vector<std::string> backends;     ///< --backend, in the order given
+  std::vector<std::string> backgrounds;  ///< --background, in the order given
+  /// --warmup-ms: the warm-up also lasts at least this long. A GPU under full load lowers its clocks after a few
+  /// hundred ms (power and temperature limits); 20 GEMM iterations (32 ms) would time a GPU still at its boost clock.
+  int warmup_ms = 1000;
+  int depth = 8;                         ///< --depth: background messages in flight (the ring)
+  bool check = true;                     ///< -c: check the background's data and the foreground's result
+  int ranks = 0;                         ///< --ranks: local ranks to launch when started alone; 0: one per GPU
+};
+
+/// -e when not given: seed 001's largest message.
+inline constexpr std::size_t kInterferenceDefaultMaxBytes = std::size_t{16} << 30;
+
+/// What each list flag accepts, in its default order. `allgather` is accepted but not run by default.
+inline constexpr std::string_view kForegroundNames[] = {"gemm", "attention"};
+inline constexpr std::string_view kInterferenceBackendNames[] = {"pickle", "nccl"};
+inline constexpr std::string_view kBackgroundNames[] = {"p2p", "allgather"};
+
+/// Parses the arguments after `interference`. Unknown flags, bad values and inconsistent ranges are
+/// InvalidArgument (exit code 2).
+InterferenceOptions parse_interference_options(const std::vector<std::string>& args);
+
+/// The usage text (`pickle bench interference --help`).
+extern const char* const kInterferenceUsage;
+
+}  // namespace pickle::bench

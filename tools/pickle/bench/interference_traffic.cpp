@@ -1,0 +1,18 @@
+#include "interference_traffic.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::bench {
+
+std::unique_ptr<Traffic> make_traffic(std::string_view background, std::string_view backend) {
+  if (background != "p2p" && background != "allgather") {
+    throw InvalidArgument(cat("bench interference: unknown background '", background, "'"));
+  }
+  if (backend == "pickle") return make_pickle_traffic(background);
+  if (backend == "nccl") return make_nccl_traffic(background);
+  throw InvalidArgument(cat("bench interference: unknown backend '", backend, "'"));
+}
+
+}  // namespace pickle::bench

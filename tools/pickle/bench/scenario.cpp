@@ -1,0 +1,37 @@
+#include "scenario.hpp"
+
+#include <cstdio>
+
+#include <pickle/error.hpp>
+
+#include "../self_launch.hpp"
+#include "lockstep.hpp"
+#include "scenario_options.hpp"
+#include "scenario_rank.hpp"
+
+namespace pickle::bench {
+
+int run_scenario(const std::vector<std::string>& args) {
+  ScenarioOptions options;
+  try {
+    options = parse_scenario_options(args);
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "pickle bench scenario: %s\n\n%s", plain_message(e).c_str(), kScenarioUsage);
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(kScenarioUsage, stdout);
+    return 0;
+  }
+  if (cli::running_as_rank()) return run_scenario_rank(options, args);
+
+  std::string why;
+  int ranks = cli::default_rank_count(options.ranks, why);
+  std::fprintf(stderr, "bench scenario: %s\n", why.c_str());
+  std::fflush(stderr);
+  std::vector<std::string> rank_args = {"scenario"};
+  rank_args.insert(rank_args.end(), args.begin(), args.end());
+  return cli::relaunch_as_ranks(ranks, "bench", rank_args, /*prefix_output=*/false);
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,88 @@
+// allreduce-bench: seed 004's all_reduce_bench.py. Each trial is one in-place float allreduce of the whole payload
+// after a barrier, timed like `pickle bench coll` (events from the enqueue to the end of the call on GPUs, host
+// clock on host memory), the slowest rank's time; algbw = payload / time and busbw = algbw x 2(n-1)/n, in GB/s and
+// Gbps (x 8), per trial and averaged over the trials as the seed prints them. Then one checked allreduce.
+#include "coll_step.hpp"
+#include "core/format.hpp"
+#include "scenario_runs.hpp"
+
+namespace pickle::bench {
+
+ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep& lockstep,
+                                const ScenarioOptions& options, const ScenarioPlan& plan) {
+  ScenarioRun run;
+  run.backend = std::string(backend.name());
+  const std::size_t elements = plan.bytes / sizeof(float), bytes = elements * sizeof(float);
+  const int n = ctx.world_size();
+  std::byte* buffer = ctx.buffer(0);
+  const CollCall call{.coll = Collective::AllReduce,
+                      .send = buffer,
+                      .recv = buffer,
+                      .count = elements,
+                      .type = DataType::F32,
+                      .op = ReduceOp::Sum};
+
+  lockstep.begin_step();
+  lockstep.phase("load", [&] {
+    ctx.load_inputs(allreduce_pattern(ctx, elements, 1), buffer, 0, elements);
+    return std::string();
+  });
+  lockstep.phase("warm-up", [&] {
+    for (int i = 0; i < options.warmup; ++i) backend.enqueue(ctx, call);
+    ctx.stream().synchronize();
+    return std::string();
+  });
+  std::vector<double> times_us, algbw, busbw;
+  const double factor = busbw_factor(Collective::AllReduce, n);
+  for (int trial = 0; trial < options.iterations && !lockstep.failed(); ++trial) {
+    auto ms = slowest_ms(lockstep, "trial", [&] { return time_calls(ctx, 1, [&] { backend.enqueue(ctx, call); }); });
+    if (!ms) break;
+    times_us.push_back(*ms * 1e3);
+    algbw.push_back(static_cast<double>(bytes) / (*ms * 1e6));
+    busbw.push_back(algbw.back() * factor);
+  }
+  if (options.check && !lockstep.failed()) {
+    run.wrong = summed(lockstep, "check", [&] {
+      CollPattern pattern = allreduce_pattern(ctx, elements, 2);
+      ctx.load_inputs(pattern, buffer, 0, elements);
+      backend.enqueue(ctx, call);
+      ctx.stream().synchronize();
+      return ctx.count_wrong(pattern, buffer, elements);
+    });
+  }
+  if (lockstep.failed()) {
+    run.error =
+        cat(describe({.op = cat("allreduce-bench with ", run.backend), .bytes = bytes}), ": ", lockstep.error());
+    run.wrong.reset();
+    return run;
+  }
+
+  json::Value trials = json::Value::array();
+  for (std::size_t t = 0; t < times_us.size(); ++t) {
+    json::Value trial = json::Value::object();
+    trial["time_us"] = times_us[t];
+    trial["algbw_gbps"] = algbw[t];
+    trial["busbw_gbps"] = busbw[t];
+    trials.push_back(std::move(trial));
+    run.lines.push_back(cat("trial ", t + 1, ": ", format_fixed(times_us[t] / 1e3, 3), " ms  algbw ",
+                            format_fixed(algbw[t], 3), " GBps (", format_fixed(algbw[t] * 8, 1), " Gbps)  busbw ",
+                            format_fixed(busbw[t], 3), " GBps (", format_fixed(busbw[t] * 8, 1), " Gbps)"));
+  }
+  const double alg = mean_of(algbw), bus = mean_of(busbw);
+  run.result["bytes"] = bytes;
+  run.result["dtype"] = "float";
+  run.result["trials"] = std::move(trials);
+  run.result["time_us"] = stats_json(times_us);
+  run.result["algbw_gbps"] = stats_json(algbw);
+  run.result["busbw_gbps"] = stats_json(busbw);
+  run.result["algbw_gbit"] = alg * 8;
+  run.result["busbw_gbit"] = bus * 8;
+  // The seed's own words, with the averages over the trials.
+  run.lines.push_back(cat("The average bandwidth of all_reduce with a ", decimal_size(bytes), " payload (",
+                          times_us.size(), " trials, ", n, " ranks):"));
+  run.lines.push_back(cat(" algbw: ", format_fixed(alg, 3), " GBps (", format_fixed(alg * 8, 1), " Gbps)"));
+  run.lines.push_back(cat(" busbw: ", format_fixed(bus, 3), " GBps (", format_fixed(bus * 8, 1), " Gbps)"));
+  return run;
+}
+
+}  // namespace pickle::bench

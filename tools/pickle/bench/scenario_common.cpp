@@ -1,0 +1,80 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/format.hpp"
+#include "p2p_report.hpp"
+#include "scenario_runs.hpp"
+
+namespace pickle::bench {
+namespace {
+
+std::string precise(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+}  // namespace
+
+std::optional<double> slowest_ms(Lockstep& lockstep, std::string_view name, const std::function<double()>& fn) {
+  auto outcome = lockstep.phase(name, [&] { return precise(fn()); });
+  if (!outcome.ok) return std::nullopt;
+  double worst = 0;
+  for (const auto& payload : outcome.payloads) worst = std::max(worst, std::strtod(payload.c_str(), nullptr));
+  return worst;
+}
+
+std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
+                                    const std::function<std::uint64_t()>& fn) {
+  auto outcome = lockstep.phase(name, [&] { return cat(fn()); });
+  if (!outcome.ok) return std::nullopt;
+  std::uint64_t total = 0;
+  for (const auto& payload : outcome.payloads) total += std::strtoull(payload.c_str(), nullptr, 10);
+  return total;
+}
+
+double mean_of(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+json::Value stats_json(const std::vector<double>& values) {
+  Summary s = summarize(values);
+  json::Value v = json::Value::object();
+  v["median"] = s.median;
+  v["min"] = s.min;
+  v["max"] = s.max;
+  v["mean"] = mean_of(values);
+  return v;
+}
+
+CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt) {
+  CollPattern p;
+  p.coll = Collective::AllReduce;
+  p.type = DataType::F32;
+  p.op = ReduceOp::Sum;
+  p.nranks = ctx.world_size();
+  p.shape = coll_shape(Collective::AllReduce, elements * sizeof(float), sizeof(float), ctx.world_size());
+  p.salt = salt;
+  p.corrupt = ctx.corrupt();
+  return p;
+}
+
+std::string format_fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string decimal_size(std::size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return format_fixed(b / 1e9, 1) + " GB";
+  if (b >= 1e6) return format_fixed(b / 1e6, 1) + " MB";
+  if (b >= 1e3) return format_fixed(b / 1e3, 1) + " KB";
+  return cat(bytes, " B");
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,113 @@
+#include "scenario_options.hpp"
+
+#include <algorithm>
+
+#include <pickle/error.hpp>
+
+#include "coll_options.hpp"
+#include "core/format.hpp"
+#include "sizes.hpp"
+#include "sweep_options.hpp"
+
+namespace pickle::bench {
+
+const char* const kScenarioUsage =
+    "usage: pickle bench scenario allreduce-bench|flags|one-vs-many [--backend pickle,nccl] [--ranks N]\n"
+    "                             [-n N] [-w N] [-c 0|1] [--bytes SIZE] [--small SIZE] [--count N]\n"
+    "                             [--json FILE] [--memory host|cuda]\n"
+    "\n"
+    "Seed 004's three tools, for each backend in turn:\n"
+    "  allreduce-bench  one in-place float allreduce of a 4 GB payload per trial (all_reduce_bench.py): algbw and\n"
+    "                   busbw in GB/s and Gbps, per trial and on average\n"
+    "  flags            1000 gathers of a small serialized object (a length allgather, then the bytes, as\n"
+    "                   torch's all_gather_object) vs 1000 one-element allreduces, each read back: the ratio\n"
+    "  one-vs-many      one allreduce of 4 GB vs 1000 allreduces of 4 MB (all_reduce_latency_comp.py)\n"
+    "Every scenario checks its results (#wrong must be 0) unless -c 0.\n"
+    "\n"
+    "  -n N           allreduce-bench: timed trials (5); flags: calls of each kind (1000); one-vs-many: repeats (3)\n"
+    "  -w N           untimed rounds first (allreduce-bench 1, flags 10, one-vs-many 1)\n"
+    "  -c 0|1         check the results (1)\n"
+    "  --bytes SIZE   allreduce-bench's payload (4000000000 on GPUs, 16000000 on host memory; capped by memory)\n"
+    "  --small SIZE   one-vs-many's small allreduce (4000000 on GPUs, 16000 on host memory)\n"
+    "  --count N      one-vs-many's number of small allreduces; the big one is N x --small (1000)\n"
+    "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks)\n"
+    "  --backend LIST comma-separated backends, run one after the other (pickle,nccl)\n"
+    "  --json FILE    write the results, the environment and the topology as JSON (docs/bench.md)\n"
+    "  --memory KIND  host or cuda (default: cuda when rank 0's host has a GPU per local rank)\n";
+
+std::string_view scenario_name(Scenario scenario) noexcept {
+  switch (scenario) {
+    case Scenario::AllreduceBench:
+      return "allreduce-bench";
+    case Scenario::Flags:
+      return "flags";
+    case Scenario::OneVsMany:
+      return "one-vs-many";
+  }
+  return "?";
+}
+
+ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
+  ScenarioOptions options;
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    options.help = true;
+    return options;
+  }
+  if (args.empty() || args[0].starts_with("-")) {
+    throw InvalidArgument("name a scenario: allreduce-bench, flags or one-vs-many");
+  }
+  constexpr Scenario kAll[] = {Scenario::AllreduceBench, Scenario::Flags, Scenario::OneVsMany};
+  auto found = std::find_if(std::begin(kAll), std::end(kAll), [&](Scenario s) { return scenario_name(s) == args[0]; });
+  if (found == std::end(kAll)) {
+    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many)"));
+  }
+  options.scenario = *found;
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  FlagReader in(rest);
+  while (in.next()) {
+    const std::string& flag = in.flag();
+    if (flag == "-n") {
+      options.iterations = static_cast<int>(parse_int(in.value(), "-n", 1, 1'000'000));
+    } else if (flag == "-w") {
+      options.warmup = static_cast<int>(parse_int(in.value(), "-w", 0, 1'000'000));
+    } else if (flag == "-c") {
+      options.check = parse_int(in.value(), "-c", 0, 1) == 1;
+    } else if (flag == "--bytes") {
+      options.bytes = parse_size(in.value(), "--bytes");
+    } else if (flag == "--small") {
+      options.small_bytes = parse_size(in.value(), "--small");
+    } else if (flag == "--count") {
+      options.count = static_cast<int>(parse_int(in.value(), "--count", 1, 1'000'000));
+    } else if (flag == "--ranks") {
+      options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 1, 1024));
+    } else if (flag == "--backend") {
+      options.backends = parse_coll_backends(in.value(), "--backend");
+    } else if (flag == "--memory") {
+      options.memory = in.value();
+      if (options.memory != "host" && options.memory != "cuda") {
+        throw InvalidArgument(cat("--memory '", options.memory, "': use host or cuda"));
+      }
+    } else if (flag == "--json") {
+      options.json_path = in.value();
+    } else if (flag == "-h" || flag == "--help") {
+      options.help = true;
+    } else {
+      in.unknown();
+    }
+  }
+  if (options.backends.empty()) options.backends.assign(std::begin(kCollBackendNames), std::end(kCollBackendNames));
+  const bool bench = options.scenario == Scenario::AllreduceBench, flags = options.scenario == Scenario::Flags;
+  if (options.iterations == 0) options.iterations = bench ? 5 : flags ? 1000 : 3;
+  if (options.warmup < 0) options.warmup = flags ? 10 : 1;
+  if ((options.bytes != 0 && options.bytes < sizeof(float)) ||
+      (options.small_bytes != 0 && options.small_bytes < sizeof(float))) {
+    throw InvalidArgument("--bytes and --small must hold at least one float (4 bytes)");
+  }
+  if (options.bytes != 0 && !bench) throw InvalidArgument("--bytes applies to allreduce-bench only");
+  if ((options.small_bytes != 0 || options.count != 1000) && options.scenario != Scenario::OneVsMany) {
+    throw InvalidArgument("--small and --count apply to one-vs-many only");
+  }
+  return options;
+}
+
+}  // namespace pickle::bench

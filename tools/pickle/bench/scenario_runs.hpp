@@ -1,0 +1,60 @@
+#pragma once
+// The three scenarios of seed 004, each a function that one backend runs on every rank in step (through the
+// Lockstep), plus the timing helpers they share. Each returns the same ScenarioRun on every rank.
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coll_backend.hpp"
+#include "coll_context.hpp"
+#include "core/json.hpp"
+#include "lockstep.hpp"
+#include "scenario_options.hpp"
+#include "scenario_report.hpp"
+
+namespace pickle::bench {
+
+/// The sizes a scenario runs with, decided once (after capping to memory) for every backend.
+struct ScenarioPlan {
+  std::size_t bytes = 0;          ///< allreduce-bench's payload; one-vs-many's big allreduce (count x small)
+  std::size_t small_bytes = 0;    ///< one-vs-many's small allreduce
+  int count = 0;                  ///< one-vs-many's number of small allreduces
+  std::size_t scratch_bytes = 0;  ///< flags: each of the two buffers
+};
+
+/// Buffers each scenario expects in `ctx`: allreduce-bench one of plan.bytes; one-vs-many one of plan.bytes and the
+/// extra one of plan.small_bytes (index 1); flags two of plan.scratch_bytes.
+ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep& lockstep,
+                                const ScenarioOptions& options, const ScenarioPlan& plan);
+ScenarioRun run_flags(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                      const ScenarioPlan& plan);
+ScenarioRun run_one_vs_many(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                            const ScenarioPlan& plan);
+
+// --- shared by the scenarios
+
+/// Runs `fn` (this rank's milliseconds) as one agreed phase; the slowest rank's milliseconds, or nullopt when the
+/// phase failed on some rank (lockstep.error() says why).
+std::optional<double> slowest_ms(Lockstep& lockstep, std::string_view name, const std::function<double()>& fn);
+/// Runs `fn` (this rank's count) as one agreed phase; the sum over ranks, or nullopt when it failed.
+std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
+                                    const std::function<std::uint64_t()>& fn);
+
+/// {median, min, max, mean} of `values`.
+json::Value stats_json(const std::vector<double>& values);
+/// The mean of `values` (0 for none).
+double mean_of(const std::vector<double>& values);
+
+/// A float allreduce (sum) pattern over `elements` for the scenario checks.
+CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt);
+
+/// "%.*f" of `value`.
+std::string format_fixed(double value, int decimals);
+/// Bytes as the seed prints them: decimal GB or MB ("4.0 GB", "4.0 MB", "16.8 MB").
+std::string decimal_size(std::size_t bytes);
+
+}  // namespace pickle::bench

@@ -1,0 +1,181 @@
+#include "transports_child.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+#include "core/unique_fd.hpp"
+
+extern char** environ;
+
+namespace pickle::bench {
+
+ScratchDir::ScratchDir() {
+  std::string base = env::foreign("TMPDIR").value_or("/tmp");
+  std::string pattern = base + "/pickle-transports-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw SystemError(cat("bench transports: cannot create a scratch folder in ", base), errno);
+  }
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  // Only files, written by our children: one level to remove.
+  if (DIR* dir = ::opendir(path_.c_str())) {
+    while (dirent* entry = ::readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..") ::unlink((path_ + "/" + name).c_str());
+    }
+    ::closedir(dir);
+  }
+  ::rmdir(path_.c_str());
+}
+
+std::string ChildOutcome::describe() const {
+  if (timed_out) return cat("ran past its ", static_cast<long long>(seconds), " s limit and was stopped");
+  if (exited) return cat("exited with code ", exit_code);
+  return cat("was killed by signal ", signal, " (", ::strsignal(signal), ")");
+}
+
+namespace {
+
+/// Everything execve needs, built before fork so that the child makes only async-signal-safe calls.
+struct ExecImage {
+  std::vector<std::string> argv, envp;
+  std::vector<char*> argv_ptrs, envp_ptrs;
+
+  ExecImage(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env)
+      : envp(env) {
+    argv.push_back(program);
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (auto& a : argv) argv_ptrs.push_back(a.data());
+    argv_ptrs.push_back(nullptr);
+    for (auto& e : envp) envp_ptrs.push_back(e.data());
+    envp_ptrs.push_back(nullptr);
+  }
+};
+
+UniqueFd open_output(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) throw SystemError(cat("bench transports: cannot create ", path), errno);
+  return fd;
+}
+
+void fill_outcome(ChildOutcome& outcome, int status) {
+  outcome.exited = WIFEXITED(status);
+  outcome.exit_code = outcome.exited ? WEXITSTATUS(status) : -1;
+  outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+/// Waits for `pid` until `deadline`; true when it ended (status filled).
+bool wait_until(pid_t pid, const Deadline& deadline, int& status) {
+  while (true) {
+    pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) return true;
+    if (got < 0 && errno != EINTR) throw SystemError(cat("bench transports: waitpid for child ", pid), errno);
+    if (deadline.expired()) return false;
+    // Children run for seconds to minutes: a 20 ms poll costs nothing and needs no SIGCHLD plumbing.
+    ::usleep(20'000);
+  }
+}
+
+constexpr auto kStopGrace = std::chrono::seconds(10);  // the child's launcher itself waits 2 s before SIGKILL
+
+}  // namespace
+
+ChildOutcome run_child(const std::string& program, const std::vector<std::string>& args,
+                       const std::vector<std::string>& env, const std::string& stdout_path,
+                       const std::string& stderr_path, std::chrono::milliseconds limit) {
+  ExecImage image(program, args, env);
+  UniqueFd out = open_output(stdout_path), err = open_output(stderr_path);
+  UniqueFd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) throw SystemError("bench transports: pipe", errno);
+  UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
+  const pid_t parent = ::getpid();
+
+  Stopwatch watch;
+  pid_t pid = ::fork();
+  if (pid < 0) throw SystemError(cat("bench transports: fork for ", program), errno);
+  if (pid == 0) {
+    // Child: async-signal-safe calls only, then exec. Dying with us keeps no process set running unwatched.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(out.get(), STDOUT_FILENO);
+    ::dup2(err.get(), STDERR_FILENO);
+    if (null_in) ::dup2(null_in.get(), STDIN_FILENO);
+    ::execve(image.argv_ptrs[0], image.argv_ptrs.data(), image.envp_ptrs.data());
+    int error = errno;
+    [[maybe_unused]] ssize_t ignored = ::write(status_write.get(), &error, sizeof error);
+    ::_exit(127);
+  }
+  status_write.reset();
+  // The status pipe closes without data once exec worked (close-on-exec).
+  int exec_error = 0;
+  ssize_t n;
+  do n = ::read(status_read.get(), &exec_error, sizeof exec_error);
+  while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof exec_error)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    throw SystemError(cat("bench transports: cannot execute ", program), exec_error);
+  }
+
+  ChildOutcome outcome;
+  int status = 0;
+  if (!wait_until(pid, Deadline(limit), status)) {
+    outcome.timed_out = true;
+    ::kill(pid, SIGTERM);
+    if (!wait_until(pid, Deadline(kStopGrace), status)) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  fill_outcome(outcome, status);
+  outcome.seconds = outcome.timed_out ? std::chrono::duration<double>(limit).count() : watch.seconds();
+  return outcome;
+}
+
+std::string file_tail(const std::string& path, int max_lines) {
+  std::ifstream file(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(file, line);) {
+    if (line.size() > 300) line = line.substr(0, 300) + "...";
+    lines.push_back(std::move(line));
+    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+  }
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  return text;
+}
+
+std::string self_executable() {
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n < 0) throw SystemError("bench transports: readlink /proc/self/exe", errno);
+  path[n] = '\0';
+  return path;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace pickle::bench

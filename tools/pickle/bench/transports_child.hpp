@@ -1,0 +1,57 @@
+#pragma once
+// Running one child process set of `pickle bench transports`: the pickle executable itself as `pickle bench <suite>`,
+// with its own environment and its output in files, waited for against a deadline. The orchestrator never touches
+// CUDA before its children are done, so starting them by fork + exec is safe.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace pickle::bench {
+
+/// A private folder for the children's output files, removed with its contents on destruction.
+class ScratchDir {
+ public:
+  /// Creates $TMPDIR/pickle-transports-XXXXXX (SystemError when it cannot).
+  ScratchDir();
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  /// The path of `name` inside the folder.
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// How a child ended.
+struct ChildOutcome {
+  bool exited = false;     ///< it exited by itself (exit_code is valid)
+  int exit_code = -1;      ///< its exit code when it exited
+  int signal = 0;          ///< the signal that ended it, when it did not exit
+  bool timed_out = false;  ///< it ran past its limit and was stopped
+  double seconds = 0;      ///< wall time from start to end
+  bool ok() const { return exited && exit_code == 0 && !timed_out; }
+  /// "exited with code 1", "was killed by signal 9 (Killed)", "ran past its 900 s limit and was stopped".
+  std::string describe() const;
+};
+
+/// Runs `program args...` with exactly `env` as its environment, stdout and stderr in the files named (created or
+/// truncated), stdin empty. Waits at most `limit`; past it the child gets SIGTERM (a `pickle bench` child forwards
+/// it to its ranks), then SIGKILL. If this process dies, the child gets SIGTERM (PR_SET_PDEATHSIG), so no rank is
+/// left behind. Throws SystemError when the child cannot be started (fork, files, exec).
+ChildOutcome run_child(const std::string& program, const std::vector<std::string>& args,
+                       const std::vector<std::string>& env, const std::string& stdout_path,
+                       const std::string& stderr_path, std::chrono::milliseconds limit);
+
+/// The last `max_lines` lines of a file (empty when it cannot be read), each at most 300 characters.
+std::string file_tail(const std::string& path, int max_lines);
+
+/// The running executable (/proc/self/exe), for starting copies of this `pickle`.
+std::string self_executable();
+
+/// This process's environment as KEY=VALUE entries.
+std::vector<std::string> current_environment();
+
+}  // namespace pickle::bench

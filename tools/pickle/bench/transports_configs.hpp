@@ -1,0 +1,58 @@
+#pragma once
+// The four configurations of seed 000's comparison (two libraries, each with its fast path and its host-staged
+// path), the three gains the table shows, and the command line that measures one configuration once.
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "transports_options.hpp"
+
+namespace pickle::bench {
+
+/// One way of running a library: which `--backend` of the child suite, with which environment.
+struct Configuration {
+  std::string_view key;      ///< short name for the per-size table and the JSON: "nccl-p2p", "pickle-shm", ...
+  std::string_view name;     ///< the table's label: "NCCL (NCCL_P2P_DISABLE=1: SHM)"
+  std::string_view backend;  ///< the child suite's --backend: "nccl" or "pickle"
+  /// Variables set in the child's environment (on top of the common ones, kCommonEnv).
+  std::vector<std::pair<std::string_view, std::string_view>> set;
+  /// Variables removed from the child's environment, so that the user's shell cannot turn one configuration into
+  /// another (an exported NCCL_P2P_DISABLE=1 would make the "default" row measure SHM).
+  std::vector<std::string_view> unset;
+};
+
+/// In every child: NVLink multicast (NVLS) stays off, as in every other suite.
+inline constexpr std::pair<std::string_view, std::string_view> kCommonEnv[] = {{"NCCL_NVLS_ENABLE", "0"}};
+
+/// The configurations, in the table's order.
+std::span<const Configuration> configurations();
+
+/// A gain the table shows: `fast`'s bandwidth over `slow`'s, on `fast`'s row.
+struct Comparison {
+  std::string_view fast, slow;  ///< configuration keys
+  std::string_view label;       ///< "NCCL P2P over NCCL SHM"
+};
+
+/// Each library's fast path over its slow path, and pickle's slow path over NCCL's (the figure: pickle shm
+/// >= 1.2 x NCCL SHM at 64 MiB and above).
+std::span<const Comparison> comparisons();
+
+/// The configuration of that key; nullptr when there is none.
+const Configuration* find_configuration(std::string_view key);
+
+/// argv of one measurement (after the program): `bench p2p --backend B --mode uni ...` or
+/// `bench coll -c allreduce --backend B ...`, the result written to `json_path`.
+std::vector<std::string> child_arguments(const TransportsOptions& options, TransportOp op, const Configuration& config,
+                                         const std::string& json_path);
+
+/// The child's environment: `base` (KEY=VALUE entries) without the configuration's unset names, with kCommonEnv and
+/// the configuration's variables set.
+std::vector<std::string> child_environment(const std::vector<std::string>& base, const Configuration& config);
+
+/// The suite a child of `op` runs: "p2p" or "coll".
+std::string_view child_suite(TransportOp op) noexcept;
+
+}  // namespace pickle::bench

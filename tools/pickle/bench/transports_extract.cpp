@@ -1,0 +1,157 @@
+#include "transports_extract.hpp"
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "core/json.hpp"
+#include "lockstep.hpp"
+#include "sizes.hpp"
+
+namespace pickle::bench {
+namespace {
+
+/// What the child's result file says about the configuration's backend.
+struct FileFacts {
+  std::string status;  // the backend's status in "backends" ("" when absent)
+  std::string detail;
+  std::map<std::size_t, double> gbps;
+  std::uint64_t wrong = 0;
+  std::vector<std::string> problems;  // failed steps, wrong bytes, a missing environment variable
+  std::string memory;
+  int world_size = 0;
+};
+
+std::optional<std::string> read_whole(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return std::nullopt;
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+/// The median of a {median, min, max} member, or nullopt when the member is null or absent.
+std::optional<double> median_of(const json::Value& entry, std::string_view key) {
+  const json::Value* value = entry.find(key);
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  return value->at("median").as_double();
+}
+
+bool is_this_measurement(TransportOp op, const Configuration& config, const json::Value& entry) {
+  if (entry.at("backend").as_string() != config.backend) return false;
+  if (op == TransportOp::P2p) return entry.at("mode").as_string() == "uni";
+  // Allreduce: the out-of-place measurement of allreduce (the child runs nothing else, but say so).
+  const json::Value* coll = entry.find("collective");
+  if (coll != nullptr && coll->as_string() != "allreduce") return false;
+  const json::Value* in_place = entry.find("in_place");
+  return in_place == nullptr || !in_place->as_bool();
+}
+
+FileFacts read_facts(TransportOp op, const Configuration& config, const json::Value& root) {
+  FileFacts facts;
+  if (const json::Value* options = root.find("options")) {
+    if (const json::Value* memory = options->find("memory"); memory != nullptr && memory->is_string()) {
+      facts.memory = memory->as_string();
+    }
+    if (const json::Value* world = options->find("world_size"); world != nullptr && world->is_int()) {
+      facts.world_size = static_cast<int>(world->as_int());
+    }
+  }
+  for (const auto& backend : root.at("backends").as_array()) {
+    if (backend.at("name").as_string() != config.backend) continue;
+    facts.status = backend.at("status").as_string();
+    facts.detail = backend.at("detail").as_string();
+  }
+  const char* unit = op == TransportOp::P2p ? "byte" : "element";
+  for (const auto& entry : root.at("results").as_array()) {
+    if (!is_this_measurement(op, config, entry)) continue;
+    auto bytes = static_cast<std::size_t>(entry.at("bytes").as_int());
+    const json::Value* error = entry.find("error");
+    if (error != nullptr && !error->is_null()) {
+      facts.problems.push_back(cat("at ", short_size(bytes), ": ", error->as_string()));
+      continue;
+    }
+    const json::Value* wrong = entry.find("wrong");
+    if (wrong != nullptr && !wrong->is_null() && wrong->as_int() != 0) {
+      facts.wrong += static_cast<std::uint64_t>(wrong->as_int());
+      facts.problems.push_back(cat(wrong->as_int(), " wrong ", unit, wrong->as_int() == 1 ? "" : "s", " at ",
+                                   short_size(bytes)));
+    }
+    // p2p: algbw = busbw (factor 1); allreduce: busbw, the number nccl-tests and seed 000 compare.
+    auto gbps = median_of(entry, "busbw_gbps");
+    if (gbps) facts.gbps[bytes] = *gbps;
+  }
+  // The configuration's variables must have reached the child, or the row would not measure what its name says.
+  const json::Value* env = root.find("environment");
+  auto expect = [&](std::string_view name, std::string_view value) {
+    const json::Value* seen = env != nullptr ? env->find(name) : nullptr;
+    if (seen == nullptr || !seen->is_string() || seen->as_string() != value) {
+      facts.problems.push_back(cat("its result file does not record ", name, "=", value, " in its environment"));
+    }
+  };
+  for (const auto& [name, value] : kCommonEnv) expect(name, value);
+  for (const auto& [name, value] : config.set) expect(name, value);
+  return facts;
+}
+
+std::string join_problems(const std::vector<std::string>& problems) {
+  constexpr std::size_t kShown = 3;
+  std::string text;
+  for (std::size_t i = 0; i < problems.size() && i < kShown; ++i) text += (i == 0 ? "" : "; ") + problems[i];
+  if (problems.size() > kShown) text += cat("; and ", problems.size() - kShown, " more");
+  return text;
+}
+
+}  // namespace
+
+RunResult read_child_run(TransportOp op, const Configuration& config, const ChildOutcome& outcome,
+                         const std::string& json_path, const std::string& stderr_path) {
+  RunResult run;
+  run.exit_code = outcome.exited ? outcome.exit_code : -1;
+  run.seconds = outcome.seconds;
+  const std::string who = cat("`pickle bench ", child_suite(op), " --backend ", config.backend, "` ");
+
+  std::vector<std::string> problems;
+  std::optional<FileFacts> facts;
+  std::optional<std::string> text = read_whole(json_path);
+  if (!text || text->empty()) {
+    problems.push_back("it wrote no result file");
+  } else {
+    try {
+      facts = read_facts(op, config, json::parse(*text));
+    } catch (const Error& e) {
+      problems.push_back(cat("its result file is unusable: ", plain_message(e)));
+    }
+  }
+  if (facts) {
+    run.gbps = facts->gbps;
+    run.wrong = facts->wrong;
+    run.detail = facts->detail;
+    run.memory = facts->memory;
+    run.world_size = facts->world_size;
+    if (facts->status == "unavailable" && outcome.ok()) {
+      run.status = RunResult::Status::Unavailable;
+      return run;
+    }
+    if (facts->status.empty()) problems.push_back(cat("its result file has no backend ", config.backend));
+    if (facts->status == "failed") problems.push_back(cat(config.backend, " failed: ", facts->detail));
+    problems.insert(problems.end(), facts->problems.begin(), facts->problems.end());
+    if (facts->status == "ok" && facts->gbps.empty() && facts->problems.empty()) {
+      problems.push_back("its result file holds no measurement");
+    }
+  }
+  if (outcome.ok() && problems.empty()) {
+    run.status = RunResult::Status::Ok;
+    return run;
+  }
+  run.status = RunResult::Status::Failed;
+  run.detail = cat(who, outcome.describe(), problems.empty() ? "" : ": ", join_problems(problems));
+  run.stderr_tail = file_tail(stderr_path, 15);
+  return run;
+}
+
+}  // namespace pickle::bench

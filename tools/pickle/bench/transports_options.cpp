@@ -1,0 +1,72 @@
+#include "transports_options.hpp"
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+
+namespace pickle::bench {
+
+const char* const kTransportsUsage =
+    "usage: pickle bench transports [--runs 3] [--ops p2p,allreduce] [-b 64M] [-e SIZE] [-f 2] [-n N] [-w N]\n"
+    "                               [--repeats R] [--ranks N] [--memory host|cuda] [--json FILE]\n"
+    "\n"
+    "Seed 000's comparison of a library's fast path (P2P) with its host-staged path (SHM). Each configuration runs\n"
+    "in its own process set (NCCL reads its environment once, at initialisation), --runs times, and the table shows\n"
+    "every run and their mean at the largest size, with the gain of each fast path over its slow path:\n"
+    "  NCCL (default: P2P/NVLink)       pickle bench p2p --backend nccl\n"
+    "  NCCL (NCCL_P2P_DISABLE=1: SHM)   the same with NCCL_P2P_DISABLE=1\n"
+    "  pickle ipc                       pickle bench p2p --backend pickle with PICKLE_TRANSPORT=ipc\n"
+    "  pickle shm                       the same with PICKLE_TRANSPORT=shm\n"
+    "allreduce runs `pickle bench coll -c allreduce` the same way (busbw), where this build has that suite.\n"
+    "NCCL_NVLS_ENABLE=0 in every child. An unavailable backend (no NCCL, host memory) is a skipped row.\n"
+    "\n"
+    "  --runs N       process sets per configuration; the table averages them (3)\n"
+    "  --ops LIST     comma-separated operations: p2p (unidirectional bandwidth), allreduce (busbw) (p2p,allreduce)\n"
+    "  -b SIZE        smallest message (64M; bytes or K/M/G/T)\n"
+    "  -e SIZE        largest message (the child suite's default: 1G on GPUs, 16M on host memory, never below -b)\n"
+    "  -f FACTOR      multiply the size by FACTOR between steps (2)\n"
+    "  -n N, -w N     timed and warm-up iterations, forwarded to each child (default: the child's)\n"
+    "  --repeats R    timed repeats per size in each child (default: the child's)\n"
+    "  --ranks N      ranks each child launches (default: one per GPU, or 2 host ranks)\n"
+    "  --memory KIND  host or cuda, forwarded to each child (default: cuda when there are 2 GPUs)\n"
+    "  --json FILE    write every run, the means, the gains, the environment and the topology (docs/bench.md)\n";
+
+std::string_view op_name(TransportOp op) noexcept {
+  switch (op) {
+    case TransportOp::P2p: return "p2p";
+    case TransportOp::Allreduce: return "allreduce";
+  }
+  return "?";
+}
+
+TransportsOptions parse_transports_options(const std::vector<std::string>& args) {
+  TransportsOptions options;
+  FlagReader in(args);
+  while (in.next()) {
+    const std::string& flag = in.flag();
+    options.iterations_given |= flag == "-n";
+    options.warmup_given |= flag == "-w";
+    if (parse_sweep_flag(in, options, 1'000'000)) continue;
+    if (flag == "--runs") {
+      options.runs = static_cast<int>(parse_int(in.value(), "--runs", 1, 100));
+    } else if (flag == "--ops") {
+      options.ops.clear();
+      for (const auto& name : split_list(in.value(), "--ops")) {
+        if (name == "p2p") options.ops.push_back(TransportOp::P2p);
+        else if (name == "allreduce") options.ops.push_back(TransportOp::Allreduce);
+        else throw InvalidArgument(cat("--ops: unknown operation '", name, "' (choose from p2p, allreduce)"));
+      }
+    } else if (flag == "--ranks") {
+      options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
+    } else if (flag == "--repeats") {
+      options.repeats = static_cast<int>(parse_int(in.value(), "--repeats", 1, 1000));
+    } else {
+      in.unknown();
+    }
+  }
+  if (options.ops.empty()) options.ops = {TransportOp::P2p, TransportOp::Allreduce};
+  settle_sweep_range(options);
+  return options;
+}
+
+}  // namespace pickle::bench

@@ -1,0 +1,283 @@
+"""`pickle bench interference`: how much background traffic into a GPU slows the compute running on it.
+
+Seed 001's "NVLink P2P 对计算的影响" table has the shape Size | Pickle | NCCL of relative compute throughput
+(time alone / time with traffic; 1 = no effect). Here each cell adds the background bandwidth that was reached
+inside the timed window, since a relative throughput of 1 means nothing if the traffic stood still. A row whose
+background did not overlap the whole window is marked (and failed the run). One table and one plot per foreground
+and traffic pattern: relative throughput vs message size per backend (solid, left axis) with the background's
+bandwidth (dashed, right axis)."""
+import os
+
+from .. import machine, markdown, plotting
+from ..inputs import require
+from ..units import number, size_label, size_words
+from .registry import Suite, register
+
+DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
+BACKGROUND_TITLES = {"p2p": "p2p traffic, rank 0 -> rank 1", "allgather": "allgather traffic, ranks 0 and 1"}
+
+
+def display(name):
+    return DISPLAY.get(name, name)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check(bench):
+    data = bench.data
+    results = require(bench, data, "results", list, "the file")
+    for i, entry in enumerate(results):
+        where = "results[%d]" % i
+        for key in ("foreground", "background", "backend"):
+            require(bench, entry, key, str, where)
+        size = require(bench, entry, "bytes", int, where)
+        if size <= 0:
+            raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
+        for key in ("t_alone_ms", "t_with_ms", "relative", "background_gbps"):
+            value = entry.get(key)
+            if value is not None and not _is_number(value):
+                raise bench.fail("%s.%s is not a number" % (where, key))
+            if _is_number(value) and value < 0:
+                raise bench.fail("%s.%s is %r; it cannot be negative" % (where, key, value))
+        if entry.get("error") is None:
+            for key in ("t_alone_ms", "t_with_ms", "relative"):
+                value = require(bench, entry, key, (int, float), where)
+                if value <= 0:
+                    raise bench.fail("%s.%s is %r; a measured row has a positive value" % (where, key, value))
+        elif not isinstance(entry["error"], str):
+            raise bench.fail("%s.error is not a string" % where)
+        if not isinstance(entry.get("overlap", False), bool):
+            raise bench.fail("%s.overlap is not true or false" % where)
+        for key in ("background_wrong", "foreground_wrong"):
+            value = entry.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise bench.fail("%s.%s is not an integer" % (where, key))
+    for key in ("foregrounds", "traffic"):
+        listed = data.get(key, [])
+        if not isinstance(listed, list):
+            raise bench.fail("'%s' is not a list" % key)
+        for i, item in enumerate(listed):
+            require(bench, item, "status", str, "%s[%d]" % (key, i))
+    for i, item in enumerate(data.get("foregrounds", [])):
+        require(bench, item, "name", str, "foregrounds[%d]" % i)
+        flops = item.get("flops")
+        if flops is not None and not _is_number(flops):
+            raise bench.fail("foregrounds[%d].flops is not a number" % i)
+    for i, item in enumerate(data.get("traffic", [])):
+        require(bench, item, "background", str, "traffic[%d]" % i)
+        require(bench, item, "backend", str, "traffic[%d]" % i)
+    if not isinstance(data.get("options", {}), dict):
+        raise bench.fail("'options' is not an object")
+    waived = data.get("waived")
+    if waived is not None and not isinstance(waived, str):
+        raise bench.fail("'waived' is not a string")
+
+
+class Row:
+    def __init__(self, entry):
+        self.foreground = entry["foreground"]
+        self.background = entry["background"]
+        self.backend = entry["backend"]
+        self.bytes = entry["bytes"]
+        self.alone = entry.get("t_alone_ms")
+        self.with_traffic = entry.get("t_with_ms")
+        self.relative = entry.get("relative")
+        self.gbps = entry.get("background_gbps")
+        self.overlap = entry.get("overlap") is True
+        self.error = entry.get("error")
+        wrong = [entry.get("background_wrong"), entry.get("foreground_wrong")]
+        self.wrong = None if all(w is None for w in wrong) else sum(w or 0 for w in wrong)
+
+    @property
+    def ok(self):
+        return self.error is None and self.relative is not None
+
+
+class Run:
+    def __init__(self, bench):
+        data = bench.data
+        self.bench = bench
+        self.options = data.get("options") or {}
+        self.rows = [Row(e) for e in data["results"]]
+        self.foregrounds = {f["name"]: f for f in data.get("foregrounds", [])}
+        self.traffic = {(t["background"], t["backend"]): t for t in data.get("traffic", [])}
+        self.backends = _ordered(self.options.get("backends"), [t[1] for t in self.traffic] +
+                                 [r.backend for r in self.rows])
+        self.fg_order = _ordered(self.options.get("foregrounds"), list(self.foregrounds) +
+                                 [r.foreground for r in self.rows])
+        self.bg_order = _ordered(self.options.get("backgrounds"), [t[0] for t in self.traffic] +
+                                 [r.background for r in self.rows])
+        self.index = {(r.foreground, r.background, r.backend, r.bytes): r for r in self.rows}
+
+    def sizes(self, foreground, background):
+        return sorted({r.bytes for r in self.rows if r.foreground == foreground and r.background == background})
+
+    def row(self, foreground, background, backend, size):
+        return self.index.get((foreground, background, backend, size))
+
+    def cell(self, foreground, background, backend, size):
+        row = self.row(foreground, background, backend, size)
+        if row is None:
+            state = (self.traffic.get((background, backend)) or {}).get("status")
+            return {"unavailable": "n/a", "failed": "skipped"}.get(state, "—")
+        if not row.ok:
+            return "FAILED"
+        text = "%.3f (%s GB/s)" % (row.relative, number(row.gbps) if row.gbps is not None else "—")
+        if not row.overlap:
+            text += " **no overlap**"
+        if row.wrong:
+            text += " **%d wrong**" % row.wrong
+        return text
+
+    def baseline(self, foreground, background):
+        """The foreground's time alone over its rows: (median ms, TFLOP/s of it) or None."""
+        times = sorted(r.alone for r in self.rows if r.foreground == foreground and r.background == background
+                       and r.ok and r.alone)
+        if not times:
+            return None
+        median = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+        flops = (self.foregrounds.get(foreground) or {}).get("flops")
+        return median, (flops / (median * 1e-3) / 1e12 if flops else None)
+
+
+def _ordered(preferred, seen):
+    order = [x for x in (preferred or []) if isinstance(x, str)]
+    for x in seen:
+        if x not in order:
+            order.append(x)
+    return order
+
+
+def _method(run):
+    o = run.options
+    parts = []
+    if "iterations" in o:
+        parts.append("foreground alone: %s warm-up + %s iterations timed with CUDA events, then the same with the "
+                     "background running; relative = t_alone / t_with" % (o.get("warmup", "?"), o["iterations"]))
+    if "min_bytes" in o and "max_bytes" in o:
+        parts.append("message sizes %s to %s, factor %s" % (size_words(o["min_bytes"]), size_words(o["max_bytes"]),
+                                                           o.get("factor", "?")))
+    if "depth" in o:
+        parts.append("%s background messages in flight" % o["depth"])
+    parts.append("background GB/s (1e9 bytes/s) measured inside the timed window; every row must overlap it")
+    if "check" in o:
+        parts.append("received bytes and foreground results checked" if o["check"] else "data not checked (-c 0)")
+    return "; ".join(parts)
+
+
+def _foreground_lines(run):
+    lines = []
+    for name in run.fg_order:
+        f = run.foregrounds.get(name)
+        if f is None:
+            continue
+        text = "- %s: **%s**: %s" % (name, f.get("status"), f.get("description") or name)
+        if f.get("detail"):
+            text += " (%s)" % f["detail"]
+        verify = f.get("verify")
+        if isinstance(verify, dict) and _is_number(verify.get("max_error")):
+            text += "; checked against a reference on %s: max error %.2e, tolerance %.0e" % (
+                verify.get("shape", "?"), verify["max_error"], verify.get("tolerance") or 0)
+        lines.append(text)
+    return lines
+
+
+def _traffic_lines(run):
+    lines = []
+    for (background, backend), t in run.traffic.items():
+        detail = t.get("detail") or ""
+        lines.append("- %s via %s: **%s**%s" % (background, display(backend), t["status"],
+                                                (": " + detail) if detail else ""))
+    return lines
+
+
+def _table(run, foreground, background):
+    header = ["Size"] + [display(b) for b in run.backends]
+    rows = []
+    for size in run.sizes(foreground, background):
+        rows.append([size_words(size)] + [run.cell(foreground, background, b, size) for b in run.backends])
+    return markdown.table(header, rows)
+
+
+def _plot(run, foreground, background, out):
+    fig, ax = plotting.figure()
+    bw_axis = ax.twinx()
+    sizes = run.sizes(foreground, background)
+    relatives = []
+    for i, backend in enumerate(run.backends):
+        colour, marker = plotting.style(backend, i)
+        good = sorted((r for r in run.rows if r.foreground == foreground and r.background == background
+                       and r.backend == backend and r.ok), key=lambda r: r.bytes)
+        if not good:
+            ax.plot([], [], linestyle=":", color=colour, label="%s: no data" % display(backend))
+            continue
+        xs = [r.bytes for r in good]
+        ys = [r.relative for r in good]
+        relatives += ys
+        ax.plot(xs, ys, marker=marker, markersize=4, color=colour, label="%s relative throughput" % display(backend))
+        bw_axis.plot(xs, [r.gbps or 0.0 for r in good], linestyle="--", color=colour, alpha=0.6, linewidth=1,
+                     label="%s background GB/s" % display(backend))
+        bad = [r for r in good if not r.overlap]
+        if bad:
+            ax.plot([r.bytes for r in bad], [r.relative for r in bad], linestyle="none", marker="x", color="red",
+                    markersize=9, label="%s: no overlap" % display(backend))
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    plotting.size_axis(ax, sizes)
+    low = min(relatives) if relatives else 1.0
+    high = max(relatives) if relatives else 1.0
+    ax.set_ylim(min(0.8, low - 0.03), max(1.05, high + 0.02))
+    ax.set_ylabel("relative throughput (t_alone / t_with)")
+    bw_axis.set_ylabel("background bandwidth in the window (GB/s, dashed)")
+    bw_axis.set_ylim(bottom=0)
+    description = (run.foregrounds.get(foreground) or {}).get("description") or foreground
+    plotting.title(ax, "%s: %s under %s" % (machine.short(run.bench.data), foreground,
+                                            BACKGROUND_TITLES.get(background, background)),
+                   "%s (%s); %s" % (os.path.basename(run.bench.path), machine.date(run.bench.data),
+                                    description.split(":")[0]))
+    lines, labels = ax.get_legend_handles_labels()
+    more_lines, more_labels = bw_axis.get_legend_handles_labels()
+    ax.legend(lines + more_lines, labels + more_labels, fontsize=7, loc="lower left")
+    path, link = out.plot_path(run.bench.stem, foreground, background)
+    plotting.save(fig, path)
+    return link
+
+
+def render(bench, out):
+    data = bench.data
+    if data.get("waived"):
+        return ["**Waived**: %s; nothing was measured." % data["waived"]]
+    run = Run(bench)
+    lines = ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Foregrounds**:"]
+    lines += _foreground_lines(run)
+    lines += ["", "**Background traffic**:"] + _traffic_lines(run)
+    notes = data.get("notes") or []
+    if notes:
+        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    shown = False
+    for foreground in run.fg_order:
+        for background in run.bg_order:
+            if not run.sizes(foreground, background):
+                continue
+            shown = True
+            lines += ["", "### %s under %s (relative throughput, background GB/s)" % (
+                foreground, BACKGROUND_TITLES.get(background, background)), ""]
+            lines += _table(run, foreground, background)
+            base = run.baseline(foreground, background)
+            if base is not None:
+                median, tflops = base
+                lines += ["", "Baseline (no traffic): %s ms per iteration%s (median over the rows)." % (
+                    number(median), ", %s TFLOP/s" % number(tflops) if tflops else "")]
+            failures = ["- %s at %s: FAILED: %s" % (display(r.backend), size_words(r.bytes), r.error)
+                        for r in run.rows if r.foreground == foreground and r.background == background and not r.ok]
+            if failures:
+                lines += [""] + failures
+            lines += ["", markdown.image("%s under %s: relative throughput vs size" % (foreground, background),
+                                         _plot(run, foreground, background, out))]
+    if not shown:
+        lines += ["", "No measurements: every foreground or backend was unavailable or failed before its first row."]
+    return lines
+
+
+register(Suite("interference", check, render))
