@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One device-machine call: `bash scripts/device/session.sh STEP...` runs the named steps in order, each with its own
+# time limit, and leaves everything in $OUT/session.tgz (the device tool brings back at most 8 files) plus a summary
+# on stdout. Steps:
+#   build            configure build-gpu (Release, sm_90) and build everything
+#   build:T1,T2      build only those targets
+#   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
+#   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
+#   info             pickle info and --json
+# NCCL comes from Python's nvidia.nccl; NVLink multicast stays off.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-session-out}
+work=$out/session
+mkdir -p "$work"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+nccl_dir=$(python3 -c "import nvidia.nccl as m; print(m.__path__[0])" 2>/dev/null || true)
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+pickle=build-gpu/tools/pickle/pickle
+status=0
+start=$(date +%s)
+note() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$work/summary.txt"; }
+for step in "$@"; do
+  case "$step" in
+    build|build:*)
+      targets=()
+      [ "$step" != build ] && IFS=, read -r -a targets <<< "${step#build:}"
+      cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DPICKLE_WERROR=ON \
+        > "$work/build.log" 2>&1
+      args=()
+      for t in "${targets[@]}"; do args+=(--target "$t"); done
+      if cmake --build build-gpu -j 16 "${args[@]}" >> "$work/build.log" 2>&1; then
+        note "build ok"
+      else
+        note "build FAILED"; tail -40 "$work/build.log"; status=1; break
+      fi ;;
+    gpu-tests*)
+      filter=()
+      [ "$step" != gpu-tests ] && filter=(-R "${step#gpu-tests:}")
+      if ctest --test-dir build-gpu -L gpu -j 1 -V --output-on-failure "${filter[@]}" > "$work/ctest-gpu.log" 2>&1; then
+        note "gpu tests ok: $(grep -c 'Passed' "$work/ctest-gpu.log") passed"
+      else
+        note "gpu tests FAILED"; grep -E "Failed|\*\*\*|check failed" "$work/ctest-gpu.log" | head -20; status=1
+      fi ;;
+    info)
+      $pickle info > "$work/info.txt" 2>&1; $pickle info --json > "$work/info.json" 2>&1; note "info"; cat "$work/info.txt" ;;
+    bench:*)
+      spec=${step#bench:}; name=${spec%%:*}; args=()
+      [ "$spec" != "$name" ] && IFS=+ read -r -a args <<< "${spec#*:}"
+      tag=$name; n=1; while [ -e "$work/$tag.json" ]; do n=$((n + 1)); tag=$name-$n; done
+      if $pickle bench "$name" "${args[@]}" --json "$work/$tag.json" > "$work/$tag.txt" 2> "$work/$tag.err"; then
+        note "bench $name ${args[*]}: ok"
+      else
+        note "bench $name ${args[*]}: FAILED (exit $?)"; tail -15 "$work/$tag.err"; status=1
+      fi
+      tail -30 "$work/$tag.txt" ;;
+    *) note "unknown step $step"; status=2 ;;
+  esac
+done
+tar -czf "$out/session.tgz" -C "$out" session
+cat "$work/summary.txt"
+exit $status
