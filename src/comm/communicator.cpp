@@ -146,29 +146,40 @@ Communicator::Impl::Impl(Options options)
 }
 
 Communicator::Impl::~Impl() {
-  // Our copies into peers' memory must finish, and every rank must be done writing into ours, before mappings and
-  // signal words go away.
-  PICKLE_LOG(Debug, "comm", "communicator teardown" << (std::uncaught_exceptions() > 0 ? " while unwinding" : ""));
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
+  // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes.
   try {
     ipc->synchronize_all();
     if (shm && !shm->synchronize_all(Deadline::after_seconds(timeout_seconds))) {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": shm copies still queued after " << timeout_seconds << " s");
     }
-    // Unwinding from an error: do not make the peers wait; they see this rank's channels close and fail fast.
-    if (std::uncaught_exceptions() == 0) store->barrier(key_prefix + "close");
+#ifdef PICKLE_HAVE_LIBFABRIC
+    if (net && !net->flush(Deadline::after_seconds(timeout_seconds))) {
+      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": net writes still pending after " << timeout_seconds << " s");
+    }
+#endif
   } catch (const std::exception& e) {
-    PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
+    PICKLE_LOG(Warn, "comm", "communicator teardown: " << e.what());
   }
   outbox->drain(Deadline::after_seconds(1));  // the progress thread's last messages go before the Goodbye
-  // A Goodbye tells the peers that the end of the channel is normal. While unwinding from an error it is not: then
-  // the channel just closes, and the peers fail their pending operations with this rank at once.
-  for (int peer = 0; peer < info.world_size && std::uncaught_exceptions() == 0; ++peer) {
+  // 2. A Goodbye tells each peer that this rank will send and post nothing more: whatever the peer still has pending
+  // with us fails with PeerError now (not at its timeout), and the end of the channel that follows is normal. While
+  // unwinding from an error nothing is said: the channels just close, and the peers fail fast all the same.
+  for (int peer = 0; peer < info.world_size && !unwinding; ++peer) {
     if (peer == info.rank) continue;
     try {
       send_control(peer, GoodbyeMessage{});
     } catch (const std::exception&) {
       // The peer is gone already: nothing to tell it.
     }
+  }
+  // 3. Every rank must be done writing into our memory and signal words before they go away. Sent after the
+  // Goodbye, so that a peer waiting on us is released first and can reach its own teardown.
+  try {
+    if (!unwinding) store->barrier(key_prefix + "close");
+  } catch (const std::exception& e) {
+    PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
   stop_progress();
   // Before the channels and the state that their jobs use go away.

@@ -3,8 +3,10 @@
 #include "transport/net/net_transport.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include <pickle/error.hpp>
 
@@ -222,6 +224,19 @@ void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, st
     }
   }
   if (due) s.rails.front()->wake();  // rail 0 runs the callbacks API calls find due
+}
+
+bool NetTransport::flush(const Deadline& deadline) {
+  while (true) {
+    {
+      std::lock_guard lock(impl_->shared->mutex);
+      bool busy = false;
+      for (const auto& link : impl_->shared->peers) busy = busy || (link && !link->failed.load() && link->unfinished_writes > 0);
+      if (!busy) return true;
+    }
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 TransportStats NetTransport::stats() const {

@@ -85,6 +85,10 @@ class NetTransport {
 
   /// bytes: payload written to peers (completed writes); operations: messages whose writes all completed;
   /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
+  /// Waits until every write accepted so far has completed (or was dropped with its failed peer); false when
+  /// `deadline` passed first. The communicator calls it before telling its peers that it is closing.
+  bool flush(const Deadline& deadline);
+
   TransportStats stats() const;
 
   struct Impl;
