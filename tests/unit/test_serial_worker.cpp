@@ -1,0 +1,62 @@
+// core/serial_worker: jobs run one at a time in the order posted, a throwing job does not stop the next, drain is
+// bounded, and destruction drops what has not started.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "core/serial_worker.hpp"
+
+namespace pickle {
+namespace {
+
+TEST(SerialWorker, RunsJobsInOrderOneAtATime) {
+  SerialWorker worker("test");
+  std::vector<int> order;  // touched by the worker only, read after drain
+  std::atomic<int> running{0}, most{0};
+  for (int i = 0; i < 200; ++i) {
+    worker.post([&, i] {
+      int now = ++running;
+      most = std::max(most.load(), now);
+      order.push_back(i);
+      --running;
+    });
+  }
+  ASSERT_TRUE(worker.drain(Deadline::after_seconds(10)));
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(most.load(), 1);
+}
+
+TEST(SerialWorker, AThrowingJobDoesNotStopTheNext) {
+  SerialWorker worker("test");
+  std::atomic<bool> ran{false};
+  worker.post([] { throw std::runtime_error("a job failed"); });
+  worker.post([&] { ran = true; });
+  ASSERT_TRUE(worker.drain(Deadline::after_seconds(10)));
+  EXPECT_TRUE(ran.load());
+}
+
+TEST(SerialWorker, DrainIsBoundedAndDestructionDropsWhatHasNotStarted) {
+  std::atomic<bool> release{false}, second{false};
+  {
+    SerialWorker worker("test");
+    worker.post([&] {
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    worker.post([&] { second = true; });
+    EXPECT_FALSE(worker.drain(Deadline::after_seconds(0.05)));  // the first job is still running
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release = true;
+    });
+    releaser.detach();
+  }  // the destructor waits for the running job, then drops the queued one
+  EXPECT_TRUE(release.load());
+  EXPECT_FALSE(second.load());
+}
+
+}  // namespace
+}  // namespace pickle
