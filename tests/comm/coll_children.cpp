@@ -139,19 +139,26 @@ double decode(DataType type, const void* src) {
   return 0;
 }
 
+/// `acc` combined with `v` by `op`, in the reference's type (avg sums; the caller divides by the world size).
+template <class A>
+A combine(ReduceOp op, A acc, A v) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return acc + v;
+    case ReduceOp::Prod: return acc * v;
+    case ReduceOp::Min: return std::min(acc, v);
+    case ReduceOp::Max: return std::max(acc, v);
+  }
+  return acc;
+}
+
 /// The reduction of every rank's input at `index` (global index into the inputs), as the library must compute it.
 double expected_value(DataType type, ReduceOp op, int world, std::size_t index, std::uint64_t salt) {
   if (is_float(type)) {
     double acc = input_value(type, op, 0, index, salt);
     for (int r = 1; r < world; ++r) {
       const double v = input_value(type, op, r, index, salt);
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Avg: acc += v; break;
-        case ReduceOp::Prod: acc *= v; break;
-        case ReduceOp::Min: acc = std::min(acc, v); break;
-        case ReduceOp::Max: acc = std::max(acc, v); break;
-      }
+      acc = combine(op, acc, v);
     }
     return op == ReduceOp::Avg ? acc / world : acc;
   }
@@ -159,13 +166,7 @@ double expected_value(DataType type, ReduceOp op, int world, std::size_t index, 
   auto acc = static_cast<std::int64_t>(input_value(type, op, 0, index, salt));
   for (int r = 1; r < world; ++r) {
     const auto v = static_cast<std::int64_t>(input_value(type, op, r, index, salt));
-    switch (op) {
-      case ReduceOp::Sum:
-      case ReduceOp::Avg: acc += v; break;
-      case ReduceOp::Prod: acc *= v; break;
-      case ReduceOp::Min: acc = std::min(acc, v); break;
-      case ReduceOp::Max: acc = std::max(acc, v); break;
-    }
+    acc = combine(op, acc, v);
   }
   if (type == DataType::U8) acc = static_cast<std::uint8_t>(acc);
   if (type == DataType::I32) acc = static_cast<std::int32_t>(acc);

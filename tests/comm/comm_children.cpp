@@ -23,15 +23,6 @@
 
 namespace pickle::test {
 
-#define CHILD_CHECK(cond, ...)                                                                        \
-  do {                                                                                                \
-    if (!(cond)) {                                                                                    \
-      std::fprintf(stderr, "check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,             \
-                   ::pickle::cat(__VA_ARGS__).c_str());                                               \
-      return 1;                                                                                       \
-    }                                                                                                 \
-  } while (0)
-
 Communicator make_comm(const std::string& memory) {
   Communicator::Options options;
   options.memory = memory == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;

@@ -4,12 +4,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <pickle/communicator.hpp>
 
+#include "core/format.hpp"
+
 namespace pickle::test {
+
+/// In a rank program (PICKLE_CHILD): when `cond` is false, prints where and why (the rest of the arguments, joined
+/// by cat) to stderr and returns 1 from the child, so that the parent test sees the rank fail.
+#define CHILD_CHECK(cond, ...)                                                                        \
+  do {                                                                                                \
+    if (!(cond)) {                                                                                    \
+      std::fprintf(stderr, "check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,             \
+                   ::pickle::cat(__VA_ARGS__).c_str());                                               \
+      return 1;                                                                                       \
+    }                                                                                                 \
+  } while (0)
 
 /// A communicator from the torchrun variables the test set, of the kind named by `memory` ("host" or "cuda").
 Communicator make_comm(const std::string& memory);

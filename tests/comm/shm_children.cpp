@@ -14,15 +14,6 @@
 namespace pickle::test {
 namespace {
 
-#define SHM_CHECK(cond, ...)                                                                          \
-  do {                                                                                                \
-    if (!(cond)) {                                                                                    \
-      std::fprintf(stderr, "check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,             \
-                   ::pickle::cat(__VA_ARGS__).c_str());                                               \
-      return 1;                                                                                       \
-    }                                                                                                 \
-  } while (0)
-
 std::uint64_t seed_for(int from, int to, std::size_t size, int round) {
   return (static_cast<std::uint64_t>(from) << 56) ^ (static_cast<std::uint64_t>(to) << 48) ^ (size << 4) ^
          static_cast<std::uint64_t>(round);
@@ -42,7 +33,8 @@ PICKLE_CHILD(shm_boundaries) {
   const auto slots = static_cast<std::size_t>(net ? 4 * env::get_int("PICKLE_NET_LANES") : env::get_int("PICKLE_SHM_SLOTS"));
   const int rank = comm.rank(), world = comm.world_size();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
-  SHM_CHECK(comm.transport(right) == transport && comm.transport(left) == transport, "transport ", comm.transport(right));
+  CHILD_CHECK(comm.transport(right) == transport && comm.transport(left) == transport, "transport ",
+              comm.transport(right));
   const std::vector<std::size_t> sizes = {1,         chunk - 1,         chunk,     chunk + 1, 2 * chunk,
                                           3 * chunk + 17, slots * chunk, (2 * slots + 1) * chunk + 5};
   std::size_t total = 0;
@@ -71,15 +63,16 @@ PICKLE_CHILD(shm_boundaries) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       std::size_t wrong = count_wrong(comm, static_cast<char*>(recv_buffer.data()) + offsets[i], sizes[i],
                                       seed_for(left, rank, sizes[i], round));
-      SHM_CHECK(wrong == 0, "rank ", rank, " round ", round, ": ", wrong, " wrong bytes of ", sizes[i], " from rank ",
-                left, " (chunk ", chunk, ")");
+      CHILD_CHECK(wrong == 0, "rank ", rank, " round ", round, ": ", wrong, " wrong bytes of ", sizes[i],
+                  " from rank ", left, " (chunk ", chunk, ")");
     }
     comm.barrier();
   }
   CommStats stats = comm.stats();
   const TransportStats& used = net ? stats.net : stats.shm;
-  SHM_CHECK(used.bytes >= 2 * total - 2 * 64 * sizes.size(), transport, " bytes ", used.bytes);
-  SHM_CHECK(stats.ipc.ipc_opens == 0, "the ", transport, " transport mapped ", stats.ipc.ipc_opens, " peer allocations");
+  CHILD_CHECK(used.bytes >= 2 * total - 2 * 64 * sizes.size(), transport, " bytes ", used.bytes);
+  CHILD_CHECK(stats.ipc.ipc_opens == 0, "the ", transport, " transport mapped ", stats.ipc.ipc_opens,
+              " peer allocations");
   comm.barrier();
   return 0;
 }
@@ -96,7 +89,8 @@ PICKLE_CHILD(transport_refused) {
   } catch (const Error& e) {
     const std::string what = e.what();
     // Rank 0 (the store's host) checks the message; the others may instead see rank 0 leave once it has failed.
-    SHM_CHECK(!first || (error_code_name(e.code()) == args.at(1) && what.find(args.at(2)) != std::string::npos), what);
+    CHILD_CHECK(!first || (error_code_name(e.code()) == args.at(1) && what.find(args.at(2)) != std::string::npos),
+                what);
     return 0;
   }
   std::fprintf(stderr, "the communicator was created\n");

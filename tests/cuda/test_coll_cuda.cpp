@@ -4,26 +4,12 @@
 
 #include <signal.h>
 
-#include "device/backends.hpp"
-#include "subprocess.hpp"
+#include "two_gpus.hpp"
 
 namespace pickle::test {
 namespace {
 
-class CollCuda : public testing::Test {
- protected:
-  void SetUp() override {
-    if (device::cuda_device_count() < 2) {
-      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
-                                                                            : std::string("only 1 GPU"));
-    }
-  }
-  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-    }
-  }
-};
+class CollCuda : public TwoGpuTest {};
 
 TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));

@@ -2,26 +2,12 @@
 // copy engines straight into the peer GPU's memory; completions are stream write-values.
 #include <gtest/gtest.h>
 
-#include "device/backends.hpp"
-#include "subprocess.hpp"
+#include "two_gpus.hpp"
 
 namespace pickle::test {
 namespace {
 
-class CommCuda : public testing::Test {
- protected:
-  void SetUp() override {
-    if (device::cuda_device_count() < 2) {
-      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
-                                                                            : std::string("only 1 GPU"));
-    }
-  }
-  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-    }
-  }
-};
+class CommCuda : public TwoGpuTest {};
 
 TEST_F(CommCuda, SendsFromOneByteTo1GiBBothWaysArriveIntact) {
   expect_all_ok(run_ranks("comm_sizes", 2, {"cuda", std::to_string(1u << 30)}, {"PICKLE_TIMEOUT=60"},

@@ -3,8 +3,7 @@
 // tests/comm with CUDA memory.
 #include <gtest/gtest.h>
 
-#include "device/backends.hpp"
-#include "subprocess.hpp"
+#include "two_gpus.hpp"
 
 namespace pickle::test {
 namespace {
@@ -12,20 +11,7 @@ namespace {
 const std::vector<std::string> kShm = {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=1048576",
                                        "PICKLE_SHM_SLOTS=3"};
 
-class ShmCuda : public testing::Test {
- protected:
-  void SetUp() override {
-    if (device::cuda_device_count() < 2) {
-      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
-                                                                            : std::string("only 1 GPU"));
-    }
-  }
-  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-    }
-  }
-};
+class ShmCuda : public TwoGpuTest {};
 
 TEST_F(ShmCuda, MessagesAroundChunkBoundariesArriveIntact) {
   expect_all_ok(run_ranks("shm_boundaries", 2, {"cuda"}, kShm));

@@ -61,9 +61,4 @@ std::unique_ptr<P2pBackend> make_ce_backend();
 std::unique_ptr<P2pBackend> make_nccl_backend();
 std::unique_ptr<P2pBackend> make_pickle_backend();
 
-/// A Communicator of ranks 0 and 1 of `store`'s job alone, on a fresh port that rank 0 picks and publishes under
-/// `port_key` (so that the benchmark's own store and any extra ranks stay out of it). Collective between ranks 0
-/// and 1; `device` is used for Cuda memory only.
-Communicator connect_pair_communicator(Store& store, MemoryKind kind, int device, const std::string& port_key);
-
 }  // namespace pickle::bench

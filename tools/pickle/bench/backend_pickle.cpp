@@ -13,8 +13,8 @@
 #include <pickle/error.hpp>
 #include <pickle/stream.hpp>
 
-#include "../launcher.hpp"
 #include "backend.hpp"
+#include "bench_communicator.hpp"
 #include "core/format.hpp"
 
 namespace pickle::bench {
@@ -93,36 +93,6 @@ class PickleBackend final : public P2pBackend {
 };
 
 }  // namespace
-
-Communicator connect_pair_communicator(Store& store, MemoryKind kind, int device, const std::string& port_key) {
-  RankInfo info = store.self();
-  if (info.rank == 0) {
-    // The key is always set, with the port or the reason there is none, so that rank 1 never waits in vain.
-    try {
-      info.master_port = launch::pick_free_port(info.master_addr);
-    } catch (const Error& e) {
-      store.set(port_key, cat("E", e.what()));
-      throw;
-    }
-    store.set(port_key, cat("P", info.master_port));
-  } else {
-    std::string value = store.get_string(port_key);
-    if (value.empty() || value[0] != 'P') {
-      throw PeerError(cat(describe({.rank = info.rank, .peer = 0, .op = "pickle communicator set-up"}),
-                          ": rank 0 has no port for the communicator: ", value.empty() ? value : value.substr(1)),
-                      0);
-    }
-    info.master_port = std::stoi(value.substr(1));
-  }
-  info.world_size = 2;
-  info.local_world_size = 2;
-  info.source = "explicit";
-  Communicator::Options options;
-  options.rank_info = info;
-  options.memory = kind;
-  options.device = kind == MemoryKind::Cuda ? device : -1;
-  return Communicator(options);
-}
 
 std::unique_ptr<P2pBackend> make_pickle_backend() { return std::make_unique<PickleBackend>(); }
 

@@ -8,41 +8,12 @@
 #include <pickle/error.hpp>
 #include <pickle/stream.hpp>
 
-#include "../launcher.hpp"
+#include "bench_communicator.hpp"
 #include "coll_backend.hpp"
 #include "core/format.hpp"
 
 namespace pickle::bench {
 namespace {
-
-/// A Communicator of every rank of `store`'s job on a fresh port that rank 0 picks and publishes under `port_key`.
-Communicator connect_world_communicator(Store& store, MemoryKind kind, int device, const std::string& port_key) {
-  RankInfo info = store.self();
-  if (info.rank == 0) {
-    // The key is always set, with the port or the reason there is none, so that no rank waits in vain.
-    try {
-      info.master_port = launch::pick_free_port(info.master_addr);
-    } catch (const Error& e) {
-      store.set(port_key, cat("E", e.what()));
-      throw;
-    }
-    store.set(port_key, cat("P", info.master_port));
-  } else {
-    std::string value = store.get_string(port_key);
-    if (value.empty() || value[0] != 'P') {
-      throw PeerError(cat(describe({.rank = info.rank, .peer = 0, .op = "pickle communicator set-up"}),
-                          ": rank 0 has no port for the communicator: ", value.empty() ? value : value.substr(1)),
-                      0);
-    }
-    info.master_port = std::stoi(value.substr(1));
-  }
-  info.source = "explicit";
-  Communicator::Options options;
-  options.rank_info = info;
-  options.memory = kind;
-  options.device = kind == MemoryKind::Cuda ? device : -1;
-  return Communicator(options);
-}
 
 class PickleCollBackend final : public CollBackend {
  public:
@@ -53,7 +24,7 @@ class PickleCollBackend final : public CollBackend {
   void probe(CollContext&) override {}
 
   void setup(CollContext& ctx) override {
-    comm_.emplace(connect_world_communicator(ctx.store(), ctx.kind(), ctx.device(), key_ + "/pickle/port"));
+    comm_.emplace(connect_bench_communicator(ctx.store(), ctx.kind(), ctx.device(), key_ + "/pickle/port"));
     stream_.emplace(ctx.stream_handle());
   }
 

@@ -76,6 +76,23 @@ double epsilon() noexcept {
     return 0x1p-52;
 }
 
+/// `acc` combined with `v` by `op`, in the accumulator's type (avg sums; the caller divides by the rank count).
+template <class A>
+A combine(ReduceOp op, A acc, A v) noexcept {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return acc + v;
+    case ReduceOp::Prod:
+      return acc * v;
+    case ReduceOp::Min:
+      return std::min(acc, v);
+    case ReduceOp::Max:
+      return std::max(acc, v);
+  }
+  return acc;
+}
+
 /// Compares one received element with the reduction of `inputs(q)` over the ranks (or with one input, for the
 /// collectives that only move data). True when it is right.
 template <class T, class Inputs>
@@ -86,21 +103,7 @@ bool reduced_matches(const CollPattern& p, T actual, Inputs&& inputs) noexcept {
     double acc = static_cast<double>(inputs(0));
     for (int q = 1; q < n; ++q) {
       double v = static_cast<double>(inputs(q));
-      switch (p.op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Avg:
-          acc += v;
-          break;
-        case ReduceOp::Prod:
-          acc *= v;
-          break;
-        case ReduceOp::Min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::Max:
-          acc = std::max(acc, v);
-          break;
-      }
+      acc = combine(p.op, acc, v);
     }
     const double got = decode(actual);
     if (p.op == ReduceOp::Avg) {
@@ -113,21 +116,7 @@ bool reduced_matches(const CollPattern& p, T actual, Inputs&& inputs) noexcept {
     std::uint64_t acc = inputs(0);
     for (int q = 1; q < n; ++q) {
       std::uint64_t v = inputs(q);
-      switch (p.op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Avg:
-          acc += v;
-          break;
-        case ReduceOp::Prod:
-          acc *= v;
-          break;
-        case ReduceOp::Min:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::Max:
-          acc = std::max(acc, v);
-          break;
-      }
+      acc = combine(p.op, acc, v);
     }
     T want = static_cast<T>(acc);
     if (p.op == ReduceOp::Avg) want = static_cast<T>(want / static_cast<T>(n));

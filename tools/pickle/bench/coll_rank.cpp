@@ -115,36 +115,23 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
   total_work *= static_cast<double>(options.backends.size());
   Progress progress(total_work, static_cast<int>(points.size() * options.backends.size()), stderr, self.rank == 0,
                     "bench coll");
-  for (std::size_t index = 0; index < options.backends.size(); ++index) {
-    const std::string& name = options.backends[index];
-    std::unique_ptr<CollBackend> backend = make_coll_backend(name, cat("bench/coll/", index));
-    BackendRun run = start_backend(*ctx, lockstep, *backend);
-    if (run.status == BackendRun::Status::Ok) {
-      for (const auto& point : points) {
-        auto results = run_coll_point(*ctx, *backend, static_cast<int>(index), lockstep, options, point);
-        progress.step(static_cast<double>(point.shape.bytes) + (1 << 20),
-                      cat(name, " ", collective_name(point.coll), " ", short_size(point.shape.bytes)));
-        std::string error;
-        for (const auto& r : results) {
-          if (!r.error.empty() && error.empty()) error = r.error;
-        }
-        report.results.insert(report.results.end(), results.begin(), results.end());
-        if (!error.empty()) {
-          run.status = BackendRun::Status::Failed;
-          run.detail = error;
-          break;
-        }
+  // Every point of one backend; its first error ends the backend's run.
+  auto measure = [&](CollBackend& backend, std::size_t index) {
+    for (const auto& point : points) {
+      auto results = run_coll_point(*ctx, backend, static_cast<int>(index), lockstep, options, point);
+      progress.step(static_cast<double>(point.shape.bytes) + (1 << 20),
+                    cat(options.backends[index], " ", collective_name(point.coll), " ", short_size(point.shape.bytes)));
+      std::string error;
+      for (const auto& r : results) {
+        if (!r.error.empty() && error.empty()) error = r.error;
       }
+      report.results.insert(report.results.end(), results.begin(), results.end());
+      if (!error.empty()) return error;
     }
-    report.backends.push_back(run);
-    stop_backend(*ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
-  }
-
-  lockstep.begin_step();
-  lockstep.phase("free", [&] {
-    ctx.reset();
     return std::string();
-  });
+  };
+  report.backends = run_backends(*ctx, lockstep, options.backends, "bench/coll", measure);
+  free_context(lockstep, ctx);
 
   if (self.rank == 0) {
     print_coll_table(report, stdout);

@@ -5,6 +5,7 @@
 
 #include "core/format.hpp"
 #include "result_file.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -29,12 +30,6 @@ const char* op_column(const CollPoint& point) noexcept {
 int root_column(const CollPoint& point) noexcept { return has_root(point.coll) ? point.root : -1; }
 
 namespace {
-
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
 
 std::string pad(const std::string& text, std::size_t width) {
   return text.size() >= width ? " " + text : std::string(width - text.size(), ' ') + text;
@@ -128,14 +123,6 @@ void print_block(const CollReport& report, const BackendRun& run, Collective col
                run.name.c_str(), name.c_str());
 }
 
-json::Value summary_json(const Summary& s) {
-  json::Value v = json::Value::object();
-  v["median"] = s.median;
-  v["min"] = s.min;
-  v["max"] = s.max;
-  return v;
-}
-
 }  // namespace
 
 void print_coll_table(const CollReport& report, std::FILE* out) {
@@ -146,11 +133,7 @@ void print_coll_table(const CollReport& report, std::FILE* out) {
   std::fprintf(out,
                "# time: us per call from the first enqueue to the end of the last call, median of the repeats, "
                "the slowest rank's; GB/s = 1e9 B/s; busbw = algbw x nccl-tests' factor\n");
-  for (const auto& run : report.backends) {
-    std::fprintf(out, "# %-7s %s%s%s\n", run.name.c_str(), status_name(run.status), run.detail.empty() ? "" : ": ",
-                 run.detail.c_str());
-  }
-  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+  print_backends_and_notes(report.backends, report.notes, out);
   for (Collective coll : o.collectives) {
     for (const auto& run : report.backends) print_block(report, run, coll, out);
   }
@@ -182,15 +165,7 @@ json::Value coll_to_json(const CollReport& report) {
   root["options"] = std::move(options);
   root["notes"] = string_array(report.notes);
 
-  json::Value backends = json::Value::array();
-  for (const auto& run : report.backends) {
-    json::Value b = json::Value::object();
-    b["name"] = run.name;
-    b["status"] = status_name(run.status);
-    b["detail"] = run.detail;
-    backends.push_back(std::move(b));
-  }
-  root["backends"] = std::move(backends);
+  root["backends"] = backends_json(report.backends);
 
   json::Value results = json::Value::array();
   for (const auto& r : report.results) {
@@ -209,11 +184,7 @@ json::Value coll_to_json(const CollReport& report) {
     e["repeats"] = r.time_us.size();
     if (r.measured()) {
       Summary t = summarize(r.time_us);
-      json::Value time = summary_json(t);
-      json::Value samples = json::Value::array();
-      for (double us : r.time_us) samples.push_back(us);
-      time["samples"] = std::move(samples);
-      e["time_us"] = std::move(time);
+      e["time_us"] = samples_json(r.time_us);
       // The bandwidth of the median time is the median bandwidth; min and max swap with the times.
       const double factor = busbw_factor(p.coll, report.world_size);
       Summary alg{coll_algbw_gbps(p.shape.bytes, t.median), coll_algbw_gbps(p.shape.bytes, t.max),

@@ -106,4 +106,32 @@ void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBack
   backend.reset();  // also when the phase failed before it
 }
 
+std::vector<BackendRun> run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
+                                     const std::string& key_prefix,
+                                     const std::function<std::string(CollBackend&, std::size_t)>& measure) {
+  std::vector<BackendRun> runs;
+  for (std::size_t index = 0; index < names.size(); ++index) {
+    std::unique_ptr<CollBackend> backend = make_coll_backend(names[index], cat(key_prefix, "/", index));
+    BackendRun run = start_backend(ctx, lockstep, *backend);
+    if (run.status == BackendRun::Status::Ok) {
+      std::string error = measure(*backend, index);
+      if (!error.empty()) {
+        run.status = BackendRun::Status::Failed;
+        run.detail = error;
+      }
+    }
+    runs.push_back(run);
+    stop_backend(ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
+  }
+  return runs;
+}
+
+void free_context(Lockstep& lockstep, std::unique_ptr<CollContext>& ctx) {
+  lockstep.begin_step();
+  lockstep.phase("free", [&] {
+    ctx.reset();
+    return std::string();
+  });
+}
+
 }  // namespace pickle::bench

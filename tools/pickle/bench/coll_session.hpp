@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
@@ -62,5 +63,15 @@ BackendRun start_backend(CollContext& ctx, Lockstep& lockstep, CollBackend& back
 /// Drains this rank's stream and destroys the backend before any rank moves on to the next one (abandoning it
 /// first when it failed, so that teardown does not wait for peers that may be gone).
 void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBackend>& backend, bool failed);
+
+/// Each backend of `names` in turn on every rank: made (its store keys under "<key_prefix>/<index>"), started,
+/// measured by `measure(backend, index)` when it is available, and stopped. `measure` returns the first error of
+/// the backend ("" when none), which marks it failed. Returns how each backend fared, in order.
+std::vector<BackendRun> run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
+                                     const std::string& key_prefix,
+                                     const std::function<std::string(CollBackend&, std::size_t)>& measure);
+
+/// Destroys the rank's context (buffers, streams) in one agreed phase: every rank is done with its peers' memory.
+void free_context(Lockstep& lockstep, std::unique_ptr<CollContext>& ctx);
 
 }  // namespace pickle::bench

@@ -12,12 +12,6 @@
 namespace pickle::bench {
 namespace {
 
-std::string precise(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
 /// Where the call's send and receive parts lie for one placement.
 struct Placement {
   std::byte* send = nullptr;
@@ -89,11 +83,9 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
   });
   for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
     auto timed = lockstep.phase(
-        "time", [&] { return precise(time_calls(ctx, options.iterations, [&] { backend.enqueue(ctx, call); })); });
+        "time", [&] { return exact_payload(time_calls(ctx, options.iterations, [&] { backend.enqueue(ctx, call); })); });
     if (!timed.ok) break;
-    double worst_ms = 0;
-    for (const auto& payload : timed.payloads) worst_ms = std::max(worst_ms, std::strtod(payload.c_str(), nullptr));
-    result.time_us.push_back(worst_ms * 1e3 / options.iterations);
+    result.time_us.push_back(largest_payload(timed) * 1e3 / options.iterations);
   }
   if (options.check) {
     auto checked = lockstep.phase("check", [&] {

@@ -8,6 +8,7 @@
 #include "core/format.hpp"
 #include "result_file.hpp"
 #include "sizes.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -27,20 +28,6 @@ RunStatus parse_status(const std::string& name) {
   if (name == "unavailable") return RunStatus::Unavailable;
   if (name == "failed") return RunStatus::Failed;
   throw ProtocolError(cat("interference: unknown status '", name, "'"));
-}
-
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
-std::string pad_left(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
-}
-
-std::string pad_right(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
 }
 
 json::Value optional_count(const std::optional<std::uint64_t>& value) {

@@ -9,7 +9,7 @@
 #include <pickle/error.hpp>
 #include <pickle/stream.hpp>
 
-#include "backend.hpp"
+#include "bench_communicator.hpp"
 #include "core/format.hpp"
 #include "interference_cuda.hpp"
 #include "interference_traffic.hpp"

@@ -6,7 +6,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/stream.hpp>
 
-#include "backend.hpp"
+#include "bench_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
 #include "device/memory.hpp"

@@ -3,6 +3,7 @@
 #include "core/format.hpp"
 #include "result_file.hpp"
 #include "p2p_report.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -25,30 +26,7 @@ int IpcReport::exit_code() const {
 
 namespace {
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
-std::string pad_left(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
-}
-
 std::string us_text(double us) { return fixed(us, us < 100 ? 2 : 1); }
-
-json::Value summary_json(const std::vector<double>& samples) {
-  if (samples.empty()) return json::Value();
-  Summary s = summarize(samples);
-  json::Value v = json::Value::object();
-  v["median"] = s.median;
-  v["min"] = s.min;
-  v["max"] = s.max;
-  json::Value all = json::Value::array();
-  for (double us : samples) all.push_back(us);
-  v["samples"] = std::move(all);
-  return v;
-}
 
 }  // namespace
 
@@ -113,9 +91,9 @@ json::Value ipc_to_json(const IpcReport& report) {
     r["method"] = row.method;
     r["bytes"] = row.bytes;
     r["status"] = ipc_status_name(row.status);
-    r["open_us"] = summary_json(row.open_us);
-    r["close_us"] = summary_json(row.close_us);
-    r["reopen_us"] = summary_json(row.reopen_us);
+    r["open_us"] = samples_json(row.open_us);
+    r["close_us"] = samples_json(row.close_us);
+    r["reopen_us"] = samples_json(row.reopen_us);
     r["wrong"] = row.wrong ? json::Value(*row.wrong) : json::Value();
     r["detail"] = row.detail;
     results.push_back(std::move(r));
@@ -126,7 +104,7 @@ json::Value ipc_to_json(const IpcReport& report) {
   cache["bytes"] = c.bytes;
   cache["method"] = c.method;
   cache["first_us"] = c.ran && c.error.empty() ? json::Value(c.first_us) : json::Value();
-  cache["steady_us"] = summary_json(c.steady_us);
+  cache["steady_us"] = samples_json(c.steady_us);
   cache["first_ipc_opens"] = c.first_opens;
   cache["steady_ipc_opens"] = c.steady_opens;
   cache["wrong"] = c.wrong;

@@ -1,5 +1,7 @@
 #include "lockstep.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -88,6 +90,20 @@ std::string plain_message(const std::exception& e) {
   if (error == nullptr) return text;
   std::string prefix = cat("pickle ", error_code_name(error->code()), " error: ");
   return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+}
+
+std::string exact_payload(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+double largest_payload(const PhaseOutcome& outcome) {
+  double largest = 0;
+  for (const auto& payload : outcome.payloads) {
+    if (!payload.empty()) largest = std::max(largest, std::strtod(payload.c_str(), nullptr));
+  }
+  return largest;
 }
 
 }  // namespace pickle::bench

@@ -60,4 +60,11 @@ class Lockstep {
 /// An exception's message without pickle's "pickle <Code> error: " prefix (the code travels separately).
 std::string plain_message(const std::exception& e);
 
+/// `value` as a payload that reads back exactly ("%.17g"): how a rank hands a time to a phase.
+std::string exact_payload(double value);
+
+/// The largest of `outcome`'s payloads read as numbers (0 when none has one, e.g. every rank skipped): the slowest
+/// rank's time.
+double largest_payload(const PhaseOutcome& outcome);
+
 }  // namespace pickle::bench

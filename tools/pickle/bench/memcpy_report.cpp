@@ -11,6 +11,7 @@
 #include "result_file.hpp"
 #include "p2p_report.hpp"
 #include "sizes.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -57,16 +58,6 @@ std::string number(double value) {  // the seed's CSV precision: six significant
   char text[64];
   std::snprintf(text, sizeof text, "%g", value);
   return text;
-}
-
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
-std::string pad_left(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
 }
 
 std::string ms_text(double ms) { return fixed(ms, ms < 1 ? 4 : (ms < 100 ? 3 : 1)); }

@@ -7,6 +7,7 @@
 #include "core/format.hpp"
 #include "result_file.hpp"
 #include "sizes.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -30,6 +31,44 @@ const char* status_name(BackendRun::Status status) noexcept {
   return "?";
 }
 
+void print_backends_and_notes(const std::vector<BackendRun>& backends, const std::vector<std::string>& notes,
+                              std::FILE* out) {
+  for (const auto& run : backends) {
+    std::fprintf(out, "# %-7s %s%s%s\n", run.name.c_str(), status_name(run.status), run.detail.empty() ? "" : ": ",
+                 run.detail.c_str());
+  }
+  for (const auto& note : notes) std::fprintf(out, "# note: %s\n", note.c_str());
+}
+
+json::Value backends_json(const std::vector<BackendRun>& backends) {
+  json::Value all = json::Value::array();
+  for (const auto& run : backends) {
+    json::Value b = json::Value::object();
+    b["name"] = run.name;
+    b["status"] = status_name(run.status);
+    b["detail"] = run.detail;
+    all.push_back(std::move(b));
+  }
+  return all;
+}
+
+json::Value summary_json(const Summary& s) {
+  json::Value v = json::Value::object();
+  v["median"] = s.median;
+  v["min"] = s.min;
+  v["max"] = s.max;
+  return v;
+}
+
+json::Value samples_json(const std::vector<double>& samples) {
+  if (samples.empty()) return json::Value();
+  json::Value v = summary_json(summarize(samples));
+  json::Value all = json::Value::array();
+  for (double sample : samples) all.push_back(sample);
+  v["samples"] = std::move(all);
+  return v;
+}
+
 int P2pReport::exit_code() const {
   for (const auto& backend : backends) {
     if (backend.status == BackendRun::Status::Failed) return 1;
@@ -48,19 +87,9 @@ double algbw_gbps(Mode mode, std::size_t bytes, double time_us) noexcept {
 
 namespace {
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 /// Time and bandwidth with enough digits to compare, not more.
 std::string time_text(double us) { return fixed(us, us < 100 ? 2 : (us < 10000 ? 1 : 0)); }
 std::string bw_text(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 2); }
-
-std::string pad_left(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
-}
 
 struct Key {
   std::string backend;
@@ -89,11 +118,7 @@ void print_table(const P2pReport& report, std::FILE* out) {
                o.warmup);
   std::fprintf(out, "# time: us per message (lat: one-way, half a round trip), median of the repeats; algbw = busbw "
                     "for p2p, GB/s (bi: both directions summed)\n");
-  for (const auto& run : report.backends) {
-    std::fprintf(out, "# %-7s %s%s%s\n", run.name.c_str(), status_name(run.status), run.detail.empty() ? "" : ": ",
-                 run.detail.c_str());
-  }
-  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+  print_backends_and_notes(report.backends, report.notes, out);
 
   std::string group = "#" + std::string(5 + 12, ' ');
   std::string header = "#" + pad_left("mode", 5) + pad_left("size", 12);
@@ -159,15 +184,7 @@ json::Value to_json(const P2pReport& report) {
 
   root["notes"] = string_array(report.notes);
 
-  json::Value backends = json::Value::array();
-  for (const auto& run : report.backends) {
-    json::Value b = json::Value::object();
-    b["name"] = run.name;
-    b["status"] = status_name(run.status);
-    b["detail"] = run.detail;
-    backends.push_back(std::move(b));
-  }
-  root["backends"] = std::move(backends);
+  root["backends"] = backends_json(report.backends);
 
   json::Value results = json::Value::array();
   for (const auto& step : report.steps) {
@@ -180,19 +197,11 @@ json::Value to_json(const P2pReport& report) {
     r["gated"] = step.gated;
     if (step.error.empty() && !step.time_us.empty()) {
       Summary t = summarize(step.time_us);
-      json::Value time = json::Value::object();
-      time["median"] = t.median;
-      time["min"] = t.min;
-      time["max"] = t.max;
-      json::Value samples = json::Value::array();
-      for (double us : step.time_us) samples.push_back(us);
-      time["samples"] = std::move(samples);
-      r["time_us"] = std::move(time);
+      r["time_us"] = samples_json(step.time_us);
       // The bandwidth of the median time is the median bandwidth; min and max swap with the times.
-      json::Value bw = json::Value::object();
-      bw["median"] = algbw_gbps(step.mode, step.bytes, t.median);
-      bw["min"] = algbw_gbps(step.mode, step.bytes, t.max);
-      bw["max"] = algbw_gbps(step.mode, step.bytes, t.min);
+      json::Value bw = summary_json({algbw_gbps(step.mode, step.bytes, t.median),
+                                     algbw_gbps(step.mode, step.bytes, t.max),
+                                     algbw_gbps(step.mode, step.bytes, t.min)});
       r["algbw_gbps"] = bw;
       r["busbw_gbps"] = std::move(bw);  // busbw factor 1 for p2p (nccl-tests)
     } else {

@@ -47,6 +47,20 @@ struct BackendRun {
 };
 const char* status_name(BackendRun::Status status) noexcept;
 
+/// The head that every suite's table of several backends starts with: "# <name> <status>[: <detail>]" for each
+/// backend, then "# note: <note>" for each note.
+void print_backends_and_notes(const std::vector<BackendRun>& backends, const std::vector<std::string>& notes,
+                              std::FILE* out);
+
+/// The result file's "backends": {"name", "status", "detail"} of each backend, in order.
+json::Value backends_json(const std::vector<BackendRun>& backends);
+
+/// {"median", "min", "max"} of `s`.
+json::Value summary_json(const Summary& s);
+
+/// summary_json() of `samples` with "samples" (each one, in order) added; null when there are none.
+json::Value samples_json(const std::vector<double>& samples);
+
 struct P2pReport {
   P2pOptions options;
   std::vector<std::string> command;  ///< the command line as typed ("pickle", "bench", "p2p", ...)

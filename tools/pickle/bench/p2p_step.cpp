@@ -12,16 +12,6 @@
 #include "pattern.hpp"
 
 namespace pickle::bench {
-namespace {
-
-std::string precise(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
-}  // namespace
-
 StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, const P2pOptions& options, Mode mode,
                     std::size_t bytes) {
   const std::string name(backend.name());
@@ -79,15 +69,11 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
       if (!active) return std::string();
       ctx.stream().synchronize();
       if (!times) return std::string();
-      return precise(ctx.stop_event().elapsed_ms(ctx.start_event()));
+      return exact_payload(ctx.stop_event().elapsed_ms(ctx.start_event()));
     });
     if (!complete.ok) break;
     // The slowest rank's time: the data has arrived only when the last rank involved is done.
-    double worst_ms = 0;
-    for (const auto& payload : complete.payloads) {
-      if (!payload.empty()) worst_ms = std::max(worst_ms, std::strtod(payload.c_str(), nullptr));
-    }
-    double per_iteration_us = worst_ms * 1e3 / options.iterations;
+    double per_iteration_us = largest_payload(complete) * 1e3 / options.iterations;
     result.time_us.push_back(mode == Mode::Lat ? per_iteration_us / 2 : per_iteration_us);
   }
 

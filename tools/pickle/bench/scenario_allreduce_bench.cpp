@@ -64,9 +64,9 @@ ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep
     trial["algbw_gbps"] = algbw[t];
     trial["busbw_gbps"] = busbw[t];
     trials.push_back(std::move(trial));
-    run.lines.push_back(cat("trial ", t + 1, ": ", format_fixed(times_us[t] / 1e3, 3), " ms  algbw ",
-                            format_fixed(algbw[t], 3), " GBps (", format_fixed(algbw[t] * 8, 1), " Gbps)  busbw ",
-                            format_fixed(busbw[t], 3), " GBps (", format_fixed(busbw[t] * 8, 1), " Gbps)"));
+    run.lines.push_back(cat("trial ", t + 1, ": ", fixed(times_us[t] / 1e3, 3), " ms  algbw ",
+                            fixed(algbw[t], 3), " GBps (", fixed(algbw[t] * 8, 1), " Gbps)  busbw ",
+                            fixed(busbw[t], 3), " GBps (", fixed(busbw[t] * 8, 1), " Gbps)"));
   }
   const double alg = mean_of(algbw), bus = mean_of(busbw);
   run.result["bytes"] = bytes;
@@ -80,8 +80,8 @@ ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep
   // The seed's own words, with the averages over the trials.
   run.lines.push_back(cat("The average bandwidth of all_reduce with a ", decimal_size(bytes), " payload (",
                           times_us.size(), " trials, ", n, " ranks):"));
-  run.lines.push_back(cat(" algbw: ", format_fixed(alg, 3), " GBps (", format_fixed(alg * 8, 1), " Gbps)"));
-  run.lines.push_back(cat(" busbw: ", format_fixed(bus, 3), " GBps (", format_fixed(bus * 8, 1), " Gbps)"));
+  run.lines.push_back(cat(" algbw: ", fixed(alg, 3), " GBps (", fixed(alg * 8, 1), " Gbps)"));
+  run.lines.push_back(cat(" busbw: ", fixed(bus, 3), " GBps (", fixed(bus * 8, 1), " Gbps)"));
   return run;
 }
 

@@ -7,22 +7,10 @@
 #include "scenario_runs.hpp"
 
 namespace pickle::bench {
-namespace {
-
-std::string precise(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
-}  // namespace
-
 std::optional<double> slowest_ms(Lockstep& lockstep, std::string_view name, const std::function<double()>& fn) {
-  auto outcome = lockstep.phase(name, [&] { return precise(fn()); });
+  auto outcome = lockstep.phase(name, [&] { return exact_payload(fn()); });
   if (!outcome.ok) return std::nullopt;
-  double worst = 0;
-  for (const auto& payload : outcome.payloads) worst = std::max(worst, std::strtod(payload.c_str(), nullptr));
-  return worst;
+  return largest_payload(outcome);
 }
 
 std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
@@ -63,17 +51,11 @@ CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std:
   return p;
 }
 
-std::string format_fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 std::string decimal_size(std::size_t bytes) {
   const double b = static_cast<double>(bytes);
-  if (b >= 1e9) return format_fixed(b / 1e9, 1) + " GB";
-  if (b >= 1e6) return format_fixed(b / 1e6, 1) + " MB";
-  if (b >= 1e3) return format_fixed(b / 1e3, 1) + " KB";
+  if (b >= 1e9) return fixed(b / 1e9, 1) + " GB";
+  if (b >= 1e6) return fixed(b / 1e6, 1) + " MB";
+  if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
   return cat(bytes, " B");
 }
 

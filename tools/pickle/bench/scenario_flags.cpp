@@ -165,11 +165,11 @@ ScenarioRun run_flags(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
   run.result["allreduce"] = part(*flag_ms, wrong_flag);
   run.result["ratio"] = ratio;
   // The seed's lines, in seconds for the whole loop, with the per-call time beside them.
-  run.lines.push_back(cat("all_gather_object=", format_fixed(*gather_ms / 1e3, 6), " s (", rounds, " calls, ",
-                          format_fixed(*gather_ms * 1e3 / rounds, 2), " us each)"));
-  run.lines.push_back(cat("all_reduce=", format_fixed(*flag_ms / 1e3, 6), " s (", rounds, " calls, ",
-                          format_fixed(*flag_ms * 1e3 / rounds, 2), " us each)"));
-  run.lines.push_back(cat("all_gather_object/all_reduce=", format_fixed(ratio, 2)));
+  run.lines.push_back(cat("all_gather_object=", fixed(*gather_ms / 1e3, 6), " s (", rounds, " calls, ",
+                          fixed(*gather_ms * 1e3 / rounds, 2), " us each)"));
+  run.lines.push_back(cat("all_reduce=", fixed(*flag_ms / 1e3, 6), " s (", rounds, " calls, ",
+                          fixed(*flag_ms * 1e3 / rounds, 2), " us each)"));
+  run.lines.push_back(cat("all_gather_object/all_reduce=", fixed(ratio, 2)));
   return run;
 }
 

@@ -91,14 +91,14 @@ ScenarioRun run_one_vs_many(CollContext& ctx, CollBackend& backend, Lockstep& lo
   run.result["many"] = part(many_us, small * sizeof(float), plan.count, many_alg);
   run.result["ratio"] = ratio;
   auto line = [&](int calls, std::size_t bytes, double us, double alg) {
-    return cat(calls, " x ", decimal_size(bytes), ": ", format_fixed(us / 1e3, 3), " ms  algbw ", format_fixed(alg, 3),
-               " GBps (", format_fixed(alg * 8, 1), " Gbps)  busbw ", format_fixed(alg * factor, 3), " GBps (",
-               format_fixed(alg * factor * 8, 1), " Gbps)");
+    return cat(calls, " x ", decimal_size(bytes), ": ", fixed(us / 1e3, 3), " ms  algbw ", fixed(alg, 3),
+               " GBps (", fixed(alg * 8, 1), " Gbps)  busbw ", fixed(alg * factor, 3), " GBps (",
+               fixed(alg * factor * 8, 1), " Gbps)");
   };
   run.lines.push_back(line(1, big * sizeof(float), one_median, one_alg));
   run.lines.push_back(line(plan.count, small * sizeof(float), many_median, many_alg));
   run.lines.push_back(cat(plan.count, " x ", decimal_size(small * sizeof(float)), " / 1 x ",
-                          decimal_size(big * sizeof(float)), " = ", format_fixed(ratio, 2), " (time, median of ",
+                          decimal_size(big * sizeof(float)), " = ", fixed(ratio, 2), " (time, median of ",
                           one_us.size(), " repeats)"));
   return run;
 }

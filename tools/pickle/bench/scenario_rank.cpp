@@ -131,26 +131,14 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
                  decimal_size(plan.bytes).c_str());
   }
 
-  for (std::size_t index = 0; index < options.backends.size(); ++index) {
-    std::unique_ptr<CollBackend> backend = make_coll_backend(options.backends[index], cat("bench/scenario/", index));
-    BackendRun run = start_backend(*ctx, lockstep, *backend);
-    if (run.status == BackendRun::Status::Ok) {
-      ScenarioRun result = run_one(*ctx, *backend, lockstep, options, plan);
-      if (!result.error.empty()) {
-        run.status = BackendRun::Status::Failed;
-        run.detail = result.error;
-      }
-      report.runs.push_back(std::move(result));
-    }
-    report.backends.push_back(run);
-    stop_backend(*ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
-  }
-
-  lockstep.begin_step();
-  lockstep.phase("free", [&] {
-    ctx.reset();
-    return std::string();
-  });
+  auto measure = [&](CollBackend& backend, std::size_t) {
+    ScenarioRun result = run_one(*ctx, backend, lockstep, options, plan);
+    std::string error = result.error;
+    report.runs.push_back(std::move(result));
+    return error;
+  };
+  report.backends = run_backends(*ctx, lockstep, options.backends, "bench/scenario", measure);
+  free_context(lockstep, ctx);
 
   if (self.rank == 0) {
     print_scenario(report, stdout);

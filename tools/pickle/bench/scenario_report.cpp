@@ -18,11 +18,7 @@ void print_scenario(const ScenarioReport& report, std::FILE* out) {
   std::fprintf(out, "# pickle bench scenario %s: %d ranks, %s memory\n",
                std::string(scenario_name(report.options.scenario)).c_str(), report.world_size,
                std::string(memory_kind_name(report.memory)).c_str());
-  for (const auto& run : report.backends) {
-    std::fprintf(out, "# %-7s %s%s%s\n", run.name.c_str(), status_name(run.status), run.detail.empty() ? "" : ": ",
-                 run.detail.c_str());
-  }
-  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+  print_backends_and_notes(report.backends, report.notes, out);
   for (const auto& run : report.runs) {
     std::fprintf(out, "#\n# backend %s\n", run.backend.c_str());
     for (const auto& line : run.lines) std::fprintf(out, "%s\n", line.c_str());
@@ -46,15 +42,7 @@ json::Value scenario_to_json(const ScenarioReport& report) {
   for (const auto& [key, value] : report.plan.as_object()) options[key] = value;
   root["options"] = std::move(options);
   root["notes"] = string_array(report.notes);
-  json::Value backends = json::Value::array();
-  for (const auto& run : report.backends) {
-    json::Value b = json::Value::object();
-    b["name"] = run.name;
-    b["status"] = status_name(run.status);
-    b["detail"] = run.detail;
-    backends.push_back(std::move(b));
-  }
-  root["backends"] = std::move(backends);
+  root["backends"] = backends_json(report.backends);
   json::Value results = json::Value::array();
   for (const auto& run : report.runs) {
     json::Value r = json::Value::object();

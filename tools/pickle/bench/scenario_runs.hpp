@@ -15,6 +15,7 @@
 #include "lockstep.hpp"
 #include "scenario_options.hpp"
 #include "scenario_report.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 
@@ -52,8 +53,6 @@ double mean_of(const std::vector<double>& values);
 /// A float allreduce (sum) pattern over `elements` for the scenario checks.
 CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt);
 
-/// "%.*f" of `value`.
-std::string format_fixed(double value, int decimals);
 /// Bytes as the seed prints them: decimal GB or MB ("4.0 GB", "4.0 MB", "16.8 MB").
 std::string decimal_size(std::size_t bytes);
 

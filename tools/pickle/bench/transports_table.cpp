@@ -6,24 +6,20 @@
 
 #include "core/format.hpp"
 #include "sizes.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 namespace {
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 /// GB/s with enough digits to compare, not more (as `pickle bench p2p`).
 std::string bw_text(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 2); }
 
-std::string pad_right(const std::string& text, std::size_t width) {
+/// pad_right and pad_left, but text as wide as its column still gets a space, so that cells never run together.
+std::string cell_right(const std::string& text, std::size_t width) {
   return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
-std::string pad_left(const std::string& text, std::size_t width) {
+std::string cell_left(const std::string& text, std::size_t width) {
   return text.size() >= width ? " " + text : std::string(width - text.size(), ' ') + text;
 }
 
@@ -46,13 +42,13 @@ std::string config_name(std::string_view key) {
 /// Seed 000's table at `bytes` (none: no run measured anything, so only the rows' states are shown).
 void print_seed_table(const OpSection& section, std::optional<std::size_t> shown, int runs, std::FILE* out) {
   const std::size_t bytes = shown.value_or(0);
-  std::string header = "# " + pad_right("configuration", kNameWidth - 2);
-  for (int r = 1; r <= runs; ++r) header += pad_left(cat("run ", r), kRunWidth);
-  header += pad_left(shown ? cat("mean GB/s (", short_size(bytes), ")") : std::string("mean GB/s"), kMeanWidth) +
+  std::string header = "# " + cell_right("configuration", kNameWidth - 2);
+  for (int r = 1; r <= runs; ++r) header += cell_left(cat("run ", r), kRunWidth);
+  header += cell_left(shown ? cat("mean GB/s (", short_size(bytes), ")") : std::string("mean GB/s"), kMeanWidth) +
             "  gain";
   std::fprintf(out, "%s\n", header.c_str());
   for (const auto& c : section.configs) {
-    std::string line = "  " + pad_right(std::string(c.config->name), kNameWidth - 2);
+    std::string line = "  " + cell_right(std::string(c.config->name), kNameWidth - 2);
     if (c.status() == ConfigRuns::Status::Skipped) {
       std::fprintf(out, "%sskipped: %s\n", line.c_str(), c.detail().c_str());
       continue;
@@ -65,10 +61,10 @@ void print_seed_table(const OpSection& section, std::optional<std::size_t> shown
         if (run.status == RunResult::Status::Failed) cell = "FAILED";
         else if (it != run.gbps.end()) cell = bw_text(it->second);
       }
-      line += pad_left(cell, kRunWidth);
+      line += cell_left(cell, kRunWidth);
     }
     auto mean = c.status() == ConfigRuns::Status::Ok ? c.mean(bytes) : std::nullopt;
-    line += pad_left(mean ? bw_text(*mean) : std::string("-"), kMeanWidth);
+    line += cell_left(mean ? bw_text(*mean) : std::string("-"), kMeanWidth);
     if (const Comparison* comparison = comparison_on_row(c.config->key)) {
       auto gain = section.gain(*comparison, bytes);
       line += "  " + (gain ? cat(gain_text(*gain), " over ", config_name(comparison->slow))
@@ -80,12 +76,12 @@ void print_seed_table(const OpSection& section, std::optional<std::size_t> shown
 
 /// Means per size, and the gains as ratios.
 void print_size_table(const OpSection& section, std::FILE* out) {
-  std::string header = "#" + pad_left("size", kSizeWidth - 1);
-  for (const auto& c : section.configs) header += pad_left(std::string(c.config->key), kCellWidth);
-  for (const auto& comparison : comparisons()) header += pad_left(cat(comparison.fast, "/", comparison.slow), kRatioWidth);
+  std::string header = "#" + cell_left("size", kSizeWidth - 1);
+  for (const auto& c : section.configs) header += cell_left(std::string(c.config->key), kCellWidth);
+  for (const auto& comparison : comparisons()) header += cell_left(cat(comparison.fast, "/", comparison.slow), kRatioWidth);
   std::fprintf(out, "%s\n", header.c_str());
   for (std::size_t bytes : section.sizes()) {
-    std::string line = pad_left(cat(bytes), kSizeWidth);
+    std::string line = cell_left(cat(bytes), kSizeWidth);
     for (const auto& c : section.configs) {
       std::string cell = "-";
       if (c.status() == ConfigRuns::Status::Skipped) {
@@ -96,11 +92,11 @@ void print_size_table(const OpSection& section, std::FILE* out) {
       } else if (c.status() == ConfigRuns::Status::Failed) {
         cell = "FAILED";
       }
-      line += pad_left(cell, kCellWidth);
+      line += cell_left(cell, kCellWidth);
     }
     for (const auto& comparison : comparisons()) {
       auto gain = section.gain(comparison, bytes);
-      line += pad_left(gain ? fixed(*gain, 3) : std::string("-"), kRatioWidth);
+      line += cell_left(gain ? fixed(*gain, 3) : std::string("-"), kRatioWidth);
     }
     std::fprintf(out, "%s\n", line.c_str());
   }

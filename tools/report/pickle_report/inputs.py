@@ -77,5 +77,50 @@ def require(bench, obj, key, kinds, where):
     return value
 
 
+def check_summary(bench, value, where):
+    """A {median, min, max} of a measurement, when present: a positive median, numeric bounds."""
+    if value is None:
+        return
+    median = require(bench, value, "median", (int, float), where)
+    if median <= 0:
+        raise bench.fail("%s.median is %r; it must be positive" % (where, median))
+    for bound in ("min", "max"):
+        if value.get(bound) is not None and not isinstance(value[bound], (int, float)):
+            raise bench.fail("%s.%s is not a number" % (where, bound))
+
+
+def check_count(bench, obj, key, where):
+    """obj[key], when present, is a whole number (a count such as #wrong)."""
+    value = obj.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise bench.fail("%s.%s is not an integer" % (where, key))
+
+
+def check_backends_and_options(bench):
+    """The 'backends' list ({name, status, ...} each) and the 'options' object of a suite of several backends."""
+    backends = bench.data.get("backends", [])
+    if not isinstance(backends, list):
+        raise bench.fail("'backends' is not a list")
+    for i, backend in enumerate(backends):
+        require(bench, backend, "name", str, "backends[%d]" % i)
+        require(bench, backend, "status", str, "backends[%d]" % i)
+    if not isinstance(bench.data.get("options", {}), dict):
+        raise bench.fail("'options' is not an object")
+
+
+def backend_status(data):
+    """{backend name: (status, detail)} of a result file's 'backends'."""
+    return {b["name"]: (b["status"], b.get("detail") or "") for b in data.get("backends", [])}
+
+
+def ordered(preferred, seen):
+    """The strings of `preferred` (the order the run was asked for), then those of `seen` not among them yet."""
+    order = [x for x in (preferred or []) if isinstance(x, str)]
+    for x in seen:
+        if x not in order:
+            order.append(x)
+    return order
+
+
 def _as_tuple(kinds):
     return kinds if isinstance(kinds, tuple) else (kinds,)

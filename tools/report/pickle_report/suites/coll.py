@@ -7,7 +7,8 @@ and placement (solid out-of-place, dashed in-place)."""
 import os
 
 from .. import machine, markdown, plotting
-from ..inputs import require
+from ..inputs import (backend_status, check_backends_and_options, check_count, check_summary, ordered,
+                      require)
 from ..units import number, ratio, size_words
 from .registry import Suite, register
 
@@ -18,17 +19,6 @@ PLACEMENTS = [(False, "out-of-place"), (True, "in-place")]
 
 def display(name):
     return DISPLAY.get(name, name)
-
-
-def _check_summary(bench, value, where):
-    if value is None:
-        return
-    median = require(bench, value, "median", (int, float), where)
-    if median <= 0:
-        raise bench.fail("%s.median is %r; it must be positive" % (where, median))
-    for bound in ("min", "max"):
-        if value.get(bound) is not None and not isinstance(value[bound], (int, float)):
-            raise bench.fail("%s.%s is not a number" % (where, bound))
 
 
 def check(bench):
@@ -43,18 +33,9 @@ def check(bench):
         if size <= 0:
             raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
         for key in ("time_us", "algbw_gbps", "busbw_gbps"):
-            _check_summary(bench, entry.get(key), "%s.%s" % (where, key))
-        wrong = entry.get("wrong")
-        if wrong is not None and (not isinstance(wrong, int) or isinstance(wrong, bool)):
-            raise bench.fail("%s.wrong is not an integer" % where)
-    backends = bench.data.get("backends", [])
-    if not isinstance(backends, list):
-        raise bench.fail("'backends' is not a list")
-    for i, backend in enumerate(backends):
-        require(bench, backend, "name", str, "backends[%d]" % i)
-        require(bench, backend, "status", str, "backends[%d]" % i)
-    if not isinstance(bench.data.get("options", {}), dict):
-        raise bench.fail("'options' is not an object")
+            check_summary(bench, entry.get(key), "%s.%s" % (where, key))
+        check_count(bench, entry, "wrong", where)
+    check_backends_and_options(bench)
 
 
 class Point:
@@ -83,10 +64,10 @@ class Run:
         data = bench.data
         self.bench = bench
         self.options = data.get("options") or {}
-        self.status = {b["name"]: (b["status"], b.get("detail") or "") for b in data.get("backends", [])}
+        self.status = backend_status(data)
         self.points = [Point(e) for e in data["results"]]
-        self.backends = _ordered(self.options.get("backends"), list(self.status) + [p.backend for p in self.points])
-        self.groups = _ordered([], [p.group for p in self.points])
+        self.backends = ordered(self.options.get("backends"), list(self.status) + [p.backend for p in self.points])
+        self.groups = ordered([], [p.group for p in self.points])
         self.index = {(p.backend, p.group, p.bytes, p.in_place): p for p in self.points}
 
     def sizes(self, group, in_place=None):
@@ -105,12 +86,7 @@ class Run:
             if not point.ok:
                 return "FAILED"
             return number(point.busbw[0])
-        state = self.status.get(backend, ("not recorded", ""))[0]
-        if state == "unavailable":
-            return "n/a"
-        if state == "failed":
-            return "skipped"
-        return "not run"
+        return markdown.absent_cell(self.status.get(backend, ("not recorded", ""))[0])
 
     def speedup(self, other, group, size, in_place):
         """pickle's busbw over `other`'s at one size (= other's time / pickle's), or None."""
@@ -125,21 +101,10 @@ class Run:
         if not checked:
             ran = any(p is not None and p.ok for _, p in counts)
             return "N/A" if ran and self.options.get("check") is False else "—"
-        bad = [(b, w) for b, w in checked if w != 0]
-        if not bad:
-            return "0"
-        return "**" + ", ".join("%s: %d" % (display(b), w) for b, w in bad) + "**"
+        return markdown.wrong_cell(checked, display)
 
     def others(self):
         return [b for b in self.backends if b != REFERENCE]
-
-
-def _ordered(preferred, seen):
-    order = [x for x in (preferred or []) if isinstance(x, str)]
-    for x in seen:
-        if x not in order:
-            order.append(x)
-    return order
 
 
 def _group_title(group):
@@ -241,12 +206,8 @@ def render(bench, out):
     lines = ["**Method**: %s (docs/bench.md). Bus bandwidth (busbw) = algbw x nccl-tests' factor: allreduce "
              "2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast 1." % _method(run), "",
              "**Backends**:"]
-    for b in run.backends:
-        state, detail = run.status.get(b, ("not recorded", ""))
-        lines.append("- %s: **%s**%s" % (display(b), state, (": " + detail) if detail else ""))
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.backend_lines(run.backends, run.status, display)
+    lines += markdown.notes(bench.data)
     averages = _averages(run)
     if averages:
         lines += ["", "**Average bus bandwidth** (nccl-tests' footer: mean over sizes and placements):"] + averages

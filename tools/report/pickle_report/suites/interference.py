@@ -9,7 +9,7 @@ bandwidth (dashed, right axis)."""
 import os
 
 from .. import machine, markdown, plotting
-from ..inputs import require
+from ..inputs import ordered, require
 from ..units import number, size_label, size_words
 from .registry import Suite, register
 
@@ -103,11 +103,11 @@ class Run:
         self.rows = [Row(e) for e in data["results"]]
         self.foregrounds = {f["name"]: f for f in data.get("foregrounds", [])}
         self.traffic = {(t["background"], t["backend"]): t for t in data.get("traffic", [])}
-        self.backends = _ordered(self.options.get("backends"), [t[1] for t in self.traffic] +
+        self.backends = ordered(self.options.get("backends"), [t[1] for t in self.traffic] +
                                  [r.backend for r in self.rows])
-        self.fg_order = _ordered(self.options.get("foregrounds"), list(self.foregrounds) +
+        self.fg_order = ordered(self.options.get("foregrounds"), list(self.foregrounds) +
                                  [r.foreground for r in self.rows])
-        self.bg_order = _ordered(self.options.get("backgrounds"), [t[0] for t in self.traffic] +
+        self.bg_order = ordered(self.options.get("backgrounds"), [t[0] for t in self.traffic] +
                                  [r.background for r in self.rows])
         self.index = {(r.foreground, r.background, r.backend, r.bytes): r for r in self.rows}
 
@@ -140,14 +140,6 @@ class Run:
         median = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
         flops = (self.foregrounds.get(foreground) or {}).get("flops")
         return median, (flops / (median * 1e-3) / 1e12 if flops else None)
-
-
-def _ordered(preferred, seen):
-    order = [x for x in (preferred or []) if isinstance(x, str)]
-    for x in seen:
-        if x not in order:
-            order.append(x)
-    return order
 
 
 def _method(run):
@@ -252,9 +244,7 @@ def render(bench, out):
     lines = ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Foregrounds**:"]
     lines += _foreground_lines(run)
     lines += ["", "**Background traffic**:"] + _traffic_lines(run)
-    notes = data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.notes(data)
     shown = False
     for foreground in run.fg_order:
         for background in run.bg_order:

@@ -3,7 +3,7 @@ re-open), and what pickle's mapping cache saves (first transfer vs the steady st
 import os
 
 from .. import machine, markdown, plotting
-from ..inputs import require
+from ..inputs import check_count, require
 from ..units import number, size_words
 from .registry import Suite, register
 
@@ -35,12 +35,6 @@ def _check_summary(bench, value, where, positive=False):
             raise bench.fail("%s.%s is not a number" % (where, bound))
 
 
-def _check_count(bench, obj, key, where):
-    value = obj.get(key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise bench.fail("%s.%s is not an integer" % (where, key))
-
-
 def check(bench):
     results = require(bench, bench.data, "results", list, "the file")
     for i, entry in enumerate(results):
@@ -52,7 +46,7 @@ def check(bench):
             raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
         for key, _, _, _ in CALLS:
             _check_summary(bench, entry.get(key), "%s.%s" % (where, key))
-        _check_count(bench, entry, "wrong", where)
+        check_count(bench, entry, "wrong", where)
     cache = bench.data.get("cache")
     if cache is not None:
         if not isinstance(cache, dict):
@@ -61,7 +55,7 @@ def check(bench):
             raise bench.fail("cache.first_us is not a number")
         _check_summary(bench, cache.get("steady_us"), "cache.steady_us")
         for key in ("bytes", "first_ipc_opens", "steady_ipc_opens", "wrong"):
-            _check_count(bench, cache, key, "cache")
+            check_count(bench, cache, key, "cache")
     if not isinstance(bench.data.get("options", {}), dict):
         raise bench.fail("'options' is not an object")
 
@@ -197,9 +191,7 @@ def _cache_plot(bench, cache, out):
 def render(bench, out):
     results = bench.data["results"]
     lines = ["**Method**: %s (docs/bench.md)." % _method_line(bench)]
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.notes(bench.data)
     if not results:
         lines += ["", "No import measurements: the run stopped before its first buffer."]
     for method in _methods(results):

@@ -173,9 +173,7 @@ def _plot(bench, results, out, value):
 def render(bench, out):
     results = sorted(bench.data["results"], key=lambda e: e["bytes"])
     lines = ["**Method**: %s (docs/bench.md)." % _method(bench)]
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.notes(bench.data)
     lines += ["", "### Plain copies into the peer's mapped buffer (seed 001's cudaMemcpyAsync table)", ""]
     if not results:
         lines.append("No measurements: the run stopped before its first chunk size.")

@@ -6,7 +6,8 @@ per mode, latency vs size for `lat`, and pickle's speed-up per size as bars."""
 import os
 
 from .. import machine, markdown, plotting
-from ..inputs import require
+from ..inputs import (backend_status, check_backends_and_options, check_count, check_summary, ordered,
+                      require)
 from ..units import number, ratio, size_label, size_words
 from .registry import Suite, register
 
@@ -63,27 +64,9 @@ def check(bench):
         if size <= 0:
             raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
         for key in ("time_us", "algbw_gbps"):
-            value = entry.get(key)
-            if value is None:
-                continue
-            median = require(bench, value, "median", (int, float), "%s.%s" % (where, key))
-            if median <= 0:
-                raise bench.fail("%s.%s.median is %r; it must be positive" % (where, key, median))
-            for bound in ("min", "max"):
-                if value.get(bound) is not None and not isinstance(value[bound], (int, float)):
-                    raise bench.fail("%s.%s.%s is not a number" % (where, key, bound))
-        wrong = entry.get("wrong")
-        if wrong is not None and (not isinstance(wrong, int) or isinstance(wrong, bool)):
-            raise bench.fail("%s.wrong is not an integer" % where)
-    backends = data.get("backends", [])
-    if not isinstance(backends, list):
-        raise bench.fail("'backends' is not a list")
-    for i, backend in enumerate(backends):
-        require(bench, backend, "name", str, "backends[%d]" % i)
-        require(bench, backend, "status", str, "backends[%d]" % i)
-    options = data.get("options", {})
-    if not isinstance(options, dict):
-        raise bench.fail("'options' is not an object")
+            check_summary(bench, entry.get(key), "%s.%s" % (where, key))
+        check_count(bench, entry, "wrong", where)
+    check_backends_and_options(bench)
 
 
 class Run:
@@ -93,10 +76,10 @@ class Run:
         data = bench.data
         self.bench = bench
         self.options = data.get("options") or {}
-        self.status = {b["name"]: (b["status"], b.get("detail") or "") for b in data.get("backends", [])}
+        self.status = backend_status(data)
         self.points = [Point(e) for e in data["results"]]
-        self.backends = _ordered(self.options.get("backends"), list(self.status) + [p.backend for p in self.points])
-        self.modes = _ordered(self.options.get("modes"), [p.mode for p in self.points])
+        self.backends = ordered(self.options.get("backends"), list(self.status) + [p.backend for p in self.points])
+        self.modes = ordered(self.options.get("modes"), [p.mode for p in self.points])
         self.index = {(p.backend, p.mode, p.bytes): p for p in self.points}
 
     def sizes(self, mode):
@@ -115,12 +98,7 @@ class Run:
             if not point.ok:
                 return "FAILED"
             return number(point.time[0]) if mode == "lat" else number(point.bw[0] if point.bw else None)
-        state = self.state(backend)
-        if state == "unavailable":
-            return "n/a"
-        if state == "failed":
-            return "skipped"
-        return "not run"
+        return markdown.absent_cell(self.state(backend))
 
     def speedup(self, other, mode, size):
         """pickle's speed-up over `other` at one size: other's time / pickle's time, or None."""
@@ -135,21 +113,10 @@ class Run:
         checked = [(b, w) for b, w in counts if w is not None]
         if not checked:
             return "N/A" if counts and self.options.get("check") is False else "—"
-        bad = [(b, w) for b, w in checked if w != 0]
-        if not bad:
-            return "0"
-        return "**" + ", ".join("%s: %d" % (display(b), w) for b, w in bad) + "**"
+        return markdown.wrong_cell(checked, display)
 
     def others(self):
         return [b for b in self.backends if b != REFERENCE] if REFERENCE in self.backends else []
-
-
-def _ordered(preferred, seen):
-    order = [x for x in (preferred or []) if isinstance(x, str)]
-    for x in seen:
-        if x not in order:
-            order.append(x)
-    return order
 
 
 def _method(run):
@@ -170,14 +137,6 @@ def _method(run):
     if any(e.get("gated") is False for e in run.bench.data["results"]):
         parts.append("some points enqueued with the gate open (`gated: false`)")
     return "; ".join(parts) if parts else "not recorded"
-
-
-def _backend_lines(run):
-    lines = []
-    for b in run.backends:
-        state, detail = run.status.get(b, ("not recorded", ""))
-        lines.append("- %s: **%s**%s" % (display(b), state, (": " + detail) if detail else ""))
-    return lines
 
 
 def _failures(run, mode):
@@ -298,10 +257,8 @@ def _ratio_plot(run, mode, out):
 def render(bench, out):
     run = Run(bench)
     lines = ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Backends**:"]
-    lines += _backend_lines(run)
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.backend_lines(run.backends, run.status, display)
+    lines += markdown.notes(bench.data)
     for mode in run.modes:
         title, unit = MODE_TITLES.get(mode, ("Mode %s" % mode, "GB/s"))
         lines += ["", "### %s (%s)" % (title, unit), ""]

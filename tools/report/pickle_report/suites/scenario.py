@@ -111,9 +111,7 @@ def render(bench, out):
     for b in bench.data.get("backends", []):
         detail = b.get("detail") or ""
         lines.append("- %s: **%s**%s" % (display(b["name"]), b["status"], (": " + detail) if detail else ""))
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.notes(bench.data)
     results = bench.data["results"]
     lines.append("")
     if not results:

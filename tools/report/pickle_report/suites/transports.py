@@ -206,9 +206,7 @@ def _failures(op):
 
 def render(bench, out):
     lines = ["**Method**: %s (docs/bench.md)." % _method(bench)]
-    notes = bench.data.get("notes") or []
-    if notes:
-        lines += ["", "**Notes**:"] + ["- %s" % n for n in notes]
+    lines += markdown.notes(bench.data)
     runs = _runs_count(bench)
     for op in bench.data["operations"]:
         lines += ["", "### %s: %s" % (op["op"], METRIC.get(op["op"], "GB/s")), ""]
