@@ -162,10 +162,19 @@ Communicator::Impl::~Impl() {
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown: " << e.what());
   }
+  // 2. Every rank must be done writing into our memory and signal words before they go away. Unwinding from an
+  // error: do not make the peers wait; they see this rank's channels close and fail fast.
+  // (The barrier comes before the Goodbye: a peer told "goodbye" fails what it still has pending with us, and a
+  // message whose data is still on its way to it -- shm chunks not yet copied out, net writes not yet landed --
+  // must not be among them.)
+  try {
+    if (!unwinding) store->barrier(key_prefix + "close");
+  } catch (const std::exception& e) {
+    PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
+  }
   outbox->drain(Deadline::after_seconds(1));  // the progress thread's last messages go before the Goodbye
-  // 2. A Goodbye tells each peer that this rank will send and post nothing more: whatever the peer still has pending
-  // with us fails with PeerError now (not at its timeout), and the end of the channel that follows is normal. While
-  // unwinding from an error nothing is said: the channels just close, and the peers fail fast all the same.
+  // 3. A Goodbye tells each peer that the end of the channel that follows is normal. While unwinding from an error
+  // nothing is said: the channels just close, and the peers fail their pending operations with this rank at once.
   for (int peer = 0; peer < info.world_size && !unwinding; ++peer) {
     if (peer == info.rank) continue;
     try {
@@ -173,13 +182,6 @@ Communicator::Impl::~Impl() {
     } catch (const std::exception&) {
       // The peer is gone already: nothing to tell it.
     }
-  }
-  // 3. Every rank must be done writing into our memory and signal words before they go away. Sent after the
-  // Goodbye, so that a peer waiting on us is released first and can reach its own teardown.
-  try {
-    if (!unwinding) store->barrier(key_prefix + "close");
-  } catch (const std::exception& e) {
-    PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
   stop_progress();
   // Before the channels and the state that their jobs use go away.
