@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,7 +103,13 @@ class Communicator {
   explicit Communicator(Options options);
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
-  ~Communicator();
+  /// Finishes this rank's transfers, waits (bounded) until every rank is done with this one's memory, and says
+  /// goodbye to the peers. Destroyed while an exception unwinds, it skips the wait and the goodbye: the peers see the
+  /// channels close and fail what they have pending with this rank at once. Inline on purpose: "is an exception
+  /// unwinding?" is asked in the application's code, of the C++ runtime that threw it.
+  ~Communicator() {
+    if (impl_) close(std::uncaught_exceptions() > 0);
+  }
 
   int rank() const noexcept;
   int world_size() const noexcept;
@@ -162,7 +169,11 @@ class Communicator {
   struct Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  void close(bool unwinding) noexcept;
+  struct ImplDeleter {
+    void operator()(Impl* impl) const noexcept;
+  };
+  std::unique_ptr<Impl, ImplDeleter> impl_;
 };
 
 }  // namespace pickle

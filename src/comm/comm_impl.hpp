@@ -213,6 +213,7 @@ struct Communicator::Impl {
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread
   std::atomic<bool> stopping{false};
+  bool unwinding = false;  // destroyed while an exception unwinds (Communicator::close says so)
 
   /// The collectives layer's per-communicator state (src/collectives: scratch, side streams), made on first use
   /// under `mutex`. Declared last so that it goes first, while the transports its queued copies use still exist.

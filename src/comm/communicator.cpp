@@ -146,7 +146,8 @@ Communicator::Impl::Impl(Options options)
 }
 
 Communicator::Impl::~Impl() {
-  const bool unwinding = std::uncaught_exceptions() > 0;
+  // Communicator's inline destructor asks the application's runtime; this library's may not know (it may be a copy).
+  unwinding = unwinding || std::uncaught_exceptions() > 0;
   PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
   // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes.
   try {
@@ -210,10 +211,14 @@ void Communicator::Impl::check_peer(int peer, const OpContext& ctx) const {
 // --- Communicator
 
 Communicator Communicator::from_env() { return Communicator(Options{}); }
-Communicator::Communicator(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Communicator::Communicator(Options options) : impl_(new Impl(std::move(options))) {}
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
-Communicator::~Communicator() = default;
+void Communicator::ImplDeleter::operator()(Impl* impl) const noexcept { delete impl; }
+void Communicator::close(bool unwinding) noexcept {
+  impl_->unwinding = unwinding;
+  impl_.reset();
+}
 
 int Communicator::rank() const noexcept { return impl_->info.rank; }
 int Communicator::world_size() const noexcept { return impl_->info.world_size; }
