@@ -55,8 +55,10 @@ struct NetTransport::Impl {
   std::unique_ptr<RegistrationCache> registrations;
 
   ~Impl() {
-    // Threads first (they use everything), then the registrations (closed in their domains), then the rails.
+    // Threads first (they use everything), then the endpoints (libfabric may use registrations while closing
+    // one), then the registrations (closed in their domains), then the rails' domains.
     for (auto& rail : rails) rail->stop();
+    for (auto& rail : rails) rail->close_endpoints();
     registrations.reset();
     rails.clear();
   }

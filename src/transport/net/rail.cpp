@@ -57,7 +57,10 @@ Rail::Rail(int index, SharedState& shared, const fi_info& info, const NetOptions
   wake_fd_ = UniqueFd(fd);
 }
 
-Rail::~Rail() { stop(); }
+Rail::~Rail() {
+  stop();
+  close_endpoints();
+}
 
 Rail::PeerRail* Rail::find(int peer) const {
   for (const auto& candidate : peers_) {

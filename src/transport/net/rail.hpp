@@ -48,6 +48,9 @@ class Rail {
   void start();
   /// Stops and joins the thread; pending work is dropped without callbacks.
   void stop();
+  /// After stop(): drains every peer's queue and closes all endpoints and queues. Called before the memory
+  /// registrations close: libfabric may still use them while it closes an endpoint.
+  void close_endpoints();
 
   /// Queues a stripe of a message to `peer` and wakes the thread.
   void submit(int peer, Stripe stripe);
@@ -67,15 +70,22 @@ class Rail {
 
   void run();
   bool round(Callbacks& callbacks);
-  bool post_writes(PeerRail& peer, Callbacks& callbacks);
+  bool post_writes(PeerRail& peer);
   bool poll_queue(PeerRail& peer, Callbacks& callbacks);
-  void repost_receives(PeerRail& peer, Callbacks& callbacks);
+  void repost_receives(PeerRail& peer);
   /// A failure this rail saw: marks the peer failed (once for the transport; the other rails are woken to close
-  /// theirs) and closes this rail's endpoints to it.
-  void fail(PeerRail& peer, const std::string& reason, Callbacks& callbacks);
-  /// Closes the endpoints and queue to the peer: the provider touches no buffer of a dropped operation again, and
-  /// nothing more from the peer lands in our memory. The last rail to close queues on_peer_failed.
-  void close(PeerRail& peer, Callbacks& callbacks);
+  /// theirs) and starts closing this rail's endpoints to it.
+  void fail(PeerRail& peer, const std::string& reason);
+  /// Stops posting to the peer and drops its queued work; the endpoints stay open while the queue drains.
+  void start_closing(PeerRail& peer);
+  /// Reads and discards the draining peer's completions; once its queue has been quiet long enough, closes the
+  /// endpoints (the provider then touches no buffer of a dropped operation again, and nothing more from the peer
+  /// lands in our memory) and calls rail_closed: the last rail to close queues on_peer_failed. True if it moved.
+  bool drain(PeerRail& peer, Callbacks& callbacks);
+  /// Reads and discards what the peer's queue holds; true if it held anything.
+  bool discard_completions(PeerRail& peer);
+  /// Closes the peer's endpoints, then its queue.
+  static void close_now(PeerRail& peer);
   void sleep_until_work();
   PeerRail* find(int peer) const;
 

@@ -1,5 +1,6 @@
-// A rail's thread: posts writes, reads completion queues, reposts receives, closes endpoints to failed peers, runs
-// callbacks, sleeps when idle. Rail 0 also watches for silent peers and runs the callbacks API calls found due.
+// A rail's thread: posts writes, reads completion queues, reposts receives, drains and closes endpoints to failed
+// peers (rail_close.cpp), runs callbacks, sleeps when idle. Rail 0 also watches for silent peers and runs the
+// callbacks API calls found due.
 #include <poll.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
@@ -42,7 +43,7 @@ void Rail::run() {
         moved = round(callbacks);
       } catch (const std::exception& error) {
         // Nothing in a round should throw (failures are per peer); if something does, no peer can be trusted.
-        for (auto& peer : peers_) fail(*peer, cat("net transport progress failed: ", error.what()), callbacks);
+        for (auto& peer : peers_) fail(*peer, cat("net transport progress failed: ", error.what()));
       }
     }
     if (index_ == 0) {
@@ -74,11 +75,15 @@ bool Rail::round(Callbacks& callbacks) {
   bool moved = false;
   for (auto& owned : peers_) {
     PeerRail& peer = *owned;
-    if (peer.closed) continue;
+    if (peer.phase == PeerPhase::Closed) continue;
+    if (peer.phase == PeerPhase::Draining) {
+      moved |= drain(peer, callbacks);
+      continue;
+    }
     const PeerLink* link = shared_.peer(peer.rank);
     if (link->failed.load()) {
       // Another rail (or a timeout) failed the peer: close our side too.
-      close(peer, callbacks);
+      start_closing(peer);
       moved = true;
       continue;
     }
@@ -87,16 +92,16 @@ bool Rail::round(Callbacks& callbacks) {
       for (auto& stripe : peer.incoming) peer.to_post.push_back(std::move(stripe));
       peer.incoming.clear();
     }
-    moved |= post_writes(peer, callbacks);
-    if (peer.closed) continue;
+    moved |= post_writes(peer);
+    if (peer.phase != PeerPhase::Open) continue;
     moved |= poll_queue(peer, callbacks);
-    if (peer.closed) continue;
-    repost_receives(peer, callbacks);
+    if (peer.phase != PeerPhase::Open) continue;
+    repost_receives(peer);
   }
   return moved;
 }
 
-bool Rail::post_writes(PeerRail& peer, Callbacks& callbacks) {
+bool Rail::post_writes(PeerRail& peer) {
   bool posted = false;
   const std::size_t lane_count = peer.lanes.size();
   while (!peer.to_post.empty()) {
@@ -125,10 +130,8 @@ bool Rail::post_writes(PeerRail& peer, Callbacks& callbacks) {
                                     lane->remote, message.dst.addr + offset, message.dst.key, &op->context);
     if (rc == -FI_EAGAIN) break;  // the provider's queue is full until completions are read
     if (rc < 0) {
-      fail(peer,
-           cat("fi_writedata of ", length, " bytes (chunk ", stripe.next, " of ", message.chunks, " of message ",
-               message.id, ") failed: ", fabric_error_text(static_cast<int>(rc))),
-           callbacks);
+      fail(peer, cat("fi_writedata of ", length, " bytes (chunk ", stripe.next, " of ", message.chunks, " of message ",
+                     message.id, ") failed: ", fabric_error_text(static_cast<int>(rc))));
       return true;
     }
     lane->free_ops.pop_back();
@@ -201,52 +204,25 @@ bool Rail::poll_queue(PeerRail& peer, Callbacks& callbacks) {
     if (static_cast<std::size_t>(n) < kEntriesPerRead) break;
   }
   if (!failure.empty()) {
-    fail(peer, failure, callbacks);
+    fail(peer, failure);
     return true;
   }
   return any;
 }
 
-void Rail::repost_receives(PeerRail& peer, Callbacks& callbacks) {
+void Rail::repost_receives(PeerRail& peer) {
   for (Lane& lane : peer.lanes) {
     while (!lane.to_repost.empty()) {
       PostedOp* op = lane.to_repost.back();
       const ssize_t rc = fi_recv(lane.endpoint.get(), nullptr, 0, nullptr, FI_ADDR_UNSPEC, &op->context);
       if (rc == -FI_EAGAIN) return;
       if (rc < 0) {
-        fail(peer, cat("reposting a receive for remote CQ data failed: ", fabric_error_text(static_cast<int>(rc))),
-             callbacks);
+        fail(peer, cat("reposting a receive for remote CQ data failed: ", fabric_error_text(static_cast<int>(rc))));
         return;
       }
       lane.to_repost.pop_back();
     }
   }
-}
-
-void Rail::fail(PeerRail& peer, const std::string& reason, Callbacks& callbacks) {
-  if (peer.closed) return;
-  shared_.fail(peer.rank, reason);
-  close(peer, callbacks);
-}
-
-void Rail::close(PeerRail& peer, Callbacks& callbacks) {
-  if (peer.closed) return;
-  // Endpoints first: after that the provider holds no context of ours and touches none of the dropped buffers.
-  for (Lane& lane : peer.lanes) {
-    lane.endpoint.reset();
-    lane.to_repost.clear();
-    for (PostedOp& op : lane.write_ops) op.message.reset();
-  }
-  peer.cq.reset();
-  peer.cq_fd = -1;
-  peer.to_post.clear();
-  {
-    std::lock_guard lock(inbox_mutex_);
-    peer.incoming.clear();
-    peer.accepting = false;
-  }
-  peer.closed = true;
-  shared_.rail_closed(peer.rank, callbacks);
 }
 
 void Rail::sleep_until_work() {
@@ -255,14 +231,16 @@ void Rail::sleep_until_work() {
   bool work = stop_.load();
   {
     std::lock_guard lock(inbox_mutex_);
-    for (const auto& peer : peers_) work = work || (!peer->closed && !peer->incoming.empty());
+    for (const auto& peer : peers_) work = work || (peer->phase == PeerPhase::Open && !peer->incoming.empty());
   }
   bool pending = false;
+  bool draining = false;
   {
     std::lock_guard lock(shared_.mutex);
     if (index_ == 0) work = work || !shared_.ready.empty();
     for (const auto& peer : peers_) {
-      if (peer->closed) continue;
+      draining = draining || peer->phase == PeerPhase::Draining;
+      if (peer->phase != PeerPhase::Open) continue;
       const PeerLink* link = shared_.peer(peer->rank);
       work = work || link->failed.load();
       pending = pending || shared_.has_pending(*link);
@@ -273,12 +251,12 @@ void Rail::sleep_until_work() {
     return;
   }
   std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
-  bool block = true;
+  bool block = !draining;  // a draining peer is read again after a nap: its quiet period is measured in rounds
   {
     std::lock_guard fabric_lock(fabric_mutex_);
     std::vector<fid*> queues;
     for (const auto& peer : peers_) {
-      if (peer->closed) continue;
+      if (peer->phase != PeerPhase::Open) continue;
       if (peer->cq_fd < 0) block = false;
       queues.push_back(&peer->cq->fid);
       fds.push_back({peer->cq_fd, POLLIN, 0});

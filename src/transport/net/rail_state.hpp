@@ -14,6 +14,10 @@ namespace pickle::transport::net {
 
 enum class OpKind : std::uint8_t { Write, Receive };
 
+/// Where a peer's endpoints on this rail are. Open -> Draining (the peer failed: nothing is posted, the queue is
+/// read and its completions discarded until quiet) -> Closed (endpoints and queue closed, rail_closed called).
+enum class PeerPhase : std::uint8_t { Open, Draining, Closed };
+
 /// The context of one posted operation. `context` comes first: providers that set FI_CONTEXT/FI_CONTEXT2 use the
 /// memory op_context points to while the operation is pending, and op_context is this object's address.
 struct Rail::PostedOp {
@@ -42,7 +46,9 @@ struct Rail::PeerRail {
   std::vector<Lane> lanes;
   std::deque<Stripe> to_post;   // thread only
   unsigned next_lane = 0;       // thread only
-  bool closed = false;          // thread only: endpoints closed after a failure
+  PeerPhase phase = PeerPhase::Open;  // thread only (or after the thread stopped)
+  std::int64_t quiet_until_ns = 0;    // Draining: close once nothing was read from the queue until then
+  std::int64_t drain_limit_ns = 0;    // Draining: close by then even if completions keep coming
   std::vector<Stripe> incoming;  // from submit(), guarded by inbox_mutex_
   bool accepting = true;         // guarded by inbox_mutex_: false once closed, so that submit() drops new stripes
 };
