@@ -236,7 +236,12 @@ bool Communicator::Impl::test(RequestState& request) {
     if (request.error) std::rethrow_exception(request.error);
     if (request.kind == RequestState::Kind::Send && !request.enqueued) return false;
   }
-  return flag_reached(completion_value(request), request.generation);
+  if (!flag_reached(completion_value(request), request.generation)) return false;
+  // Look at the error again: a failure (the peer's send did not match) sets it, then releases the word, and may
+  // have done both since the first look.
+  std::lock_guard lock(mutex);
+  if (request.error) std::rethrow_exception(request.error);
+  return true;
 }
 
 void Communicator::Impl::wait(RequestState& request) {
