@@ -51,15 +51,17 @@ int port_of(const sockaddr_storage& addr) {
   return -1;
 }
 
-std::string format_address(const sockaddr_storage& addr) {
+std::string format_host(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
   if (addr.ss_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, host, sizeof host);
   } else if (addr.ss_family == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, host, sizeof host);
   }
-  return cat(host, ":", port_of(addr));
+  return host;
 }
+
+std::string format_address(const sockaddr_storage& addr) { return cat(format_host(addr), ":", port_of(addr)); }
 
 /// Waits for the events on fd until the deadline: true when ready, false when the deadline passed.
 bool poll_one(int fd, short events, const Deadline& deadline) {
@@ -226,6 +228,24 @@ IoStatus recv_some(int fd, std::span<std::byte> buffer, std::size_t& received, c
     if (errno == ECONNRESET) return IoStatus::Closed;
     throw SystemError(cat(what, ": recv"), errno);
   }
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  AddrInfo found;
+  std::string error;
+  if (!resolve(host, port, false, found, error)) throw InvalidArgument(error);
+  // connect() on a UDP socket only picks the route and source address: nothing goes on the wire.
+  UniqueFd fd(::socket(found.list->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw SystemError(cat("a socket to find the route to ", host), errno);
+  if (::connect(fd.get(), found.list->ai_addr, found.list->ai_addrlen) != 0) {
+    throw SystemError(cat("no route to ", host, ":", port), errno);
+  }
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+    throw SystemError(cat("the local address towards ", host), errno);
+  }
+  return format_host(local);
 }
 
 std::string peer_address(int fd) {

@@ -39,6 +39,11 @@ IoStatus send_all(int fd, std::span<const std::byte> bytes, const Deadline& dead
 IoStatus recv_some(int fd, std::span<std::byte> buffer, std::size_t& received, const Deadline& deadline,
                    const std::string& what);
 
+/// The address of this host's interface that routes towards host:port (what a socket connected there would have as
+/// its own address; no packet is sent). SystemError when there is no route, InvalidArgument when `host` does not
+/// resolve.
+std::string local_address_towards(const std::string& host, int port);
+
 /// "127.0.0.1:51234" for a connected socket's peer ("?" when unknown): for log lines about strangers.
 std::string peer_address(int fd);
 

@@ -39,6 +39,7 @@ using comm::ExportMessage;
 using comm::GoodbyeMessage;
 using comm::RecvPostMessage;
 using comm::SendFailedMessage;
+using comm::NetEmptySendMessage;
 using comm::NetPutMessage;
 using comm::NetSignalMessage;
 using comm::ShmPutMessage;
@@ -57,7 +58,8 @@ struct RequestState {
   std::uint64_t seq = 0;
 
   // Send: set once the copy is enqueued. Its completion is the receiver's completion word (which the sender maps
-  // too) reaching the generation of the matched post: no event per message.
+  // too) reaching the generation of the matched post: no event per message. Over net, the sender's own "sent" word
+  // for that slot (the receiver's word may be on another host).
   bool enqueued = false;
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   const void* src = nullptr;
@@ -93,8 +95,8 @@ struct Communicator::Impl {
   /// Enqueues the copy of a matched send (state mutex held): on `stream` for an ipc peer; into the staging ring for
   /// an shm peer. Returns the message to send the peer once the mutex is released: the failure (SendFailedMessage)
   /// or, for shm, where the data sits in the ring (ShmSendMessage).
-  std::optional<ControlMessage> start_copy(int peer, RequestState& send, const RecvPostMessage& post,
-                                           device::Stream& stream);
+  std::optional<ControlMessage> start_copy(int peer, const std::shared_ptr<RequestState>& send,
+                                           const RecvPostMessage& post, device::Stream& stream);
   /// Whether `peer` is reached through the shm transport.
   bool uses_shm(int peer) const { return shm && shm->uses(peer); }
   /// Whether `peer` is reached through the net transport (never in a build without libfabric).
@@ -111,13 +113,17 @@ struct Communicator::Impl {
   static std::uint32_t net_recv_message(int slot, std::uint32_t generation) {
     return (static_cast<std::uint32_t>(slot) << 19) | (generation & 0x7ffffu);
   }
-  /// The net path of a matched send (net.cpp): an RMA write of the data straight into the posted buffer, issued from
-  /// `stream` once it reaches this point; the receiver's transport sees it land and completes the recv.
-  void start_net_send(int peer, RequestState& send, const RecvPostMessage& post, device::Stream& stream);
+  /// The net path of a matched send (net_path.cpp, state mutex held): an RMA write of the data straight into the
+  /// posted buffer, issued from `stream` once it reaches this point; the receiver's transport sees it land and
+  /// completes the recv, this rank's sees the writes complete and sets the send's "sent" word. A zero-byte send
+  /// writes nothing: it completes at once and returns the message that completes the recv.
+  std::optional<ControlMessage> start_net_send(int peer, const std::shared_ptr<RequestState>& send,
+                                               const RecvPostMessage& post, device::Stream& stream);
   /// The receiver's side of a net recv: registers the buffer (cached) and expects the message.
   std::pair<std::uint64_t, std::uint64_t> expect_net_recv(int peer, RequestState& recv);
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
+  void handle_net(int peer, const NetEmptySendMessage& message);
   /// Sets the signals of `peer` whose puts have all landed (state mutex held).
   void release_net_signals(int peer);
   /// put and signal over the net transport, stream-ordered.
@@ -173,6 +179,7 @@ struct Communicator::Impl {
   double timeout_seconds;
   std::shared_ptr<Store> store;  // shared by the communicators of this job in this process
   std::string key_prefix;        // "comm/<n>/": this communicator's keys in the store
+  std::vector<bool> same_host;  // per peer: shares memory and Unix sockets with this rank (comm/host_identity.hpp)
   std::vector<std::optional<device::FdChannel>> channels;
   std::vector<std::unique_ptr<std::recursive_mutex>> channel_send_mutex;  // per peer; held across announce + post
   std::unique_ptr<comm::SignalArea> signals;
@@ -202,6 +209,9 @@ struct Communicator::Impl {
     std::uint64_t net_puts_sent = 0;
     std::uint64_t net_puts_landed = 0;
     std::deque<NetSignalMessage> net_signals_waiting;
+    // net sends whose writes are under way, by the receiver's slot: a failure of the peer completes them with an
+    // error (their writes' completion never comes).
+    std::map<int, std::weak_ptr<RequestState>> net_sends;
   };
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;

@@ -8,6 +8,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "comm/host_identity.hpp"
 #include "comm/peer_mesh.hpp"
 #include "comm/store_registry.hpp"
 #include "core/env.hpp"
@@ -42,6 +43,9 @@ std::vector<std::string> gather_rows(Store& store, const std::string& key, const
 void Communicator::Impl::choose_transports() {
   const auto forced = transport::forced_kind();
   const int world = info.world_size;
+  const auto hosts = gather_rows(*store, key_prefix + "host/", info, comm::host_identity());
+  same_host.assign(static_cast<std::size_t>(world), true);
+  for (int peer = 0; peer < world; ++peer) same_host[peer] = hosts[peer] == hosts[info.rank];
   // Peer access as each rank sees it: a GPU is named by its PCI bus id, since ranks may see different ordinals.
   std::string reach(static_cast<std::size_t>(world), '1');
   std::vector<std::string> why(static_cast<std::size_t>(world));
@@ -49,7 +53,9 @@ void Communicator::Impl::choose_transports() {
     std::string bus_id = device::cuda_pci_bus_id(device);
     auto bus_ids = gather_rows(*store, key_prefix + "gpu/", info, bus_id);
     for (int peer = 0; peer < world; ++peer) {
-      if (peer != info.rank && !device::cuda_peer_reachable(device, bus_ids[peer], why[peer])) reach[peer] = '0';
+      if (peer != info.rank && same_host[peer] && !device::cuda_peer_reachable(device, bus_ids[peer], why[peer])) {
+        reach[peer] = '0';
+      }
     }
   }
   auto reach_rows = gather_rows(*store, key_prefix + "reach/", info, reach);
@@ -59,6 +65,7 @@ void Communicator::Impl::choose_transports() {
     if (peer == info.rank) continue;
     transport::PairFacts facts;
     facts.memory = kind;
+    facts.same_host = same_host[peer];
     facts.peer_access = reach[peer] == '1' && reach_rows[peer][info.rank] == '1';
     facts.no_peer_access_why = !why[peer].empty() ? why[peer] : cat("peer ", peer, " has no peer access to this GPU");
     transports[peer] = transport::choose(facts, forced, cat("rank ", info.rank, " -> peer ", peer));
@@ -81,11 +88,6 @@ Communicator::Impl::Impl(Options options)
       timeout_seconds(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds()),
       peers(static_cast<std::size_t>(info.world_size)) {
   log::set_rank(info.rank);
-  if (info.local_world_size != info.world_size) {
-    throw UnavailableError(cat("rank ", info.rank, ": ranks on ", info.world_size / std::max(1, info.local_world_size),
-                               " hosts need the net transport, which this build does not have yet; the ipc "
-                               "transport joins ranks of one host"));
-  }
   if (kind == MemoryKind::Cuda && device::cuda_device_count() == 0) {
     throw UnavailableError(cat("rank ", info.rank, ": CUDA memory requested but ", device::cuda_unavailable_reason()));
   }
@@ -97,9 +99,9 @@ Communicator::Impl::Impl(Options options)
 
   choose_transports();
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
-  channels = comm::connect_peer_mesh(*store, key_prefix, info, deadline);
+  channels = comm::connect_peer_mesh(*store, key_prefix, info, same_host, deadline);
   for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
-  signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, deadline);
+  signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, same_host, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
   std::vector<bool> shm_peers(static_cast<std::size_t>(info.world_size), false);
   for (int peer = 0; peer < info.world_size; ++peer) {

@@ -19,6 +19,7 @@ enum class ControlType : std::uint8_t {
   ShmSignal = 7,
   NetPut = 8,
   NetSignal = 9,
+  NetEmptySend = 10,
 };
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
@@ -53,6 +54,9 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                  },
                  [&](const ShmSignalMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::ShmSignal)).u32(m.slot).u32(m.value).u64(m.first_chunk);
+                 },
+                 [&](const NetEmptySendMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::NetEmptySend)).u32(m.slot).u32(m.generation);
                  },
              },
              message);
@@ -132,6 +136,13 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.slot = r.u32("slot");
       m.value = r.u32("value");
       m.first_chunk = r.u64("first_chunk");
+      result = m;
+      break;
+    }
+    case ControlType::NetEmptySend: {
+      NetEmptySendMessage m;
+      m.slot = r.u32("slot");
+      m.generation = r.u32("generation");
       result = m;
       break;
     }

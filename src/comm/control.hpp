@@ -77,8 +77,16 @@ struct NetSignalMessage {
   std::uint64_t puts_before = 0;
 };
 
+/// net transport: "my send matched your zero-byte recv in `slot`: set its word to `generation`" (nothing to write, and
+/// the word may be on another host).
+struct NetEmptySendMessage {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+};
+
 using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage, ShmSendMessage,
-                                    ShmPutMessage, ShmSignalMessage, NetPutMessage, NetSignalMessage>;
+                                    ShmPutMessage, ShmSignalMessage, NetPutMessage, NetSignalMessage,
+                                    NetEmptySendMessage>;
 
 std::vector<std::byte> encode(const ControlMessage& message);
 /// Length-checked: anything malformed is a ProtocolError.

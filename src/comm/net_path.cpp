@@ -1,8 +1,8 @@
 // The communicator over the net transport (libfabric, docs/rdma.md): a send is RMA writes straight into the posted
 // receive buffer, each carrying the receive's message id, and the receiver's transport completes the recv once all
 // of them landed; a put is RMA writes into the peer's window, and a signal waits (at the receiver) until every
-// earlier put of its sender has landed. Host memory only in this build. The control channel still joins the ranks
-// (a Unix socket: same host), so PICKLE_TRANSPORT=net runs between local ranks.
+// earlier put of its sender has landed. Host memory only in this build. Between hosts the control channel is TCP;
+// PICKLE_TRANSPORT=net forces the transport between ranks of one host too.
 #include <memory>
 
 #include <pickle/error.hpp>
@@ -14,20 +14,35 @@ namespace pickle {
 
 #ifdef PICKLE_HAVE_LIBFABRIC
 
-void Communicator::Impl::start_net_send(int peer, RequestState& send, const RecvPostMessage& post,
-                                        device::Stream& stream) {
-  if (send.after_event) stream.wait(*send.after_event);
-  const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
-  const std::uint32_t message = net_recv_message(static_cast<int>(post.slot), post.generation);
-  transport::net::NetTransport* transport = net.get();
-  const void* src = send.src;
-  const std::size_t bytes = post.bytes;
-  // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
-  // its progress threads. The Request completes through the receiver's completion word, as on ipc.
-  stream.host_callback([transport, peer, src, bytes, dst, message] { transport->write(peer, src, bytes, dst, message, {}); });
-  send.slot = static_cast<int>(post.slot);
+std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const std::shared_ptr<RequestState>& request,
+                                                                const RecvPostMessage& post, device::Stream& stream) {
+  RequestState& send = *request;
+  const int slot = static_cast<int>(post.slot);
+  send.slot = slot;
   send.generation = post.generation;
   send.enqueued = true;
+  const int index = comm::kUserSignalSlots + slot;
+  if (post.bytes == 0) {
+    signals->store_sent(peer, index, post.generation);
+    return NetEmptySendMessage{.slot = post.slot, .generation = post.generation};
+  }
+  if (send.after_event) stream.wait(*send.after_event);
+  const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
+  const std::uint32_t message = net_recv_message(slot, post.generation);
+  transport::net::NetTransport* transport = net.get();
+  const comm::SignalArea* words = signals.get();  // outlives the transport, which is destroyed first
+  const void* src = send.src;
+  const std::size_t bytes = post.bytes;
+  const std::uint32_t generation = post.generation;
+  peers[peer].net_sends[slot] = request;
+  // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
+  // its progress threads. The Request completes when the writes did (the source may then be reused).
+  stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation] {
+    transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
+      words->store_sent(peer, index, generation);
+    });
+  });
+  return std::nullopt;
 }
 
 std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
@@ -46,6 +61,13 @@ void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
     ++peers[peer].net_puts_landed;
     release_net_signals(peer);
   });
+}
+
+void Communicator::Impl::handle_net(int peer, const NetEmptySendMessage& m) {
+  if (!uses_net(peer) || m.slot >= static_cast<std::uint32_t>(comm::kCompletionSlots)) {
+    throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " completed a zero-byte net recv in slot ", m.slot));
+  }
+  signals->store(peer, comm::kUserSignalSlots + static_cast<int>(m.slot), m.generation);
 }
 
 void Communicator::Impl::handle_net(int peer, const NetSignalMessage& m) {
@@ -109,10 +131,14 @@ namespace {
 [[noreturn]] void no_net() { throw Error(ErrorCode::Internal, "the net transport is not in this build"); }
 }  // namespace
 
-void Communicator::Impl::start_net_send(int, RequestState&, const RecvPostMessage&, device::Stream&) { no_net(); }
+std::optional<ControlMessage> Communicator::Impl::start_net_send(int, const std::shared_ptr<RequestState>&,
+                                                                const RecvPostMessage&, device::Stream&) {
+  no_net();
+}
 std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int, RequestState&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetPutMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetSignalMessage&) { no_net(); }
+void Communicator::Impl::handle_net(int, const NetEmptySendMessage&) { no_net(); }
 void Communicator::Impl::release_net_signals(int) { no_net(); }
 void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::size_t, const void*, std::size_t) {
   no_net();

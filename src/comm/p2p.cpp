@@ -122,6 +122,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   }
   try {
     if (uses_net(peer) && bytes != 0) std::tie(post.net_addr, post.net_key) = expect_net_recv(peer, *request);
+    // (A zero-byte recv over net completes on the sender's NetEmptySendMessage.)
     send_control(peer, post);
   } catch (const Error& e) {
     // The post is half-committed (slot, sequence number): the pair can no longer stay in step.
@@ -164,7 +165,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
       // cross-stream event), or the peer's copy stream when the caller gave none.
       RecvPostMessage post = posts.front();
       posts.pop_front();
-      reply = start_copy(peer, *request, post, after != nullptr ? after->impl() : ipc->stream(peer));
+      reply = start_copy(peer, request, post, after != nullptr ? after->impl() : ipc->stream(peer));
     } else {
       state.pending_sends[tag].push_back(request);
     }
@@ -174,8 +175,9 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   return Request(request);
 }
 
-std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, RequestState& send, const RecvPostMessage& post,
-                                                            device::Stream& stream) {
+std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std::shared_ptr<RequestState>& request,
+                                                            const RecvPostMessage& post, device::Stream& stream) {
+  RequestState& send = *request;
   const OpContext& ctx = send.ctx;
   try {
     if (post.seq != send.seq) {
@@ -193,10 +195,7 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, RequestSt
       send.enqueued = true;
       return ShmSendMessage{.tag = send.tag, .seq = send.seq, .bytes = post.bytes, .first_chunk = first};
     }
-    if (uses_net(peer) && post.bytes != 0) {
-      start_net_send(peer, send, post, stream);
-      return std::nullopt;
-    }
+    if (uses_net(peer)) return start_net_send(peer, request, post, stream);
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
     if (send.after_event) stream.wait(*send.after_event);
     ipc->copy(stream, dst, send.src, post.bytes);
@@ -219,15 +218,15 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, RequestSt
 }
 
 std::uint32_t Communicator::Impl::completion_value(const RequestState& request) const {
-  const int index = comm::kUserSignalSlots + request.slot;
-  return request.kind == RequestState::Kind::Recv ? signals->load(request.ctx.peer, index)
-                                                  : signals->load_remote(request.ctx.peer, index);
+  const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
+  if (request.kind == RequestState::Kind::Recv) return signals->load(peer, index);
+  return uses_net(peer) ? signals->load_sent(peer, index) : signals->load_remote(peer, index);
 }
 
 std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestState& request) const {
-  const int index = comm::kUserSignalSlots + request.slot;
-  return request.kind == RequestState::Kind::Recv ? signals->local_word_for_streams(request.ctx.peer, index)
-                                                  : signals->remote_word_for_streams(request.ctx.peer, index);
+  const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
+  if (request.kind == RequestState::Kind::Recv) return signals->local_word_for_streams(peer, index);
+  return uses_net(peer) ? signals->sent_word_for_streams(peer, index) : signals->remote_word_for_streams(peer, index);
 }
 
 bool Communicator::Impl::test(RequestState& request) {

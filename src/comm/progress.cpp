@@ -85,7 +85,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
-                reply = start_copy(peer, *send, post, ipc->stream(peer));
+                reply = start_copy(peer, send, post, ipc->stream(peer));
               }
             }
             if (reply) post_control(peer, std::move(*reply));
@@ -106,6 +106,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           [&](const ShmSignalMessage& m) { handle_shm(peer, m); },
           [&](const NetPutMessage& m) { handle_net(peer, m); },
           [&](const NetSignalMessage& m) { handle_net(peer, m); },
+          [&](const NetEmptySendMessage& m) { handle_net(peer, m); },
           [&](const GoodbyeMessage&) {
             {
               std::lock_guard lock(mutex);
@@ -170,6 +171,16 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
     sends.clear();
   }
   state.pending_posts.clear();
+  // Net sends under way: the transport drops their writes' completions with the peer.
+  for (auto& [slot, weak] : state.net_sends) {
+    auto send = weak.lock();
+    const int index = comm::kUserSignalSlots + slot;
+    if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
+    send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
+    signals->store_sent(peer, index, send->generation);  // release stream waits
+    ++failed;
+  }
+  state.net_sends.clear();
   for (auto& [key, request] : state.posted_recvs) {
     if (request->error ||
         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {

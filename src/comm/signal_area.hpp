@@ -1,9 +1,12 @@
 #pragma once
 // Every rank keeps, in shared host memory, one block of 32-bit words per peer: user signal slots (signal/wait) and
-// completion slots (a posted recv completes when its slot reaches the generation the receiver chose). Peers map
-// the block and bump words with stream write-values after their copies; the owner waits on them from a stream or
-// reads them from the host with an atomic load. On CUDA the memory is host-registered (pinned, mapped), so copy
-// engines write it and streams wait on it without any kernel.
+// completion slots (a posted recv completes when its slot reaches the generation the receiver chose). Peers on this
+// host map the block and bump words with stream write-values after their copies; the owner waits on them from a
+// stream or reads them from the host with an atomic load. On CUDA the memory is host-registered (pinned, mapped), so
+// copy engines write it and streams wait on it without any kernel. Peers on other hosts map nothing: their words
+// are set here, by the progress and transport threads, when their messages arrive. A second block per peer holds
+// "sent" words: a send over the net transport completes when its writes did, here, not when the receiver's word
+// (which this rank may not be able to read) moves.
 
 #include <atomic>
 #include <cstdint>
@@ -24,10 +27,11 @@ inline constexpr int kWordsPerPeer = kUserSignalSlots + kCompletionSlots;
 
 class SignalArea {
  public:
-  /// Allocates and zeroes this rank's area, then exchanges areas with every peer over the control channels
-  /// (collective: every rank of the channels calls it at the same point).
+  /// Allocates and zeroes this rank's area, then exchanges areas with every peer on this host (`same_host`) over the
+  /// control channels (collective: every rank of the channels calls it at the same point).
   SignalArea(int rank, int world, MemoryKind streams_kind, int device,
-             std::vector<std::optional<device::FdChannel>>& channels, const Deadline& deadline);
+             std::vector<std::optional<device::FdChannel>>& channels, const std::vector<bool>& same_host,
+             const Deadline& deadline);
   ~SignalArea();
 
   /// Word `index` of the block this rank keeps for `peer` (what `peer` writes), as the host sees it.
@@ -35,24 +39,34 @@ class SignalArea {
   /// The same word as this rank's streams address it (wait_value).
   std::uint32_t* local_word_for_streams(int peer, int index) const;
   /// Word `index` of the block that `peer` keeps for this rank (what this rank writes), as streams address it.
+  /// Peers on this host only (InternalError otherwise).
   std::uint32_t* remote_word_for_streams(int peer, int index) const;
+  /// This rank's "sent" word `index` for `peer`: as the host sees it, and as streams address it.
+  std::uint32_t* sent_word(int peer, int index) const;
+  std::uint32_t* sent_word_for_streams(int peer, int index) const;
 
   /// Acquire-load of a local word from the host.
   std::uint32_t load(int peer, int index) const;
-  /// Acquire-load, from the host, of word `index` of the block that `peer` keeps for this rank.
+  /// Acquire-load, from the host, of word `index` of the block that `peer` keeps for this rank (same host only).
   std::uint32_t load_remote(int peer, int index) const;
-  /// Release-store into a local word from the host (used to release waits when a peer fails).
+  /// Release-store into a local word from the host (a net arrival; releasing waits when a peer fails).
   void store(int peer, int index, std::uint32_t value) const;
+  /// Acquire-load and release-store of a "sent" word.
+  std::uint32_t load_sent(int peer, int index) const;
+  void store_sent(int peer, int index, std::uint32_t value) const;
 
  private:
   int rank_;
+  int world_;
   std::unique_ptr<device::Allocation> local_;
   std::unique_ptr<device::HostRegistration> local_registration_;
   struct Remote {
     std::unique_ptr<device::ImportedMemory> memory;
     std::unique_ptr<device::HostRegistration> registration;
   };
-  std::vector<Remote> remotes_;
+  std::vector<Remote> remotes_;  // empty entries for peers on other hosts
+
+  const Remote& mapped(int peer) const;
 };
 
 }  // namespace pickle::comm

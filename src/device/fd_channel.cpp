@@ -43,7 +43,11 @@ UniqueFd new_socket(const std::string& name) {
 
 }  // namespace
 
-FdChannel::FdChannel(UniqueFd socket, std::string name) : socket_(std::move(socket)), name_(std::move(name)) {}
+FdChannel::FdChannel(UniqueFd socket, std::string name) : socket_(std::move(socket)), name_(std::move(name)) {
+  int domain = 0;
+  socklen_t length = sizeof domain;
+  passes_fds_ = ::getsockopt(socket_.get(), SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 && domain == AF_UNIX;
+}
 
 FdChannel FdChannel::connect(const std::string& name, const Deadline& deadline) {
   socklen_t length = 0;
@@ -87,6 +91,9 @@ void FdChannel::send(std::span<const std::byte> bytes, int fd, const Deadline& d
   if (bytes.size() > kFdChannelMaxMessage) {
     throw InvalidArgument(what("send", bytes.size()) + cat(": messages are limited to ", kFdChannelMaxMessage,
                                                            " bytes"));
+  }
+  if (fd >= 0 && !passes_fds_) {
+    throw InvalidArgument(what("send", bytes.size()) + ": a file descriptor cannot travel to another host");
   }
   std::byte header[kHeaderBytes];
   auto length = static_cast<std::uint32_t>(bytes.size());

@@ -29,6 +29,7 @@ class FdChannel {
   /// Connects to the listener called `name`, retrying while it does not exist yet, until `deadline`.
   static FdChannel connect(const std::string& name, const Deadline& deadline);
 
+  /// Wraps a connected, non-blocking stream socket: a Unix socket, or TCP to another host.
   explicit FdChannel(UniqueFd socket, std::string name);
   FdChannel(FdChannel&&) noexcept = default;
   FdChannel& operator=(FdChannel&&) noexcept = default;
@@ -36,7 +37,8 @@ class FdChannel {
   /// Names the peer's rank in error messages (PeerError carries it).
   void set_peer(int peer) { peer_ = peer; }
 
-  /// Sends `bytes` (at most kFdChannelMaxMessage) and, when fd >= 0, a duplicate of `fd` (the caller keeps its own).
+  /// Sends `bytes` (at most kFdChannelMaxMessage) and, when fd >= 0, a duplicate of `fd` (the caller keeps its own;
+  /// Unix sockets only: over TCP a descriptor is an InvalidArgument).
   void send(std::span<const std::byte> bytes, int fd, const Deadline& deadline);
   void send(std::span<const std::byte> bytes, const Deadline& deadline) { send(bytes, -1, deadline); }
   /// Receives one message. A closed peer is a PeerError, a length over `max_bytes` or more than one fd a
@@ -54,6 +56,7 @@ class FdChannel {
   UniqueFd socket_;
   std::string name_;
   int peer_ = -1;
+  bool passes_fds_ = false;  // a Unix socket: descriptors can ride along
 };
 
 /// A listening socket in the abstract namespace; destroyed, it frees the name.

@@ -486,4 +486,29 @@ PICKLE_CHILD(comm_timeout) {
   return 0;
 }
 
+// Every pair uses transport args[1] (e.g. "net" between ranks in separate network namespaces, which count as
+// separate hosts); then a float allreduce over it must be exact.
+PICKLE_CHILD(comm_transport_and_allreduce) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), world = comm.world_size();
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    CHILD_CHECK(comm.transport(peer) == args.at(1), "rank ", rank, " -> peer ", peer, " uses ", comm.transport(peer),
+                ", expected ", args.at(1));
+  }
+  constexpr std::size_t kCount = 300007;  // several chunks, not a multiple of the rank count
+  Buffer data = comm.alloc(kCount * sizeof(float));
+  auto* values = static_cast<float*>(data.data());
+  for (std::size_t i = 0; i < kCount; ++i) values[i] = static_cast<float>((i % 1000) * (rank + 1));
+  Stream stream = comm.make_stream();
+  comm.allreduce(stream, values, values, kCount, DataType::F32, ReduceOp::Sum);
+  stream.synchronize();
+  const float ranks_sum = static_cast<float>(world * (world + 1) / 2);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) wrong += values[i] != static_cast<float>(i % 1000) * ranks_sum ? 1 : 0;
+  CHILD_CHECK(wrong == 0, "rank ", rank, ": ", wrong, " wrong elements of ", kCount, " after the allreduce");
+  comm.barrier();
+  return 0;
+}
+
 }  // namespace pickle::test

@@ -2,7 +2,11 @@
 // between host ranks of one machine): the rank programs of tests/comm, with small chunks and 1-4 lanes. Skipped, with
 // the reason, in a build without libfabric.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <iostream>
+
+#include "../mp/netns_pair.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -52,6 +56,55 @@ TEST_F(Net, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, net_env(2), std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+// Two "hosts": ranks in separate network namespaces joined by a veth link that drops and delays packets. Nothing is
+// forced: the communicator must see that the ranks share no host, pick net for the pair, join them with TCP control
+// channels (no Unix socket reaches across namespaces), and move exact data, in every rank program below.
+TEST_F(Net, RanksOnTwoHostsPickNetAndTcpControlChannelsByThemselves) {
+  std::string why_not;
+  auto pair = NetnsPair::create(&why_not);
+  if (!pair) GTEST_SKIP() << why_not;
+  std::cout << "link impairment: " << pair->impairment() << std::endl;
+  const std::vector<std::vector<std::string>> programs = {
+      {"comm_transport_and_allreduce", "host", "net"},
+      {"comm_sizes", "host", std::to_string(4u << 20)},
+      {"comm_errors", "host"},
+      {"comm_put_signal", "host"},
+      {"comm_peer_death", "host"},
+  };
+  // Rank 0 is SIGKILLed mid-transfer in comm_peer_death: rank 1 must fail its pending operations promptly.
+  const std::vector<std::string> peer_death = {"comm_peer_death", "host"};
+  for (const auto& program : programs) {
+    SCOPED_TRACE(program[0]);
+    const int port = free_tcp_port();
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < 2; ++rank) {
+      // One process per host: LOCAL_WORLD_SIZE=1, and the store at rank 0's end of the link.
+      std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
+                                      "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=" + pair->address(0),
+                                      "MASTER_PORT=" + std::to_string(port), "PICKLE_TIMEOUT=60",
+                                      "PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=" + pair->iface(rank),
+                                      "PICKLE_NET_CHUNK=262144", "PICKLE_NET_LANES=2"};
+      std::vector<std::string> argv = {self_exe(), "--pickle-child"};
+      argv.insert(argv.end(), program.begin(), program.end());
+      pids.push_back(spawn_program(pair->exec_in(rank, argv), env));
+    }
+    const bool killed_rank0 = program == peer_death;
+    for (int rank = 0; rank < 2; ++rank) {
+      auto status = wait_pid(pids[rank], std::chrono::seconds(120));
+      if (status.timed_out) {
+        ::kill(pids[rank], SIGKILL);
+        wait_pid(pids[rank], std::chrono::seconds(5));
+      }
+      if (killed_rank0 && rank == 0) {
+        EXPECT_EQ(status.signal, SIGKILL) << "rank 0 " << status.describe();
+      } else {
+        EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
+      }
+    }
+  }
+  std::cout << "packets dropped by the impairment: " << pair->drops() << std::endl;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <pickle/error.hpp>
 
+#include "bootstrap/socket.hpp"
 #include "device/fd_channel.hpp"
 
 namespace pickle::device {
@@ -178,6 +179,51 @@ TEST(FdChannel, TwoDescriptorsAreRejectedAndClosed) {
   write_end.reset();
   char byte = 0;
   EXPECT_EQ(::read(read_end.get(), &byte, 1), 0);
+}
+
+// Between hosts the control channel is TCP: framed messages as over a Unix socket, and a descriptor is refused
+// before anything is sent (it could not reach another host).
+TEST(FdChannel, OverTcpCarriesMessagesAndRefusesDescriptors) {
+  bootstrap::Listener listener = bootstrap::listen_tcp("127.0.0.1", 0);
+  std::string error;
+  UniqueFd client_fd = bootstrap::connect_tcp("127.0.0.1", listener.port, soon(), error);
+  ASSERT_TRUE(client_fd.valid()) << error;
+  UniqueFd server_fd;
+  for (int attempt = 0; attempt < 500 && !server_fd.valid(); ++attempt) {
+    server_fd = UniqueFd(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!server_fd.valid()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(server_fd.valid());
+  FdChannel client(std::move(client_fd), "tcp client");
+  FdChannel server(std::move(server_fd), "tcp server");
+  client.set_peer(1);
+
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  try {
+    client.send(text("with an fd"), write_end.get(), soon());
+    FAIL() << "a descriptor was accepted over TCP";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("another host"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("peer 1"), std::string::npos) << e.what();
+  }
+  std::vector<std::byte> big(300000);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(i * 7);
+  std::thread sender([&] {
+    client.send(text("first"), soon());
+    client.send(big, soon());
+  });
+  EXPECT_EQ(server.recv(soon()).bytes, text("first"));  // the refused message left nothing on the wire
+  FdMessage large = server.recv(soon());
+  sender.join();
+  EXPECT_EQ(large.bytes, big);
+  EXPECT_FALSE(large.fd.valid());
+}
+
+TEST(LocalAddress, IsTheSourceAddressOfTheRouteToAHost) {
+  EXPECT_EQ(bootstrap::local_address_towards("127.0.0.1", 29500), "127.0.0.1");
+  EXPECT_THROW(bootstrap::local_address_towards("no-such-host.invalid", 29500), InvalidArgument);
 }
 
 }  // namespace
