@@ -18,6 +18,7 @@
 
 #include "comm/control.hpp"
 #include "comm/signal_area.hpp"
+#include "comm/staging_pool.hpp"
 #include "core/format.hpp"
 #include "core/serial_worker.hpp"
 #include "core/unique_fd.hpp"
@@ -64,6 +65,7 @@ struct RequestState {
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
+  std::shared_ptr<std::byte> staging;  // Recv over net, staged (GPU memory): the pinned buffer the data lands in
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
@@ -83,6 +85,7 @@ struct WindowState {
     std::uint64_t net_key = 0;
   };
   std::vector<Entry> ranks;
+  std::shared_ptr<std::byte> staging;  // net with staging: where peers' puts land before they are copied into place
 };
 
 struct Communicator::Impl {
@@ -186,6 +189,13 @@ struct Communicator::Impl {
   std::vector<transport::Choice> transports;  // per peer (this rank's own entry unused)
   std::unique_ptr<transport::ipc::IpcTransport> ipc;
   std::unique_ptr<transport::shm::ShmTransport> shm;  // null when no pair uses it
+  // net with staging (GPU memory, or PICKLE_NET_STAGING=1): pinned buffers, the stream that copies landed data into
+  // place, and the buffers of failed receives, never reused (a slow peer's writes may still land in them). Declared
+  // before `net`, which is destroyed first.
+  bool stage_net = false;
+  std::unique_ptr<comm::StagingPool> staging;
+  std::unique_ptr<device::Stream> staging_stream;
+  std::vector<std::shared_ptr<std::byte>> quarantined;  // guarded by `mutex`
 #ifdef PICKLE_HAVE_LIBFABRIC
   std::unique_ptr<transport::net::NetTransport> net;  // null when no pair uses it
 #endif

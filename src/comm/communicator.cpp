@@ -118,6 +118,12 @@ Communicator::Impl::Impl(Options options)
     net_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Net;
   }
   if (std::find(net_peers.begin(), net_peers.end(), true) != net_peers.end()) {
+    // The transport registers host memory only: GPU memory goes through pinned staging buffers (docs/rdma.md).
+    stage_net = kind == MemoryKind::Cuda || env::get_bool("PICKLE_NET_STAGING");
+    if (stage_net) {
+      staging = std::make_unique<comm::StagingPool>(kind, std::max(0, device));
+      staging_stream = device::make_stream(kind, std::max(0, device));
+    }
     net = std::make_unique<transport::net::NetTransport>(
         info.rank, info.world_size, net_peers, *store, key_prefix + "net/", transport::net::options_from_env(),
         deadline, [this](int peer, const std::string& reason) { fail_peer(peer, reason); });
@@ -154,6 +160,7 @@ Communicator::Impl::~Impl() {
   // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes.
   try {
     ipc->synchronize_all();
+    if (staging_stream) staging_stream->synchronize();
     if (shm && !shm->synchronize_all(Deadline::after_seconds(timeout_seconds))) {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": shm copies still queued after " << timeout_seconds << " s");
     }
@@ -254,8 +261,10 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
   }
 #ifdef PICKLE_HAVE_LIBFABRIC
   if (any_net && bytes != 0) {
-    // One registration serves every net peer: they RMA-write into it.
-    const auto region = c.net->expose(ptr, bytes);
+    // One registration serves every net peer: they RMA-write into it (staged: into a pinned buffer of the window's
+    // size, copied into place as each put lands).
+    if (c.stage_net) state->staging = c.staging->take(bytes);
+    const auto region = c.net->expose(c.stage_net ? state->staging.get() : ptr, bytes);
     mine.net_addr = region.addr;
     mine.net_key = region.key;
   }

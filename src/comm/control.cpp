@@ -47,7 +47,7 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                    w.u8(static_cast<std::uint8_t>(ControlType::ShmPut)).i32(m.window).u64(m.offset).u64(m.bytes).u64(m.first_chunk);
                  },
                  [&](const NetPutMessage& m) {
-                   w.u8(static_cast<std::uint8_t>(ControlType::NetPut)).u32(m.message).u64(m.bytes);
+                   w.u8(static_cast<std::uint8_t>(ControlType::NetPut)).u32(m.message).i32(m.window).u64(m.offset).u64(m.bytes);
                  },
                  [&](const NetSignalMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::NetSignal)).u32(m.slot).u32(m.value).u64(m.puts_before);
@@ -119,6 +119,8 @@ ControlMessage decode(std::span<const std::byte> bytes) {
     case ControlType::NetPut: {
       NetPutMessage m;
       m.message = r.u32("message");
+      m.window = r.i32("window");
+      m.offset = r.u64("offset");
       m.bytes = r.u64("bytes");
       result = m;
       break;

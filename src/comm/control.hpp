@@ -64,9 +64,12 @@ struct ShmSignalMessage {
   std::uint64_t first_chunk = 0;
 };
 
-/// net transport: "a put of `bytes` carrying message id `message` is on its way into your window".
+/// net transport: "a put of `bytes` carrying message id `message` is on its way into window `window` at `offset`"
+/// (the receiver copies it into place from its staging buffer when the window is staged).
 struct NetPutMessage {
   std::uint32_t message = 0;
+  std::int32_t window = -1;
+  std::uint64_t offset = 0;
   std::uint64_t bytes = 0;
 };
 

@@ -35,10 +35,18 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const std::size_t bytes = post.bytes;
   const std::uint32_t generation = post.generation;
   peers[peer].net_sends[slot] = request;
+  // Staged: the copy engine copies the source into a pinned buffer on the same stream first, and the writes leave
+  // from there. The buffer goes back to the pool with the write's callback.
+  std::shared_ptr<std::byte> staged;
+  if (stage_net) {
+    staged = staging->take(bytes);
+    stream.copy(staged.get(), src, bytes);
+    src = staged.get();
+  }
   // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
   // its progress threads. The Request completes when the writes did (the source may then be reused).
-  stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation] {
-    transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
+  stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation, staged] {
+    transport->write(peer, src, bytes, dst, message, [words, peer, index, generation, staged] {
       words->store_sent(peer, index, generation);
     });
   });
@@ -46,20 +54,56 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
 }
 
 std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
-  const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
   const int slot = recv.slot;
   const std::uint32_t generation = recv.generation;
-  net->expect(peer, net_recv_message(slot, generation), recv.ctx.bytes, [this, peer, slot, generation] {
-    signals->store(peer, comm::kUserSignalSlots + slot, generation);  // the data is all here
+  const int index = comm::kUserSignalSlots + slot;
+  if (!stage_net) {
+    const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
+    net->expect(peer, net_recv_message(slot, generation), recv.ctx.bytes, [this, peer, index, generation] {
+      signals->store(peer, index, generation);  // the data is all here
+    });
+    return {region.addr, region.key};
+  }
+  // Staged: the data lands in a pinned buffer; once all of it is there, the copy engine copies it into place and then
+  // moves the completion word, in that order on the staging stream (the caller's streams may wait on the word).
+  recv.staging = staging->take(recv.ctx.bytes);
+  const transport::net::RemoteRegion region = net->expose(recv.staging.get(), recv.ctx.bytes);
+  std::byte* landed = recv.staging.get();
+  void* dst = recv.dst;
+  const std::size_t bytes = recv.ctx.bytes;
+  net->expect(peer, net_recv_message(slot, generation), bytes, [this, peer, index, generation, landed, dst, bytes] {
+    staging_stream->copy(dst, landed, bytes);
+    staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
   });
   return {region.addr, region.key};
 }
 
 void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
-  net->expect(peer, m.message, m.bytes, [this, peer] {
+  std::shared_ptr<WindowState> window;
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& candidate : windows) {
+      if (candidate->id == m.window) window = candidate;
+    }
+  }
+  const std::size_t window_bytes = window ? window->ranks[static_cast<std::size_t>(info.rank)].bytes : 0;
+  if (!window || m.offset > window_bytes || m.bytes > window_bytes - m.offset) {
+    throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " put ", m.bytes, " bytes at offset ", m.offset,
+                            " into window ", m.window, ", which is not that large here"));
+  }
+  auto landed = [this, peer] {
     std::lock_guard lock(mutex);
     ++peers[peer].net_puts_landed;
     release_net_signals(peer);
+  };
+  if (!window->staging) {
+    net->expect(peer, m.message, m.bytes, landed);
+    return;
+  }
+  // Staged window: copy the put into place first; it counts as landed (for the signals after it) once copied.
+  net->expect(peer, m.message, m.bytes, [this, window, m, landed] {
+    staging_stream->copy(static_cast<std::byte*>(window->local) + m.offset, window->staging.get() + m.offset, m.bytes);
+    staging_stream->host_callback(landed);
   });
 }
 
@@ -99,11 +143,18 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
     std::lock_guard lock(mutex);
     message = 0x80000000u | static_cast<std::uint32_t>(peers[peer].net_puts_sent++ & 0x7fffffffu);
   }
-  send_control(peer, NetPutMessage{.message = message, .bytes = bytes});
+  send_control(peer, NetPutMessage{.message = message, .window = window.id, .offset = dst_offset, .bytes = bytes});
   transport::net::NetTransport* transport = net.get();
+  // Staged: the source goes through a pinned buffer, copied on the caller's stream before the write.
+  std::shared_ptr<std::byte> staged;
+  if (stage_net) {
+    staged = staging->take(bytes);
+    stream.copy(staged.get(), src, bytes);
+    src = staged.get();
+  }
   const OpContext ctx{.rank = info.rank, .peer = peer, .op = "put", .bytes = bytes};
   // The stream goes on once the source has been read (it may then be reused), as after an ipc put's copy.
-  stream.host_callback([this, transport, peer, src, bytes, dst, message, ctx] {
+  stream.host_callback([this, transport, peer, src, bytes, dst, message, ctx, staged] {
     auto sent = std::make_shared<std::atomic<bool>>(false);
     transport->write(peer, src, bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
     bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {

@@ -188,6 +188,8 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
     }
     request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
     signals->store(peer, comm::kUserSignalSlots + request->slot, request->generation);  // release stream waits
+    // Its staging buffer is never reused: writes of a peer that is slow rather than dead could still land in it.
+    if (request->staging) quarantined.push_back(std::move(request->staging));
     ++failed;
   }
   // A peer that closes normally has nothing pending with us: that is worth a debug line, not a warning.

@@ -37,6 +37,10 @@ constexpr std::array kTable = {
     Variable{"PICKLE_NET_PROVIDER", "tcp",
              "libfabric provider of the net transport, as fi_getinfo names it: tcp (layered under ofi_rxm where the "
              "provider needs it), verbs, efa, shm, or an explicit stack such as tcp;ofi_rxm."},
+    Variable{"PICKLE_NET_STAGING", "0",
+             "1: the communicator stages host memory through pinned buffers on the net transport as it always does GPU "
+             "memory (copy engine to a pinned buffer, RMA write, copy into place): to test and measure that path on "
+             "host memory."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},

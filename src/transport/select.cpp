@@ -39,12 +39,6 @@ bool net_built() noexcept {
 #endif
 }
 
-namespace {
-constexpr const char* kNetHostOnly =
-    "the net transport moves host memory only in this build (GPU memory staged through pinned bounce buffers is not "
-    "built yet)";
-}  // namespace
-
 Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::string& pair, bool net_available) {
   const bool direct = facts.memory == MemoryKind::Host || facts.peer_access;
   if (forced) {
@@ -52,7 +46,6 @@ Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::str
     switch (*forced) {
       case Kind::Net:
         if (!net_available) throw UnavailableError(head + "this build has no net transport (built without libfabric)");
-        if (facts.memory == MemoryKind::Cuda) throw UnavailableError(head + kNetHostOnly);
         return {Kind::Net, "forced by PICKLE_TRANSPORT"};
       case Kind::Ipc:
         if (!facts.same_host) throw UnavailableError(head + "the ranks are on different hosts");
@@ -68,8 +61,8 @@ Choice choose(const PairFacts& facts, std::optional<Kind> forced, const std::str
       throw UnavailableError(cat(pair, ": the ranks are on different hosts, which needs the net transport; this build "
                                        "has none (built without libfabric)"));
     }
-    if (facts.memory == MemoryKind::Cuda) throw UnavailableError(cat(pair, ": ", kNetHostOnly));
-    return {Kind::Net, "different hosts"};
+    return {Kind::Net, facts.memory == MemoryKind::Cuda ? "different hosts (GPU memory staged through pinned buffers)"
+                                                        : "different hosts"};
   }
   if (facts.memory == MemoryKind::Host) return {Kind::Ipc, "host memory, mapped between processes"};
   if (facts.peer_access) return {Kind::Ipc, "CUDA peer access (P2P)"};

@@ -52,6 +52,31 @@ TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("co
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));
 }
+// The staged path (what GPU memory always takes: copy into a pinned buffer, RMA write from it into the receiver's
+// pinned buffer, copy into place) on host memory, through the same rank programs.
+std::vector<std::string> staged_env(int lanes) {
+  auto env = net_env(lanes);
+  env.push_back("PICKLE_NET_STAGING=1");
+  return env;
+}
+TEST_F(Net, StagedRingOfSendsFromOneByteTo16MiBArrivesIntact) {
+  expect_all_ok(run_ranks("comm_sizes", 3, {"host", std::to_string(16u << 20)}, staged_env(2), std::chrono::seconds(120)));
+}
+TEST_F(Net, StagedMessagesAroundChunkBoundariesAndManyTagsArriveIntact) {
+  expect_all_ok(run_ranks("shm_boundaries", 2, {"host", "net"}, staged_env(3)));
+  expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, staged_env(2)));
+}
+TEST_F(Net, StagedPutSignalWaitAndErrors) {
+  expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, staged_env(3)));
+  expect_all_ok(run_ranks("comm_errors", 2, {"host"}, staged_env(2)));
+}
+TEST_F(Net, StagedAllreduceAndPeerDeath) {
+  expect_all_ok(run_ranks("comm_transport_and_allreduce", 3, {"host", "net"}, staged_env(2)));
+  auto statuses = run_ranks("comm_peer_death", 2, {"host"}, staged_env(2), std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
 TEST_F(Net, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, net_env(2), std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

@@ -48,14 +48,18 @@ TEST(TransportSelect, ForcedTransportsAreHonouredOrRefusedWithTheReason) {
   EXPECT_NE(what.find("PICKLE_TRANSPORT=net cannot be used: this build has no net transport"), std::string::npos)
       << what;
   EXPECT_EQ(choose(PairFacts{}, Kind::Net, "p", true).kind, Kind::Net);
-  what = error_of(gpus(true), Kind::Net, true);
-  EXPECT_NE(what.find("host memory only"), std::string::npos) << what;
+  EXPECT_EQ(choose(gpus(true), Kind::Net, "p", true).kind, Kind::Net);  // GPU memory: staged
 }
 
 TEST(TransportSelect, RanksOnTwoHostsNeedTheNetTransport) {
   PairFacts facts;
   facts.same_host = false;
   EXPECT_EQ(choose(facts, std::nullopt, "p", true).kind, Kind::Net);
+  PairFacts gpus_apart = gpus(true);
+  gpus_apart.same_host = false;
+  Choice staged = choose(gpus_apart, std::nullopt, "p", true);
+  EXPECT_EQ(staged.kind, Kind::Net);
+  EXPECT_NE(staged.reason.find("staged"), std::string::npos) << staged.reason;
   std::string what = error_of(facts, std::nullopt, false);
   EXPECT_NE(what.find("different hosts, which needs the net transport"), std::string::npos) << what;
   what = error_of(facts, Kind::Shm, true);
