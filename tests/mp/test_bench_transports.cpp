@@ -191,6 +191,61 @@ TEST(BenchTransports, HostMemoryRunsThePickleRowsAndSkipsNccl) {
   }
 }
 
+// --lanes: seed 001's network comparison. NCCL is forced onto its Socket path (skipped on host memory, but its
+// environment is checked), pickle onto its net transport with as many lanes; every pickle run moves checked data.
+TEST(BenchTransports, LanesCompareNetPathsAtEachLaneCount) {
+#ifndef PICKLE_HAVE_LIBFABRIC
+  GTEST_SKIP() << "built without libfabric: no net transport";
+#endif
+  TempDir dir("bench-transports-lanes");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, "transports", {"--lanes", "1,3", "--ops", "p2p", "--runs", "1", "-b", "64K", "-e",
+                                               "1M", "-f", "4", "-n", "2", "-w", "1", "--repeats", "2", "--json",
+                                               json_path},
+                           {"PICKLE_NET_CHUNK=65536"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  std::vector<std::string> p2p = section_lines(run.out, "p2p");
+  for (const std::string lanes : {"1", "3"}) {
+    auto nccl = row_of(p2p, "NCCL Socket, " + lanes + " socket(s)");
+    ASSERT_FALSE(nccl.empty()) << run.out;
+    EXPECT_EQ(nccl[0], "skipped:") << run.out;
+    auto pickle = row_of(p2p, "pickle net, " + lanes + " lane(s)");
+    ASSERT_GE(pickle.size(), 2u) << run.out;
+    EXPECT_GT(std::stod(pickle[0]), 0) << run.out;
+  }
+  json::Value root = json::parse(read_file(json_path));
+  const auto& operation = root.at("operations").at(0);
+  ASSERT_EQ(operation.at("configurations").size(), 4u);
+  for (const std::string lanes : {"1", "3"}) {
+    const json::Value& nccl = config_of(operation, "nccl-socket-" + lanes);
+    EXPECT_EQ(nccl.at("env").at("NCCL_NET").as_string(), "Socket");
+    EXPECT_EQ(nccl.at("env").at("NCCL_P2P_DISABLE").as_string(), "1");
+    EXPECT_EQ(nccl.at("env").at("NCCL_SHM_DISABLE").as_string(), "1");
+    EXPECT_EQ(nccl.at("env").at("NCCL_SOCKET_IFNAME").as_string(), "lo");
+    EXPECT_EQ(nccl.at("env").at("NCCL_SOCKET_NTHREADS").as_string(), lanes);
+    const json::Value& pickle = config_of(operation, "pickle-net-" + lanes);
+    EXPECT_EQ(pickle.at("status").as_string(), "ok") << pickle.at("detail").as_string();
+    EXPECT_EQ(pickle.at("env").at("PICKLE_TRANSPORT").as_string(), "net");
+    EXPECT_EQ(pickle.at("env").at("PICKLE_NET_LANES").as_string(), lanes);
+    for (const auto& r : pickle.at("runs").as_array()) EXPECT_EQ(r.at("wrong").as_int(), 0);
+  }
+  const auto& gains = operation.at("gains").as_array();
+  ASSERT_EQ(gains.size(), 2u);
+  EXPECT_EQ(gains[0].at("fast").as_string(), "pickle-net-1");
+  EXPECT_EQ(gains[0].at("slow").as_string(), "nccl-socket-1");
+}
+
+TEST(BenchTransports, BadLanesExitTwoBeforeAnyChild) {
+  TempDir dir("bench-transports-bad-lanes");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--lanes", "0"},
+                                               std::vector<std::string>{"--lanes", "1,x"},
+                                               std::vector<std::string>{"--lanes", "2", "--iface", ""}}) {
+    BenchRun run = run_bench(dir, "transports", args, {});
+    EXPECT_TRUE(run.status.exited && run.status.code == 2) << run.describe();
+    EXPECT_NE(run.err.find("--"), std::string::npos) << run.err;
+  }
+}
+
 TEST(BenchTransports, AChildWithWrongBytesFailsTheSuiteAndShowsWhy) {
   TempDir dir("bench-transports");
   const std::string json_path = dir / "result.json";

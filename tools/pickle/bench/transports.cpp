@@ -145,9 +145,12 @@ int orchestrate(const TransportsOptions& options, const std::vector<std::string>
       }
     }
   }
-  if (report.memory == "host") {
+  if (report.memory == "host" && options.lanes.empty()) {
     report.notes.push_back("host memory: no copy engine and no NCCL; the pickle rows move data with memcpy through "
                            "the same transports (ipc: the peer's mapped buffer; shm: a staging ring)");
+  } else if (report.memory == "host") {
+    report.notes.push_back("host memory: no NCCL; the pickle rows write host memory straight from the net "
+                           "transport's registrations (GPU memory would be staged through pinned buffers)");
   }
 
   print_transports_tables(report, stdout);
@@ -177,6 +180,7 @@ int run_transports(const std::vector<std::string>& args) {
                          "launcher (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID is set)\n");
     return 2;
   }
+  choose_configurations(options);
   try {
     return orchestrate(options, args);
   } catch (const Error& e) {

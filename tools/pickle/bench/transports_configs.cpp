@@ -7,26 +7,69 @@
 
 namespace pickle::bench {
 
-std::span<const Configuration> configurations() {
-  // NCCL_SHM_DISABLE is cleared for the SHM row: with it set, NCCL would fall back to its network path and the row
-  // would not measure what its name says.
-  static const std::vector<Configuration> table = {
-      {"nccl-p2p", "NCCL (default: P2P/NVLink)", "nccl", {}, {"NCCL_P2P_DISABLE"}},
-      {"nccl-shm", "NCCL (NCCL_P2P_DISABLE=1: SHM)", "nccl", {{"NCCL_P2P_DISABLE", "1"}}, {"NCCL_SHM_DISABLE"}},
-      {"pickle-ipc", "pickle ipc", "pickle", {{"PICKLE_TRANSPORT", "ipc"}}, {}},
-      {"pickle-shm", "pickle shm", "pickle", {{"PICKLE_TRANSPORT", "shm"}}, {}},
-  };
+namespace {
+
+std::deque<Configuration>& config_table() {
+  static std::deque<Configuration> table;
   return table;
 }
 
-std::span<const Comparison> comparisons() {
-  static constexpr Comparison table[] = {
-      {"nccl-p2p", "nccl-shm", "NCCL P2P over NCCL SHM"},
-      {"pickle-ipc", "pickle-shm", "pickle ipc over pickle shm"},
-      {"pickle-shm", "nccl-shm", "pickle shm over NCCL SHM"},
-  };
+std::vector<Comparison>& comparison_table() {
+  static std::vector<Comparison> table;
   return table;
 }
+
+void seed_000(std::deque<Configuration>& configs, std::vector<Comparison>& gains) {
+  // NCCL_SHM_DISABLE is cleared for the SHM row: with it set, NCCL would fall back to its network path and the row
+  // would not measure what its name says.
+  configs.push_back({"nccl-p2p", "NCCL (default: P2P/NVLink)", "nccl", {}, {"NCCL_P2P_DISABLE"}});
+  configs.push_back({"nccl-shm", "NCCL (NCCL_P2P_DISABLE=1: SHM)", "nccl", {{"NCCL_P2P_DISABLE", "1"}},
+                     {"NCCL_SHM_DISABLE"}});
+  configs.push_back({"pickle-ipc", "pickle ipc", "pickle", {{"PICKLE_TRANSPORT", "ipc"}}, {}});
+  configs.push_back({"pickle-shm", "pickle shm", "pickle", {{"PICKLE_TRANSPORT", "shm"}}, {}});
+  gains = {{"nccl-p2p", "nccl-shm", "NCCL P2P over NCCL SHM"},
+           {"pickle-ipc", "pickle-shm", "pickle ipc over pickle shm"},
+           {"pickle-shm", "nccl-shm", "pickle shm over NCCL SHM"}};
+}
+
+/// Seed 001's network experiment on one host: both libraries forced onto their network path over `iface`, with as
+/// many sockets (NCCL: one per thread) as pickle has lanes.
+void seed_001_network(const std::vector<int>& lanes, const std::string& iface, std::deque<Configuration>& configs,
+                      std::vector<Comparison>& gains) {
+  for (int count : lanes) {
+    const std::string n = cat(count);
+    configs.push_back({cat("nccl-socket-", n), cat("NCCL Socket, ", n, " socket(s)"), "nccl",
+                       {{"NCCL_P2P_DISABLE", "1"},
+                        {"NCCL_SHM_DISABLE", "1"},
+                        {"NCCL_NET", "Socket"},
+                        {"NCCL_SOCKET_IFNAME", iface},
+                        {"NCCL_SOCKET_NTHREADS", n},
+                        {"NCCL_NSOCKS_PERTHREAD", "1"}},
+                       {}});
+    configs.push_back({cat("pickle-net-", n), cat("pickle net, ", n, " lane(s)"), "pickle",
+                       {{"PICKLE_TRANSPORT", "net"}, {"PICKLE_NET_IFACE", iface}, {"PICKLE_NET_LANES", n}},
+                       {}});
+    gains.push_back({cat("pickle-net-", n), cat("nccl-socket-", n), cat("pickle net over NCCL Socket, ", n, " lane(s)")});
+  }
+}
+
+}  // namespace
+
+void choose_configurations(const TransportsOptions& options) {
+  auto& configs = config_table();
+  auto& gains = comparison_table();
+  configs.clear();
+  gains.clear();
+  if (options.lanes.empty()) {
+    seed_000(configs, gains);
+  } else {
+    seed_001_network(options.lanes, options.iface, configs, gains);
+  }
+}
+
+const std::deque<Configuration>& configurations() { return config_table(); }
+
+const std::vector<Comparison>& comparisons() { return comparison_table(); }
 
 const Configuration* find_configuration(std::string_view key) {
   for (const auto& config : configurations()) {

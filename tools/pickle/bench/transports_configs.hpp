@@ -1,8 +1,10 @@
 #pragma once
 // The four configurations of seed 000's comparison (two libraries, each with its fast path and its host-staged
-// path), the three gains the table shows, and the command line that measures one configuration once.
+// path), the three gains the table shows, and the command line that measures one configuration once. With --lanes,
+// seed 001's network comparison instead: NCCL forced onto its Socket transport and pickle's net transport, one pair
+// of configurations per lane (socket) count.
 
-#include <span>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,31 +16,35 @@ namespace pickle::bench {
 
 /// One way of running a library: which `--backend` of the child suite, with which environment.
 struct Configuration {
-  std::string_view key;      ///< short name for the per-size table and the JSON: "nccl-p2p", "pickle-shm", ...
-  std::string_view name;     ///< the table's label: "NCCL (NCCL_P2P_DISABLE=1: SHM)"
-  std::string_view backend;  ///< the child suite's --backend: "nccl" or "pickle"
+  std::string key;      ///< short name for the per-size table and the JSON: "nccl-p2p", "pickle-shm", ...
+  std::string name;     ///< the table's label: "NCCL (NCCL_P2P_DISABLE=1: SHM)"
+  std::string backend;  ///< the child suite's --backend: "nccl" or "pickle"
   /// Variables set in the child's environment (on top of the common ones, kCommonEnv).
-  std::vector<std::pair<std::string_view, std::string_view>> set;
+  std::vector<std::pair<std::string, std::string>> set;
   /// Variables removed from the child's environment, so that the user's shell cannot turn one configuration into
   /// another (an exported NCCL_P2P_DISABLE=1 would make the "default" row measure SHM).
-  std::vector<std::string_view> unset;
+  std::vector<std::string> unset;
 };
 
 /// In every child: NVLink multicast (NVLS) stays off, as in every other suite.
 inline constexpr std::pair<std::string_view, std::string_view> kCommonEnv[] = {{"NCCL_NVLS_ENABLE", "0"}};
 
-/// The configurations, in the table's order.
-std::span<const Configuration> configurations();
+/// Picks this run's configurations and comparisons: seed 000's four without `options.lanes`, else the network pairs
+/// (over `options.iface`). Call once, before configurations() and comparisons().
+void choose_configurations(const TransportsOptions& options);
+
+/// The configurations, in the table's order (stable: ConfigRuns point into it).
+const std::deque<Configuration>& configurations();
 
 /// A gain the table shows: `fast`'s bandwidth over `slow`'s, on `fast`'s row.
 struct Comparison {
-  std::string_view fast, slow;  ///< configuration keys
-  std::string_view label;       ///< "NCCL P2P over NCCL SHM"
+  std::string fast, slow;  ///< configuration keys
+  std::string label;       ///< "NCCL P2P over NCCL SHM"
 };
 
-/// Each library's fast path over its slow path, and pickle's slow path over NCCL's (the figure: pickle shm
-/// >= 1.2 x NCCL SHM at 64 MiB and above).
-std::span<const Comparison> comparisons();
+/// Seed 000: each library's fast path over its slow path, and pickle's slow path over NCCL's (the figure:
+/// pickle shm >= 1.2 x NCCL SHM at 64 MiB and above). --lanes: pickle net over NCCL Socket at each lane count.
+const std::vector<Comparison>& comparisons();
 
 /// The configuration of that key; nullptr when there is none.
 const Configuration* find_configuration(std::string_view key);

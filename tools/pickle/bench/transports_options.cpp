@@ -9,6 +9,7 @@ namespace pickle::bench {
 const char* const kTransportsUsage =
     "usage: pickle bench transports [--runs 3] [--ops p2p,allreduce] [-b 64M] [-e SIZE] [-f 2] [-n N] [-w N]\n"
     "                               [--repeats R] [--ranks N] [--memory host|cuda] [--json FILE]\n"
+    "                               [--lanes 1,2,4 [--iface lo]]\n"
     "\n"
     "Seed 000's comparison of a library's fast path (P2P) with its host-staged path (SHM). Each configuration runs\n"
     "in its own process set (NCCL reads its environment once, at initialisation), --runs times, and the table shows\n"
@@ -29,7 +30,11 @@ const char* const kTransportsUsage =
     "  --repeats R    timed repeats per size in each child (default: the child's)\n"
     "  --ranks N      ranks each child launches (default: one per GPU, or 2 host ranks)\n"
     "  --memory KIND  host or cuda, forwarded to each child (default: cuda when there are 2 GPUs)\n"
-    "  --json FILE    write every run, the means, the gains, the environment and the topology (docs/bench.md)\n";
+    "  --json FILE    write every run, the means, the gains, the environment and the topology (docs/bench.md)\n"
+    "  --lanes LIST   seed 001's network comparison instead of the four rows above: for each count L, NCCL forced\n"
+    "                 onto its network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket, L socket\n"
+    "                 threads of one socket each) and pickle's net transport (PICKLE_TRANSPORT=net, L lanes)\n"
+    "  --iface NAME   the interface of both network paths with --lanes (lo)\n";
 
 std::string_view op_name(TransportOp op) noexcept {
   switch (op) {
@@ -60,6 +65,14 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
     } else if (flag == "--repeats") {
       options.repeats = static_cast<int>(parse_int(in.value(), "--repeats", 1, 1000));
+    } else if (flag == "--lanes") {
+      options.lanes.clear();
+      for (const auto& item : split_list(in.value(), "--lanes")) {
+        options.lanes.push_back(static_cast<int>(parse_int(item, "--lanes", 1, 16)));
+      }
+    } else if (flag == "--iface") {
+      options.iface = in.value();
+      if (options.iface.empty()) throw InvalidArgument("--iface: an interface name is needed (lo, eth0, ...)");
     } else {
       in.unknown();
     }

@@ -28,6 +28,8 @@ struct TransportsOptions : SweepOptions {
   int repeats = 0;               ///< --repeats: forwarded to every child; 0: their default
   bool iterations_given = false;  ///< -n was on the command line (forward it)
   bool warmup_given = false;      ///< -w was on the command line (forward it)
+  std::vector<int> lanes;         ///< --lanes: seed 001's network comparison at these lane counts (empty: seed 000)
+  std::string iface = "lo";       ///< --iface: the interface both libraries' network paths use
 };
 
 /// Parses the arguments after `transports`. Unknown flags, bad values and inconsistent ranges are InvalidArgument
