@@ -7,7 +7,8 @@
 #   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
 #   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
 #   info             pickle info and --json
-# NCCL comes from Python's nvidia.nccl; NVLink multicast stays off.
+# NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
+# when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-session-out}
