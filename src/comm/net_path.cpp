@@ -3,6 +3,8 @@
 // of them landed; a put is RMA writes into the peer's window, and a signal waits (at the receiver) until every
 // earlier put of its sender has landed. Host memory only in this build. Between hosts the control channel is TCP;
 // PICKLE_TRANSPORT=net forces the transport between ranks of one host too.
+#include <algorithm>
+#include <atomic>
 #include <memory>
 
 #include <pickle/error.hpp>
@@ -13,6 +15,12 @@
 namespace pickle {
 
 #ifdef PICKLE_HAVE_LIBFABRIC
+
+namespace {
+// A staged send's source is copied and written in pieces of about this size, so that copying one overlaps writing
+// the one before: large enough that the copy engine runs near its rate, small enough to pipeline a 16 MiB message.
+constexpr std::size_t kStagingPieceBytes = 4u << 20;
+}  // namespace
 
 std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const std::shared_ptr<RequestState>& request,
                                                                 const RecvPostMessage& post, device::Stream& stream) {
@@ -35,21 +43,36 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const std::size_t bytes = post.bytes;
   const std::uint32_t generation = post.generation;
   peers[peer].net_sends[slot] = request;
-  // Staged: the copy engine copies the source into a pinned buffer on the same stream first, and the writes leave
-  // from there. The buffer goes back to the pool with the write's callback.
-  std::shared_ptr<std::byte> staged;
-  if (stage_net) {
-    staged = staging->take(bytes);
-    stream.copy(staged.get(), src, bytes);
-    src = staged.get();
-  }
-  // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
-  // its progress threads. The Request completes when the writes did (the source may then be reused).
-  stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation, staged] {
-    transport->write(peer, src, bytes, dst, message, [words, peer, index, generation, staged] {
-      words->store_sent(peer, index, generation);
+  if (!stage_net) {
+    // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
+    // its progress threads. The Request completes when the writes did (the source may then be reused).
+    stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation] {
+      transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
+        words->store_sent(peer, index, generation);
+      });
     });
-  });
+    return std::nullopt;
+  }
+  // Staged: the copy engine copies the source into a pinned buffer piece by piece on the same stream, and each
+  // piece's writes leave as soon as its copy is done, while the next piece is copied. Pieces are whole chunks (but
+  // the last), so the receiver counts the same chunks under the one message id as for a single write. The buffer goes
+  // back to the pool, and the send completes, with the last piece's writes.
+  std::shared_ptr<std::byte> staged = staging->take(bytes);
+  const std::size_t chunk = net->options().chunk;
+  const std::size_t piece = std::max<std::size_t>(1, kStagingPieceBytes / chunk) * chunk;
+  const std::size_t pieces = (bytes + piece - 1) / piece;
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(pieces);
+  for (std::size_t offset = 0; offset < bytes; offset += piece) {
+    const std::size_t length = std::min(piece, bytes - offset);
+    std::byte* from = staged.get() + offset;
+    stream.copy(from, static_cast<const std::byte*>(src) + offset, length);
+    const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
+    stream.host_callback([transport, words, peer, from, length, to, message, index, generation, staged, remaining] {
+      transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, remaining] {
+        if (remaining->fetch_sub(1) == 1) words->store_sent(peer, index, generation);
+      });
+    });
+  }
   return std::nullopt;
 }
 
