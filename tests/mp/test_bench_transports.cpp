@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <string_view>
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
@@ -45,11 +46,13 @@ std::vector<std::string> row_of(const std::vector<std::string>& lines, const std
   return {};
 }
 
-const json::Value& config_of(const json::Value& operation, const std::string& key) {
+// The key by value: a reference parameter bound to a temporary ("x" + lanes) makes GCC 13+ warn that the returned
+// reference may dangle (-Wdangling-reference), although it points into `operation`.
+const json::Value& config_of(const json::Value& operation, std::string_view key) {
   for (const auto& c : operation.at("configurations").as_array()) {
     if (c.at("key").as_string() == key) return c;
   }
-  throw std::runtime_error("no configuration " + key);
+  throw std::runtime_error("no configuration " + std::string(key));
 }
 
 TEST(BenchTransports, HostMemoryRunsThePickleRowsAndSkipsNccl) {
