@@ -94,7 +94,8 @@ class Communicator {
   struct Options {
     std::optional<RankInfo> rank_info;  ///< unset: discover_rank_info()
     std::optional<MemoryKind> memory;   ///< unset: Cuda when every local rank has a GPU, else Host
-    int device = -1;                    ///< CUDA ordinal; -1: the local rank
+    int device = -1;                    ///< CUDA ordinal; -1: the local rank (modulo the GPU count: ranks share GPUs
+                                        ///< when CUDA memory is asked for on fewer GPUs than local ranks)
     double timeout_seconds = 0;         ///< 0: PICKLE_TIMEOUT
   };
 

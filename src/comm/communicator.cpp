@@ -26,6 +26,16 @@ MemoryKind choose_kind(const Communicator::Options& options, const RankInfo& inf
   return device::cuda_device_count() >= info.local_world_size ? MemoryKind::Cuda : MemoryKind::Host;
 }
 
+/// The GPU of this rank: the one asked for, else the local rank's, round robin when CUDA memory was asked for on a
+/// host with fewer GPUs than local ranks (several processes then share a GPU: the copies between them are
+/// device-to-device copies inside it, which is how the GPU tests run on machines of one GPU).
+int choose_device(const Communicator::Options& options, const RankInfo& info, MemoryKind kind) {
+  if (kind != MemoryKind::Cuda) return -1;
+  if (options.device >= 0) return options.device;
+  const int gpus = device::cuda_device_count();
+  return gpus > 0 ? info.local_rank % gpus : info.local_rank;
+}
+
 /// Every rank's row of one fact about its pairs, gathered through the store: row[r][p] is rank r's entry for p.
 std::vector<std::string> gather_rows(Store& store, const std::string& key, const RankInfo& info, std::string mine) {
   store.set(cat(key, info.rank), std::vector<std::byte>(reinterpret_cast<const std::byte*>(mine.data()),
@@ -84,7 +94,7 @@ void Communicator::Impl::choose_transports() {
 Communicator::Impl::Impl(Options options)
     : info(options.rank_info ? *options.rank_info : discover_rank_info()),
       kind(choose_kind(options, info)),
-      device(kind == MemoryKind::Cuda ? (options.device >= 0 ? options.device : info.local_rank) : -1),
+      device(choose_device(options, info, kind)),
       timeout_seconds(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds()),
       peers(static_cast<std::size_t>(info.world_size)) {
   log::set_rank(info.rank);

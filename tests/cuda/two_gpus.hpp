@@ -1,10 +1,13 @@
 #pragma once
-// The fixture of the GPU tests whose rank programs run in 2 processes on 2 GPUs (tests/comm's children with CUDA
-// memory): each TEST skips with the reason when the machine has fewer GPUs, and checks every rank's exit.
+// The fixture of the GPU tests whose rank programs run in 2 processes (tests/comm's children with CUDA memory): on
+// 2 GPUs, a rank on each; on a machine of one GPU, both ranks share it (the Communicator places ranks round robin
+// when CUDA memory is asked for on fewer GPUs than ranks), so that every CUDA path still runs for real there. Each TEST
+// skips with the reason when there is no GPU, and checks every rank's exit.
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -13,13 +16,15 @@
 
 namespace pickle::test {
 
-/// Base of a fixture of 2-GPU tests (`class CommCuda : public TwoGpuTest {};`, so that test names keep the suite's).
+/// Base of a fixture of 2-rank GPU tests (`class CommCuda : public TwoGpuTest {};`, so that test names keep the
+/// suite's).
 class TwoGpuTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (device::cuda_device_count() < 2) {
-      GTEST_SKIP() << "needs 2 GPUs: " << (device::cuda_device_count() == 0 ? device::cuda_unavailable_reason()
-                                                                            : std::string("only 1 GPU"));
+    const int gpus = device::cuda_device_count();
+    if (gpus == 0) GTEST_SKIP() << "needs a GPU: " << device::cuda_unavailable_reason();
+    if (gpus == 1) {
+      std::printf("[info] one GPU: both ranks share GPU 0 (copies between them are device-to-device)\n");
     }
   }
 
