@@ -40,7 +40,8 @@ int default_rank_count(int requested, std::string& why) {
     why = cat(gpus, " ranks, one per GPU");
     return gpus;
   }
-  why = gpus == 1 ? std::string("only 1 GPU: running 2 host-memory ranks")
+  why = gpus == 1 ? std::string("only 1 GPU: running 2 ranks (on host memory, unless --memory cuda makes them share "
+                                "the GPU)")
                   : cat("no GPU (", device::cuda_unavailable_reason(), "): running 2 host-memory ranks");
   return 2;
 }

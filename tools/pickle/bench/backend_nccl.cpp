@@ -4,6 +4,7 @@
 #include <pickle/error.hpp>
 
 #include "backend.hpp"
+#include "cuda_device.hpp"
 #include "core/format.hpp"
 #include "nccl_session.hpp"
 
@@ -20,6 +21,7 @@ class NcclBackend final : public P2pBackend {
     if (ctx.kind() != MemoryKind::Cuda) {
       throw UnavailableError("nccl needs GPU memory; this run uses host memory (no 2 GPUs, or --memory host)");
     }
+    if (auto problem = nccl_gpu_sharing_problem(2); !problem.empty()) throw UnavailableError(problem);
     nccl_.load();
   }
 

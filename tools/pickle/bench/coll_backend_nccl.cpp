@@ -7,6 +7,7 @@
 
 #include "coll_backend.hpp"
 #include "core/format.hpp"
+#include "cuda_device.hpp"
 #include "nccl_session.hpp"
 
 namespace pickle::bench {
@@ -58,6 +59,8 @@ class NcclCollBackend final : public CollBackend {
     if (ctx.kind() != MemoryKind::Cuda) {
       throw UnavailableError("nccl needs GPU memory; this run uses host memory (no GPU per rank, or --memory host)");
     }
+    const int local_ranks = ctx.store().self().local_world_size;
+    if (auto problem = nccl_gpu_sharing_problem(local_ranks); !problem.empty()) throw UnavailableError(problem);
     nccl_.load();
   }
 

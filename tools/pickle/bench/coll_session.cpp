@@ -58,7 +58,7 @@ std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
 
 std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind) {
   std::unique_ptr<CollContext> ctx;
-  const int device = kind == MemoryKind::Cuda ? store.self().local_rank : 0;
+  const int device = kind == MemoryKind::Cuda ? rank_device(store.self().local_rank) : 0;
   require_agreed(lockstep.phase("context",
                                 [&] {
                                   if (kind == MemoryKind::Cuda) bind_cuda_device(device);

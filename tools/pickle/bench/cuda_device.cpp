@@ -3,12 +3,25 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "device/backends.hpp"
 
 #if PICKLE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 namespace pickle::bench {
+
+int rank_device(int local_rank) {
+  const int gpus = device::cuda_device_count();
+  return gpus > 0 ? local_rank % gpus : 0;
+}
+
+std::string nccl_gpu_sharing_problem(int local_ranks) {
+  const int gpus = device::cuda_device_count();
+  if (gpus >= local_ranks) return {};
+  return cat(local_ranks, " ranks share ", gpus, " GPU(s) (--memory cuda on fewer GPUs than ranks): NCCL needs a GPU "
+             "per rank");
+}
 
 void bind_cuda_device(int device) {
 #if PICKLE_HAVE_CUDA

@@ -1,8 +1,19 @@
 #pragma once
-// Makes one GPU current on the calling thread, as every rank must before NCCL (which uses the current device) or
-// any other CUDA work: rank r of a host uses GPU r.
+// Which GPU a rank of a benchmark uses, and making it current on the calling thread, as every rank must before NCCL
+// (which uses the current device) or any other CUDA work: rank r of a host uses GPU r, or GPU r modulo the GPU count
+// when `--memory cuda` asks for GPU memory on fewer GPUs than ranks. Ranks that share a GPU move data between two
+// processes on one GPU: a check that the GPU code paths work, not a measurement of a link (and NCCL refuses it).
+
+#include <string>
 
 namespace pickle::bench {
+
+/// The GPU of the rank with this local rank: local_rank modulo the number of GPUs (0 without GPUs).
+int rank_device(int local_rank);
+
+/// Empty when each of `local_ranks` ranks has a GPU of its own; otherwise why NCCL cannot take part ("N ranks share
+/// M GPU(s): NCCL needs a GPU per rank").
+std::string nccl_gpu_sharing_problem(int local_ranks);
 
 /// cudaSetDevice(device): binds the device's primary context to this thread, for pickle's device layer and for
 /// NCCL alike (each has its own CUDA runtime; they meet in the driver's current context). CudaError on failure,

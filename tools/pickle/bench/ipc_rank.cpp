@@ -161,7 +161,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   report.world_size = self.world_size;
 
   const bool active = self.rank < 2;
-  const int device = plan.kind == MemoryKind::Cuda ? self.local_rank : 0;
+  const int device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   std::unique_ptr<device::Stream> stream;
   std::optional<device::FdChannel> channel;
   require_phase(lockstep.phase("context",

@@ -179,7 +179,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   MemcpyState s;
   s.rank = self.rank;
   s.kind = plan.kind;
-  s.device = plan.kind == MemoryKind::Cuda ? self.local_rank : 0;
+  s.device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   const bool active = self.rank < 2;
   require_phase(lockstep.phase("context",
                                [&] {

@@ -176,7 +176,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   report.started_utc = utc_now();
 
   const bool active = self.rank < 2;
-  const int device = plan.kind == MemoryKind::Cuda ? self.local_rank : 0;
+  const int device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   std::optional<P2pContext> ctx;
   require(lockstep.phase("context", [&] {
             if (active && plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
