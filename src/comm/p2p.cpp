@@ -154,18 +154,23 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
     request->seq = state.send_seq[tag]++;
     auto& posts = state.pending_posts[tag];
+    // With one copy stream per peer, an ipc send matched now joins the caller's stream: ordered after the producer
+    // with no cross-stream event, the fewest operations per message (the lowest latency). With several
+    // (PICKLE_IPC_STREAMS > 1) every ipc send takes its turn on the copy streams instead, so that back-to-back
+    // messages overlap one message's fenced completion write with the next one's copy.
+    const bool ipc_pair = !uses_shm(peer) && !uses_net(peer);
+    const bool join_caller = after != nullptr && (!ipc_pair || ipc->joins_caller_stream());
     // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
-    // the peer's copy stream), and every shm send (on the transport's own stream).
-    if (after != nullptr && (posts.empty() || uses_shm(peer))) {
+    // the peer's copy stream), an ipc send that takes turns, and every shm send (on the transport's own stream).
+    if (after != nullptr && (posts.empty() || uses_shm(peer) || !join_caller)) {
       request->after_event = device::make_event(kind, std::max(0, device));
       after->impl().record(*request->after_event);
     }
     if (!posts.empty()) {
-      // The receiver is ready: an ipc copy joins the caller's stream directly (ordered after the producer with no
-      // cross-stream event), or the peer's copy stream when the caller gave none.
+      // The receiver is ready: the copy joins the caller's stream, or the peer's next copy stream.
       RecvPostMessage post = posts.front();
       posts.pop_front();
-      reply = start_copy(peer, request, post, after != nullptr ? after->impl() : ipc->stream(peer));
+      reply = start_copy(peer, request, post, join_caller ? after->impl() : ipc->stream(peer));
     } else {
       state.pending_sends[tag].push_back(request);
     }

@@ -18,6 +18,10 @@ TEST_F(CollCuda, ThreeRanksSharingTheGpusMatchTheReference) {
   // An odd rank count on the CUDA path (uneven blocks, a ring of 3); ranks share GPUs round robin.
   expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
+TEST_F(CollCuda, SendsTakingTurnsOverThreeCopyStreamsStillMatchTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_IPC_STREAMS=3"},
+                          std::chrono::seconds(300)));
+}
 TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},
                           std::chrono::seconds(300)));

@@ -15,6 +15,7 @@ IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
   if (per_peer < 1 || per_peer > 8) {
     throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_STREAMS=", per_peer, " must be between 1 and 8"));
   }
+  streams_per_peer_ = per_peer;
   // Created up front: the progress thread and callers' threads use them without a lock of their own.
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;

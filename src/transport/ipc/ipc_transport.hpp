@@ -4,7 +4,7 @@
 // signal word. No kernel runs in the data path. Sends that do not join the caller's stream take turns over
 // PICKLE_IPC_STREAMS copy streams per peer, whole message by whole message (splitting one copy over several streams
 // measured slower between one pair of H200s; alternating whole messages lets one message's fenced flag write
-// overlap the next one's copy).
+// overlap the next one's copy: docs/results/2026-11-24-send-path-h200x1.md).
 
 #include <atomic>
 #include <cstdint>
@@ -25,6 +25,9 @@ class IpcTransport {
 
   /// A copy stream for a transfer to `peer` (the next in turn).
   device::Stream& stream(int peer);
+  /// True with one copy stream per peer (PICKLE_IPC_STREAMS=1): a send matched at call time then runs on the
+  /// caller's stream; with several, every send takes its turn on them.
+  bool joins_caller_stream() const noexcept { return streams_per_peer_ == 1; }
   MappingCache& cache() { return cache_; }
 
   /// The address, in this process, of [offset, offset + bytes) of `peer`'s allocation `id`. An allocation that was
@@ -41,6 +44,7 @@ class IpcTransport {
 
  private:
   MappingCache cache_;
+  long long streams_per_peer_ = 1;
   std::vector<std::vector<std::unique_ptr<device::Stream>>> streams_;  // per peer
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>>> next_;       // per peer: whose turn
   std::atomic<std::uint64_t> bytes_{0};

@@ -1,0 +1,139 @@
+// send_completion_probe: what a completion write costs a copy-engine send, and what hides it. One process, one GPU,
+// device-to-device copies of 4 KiB to 4 MiB, 200 messages back to back per repeat, median of 7 repeats of the time
+// per message (CUDA events; every stream held at a gate until all work is enqueued, so enqueueing is not timed).
+//
+//   copy only                    cudaMemcpyAsync on one stream: the copy engine's own rate
+//   copy+write host              each copy followed by cuStreamWriteValue32 into pinned host memory (default flags:
+//                                with a memory barrier), as pickle's ipc transport completes a message
+//   copy+write dev               the same word in device memory
+//   rotN copy+write host         messages take turns over N streams (PICKLE_IPC_STREAMS=N)
+//   copy;event->side write(2)    the copy on one stream, its write on one of 2 side streams after an event
+//
+// Not part of pickle's library or tests: a measurement tool for the ipc transport's design (docs/results). Usage:
+// send_completion_probe [device]
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "send_completion_probe: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+void check(CUresult status, const char* what) {
+  if (status != CUDA_SUCCESS) {
+    std::fprintf(stderr, "send_completion_probe: %s: CUresult %d\n", what, static_cast<int>(status));
+    std::exit(1);
+  }
+}
+
+using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+
+enum class Variant { CopyOnly, WriteHost, WriteDevice, Rotate2, Rotate4, SideWrite };
+constexpr struct {
+  Variant variant;
+  const char* name;
+} kVariants[] = {{Variant::CopyOnly, "copy only"},
+                 {Variant::WriteHost, "copy+write host"},
+                 {Variant::WriteDevice, "copy+write dev"},
+                 {Variant::Rotate2, "rot2 copy+write host"},
+                 {Variant::Rotate4, "rot4 copy+write host"},
+                 {Variant::SideWrite, "copy;event->side write(2)"}};
+
+constexpr int kStreams = 5, kMessages = 200, kRepeats = 7, kDestinations = 16, kEvents = 64;
+constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int device = argc > 1 ? std::atoi(argv[1]) : 0;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  WriteValue write_value = nullptr;
+  WaitValue wait_value = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&write_value), 12000,
+                                         cudaEnableDefault, &found),
+        "cuStreamWriteValue32 entry point");
+  check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
+                                         cudaEnableDefault, &found),
+        "cuStreamWaitValue32 entry point");
+
+  char *src = nullptr, *dst = nullptr;
+  check(cudaMalloc(&src, kMaxBytes), "cudaMalloc");
+  check(cudaMalloc(&dst, kMaxBytes * kDestinations), "cudaMalloc");
+  unsigned *host_words = nullptr, *device_words = nullptr, *gate = nullptr;
+  check(cudaHostAlloc(&host_words, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  check(cudaMalloc(&device_words, kMessages * sizeof(unsigned)), "cudaMalloc");
+  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  cudaStream_t streams[kStreams];
+  for (auto& s : streams) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaEvent_t events[kEvents];
+  for (auto& e : events) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+
+  std::printf("%-28s", "bytes");
+  for (std::size_t b = 4096; b <= kMaxBytes; b *= 4) std::printf("%10zu", b);
+  std::printf("   (us per message)\n");
+  unsigned generation = 0;
+  for (const auto& [variant, name] : kVariants) {
+    std::printf("%-28s", name);
+    for (std::size_t bytes = 4096; bytes <= kMaxBytes; bytes *= 4) {
+      std::vector<float> per_message;
+      for (int repeat = 0; repeat < kRepeats; ++repeat) {
+        ++generation;
+        *gate = 0;
+        for (auto& s : streams) check(wait_value(s, reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
+        check(cudaEventRecord(start, streams[0]), "cudaEventRecord");
+        for (int i = 1; i < kStreams; ++i) check(cudaStreamWaitEvent(streams[i], start, 0), "cudaStreamWaitEvent");
+        for (int i = 0; i < kMessages; ++i) {
+          char* to = dst + static_cast<std::size_t>(i % kDestinations) * bytes;
+          const auto word = reinterpret_cast<CUdeviceptr>(host_words + i);
+          cudaStream_t s = variant == Variant::Rotate2 ? streams[i % 2]
+                           : variant == Variant::Rotate4 ? streams[i % 4]
+                                                         : streams[0];
+          check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+          switch (variant) {
+            case Variant::CopyOnly: break;
+            case Variant::WriteHost:
+            case Variant::Rotate2:
+            case Variant::Rotate4: check(write_value(s, word, generation, 0), "write value"); break;
+            case Variant::WriteDevice:
+              check(write_value(s, reinterpret_cast<CUdeviceptr>(device_words + i), generation, 0), "write value");
+              break;
+            case Variant::SideWrite: {
+              cudaStream_t side = streams[1 + i % 2];
+              check(cudaEventRecord(events[i % kEvents], s), "cudaEventRecord");
+              check(cudaStreamWaitEvent(side, events[i % kEvents], 0), "cudaStreamWaitEvent");
+              check(write_value(side, word, generation, 0), "write value");
+              break;
+            }
+          }
+        }
+        for (int i = 1; i < kStreams; ++i) {
+          check(cudaEventRecord(events[i], streams[i]), "cudaEventRecord");
+          check(cudaStreamWaitEvent(streams[0], events[i], 0), "cudaStreamWaitEvent");
+        }
+        check(cudaEventRecord(stop, streams[0]), "cudaEventRecord");
+        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        per_message.push_back(ms * 1000.f / kMessages);
+      }
+      std::sort(per_message.begin(), per_message.end());
+      std::printf("%10.2f", per_message[per_message.size() / 2]);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
