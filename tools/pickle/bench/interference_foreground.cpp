@@ -10,9 +10,9 @@
 
 namespace pickle::bench {
 
-std::unique_ptr<Foreground> make_foreground(std::string_view name) {
+std::unique_ptr<Foreground> make_foreground(std::string_view name, AttentionImpl attention) {
   if (name == "gemm") return make_gemm_foreground();
-  if (name == "attention") return make_attention_foreground();
+  if (name == "attention") return make_attention_foreground(attention);
   throw InvalidArgument(cat("bench interference: unknown foreground '", name, "'"));
 }
 

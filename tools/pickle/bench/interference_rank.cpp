@@ -126,7 +126,7 @@ void self_check_pattern(RankState& s, void* scratch, std::size_t scratch_bytes) 
 std::string set_up_foregrounds(RankState& s) {
   json::Value infos = json::Value::array();
   for (const auto& name : s.options->foregrounds) {
-    auto foreground = make_foreground(name);
+    auto foreground = make_foreground(name, s.options->attention);
     ForegroundInfo info;
     try {
       foreground->setup(s.stream->get(), s.deadline());

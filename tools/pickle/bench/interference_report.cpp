@@ -51,7 +51,7 @@ bool InterferenceRow::passed() const noexcept {
 
 int InterferenceReport::exit_code() const {
   for (const auto& fg : foregrounds) {
-    if (fg.status == RunStatus::Failed) return 1;
+    if (foreground_fails_run(fg)) return 1;
   }
   for (const auto& run : traffic) {
     if (run.status == RunStatus::Failed) return 1;
@@ -60,6 +60,10 @@ int InterferenceReport::exit_code() const {
     if (!row.passed()) return 1;
   }
   return 0;
+}
+
+bool foreground_fails_run(const ForegroundInfo& info) noexcept {
+  return info.status == RunStatus::Failed || (info.status == RunStatus::Unavailable && info.required);
 }
 
 json::Value row_to_json(const InterferenceRow& row) {
@@ -125,6 +129,7 @@ json::Value foreground_to_json(const ForegroundInfo& info) {
   f["description"] = info.description;
   f["status"] = run_status_name(info.status);
   f["detail"] = info.detail;
+  f["required"] = info.required;
   f["flops"] = info.flops;
   if (info.verify_error) {
     json::Value v = json::Value::object();
@@ -146,6 +151,7 @@ ForegroundInfo foreground_from_json(const json::Value& value) {
   info.description = value.at("description").as_string();
   info.status = parse_status(value.at("status").as_string());
   info.detail = value.at("detail").as_string();
+  info.required = value.at("required").as_bool();
   info.flops = value.at("flops").as_double();
   const json::Value& verify = value.at("verify");
   if (!verify.is_null()) {
@@ -229,6 +235,7 @@ json::Value interference_to_json(const InterferenceReport& report) {
   options["memory"] = "cuda";
   options["world_size"] = report.world_size;
   options["foregrounds"] = string_array(o.foregrounds);
+  options["attention"] = attention_impl_name(o.attention);
   options["backends"] = string_array(o.backends);
   options["backgrounds"] = string_array(o.backgrounds);
   root["options"] = std::move(options);

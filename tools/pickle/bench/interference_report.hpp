@@ -26,6 +26,9 @@ struct ForegroundInfo {
   std::string description;  ///< what runs, named as in the output ("pickle fused attention (own kernel), ...")
   RunStatus status = RunStatus::Ok;
   std::string detail;       ///< why unavailable or failed, or the library that ran
+  /// The user asked for exactly this implementation (--attention cudnn): unavailable then fails the run, since what
+  /// was asked for did not run.
+  bool required = false;
   double flops = 0;         ///< floating-point operations of one iteration
   /// The check against a simple reference kernel: max abs error (attention) or max error relative to the bound
   /// (gemm's sampled entries), the tolerance it must stay under, and the shape it ran on.
@@ -76,7 +79,8 @@ struct InterferenceReport {
   std::vector<TrafficRun> traffic;
   std::vector<InterferenceRow> rows;
 
-  /// 0 when every row that ran passed and nothing failed (unavailable is not a failure); 1 otherwise.
+  /// 0 when every row that ran passed and nothing failed (unavailable is not a failure, unless required); 1
+  /// otherwise.
   int exit_code() const;
 };
 
@@ -93,5 +97,8 @@ json::Value row_to_json(const InterferenceRow& row);
 InterferenceRow row_from_json(const json::Value& value);
 json::Value foreground_to_json(const ForegroundInfo& info);
 ForegroundInfo foreground_from_json(const json::Value& value);
+
+/// A foreground that failed, or that was required and is unavailable: the run's exit code is 1.
+bool foreground_fails_run(const ForegroundInfo& info) noexcept;
 
 }  // namespace pickle::bench
