@@ -90,9 +90,11 @@ class AttentionForeground final : public Foreground {
 
   /// cuDNN's SDPA for the check's shape and the timed one; UnavailableError saying why when it cannot run.
   void choose_cudnn() {
-    info_.description = cat("cuDNN SDPA: ", shape());  // names what was tried should loading fail
+    info_.kernel = "cuDNN SDPA";  // names what was tried should loading fail
+    info_.description = cat(info_.kernel, ": ", shape());
 #if PICKLE_HAVE_CUDNN_FRONTEND
-    info_.description = cat(attention::cudnn_attention_name(), ": ", shape(), ", fp32 softmax and accumulation");
+    info_.kernel = attention::cudnn_attention_name();
+    info_.description = cat(info_.kernel, ": ", shape(), ", fp32 softmax and accumulation");
     check_kernel_ = attention::make_cudnn_attention(1, kCheckHeads, kCheckSeq);
     kernel_ = attention::make_cudnn_attention(kBatch, kHeads, kSeq);
 #else
@@ -102,8 +104,8 @@ class AttentionForeground final : public Foreground {
   }
 
   void choose_own() {
-    info_.description = cat("pickle fused attention (own kernel): ", shape(),
-                            ", mma.sync tensor cores, fp32 accumulation, online softmax");
+    info_.kernel = "pickle fused attention (own kernel)";
+    info_.description = cat(info_.kernel, ": ", shape(), ", mma.sync tensor cores, fp32 accumulation, online softmax");
     check_kernel_ = attention::make_own_attention(1, kCheckHeads, kCheckSeq);
     kernel_ = attention::make_own_attention(kBatch, kHeads, kSeq);
   }

@@ -55,9 +55,11 @@ class GemmForeground final : public Foreground {
  protected:
   void prepare(cudaStream_t stream, const Deadline& deadline) override {
     info_.name = "gemm";
+    info_.kernel = "cuBLASLt";
     info_.description = cat("cuBLASLt bf16 ", kN, "x", kN, "x", kN, ", fp32 accumulate");
     info_.flops = 2.0 * kN * static_cast<double>(kN) * kN;
     api_.emplace(CublasLtApi::load());
+    info_.kernel = cat("cuBLASLt ", api_->version());
     info_.detail = cat("cuBLASLt ", api_->version(), " (", api_->path(), ")");
     const std::string what = "foreground gemm: set-up";
     const std::size_t elements = static_cast<std::size_t>(kN) * kN;
