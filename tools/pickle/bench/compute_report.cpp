@@ -54,7 +54,7 @@ void print_compute_table(const ComputeReport& report, std::FILE* out) {
                     "it; TFLOP/s from the median\n");
   std::fprintf(out, "# changed: output elements that differ from the foreground's first result after all repeats "
                     "(must be 0)\n");
-  std::fprintf(out, "#%s%s%s%s%s%s  %s\n", pad_left("foreground", 10).c_str(), pad_left("ms", 10).c_str(),
+  std::fprintf(out, "#%s%s%s%s%s%s  %s\n", pad_left("foreground", 10).c_str(), pad_left("ms", 12).c_str(),
                pad_left("min", 10).c_str(), pad_left("max", 10).c_str(), pad_left("TFLOP/s", 9).c_str(),
                pad_left("changed", 9).c_str(), "kernel");
   for (const auto& result : report.results) {
@@ -62,9 +62,9 @@ void print_compute_table(const ComputeReport& report, std::FILE* out) {
     line += pad_left(result.info.name, 10);
     if (result.ms.empty()) {
       const std::string why = result.info.status != RunStatus::Ok ? run_status_name(result.info.status) : "FAILED";
-      line += pad_left(why, 10) + pad_left("-", 10) + pad_left("-", 10) + pad_left("-", 9) + pad_left("-", 9);
+      line += pad_left(why, 12) + pad_left("-", 10) + pad_left("-", 10) + pad_left("-", 9) + pad_left("-", 9);
     } else {
-      line += pad_left(fixed(result.median_ms(), 3), 10) + pad_left(fixed(result.min_ms(), 3), 10) +
+      line += pad_left(fixed(result.median_ms(), 3), 12) + pad_left(fixed(result.min_ms(), 3), 10) +
               pad_left(fixed(result.max_ms(), 3), 10) + pad_left(fixed(result.tflops(), 1), 9) +
               pad_left(result.changed ? cat(*result.changed) : std::string("N/A"), 9);
     }
