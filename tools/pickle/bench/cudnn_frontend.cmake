@@ -2,19 +2,27 @@
 # nothing links cuDNN, so the binary still runs where it is absent (the own kernel then runs, or --attention cudnn
 # says why not). Needs the frontend's headers (scripts/fetch-cudnn-frontend.sh puts them in .deps/cudnn-frontend;
 # or -DPICKLE_CUDNN_FRONTEND_DIR=...) and cudnn.h 9 for its types (the CUDA toolkit's include folder, Python's
-# nvidia-cudnn wheel, or -DPICKLE_CUDNN_INCLUDE_DIR=...). Without either, the cuDNN path is left out of the build.
+# nvidia-cudnn wheel, .deps/cudnn/include, or -DPICKLE_CUDNN_INCLUDE_DIR=...). Without either, the cuDNN path is left
+# out of the build.
 find_path(PICKLE_CUDNN_FRONTEND_DIR cudnn_frontend.h PATHS ${PROJECT_SOURCE_DIR}/.deps/cudnn-frontend/include
           NO_DEFAULT_PATH DOC "folder holding cudnn_frontend.h (the cuDNN frontend's include/)")
 set(pickle_cudnn_hints ${CUDAToolkit_INCLUDE_DIRS})
 find_package(Python3 QUIET COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
-  # Python's nvidia-cudnn-cu12/cu13 wheels (what PyTorch installs) carry cudnn.h in nvidia/cudnn/include.
-  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import nvidia.cudnn as m; print(list(m.__path__)[0])"
-                  OUTPUT_VARIABLE pickle_python_cudnn OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(pickle_python_cudnn)
-    list(APPEND pickle_cudnn_hints ${pickle_python_cudnn}/include)
-  endif()
+  # Python's nvidia-cudnn wheels (what PyTorch installs) carry cudnn.h in nvidia/cudnn/include (CUDA 12 wheels) or
+  # nvidia/cu13/include (CUDA 13 wheels).
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import site; print(';'.join(site.getsitepackages()))"
+                  OUTPUT_VARIABLE pickle_site_packages OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  foreach(folder ${pickle_site_packages})
+    file(GLOB pickle_wheel_cudnn ${folder}/nvidia/*/include/cudnn.h)
+    foreach(header ${pickle_wheel_cudnn})
+      get_filename_component(header_folder ${header} DIRECTORY)
+      list(APPEND pickle_cudnn_hints ${header_folder})
+    endforeach()
+  endforeach()
 endif()
+# Last: headers carried from another machine (scripts/device/carry_cudnn_headers.sh).
+list(APPEND pickle_cudnn_hints ${PROJECT_SOURCE_DIR}/.deps/cudnn/include)
 find_path(PICKLE_CUDNN_INCLUDE_DIR cudnn.h HINTS ${pickle_cudnn_hints} DOC "folder holding cudnn.h (cuDNN 9)")
 
 set(pickle_cudnn_missing "")
