@@ -15,3 +15,9 @@ if ((${#missing[@]})); then
 else
   echo "install-deps: all packages present"
 fi
+# CUDA builds: the cuDNN frontend's headers for the attention foreground's cuDNN SDPA. Optional: without them the
+# attention foreground runs pickle's own kernel, so a failed download only warns.
+if command -v nvcc > /dev/null; then
+  bash "$(dirname "$0")/fetch-cudnn-frontend.sh" ||
+    echo "install-deps: warning: no cuDNN frontend headers; the attention foreground will use pickle's own kernel" >&2
+fi

@@ -28,6 +28,9 @@ class DynamicLibrary {
   /// The file the loader actually chose (e.g. "/usr/lib/x86_64-linux-gnu/libnccl.so.2"), so that a report can say
   /// which of several installed copies ran; the name itself when the loader cannot tell.
   std::string path() const;
+  /// dlopen's handle, for a third-party library that resolves symbols itself (cuDNN's frontend dlsym's from a handle
+  /// it is given). It stays valid while this object lives.
+  void* native_handle() const noexcept { return handle_; }
 
   /// The symbol as a function pointer of type F*, e.g. `lib.symbol<int(int*)>("ncclGetVersion")`.
   /// Throws UnavailableError naming the library and the symbol when it is missing.

@@ -51,6 +51,7 @@ TEST(BenchInterference, WithoutTwoGpusItIsWaivedAndExitsZero) {
   EXPECT_EQ(root.at("results").size(), 0u);
   EXPECT_EQ(root.at("options").at("iterations").as_int(), 3);
   EXPECT_EQ(root.at("options").at("max_bytes").as_int(), 0);  // nothing was measured
+  EXPECT_EQ(root.at("options").at("attention").as_string(), "auto");
   EXPECT_EQ(root.at("command").at(2).as_string(), "interference");
   EXPECT_TRUE(root.at("topology").contains("host"));
 }
@@ -74,6 +75,8 @@ TEST(BenchInterference, BadFlagsExitWithTwoBeforeAnythingRuns) {
       {"--bogus"},
       {"--foreground", "gemm,conv"},
       {"--foreground", "gemm,gemm"},
+      {"--attention", "bogus"},
+      {"--attention"},
       {"--backend", "pickle,mpi"},
       {"--background", "broadcast"},
       {"-n", "0"},
@@ -96,6 +99,9 @@ TEST(BenchInterference, BadFlagsExitWithTwoBeforeAnythingRuns) {
   BenchRun run = run_bench(dir, "interference", {"--foreground", "gemm,conv"}, {kNoGpu});
   EXPECT_NE(run.err.find("--foreground: unknown item 'conv' (choose from gemm, attention)"), std::string::npos)
       << run.err;
+  run = run_bench(dir, "interference", {"--attention", "flash"}, {kNoGpu});
+  EXPECT_NE(run.err.find("--attention: unknown value 'flash' (choose from auto, cudnn, own)"), std::string::npos)
+      << run.err;
 }
 
 TEST(BenchInterference, HelpPrintsTheUsageAndExitsZero) {
@@ -114,6 +120,7 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
   EXPECT_EQ(bench::sweep_max_bytes(o, bench::kInterferenceDefaultMaxBytes), std::size_t{16} << 30);
   EXPECT_EQ(o.factor, 4u);
   EXPECT_EQ(o.foregrounds, (std::vector<std::string>{"gemm", "attention"}));
+  EXPECT_EQ(o.attention, bench::AttentionImpl::Auto);
   EXPECT_EQ(o.backends, (std::vector<std::string>{"pickle", "nccl"}));
   EXPECT_EQ(o.backgrounds, (std::vector<std::string>{"p2p"}));
   EXPECT_EQ(o.depth, 8);
@@ -128,9 +135,12 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
 
 TEST(InterferenceOptions, EveryFlagIsRead) {
   InterferenceOptions o = parse_interference_options(
-      {"--foreground", "attention", "--backend", "nccl,pickle", "--background", "p2p,allgather", "-b", "1M", "-e",
-       "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4", "--json", "out.json"});
+      {"--foreground", "attention", "--attention", "own", "--backend", "nccl,pickle", "--background", "p2p,allgather",
+       "-b", "1M", "-e", "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4", "--json",
+       "out.json"});
   EXPECT_EQ(o.foregrounds, (std::vector<std::string>{"attention"}));
+  EXPECT_EQ(o.attention, bench::AttentionImpl::Own);
+  EXPECT_EQ(bench::parse_interference_options({"--attention", "cudnn"}).attention, bench::AttentionImpl::Cudnn);
   EXPECT_EQ(o.backends, (std::vector<std::string>{"nccl", "pickle"}));
   EXPECT_EQ(o.backgrounds, (std::vector<std::string>{"p2p", "allgather"}));
   EXPECT_EQ(o.min_bytes, std::size_t{1} << 20);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "report_test_util.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -18,26 +19,6 @@ namespace {
 
 const std::string kDeviceRun = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-p2p-h200x2/p2p-run2.json";
 const std::string kTableHeader = "| Size | pickle | NCCL | pickle/NCCL | CE | pickle/CE | #wrong |";
-
-struct Result {
-  ExitStatus status;
-  std::string out;
-  std::string err;
-};
-
-/// Runs `pickle ARGS` with its stdout/stderr in files of `dir`.
-Result run_pickle(const TempDir& dir, const std::vector<std::string>& args, std::chrono::seconds timeout) {
-  static int counter = 0;
-  std::string tag = std::to_string(counter++);
-  std::vector<std::string> argv = {PICKLE_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = spawn_program(argv, {}, dir / ("out" + tag), dir / ("err" + tag));
-  Result result;
-  result.status = wait_pid(pid, timeout);
-  result.out = read_file(dir / ("out" + tag));
-  result.err = read_file(dir / ("err" + tag));
-  return result;
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -49,37 +30,14 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::size_t start = 1;
-  while (start < line.size()) {
-    std::size_t end = line.find(" |", start);
-    if (end == std::string::npos) break;
-    std::string cell = line.substr(start, end - start);
-    out.push_back(cell.substr(cell.find_first_not_of(' ')));
-    start = end + 2;
-  }
-  return out;
-}
-
 /// Every table of report.md whose header line is exactly `header` (by default p2p's), in order.
-std::vector<Table> tables(const std::string& markdown, const std::string& header = kTableHeader) {
+std::vector<Table> sized_tables(const std::string& markdown, const std::string& header = kTableHeader) {
   std::vector<Table> found;
-  std::istringstream in(markdown);
-  std::string line;
-  bool inside = false;
-  while (std::getline(in, line)) {
-    if (line == header) {
-      found.emplace_back();
-      inside = true;
-    } else if (inside && line.starts_with("|---")) {
-      continue;
-    } else if (inside && line.starts_with("| ")) {
-      found.back().rows.push_back(cells(line));
-      found.back().sizes.push_back(found.back().rows.back().front());
-    } else {
-      inside = false;
-    }
+  for (auto& rows : tables(markdown, header)) {
+    Table table;
+    for (const auto& row : rows) table.sizes.push_back(row.front());
+    table.rows = std::move(rows);
+    found.push_back(std::move(table));
   }
   return found;
 }
@@ -108,7 +66,7 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
   EXPECT_NE(md.find("NCCL: **unavailable**"), std::string::npos);
 
   // Three modes per file, host run first, each with one row per size in order.
-  std::vector<Table> found = tables(md);
+  std::vector<Table> found = sized_tables(md);
   ASSERT_EQ(found.size(), 6u) << md;
   const std::vector<std::string> host_sizes = {"1 KiB", "4 KiB", "16 KiB", "64 KiB"};
   const std::vector<std::string> device_sizes = {"4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB",
@@ -144,19 +102,6 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
   EXPECT_EQ(links, 14);
 }
 
-/// The images report.md links, each checked to be a real PNG of non-trivial size; returns how many there are.
-int check_plots(const std::string& out, const std::string& md) {
-  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
-  int links = 0;
-  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
-    std::string png = read_file(out + "/" + (*it)[1].str());
-    ++links;
-    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
-    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
-  }
-  return links;
-}
-
 const std::string kDeviceMemcpy = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/memcpy.json";
 const std::string kDeviceIpc = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/ipc.json";
 const std::string kMemcpyHeader =
@@ -189,7 +134,7 @@ TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
   const std::regex spread(R"(^[0-9.e+-]+ \[[0-9.e+-]+\.\.[0-9.e+-]+\]$)");
 
   // memcpy: one table per file (device run first), a row per chunk size, six numbers and #wrong 0 per row.
-  std::vector<Table> memcpy_tables = tables(md, kMemcpyHeader);
+  std::vector<Table> memcpy_tables = sized_tables(md, kMemcpyHeader);
   ASSERT_EQ(memcpy_tables.size(), 2u) << md;
   EXPECT_EQ(memcpy_tables[0].sizes, device_sizes);
   EXPECT_EQ(memcpy_tables[1].sizes, host_sizes);
@@ -205,7 +150,7 @@ TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
   EXPECT_EQ(memcpy_tables[0].rows.back()[5], "21.525");
 
   // ipc: a table per method (device: cudaMalloc and vmm; host: memfd), each cell median [min..max].
-  std::vector<Table> ipc_tables = tables(md, kIpcHeader);
+  std::vector<Table> ipc_tables = sized_tables(md, kIpcHeader);
   ASSERT_EQ(ipc_tables.size(), 3u) << md;
   EXPECT_EQ(ipc_tables[0].sizes, device_sizes);
   EXPECT_EQ(ipc_tables[1].sizes, device_sizes);
@@ -223,7 +168,7 @@ TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
   EXPECT_EQ(ipc_tables[0].rows.front()[1], "931.4 [921.0..1015.7]");  // cudaMalloc 4 KiB open, as ipc.txt
 
   // The cache: first transfer opened one mapping, the steady state none.
-  std::vector<Table> cache_tables = tables(md, kCacheHeader);
+  std::vector<Table> cache_tables = sized_tables(md, kCacheHeader);
   ASSERT_EQ(cache_tables.size(), 2u) << md;
   for (const auto& table : cache_tables) {
     ASSERT_EQ(table.rows.size(), 2u);
@@ -287,7 +232,7 @@ TEST(Report, UnknownSuiteIsNamedNotFatal) {
   EXPECT_NE(r.err.find("suite 'teleport' is not known"), std::string::npos) << r.err;
   std::string md = read_file(out + "/report.md");
   EXPECT_NE(md.find("suite 'teleport' is not known"), std::string::npos) << md;
-  EXPECT_EQ(tables(md).size(), 3u);  // the p2p file is still reported in full
+  EXPECT_EQ(sized_tables(md).size(), 3u);  // the p2p file is still reported in full
 }
 
 const std::string kTransportsHeader = "| configuration | run 1 | run 2 | mean GB/s (64 KiB) | gain |";
@@ -312,7 +257,7 @@ TEST(Report, TransportsRunGivesTheSeedTableAndABarChart) {
   EXPECT_NE(md.find("pickle bench transports --ops p2p --runs 2"), std::string::npos) << md;
 
   // Seed 000's shape: the four configurations, NCCL skipped on host memory, pickle's two runs, mean and gain.
-  std::vector<Table> seed = tables(md, kTransportsHeader);
+  std::vector<Table> seed = sized_tables(md, kTransportsHeader);
   ASSERT_EQ(seed.size(), 1u) << md;
   const std::vector<std::string> names = {"NCCL (default: P2P/NVLink)", "NCCL (NCCL_P2P_DISABLE=1: SHM)", "pickle ipc",
                                           "pickle shm"};
@@ -333,7 +278,7 @@ TEST(Report, TransportsRunGivesTheSeedTableAndABarChart) {
   EXPECT_EQ(seed[0].rows[3][4], "— (NCCL (NCCL_P2P_DISABLE=1: SHM) did not measure)");
 
   // Per size: a row per size, NCCL n/a, pickle's means, the ipc/shm ratio.
-  std::vector<Table> per_size = tables(md, kTransportsSizeHeader);
+  std::vector<Table> per_size = sized_tables(md, kTransportsSizeHeader);
   ASSERT_EQ(per_size.size(), 1u) << md;
   EXPECT_EQ(per_size[0].sizes, (std::vector<std::string>{"4 KiB", "8 KiB", "16 KiB", "32 KiB", "64 KiB"}));
   for (const auto& row : per_size[0].rows) {
@@ -448,7 +393,7 @@ TEST(Report, InterferenceRunGivesSeedTablesAndPlots) {
   EXPECT_NE(md.find("**Waived**: needs 2 CUDA GPUs (found 0); nothing was measured."), std::string::npos) << md;
 
   // Seed 001's shape, one table per foreground: Size | pickle | NCCL, relative throughput (background GB/s).
-  std::vector<Table> found = tables(md, "| Size | pickle | NCCL |");
+  std::vector<Table> found = sized_tables(md, "| Size | pickle | NCCL |");
   ASSERT_EQ(found.size(), 2u) << md;
   const std::vector<std::string> sizes = {"4 KiB", "1 MiB", "4 GiB"};
   const std::regex cell(R"(^[01]\.[0-9]{3} \([0-9.]+ GB/s\)( \*\*no overlap\*\*)?$)");

@@ -10,63 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "report_test_util.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
 
 const std::string kCollHeader = "| Size | pickle | NCCL | pickle/NCCL | #wrong |";
-
-struct Result {
-  ExitStatus status;
-  std::string out, err;
-};
-
-Result run_pickle(const TempDir& dir, const std::vector<std::string>& args, std::chrono::seconds timeout) {
-  static int counter = 0;
-  std::string tag = std::to_string(counter++);
-  std::vector<std::string> argv = {PICKLE_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=20"}, dir / ("out" + tag), dir / ("err" + tag));
-  Result result;
-  result.status = wait_pid(pid, timeout);
-  result.out = read_file(dir / ("out" + tag));
-  result.err = read_file(dir / ("err" + tag));
-  return result;
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  std::size_t start = 1;
-  while (start < line.size()) {
-    std::size_t end = line.find(" |", start);
-    if (end == std::string::npos) break;
-    std::string cell = line.substr(start, end - start);
-    out.push_back(cell.substr(cell.find_first_not_of(' ')));
-    start = end + 2;
-  }
-  return out;
-}
-
-/// The data rows of every table of `markdown` whose header line is `header`, one vector per table.
-std::vector<std::vector<std::vector<std::string>>> tables(const std::string& markdown, const std::string& header) {
-  std::vector<std::vector<std::vector<std::string>>> found;
-  std::istringstream in(markdown);
-  bool inside = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line == header) {
-      found.emplace_back();
-      inside = true;
-    } else if (inside && line.starts_with("|---")) {
-      continue;
-    } else if (inside && line.starts_with("| ")) {
-      found.back().push_back(cells(line));
-    } else {
-      inside = false;
-    }
-  }
-  return found;
-}
 
 /// Two backends at two sizes, allreduce float sum: pickle's busbw twice NCCL's at 1 MiB, half at 4 MiB in place;
 /// NCCL's in-place alltoall is unsupported.
@@ -99,18 +49,6 @@ const char* kTwoBackends = R"({
   ],
   "exit_code": 1
 })";
-
-int check_plots(const std::string& out, const std::string& md) {
-  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
-  int links = 0;
-  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
-    std::string png = read_file(out + "/" + (*it)[1].str());
-    ++links;
-    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
-    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
-  }
-  return links;
-}
 
 TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   TempDir dir("report-coll");

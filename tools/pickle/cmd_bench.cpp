@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "bench/coll.hpp"
+#include "bench/compute.hpp"
 #include "bench/interference.hpp"
 #include "bench/ipc.hpp"
 #include "bench/memcpy.hpp"
@@ -28,6 +29,7 @@ constexpr Suite kSuites[] = {
     {"coll", bench::run_coll, "collectives the nccl-tests way (allreduce, allgather, ...): pickle vs NCCL"},
     {"scenario", bench::run_scenario, "seed 004's allreduce-bench, flags (all_gather_object vs allreduce), one-vs-many"},
     {"interference", bench::run_interference, "compute on the receiving GPU alone vs under background traffic"},
+    {"compute", bench::run_compute, "interference's foregrounds (GEMM, attention) timed alone on one GPU"},
     {"transports", bench::run_transports, "seed 000: NCCL P2P vs SHM and pickle ipc vs shm, each in its own process set"},
 };
 

@@ -1,8 +1,9 @@
-// The attention foreground: "pickle fused attention (own kernel)" (interference_attention.cu) on the seed's shape,
-// batch 8, heads 64, seq 4096, head dim 128, bf16, not causal. Before it is timed, the kernel runs on a small shape
-// beside the simple reference kernel, with queries scaled up so that the softmax is far from uniform (a near-uniform
-// softmax averages the values and would hide a wrong key order), and the largest difference must stay within the
-// stated tolerance.
+// The attention foreground on the seed's shape, batch 8, heads 64, seq 4096, head dim 128, bf16, not causal, run by
+// cuDNN's SDPA (interference_attention_cudnn.cpp) or by "pickle fused attention (own kernel)"
+// (interference_attention.cu), as --attention says. Before it is timed, the chosen implementation runs on a small
+// shape beside the simple reference kernel, with queries scaled up so that the softmax is far from uniform (a
+// near-uniform softmax averages the values and would hide a wrong key order), and the largest difference must stay
+// within the stated tolerance.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,8 +14,10 @@
 
 #include "core/format.hpp"
 #include "interference_attention.hpp"
+#include "interference_attention_kernel.hpp"
 #include "interference_foreground.hpp"
 #include "interference_kernels.hpp"
+#include "lockstep.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -23,7 +26,7 @@ constexpr int kBatch = 8, kHeads = 64, kSeq = 4096;
 constexpr int kCheckHeads = 4, kCheckSeq = 512;
 constexpr float kCheckQueryScale = 8.f;
 /// bf16 rounding of P (2^-9 relative per weight) and of O (2^-9 of |O| <= 1) keep a right kernel near 3e-3; a wrong
-/// fragment layout or key order is off by 1e-1 or more.
+/// fragment layout or key order is off by 1e-1 or more. cuDNN rounds at the same places (bf16 P for P V, bf16 O).
 constexpr double kTolerance = 1e-2;
 /// Below this the check's outputs would be too close to zero to tell a right kernel from a wrong one.
 constexpr double kMinReferenceMagnitude = 5e-2;
@@ -37,22 +40,30 @@ float bf16_to_float(std::uint16_t bits) {
 
 class AttentionForeground final : public Foreground {
  public:
+  explicit AttentionForeground(AttentionImpl impl) : impl_(impl) {}
+
   void enqueue(cudaStream_t stream, int iterations) override {
-    for (int i = 0; i < iterations; ++i) {
-      cuda::check(attention::launch_fused(q_.data(), k_.data(), v_.data(), o_.data(), kBatch * kHeads, kSeq, stream),
-                  "launch_fused", "foreground attention");
-    }
+    for (int i = 0; i < iterations; ++i) kernel_->launch(q_.data(), k_.data(), v_.data(), o_.data(), stream);
   }
 
  protected:
   void prepare(cudaStream_t stream, const Deadline& deadline) override {
     info_.name = "attention";
-    info_.description = cat("pickle fused attention (own kernel): bf16 forward, batch ", kBatch, ", heads ", kHeads,
-                            ", seq ", kSeq, ", head dim ", attention::kHeadDim,
-                            ", mma.sync tensor cores, fp32 accumulation, online softmax");
+    info_.required = impl_ == AttentionImpl::Cudnn;
     // Q K^T and P V: 2 * seq * seq * d each, per head.
     info_.flops = 4.0 * kBatch * kHeads * static_cast<double>(kSeq) * kSeq * attention::kHeadDim;
-    cuda::check(attention::prepare_fused(), "cudaFuncSetAttribute", "foreground attention: set-up");
+    std::string declined;  // why auto did not take cuDNN
+    if (impl_ != AttentionImpl::Own) {
+      try {
+        choose_cudnn();
+      } catch (const UnavailableError& e) {
+        if (impl_ == AttentionImpl::Cudnn) throw;
+        declined = plain_message(e);
+        check_kernel_.reset();
+        kernel_.reset();
+      }
+    }
+    if (!kernel_) choose_own();
     check_against_reference(stream, deadline);
 
     const std::size_t elements = static_cast<std::size_t>(kBatch) * kHeads * kSeq * attention::kHeadDim;
@@ -64,12 +75,41 @@ class AttentionForeground final : public Foreground {
     cuda::check(kernels::fill_random_bf16(q_.data(), elements, 0x0051, 1.f, stream), "fill_random_bf16", what);
     cuda::check(kernels::fill_random_bf16(k_.data(), elements, 0x00C4, 1.f, stream), "fill_random_bf16", what);
     cuda::check(kernels::fill_random_bf16(v_.data(), elements, 0x0017, 1.f, stream), "fill_random_bf16", what);
+    info_.detail = kernel_->detail();
+    if (!declined.empty()) info_.detail += cat(info_.detail.empty() ? "" : "; ", "cuDNN SDPA not used: ", declined);
   }
 
   const void* output() const noexcept override { return o_.data(); }
   std::size_t output_elements() const noexcept override { return o_.bytes() / 2; }
 
  private:
+  static std::string shape() {
+    return cat("bf16 forward, batch ", kBatch, ", heads ", kHeads, ", seq ", kSeq, ", head dim ", attention::kHeadDim,
+               ", not causal");
+  }
+
+  /// cuDNN's SDPA for the check's shape and the timed one; UnavailableError saying why when it cannot run.
+  void choose_cudnn() {
+    info_.kernel = "cuDNN SDPA";  // names what was tried should loading fail
+    info_.description = cat(info_.kernel, ": ", shape());
+#if PICKLE_HAVE_CUDNN_FRONTEND
+    info_.kernel = attention::cudnn_attention_name();
+    info_.description = cat(info_.kernel, ": ", shape(), ", fp32 softmax and accumulation");
+    check_kernel_ = attention::make_cudnn_attention(1, kCheckHeads, kCheckSeq);
+    kernel_ = attention::make_cudnn_attention(kBatch, kHeads, kSeq);
+#else
+    throw UnavailableError("cuDNN SDPA: this pickle was built without cuDNN's frontend headers "
+                           "(scripts/fetch-cudnn-frontend.sh puts them in .deps/cudnn-frontend; then rebuild)");
+#endif
+  }
+
+  void choose_own() {
+    info_.kernel = "pickle fused attention (own kernel)";
+    info_.description = cat(info_.kernel, ": ", shape(), ", mma.sync tensor cores, fp32 accumulation, online softmax");
+    check_kernel_ = attention::make_own_attention(1, kCheckHeads, kCheckSeq);
+    kernel_ = attention::make_own_attention(kBatch, kHeads, kSeq);
+  }
+
   void check_against_reference(cudaStream_t stream, const Deadline& deadline) {
     const std::string what = "foreground attention: check against the reference kernel";
     const std::size_t elements = static_cast<std::size_t>(kCheckHeads) * kCheckSeq * attention::kHeadDim;
@@ -79,8 +119,7 @@ class AttentionForeground final : public Foreground {
                 what);
     cuda::check(kernels::fill_random_bf16(k.data(), elements, 0x1002, 1.f, stream), "fill_random_bf16", what);
     cuda::check(kernels::fill_random_bf16(v.data(), elements, 0x1003, 1.f, stream), "fill_random_bf16", what);
-    cuda::check(attention::launch_fused(q.data(), k.data(), v.data(), o.data(), kCheckHeads, kCheckSeq, stream),
-                "launch_fused", what);
+    check_kernel_->launch(q.data(), k.data(), v.data(), o.data(), stream);
     cuda::check(attention::launch_reference(q.data(), k.data(), v.data(), reference.as<float>(), kCheckHeads,
                                             kCheckSeq, stream),
                 "launch_reference", what);
@@ -92,6 +131,7 @@ class AttentionForeground final : public Foreground {
                                 stream),
                 "cudaMemcpyAsync", what);
     cuda::wait_stream(stream, deadline, what);
+    check_kernel_.reset();  // its workspace is not needed any more
     double worst = 0, magnitude = 0;
     for (std::size_t i = 0; i < elements; ++i) {
       const double got = bf16_to_float(fused[i]), want = expected[i];
@@ -114,11 +154,15 @@ class AttentionForeground final : public Foreground {
     }
   }
 
+  AttentionImpl impl_;
+  std::unique_ptr<attention::AttentionKernel> check_kernel_, kernel_;
   cuda::DeviceBuffer q_, k_, v_, o_;
 };
 
 }  // namespace
 
-std::unique_ptr<Foreground> make_attention_foreground() { return std::make_unique<AttentionForeground>(); }
+std::unique_ptr<Foreground> make_attention_foreground(AttentionImpl impl) {
+  return std::make_unique<AttentionForeground>(impl);
+}
 
 }  // namespace pickle::bench

@@ -40,6 +40,8 @@ class CublasLtApi {
   decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set = nullptr;
   decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&cublasLtMatmul) matmul = nullptr;
+  /// May be null (absent in old releases): only used to describe an algorithm.
+  decltype(&cublasLtMatmulAlgoConfigGetAttribute) algo_config_get = nullptr;
 
  private:
   explicit CublasLtApi(DynamicLibrary library) : library_(std::move(library)) {}

@@ -7,12 +7,13 @@
 
 #include "core/format.hpp"
 #include "interference_kernels.hpp"
+#include "lockstep.hpp"
 
 namespace pickle::bench {
 
-std::unique_ptr<Foreground> make_foreground(std::string_view name) {
+std::unique_ptr<Foreground> make_foreground(std::string_view name, AttentionImpl attention) {
   if (name == "gemm") return make_gemm_foreground();
-  if (name == "attention") return make_attention_foreground();
+  if (name == "attention") return make_attention_foreground(attention);
   throw InvalidArgument(cat("bench interference: unknown foreground '", name, "'"));
 }
 
@@ -26,6 +27,20 @@ void Foreground::setup(cudaStream_t stream, const Deadline& deadline) {
   cuda::check(cudaMemcpyAsync(reference_.data(), output(), bytes, cudaMemcpyDeviceToDevice, stream),
               "cudaMemcpyAsync", what);
   cuda::wait_stream(stream, deadline, what);
+}
+
+ForegroundInfo set_up_foreground(Foreground& foreground, cudaStream_t stream, const Deadline& deadline) {
+  try {
+    foreground.setup(stream, deadline);
+    return foreground.info();
+  } catch (const std::exception& e) {
+    ForegroundInfo info = foreground.info();
+    const auto* error = dynamic_cast<const Error*>(&e);
+    info.status = error != nullptr && error->code() == ErrorCode::Unavailable ? RunStatus::Unavailable
+                                                                              : RunStatus::Failed;
+    info.detail = plain_message(e);
+    return info;
+  }
 }
 
 std::uint64_t Foreground::count_changed(cudaStream_t stream, const Deadline& deadline) {

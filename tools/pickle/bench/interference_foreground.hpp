@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/clock.hpp"
+#include "foreground_options.hpp"
 #include "interference_cuda.hpp"
 #include "interference_report.hpp"
 
@@ -50,10 +51,16 @@ class Foreground {
   cuda::DeviceBuffer counter_;    // one unsigned long long
 };
 
-/// The foreground called `name` ("gemm", "attention"); constructing one does nothing that can fail.
-std::unique_ptr<Foreground> make_foreground(std::string_view name);
+/// The foreground called `name` ("gemm", "attention"; `attention` picks the attention's implementation);
+/// constructing one does nothing that can fail.
+std::unique_ptr<Foreground> make_foreground(std::string_view name, AttentionImpl attention);
 std::unique_ptr<Foreground> make_gemm_foreground();
-std::unique_ptr<Foreground> make_attention_foreground();
+std::unique_ptr<Foreground> make_attention_foreground(AttentionImpl attention);
+
+/// Sets `foreground` up (Foreground::setup) and returns its info with the outcome: ok, or unavailable (an
+/// UnavailableError: a library or the hardware is missing) or failed, with the reason in detail. The foreground's own
+/// errors are reported, not thrown.
+ForegroundInfo set_up_foreground(Foreground& foreground, cudaStream_t stream, const Deadline& deadline);
 
 /// One timed measurement: ms per iteration (CUDA events around the timed iterations) and the host's monotonic clock
 /// just before they were enqueued and just after the stop event completed (so [start_ns, end_ns] contains the GPU's

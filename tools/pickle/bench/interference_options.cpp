@@ -1,6 +1,5 @@
 #include "interference_options.hpp"
 
-#include <algorithm>
 #include <iterator>
 
 #include <pickle/error.hpp>
@@ -11,14 +10,16 @@ namespace pickle::bench {
 
 const char* const kInterferenceUsage =
     "usage: pickle bench interference [-b 4K] [-e 16G] [-f 4] [-n 100] [-w 20] [--warmup-ms 1000] [-c 1] [--depth 8]\n"
-    "                                 [--ranks N] [--foreground gemm,attention] [--backend pickle,nccl]\n"
-    "                                 [--background p2p] [--json FILE]\n"
+    "                                 [--ranks N] [--foreground gemm,attention] [--attention auto|cudnn|own]\n"
+    "                                 [--backend pickle,nccl] [--background p2p] [--json FILE]\n"
     "\n"
     "How much background traffic slows compute on the receiving GPU. Rank 1 runs a foreground kernel alone, then\n"
     "while rank 0 sends to it continuously; relative throughput = time alone / time with traffic (1 = no effect).\n"
     "Foregrounds:\n"
-    "  gemm       cuBLASLt bf16 8192x8192x8192, fp32 accumulate (libcublasLt loaded at run time)\n"
-    "  attention  pickle fused attention (own kernel): bf16 forward, batch 8, heads 64, seq 4096, head dim 128\n"
+    "  gemm       cuBLASLt bf16 8192x8192x8192, fp32 accumulate, the fastest of cuBLASLt's heuristic candidates\n"
+    "             (libcublasLt loaded at run time)\n"
+    "  attention  bf16 forward, batch 8, heads 64, seq 4096, head dim 128, not causal: cuDNN SDPA (libcudnn.so.9\n"
+    "             loaded at run time) or pickle fused attention (own kernel), as --attention says\n"
     "Backends of the background traffic:\n"
     "  pickle     pickle::Communicator send/recv (copy engine, no kernel)\n"
     "  nccl       ncclSend/ncclRecv (libnccl.so.2 loaded at run time)\n"
@@ -36,26 +37,11 @@ const char* const kInterferenceUsage =
     "  --depth D         background messages kept in flight, so that the link never idles (8)\n"
     "  --ranks N         ranks to launch when started alone (one per GPU); ranks 0 and 1 take part\n"
     "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
+    "  --attention IMPL  auto: cuDNN SDPA where libcudnn.so.9 loads and supports the graph, else the own kernel;\n"
+    "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
     "  --backend LIST    comma-separated backends, run one after the other (pickle,nccl)\n"
     "  --background LIST comma-separated traffic patterns (p2p)\n"
     "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n";
-
-namespace {
-
-std::vector<std::string> parse_list(const std::string& text, const std::string& flag,
-                                    const std::string_view* begin, const std::string_view* end) {
-  std::vector<std::string> items = split_list(text, flag);
-  for (const auto& item : items) {
-    if (std::find(begin, end, item) == end) {
-      std::string choices;
-      for (auto it = begin; it != end; ++it) choices += cat(it == begin ? "" : ", ", *it);
-      throw InvalidArgument(cat(flag, ": unknown item '", item, "' (choose from ", choices, ")"));
-    }
-  }
-  return items;
-}
-
-}  // namespace
 
 InterferenceOptions parse_interference_options(const std::vector<std::string>& args) {
   InterferenceOptions options;
@@ -76,14 +62,13 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
     } else if (flag == "--foreground") {
-      options.foregrounds = parse_list(in.value(), "--foreground", std::begin(kForegroundNames),
-                                       std::end(kForegroundNames));
+      options.foregrounds = parse_choice_list(in.value(), "--foreground", kForegroundNames);
+    } else if (flag == "--attention") {
+      options.attention = parse_attention_impl(in.value());
     } else if (flag == "--backend") {
-      options.backends = parse_list(in.value(), "--backend", std::begin(kInterferenceBackendNames),
-                                    std::end(kInterferenceBackendNames));
+      options.backends = parse_choice_list(in.value(), "--backend", kInterferenceBackendNames);
     } else if (flag == "--background") {
-      options.backgrounds = parse_list(in.value(), "--background", std::begin(kBackgroundNames),
-                                       std::end(kBackgroundNames));
+      options.backgrounds = parse_choice_list(in.value(), "--background", kBackgroundNames);
     } else {
       in.unknown();
     }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "foreground_options.hpp"
 #include "sweep_options.hpp"
 
 namespace pickle::bench {
@@ -18,6 +19,7 @@ struct InterferenceOptions : SweepOptions {
   InterferenceOptions() : SweepOptions{.factor = 4, .iterations = 100, .warmup = 20} {}
 
   std::vector<std::string> foregrounds;  ///< --foreground, in the order given
+  AttentionImpl attention = AttentionImpl::Auto;  ///< --attention
   std::vector<std::string> backends;     ///< --backend, in the order given
   std::vector<std::string> backgrounds;  ///< --background, in the order given
   /// --warmup-ms: the warm-up also lasts at least this long. A GPU under full load lowers its clocks after a few
@@ -31,8 +33,8 @@ struct InterferenceOptions : SweepOptions {
 /// -e when not given: seed 001's largest message.
 inline constexpr std::size_t kInterferenceDefaultMaxBytes = std::size_t{16} << 30;
 
-/// What each list flag accepts, in its default order. `allgather` is accepted but not run by default.
-inline constexpr std::string_view kForegroundNames[] = {"gemm", "attention"};
+/// What each list flag accepts, in its default order (--foreground's: foreground_options.hpp). `allgather` is
+/// accepted but not run by default.
 inline constexpr std::string_view kInterferenceBackendNames[] = {"pickle", "nccl"};
 inline constexpr std::string_view kBackgroundNames[] = {"p2p", "allgather"};
 

@@ -126,19 +126,9 @@ void self_check_pattern(RankState& s, void* scratch, std::size_t scratch_bytes) 
 std::string set_up_foregrounds(RankState& s) {
   json::Value infos = json::Value::array();
   for (const auto& name : s.options->foregrounds) {
-    auto foreground = make_foreground(name);
-    ForegroundInfo info;
-    try {
-      foreground->setup(s.stream->get(), s.deadline());
-      info = foreground->info();
-    } catch (const std::exception& e) {
-      info = foreground->info();
-      const auto* error = dynamic_cast<const Error*>(&e);
-      info.status = error != nullptr && error->code() == ErrorCode::Unavailable ? RunStatus::Unavailable
-                                                                                : RunStatus::Failed;
-      info.detail = plain_message(e);
-      foreground.reset();
-    }
+    auto foreground = make_foreground(name, s.options->attention);
+    ForegroundInfo info = set_up_foreground(*foreground, s.stream->get(), s.deadline());
+    if (info.status != RunStatus::Ok) foreground.reset();
     info.name = name;
     infos.push_back(foreground_to_json(info));
     s.foregrounds.push_back(std::move(foreground));

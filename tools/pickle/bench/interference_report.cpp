@@ -1,8 +1,5 @@
 #include "interference_report.hpp"
 
-#include <cmath>
-#include <limits>
-
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
@@ -11,24 +8,7 @@
 #include "table_text.hpp"
 
 namespace pickle::bench {
-
-const char* run_status_name(RunStatus status) noexcept {
-  switch (status) {
-    case RunStatus::Ok: return "ok";
-    case RunStatus::Unavailable: return "unavailable";
-    case RunStatus::Failed: return "failed";
-  }
-  return "?";
-}
-
 namespace {
-
-RunStatus parse_status(const std::string& name) {
-  if (name == "ok") return RunStatus::Ok;
-  if (name == "unavailable") return RunStatus::Unavailable;
-  if (name == "failed") return RunStatus::Failed;
-  throw ProtocolError(cat("interference: unknown status '", name, "'"));
-}
 
 json::Value optional_count(const std::optional<std::uint64_t>& value) {
   return value ? json::Value(*value) : json::Value();
@@ -51,7 +31,7 @@ bool InterferenceRow::passed() const noexcept {
 
 int InterferenceReport::exit_code() const {
   for (const auto& fg : foregrounds) {
-    if (fg.status == RunStatus::Failed) return 1;
+    if (foreground_fails_run(fg)) return 1;
   }
   for (const auto& run : traffic) {
     if (run.status == RunStatus::Failed) return 1;
@@ -119,43 +99,6 @@ InterferenceRow row_from_json(const json::Value& value) {
   return row;
 }
 
-json::Value foreground_to_json(const ForegroundInfo& info) {
-  json::Value f = json::Value::object();
-  f["name"] = info.name;
-  f["description"] = info.description;
-  f["status"] = run_status_name(info.status);
-  f["detail"] = info.detail;
-  f["flops"] = info.flops;
-  if (info.verify_error) {
-    json::Value v = json::Value::object();
-    // JSON has no infinity or NaN (they would print as null): a failed check that produced NaN stays a number.
-    v["max_error"] = std::isfinite(*info.verify_error) ? *info.verify_error : std::numeric_limits<double>::max();
-    v["tolerance"] = info.verify_tolerance;
-    v["shape"] = info.verify_shape;
-    v["passed"] = *info.verify_error <= info.verify_tolerance;
-    f["verify"] = std::move(v);
-  } else {
-    f["verify"] = nullptr;
-  }
-  return f;
-}
-
-ForegroundInfo foreground_from_json(const json::Value& value) {
-  ForegroundInfo info;
-  info.name = value.at("name").as_string();
-  info.description = value.at("description").as_string();
-  info.status = parse_status(value.at("status").as_string());
-  info.detail = value.at("detail").as_string();
-  info.flops = value.at("flops").as_double();
-  const json::Value& verify = value.at("verify");
-  if (!verify.is_null()) {
-    info.verify_error = verify.at("max_error").as_double();
-    info.verify_tolerance = verify.at("tolerance").as_double();
-    info.verify_shape = verify.at("shape").as_string();
-  }
-  return info;
-}
-
 void print_interference_table(const InterferenceReport& report, std::FILE* out) {
   const auto& o = report.options;
   if (!report.waived.empty()) {
@@ -167,13 +110,7 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
                     "after %d warm-up (at least %d ms), %d messages in flight\n",
                report.world_size, o.iterations, o.warmup, o.warmup_ms, o.depth);
   for (const auto& fg : report.foregrounds) {
-    std::string line = cat("# ", pad_right(fg.name, 10), " ", run_status_name(fg.status), ": ", fg.description);
-    if (!fg.detail.empty()) line += cat(" [", fg.detail, "]");
-    if (fg.verify_error) {
-      line += cat("; verified on ", fg.verify_shape, ": max error ", fixed(*fg.verify_error, 5), " (tolerance ",
-                  fixed(fg.verify_tolerance, 5), ")");
-    }
-    std::fprintf(out, "%s\n", line.c_str());
+    std::fprintf(out, "%s\n", foreground_line(fg).c_str());
   }
   for (const auto& run : report.traffic) {
     std::fprintf(out, "# %s %s %s%s%s\n", pad_right(run.background, 9).c_str(), pad_right(run.backend, 6).c_str(),
@@ -229,6 +166,7 @@ json::Value interference_to_json(const InterferenceReport& report) {
   options["memory"] = "cuda";
   options["world_size"] = report.world_size;
   options["foregrounds"] = string_array(o.foregrounds);
+  options["attention"] = attention_impl_name(o.attention);
   options["backends"] = string_array(o.backends);
   options["backgrounds"] = string_array(o.backgrounds);
   root["options"] = std::move(options);

@@ -11,28 +11,11 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "foreground_info.hpp"
 #include "interference_options.hpp"
 #include "interference_window.hpp"
 
 namespace pickle::bench {
-
-/// ok, unavailable (absent hardware or library: a fact about the machine, not a failure) or failed.
-enum class RunStatus { Ok, Unavailable, Failed };
-const char* run_status_name(RunStatus status) noexcept;
-
-/// One foreground kernel as set up on rank 1.
-struct ForegroundInfo {
-  std::string name;         ///< "gemm", "attention"
-  std::string description;  ///< what runs, named as in the output ("pickle fused attention (own kernel), ...")
-  RunStatus status = RunStatus::Ok;
-  std::string detail;       ///< why unavailable or failed, or the library that ran
-  double flops = 0;         ///< floating-point operations of one iteration
-  /// The check against a simple reference kernel: max abs error (attention) or max error relative to the bound
-  /// (gemm's sampled entries), the tolerance it must stay under, and the shape it ran on.
-  std::optional<double> verify_error;
-  double verify_tolerance = 0;
-  std::string verify_shape;
-};
 
 /// One background x backend as set up on ranks 0 and 1.
 struct TrafficRun {
@@ -76,7 +59,8 @@ struct InterferenceReport {
   std::vector<TrafficRun> traffic;
   std::vector<InterferenceRow> rows;
 
-  /// 0 when every row that ran passed and nothing failed (unavailable is not a failure); 1 otherwise.
+  /// 0 when every row that ran passed and nothing failed (unavailable is not a failure, unless required); 1
+  /// otherwise.
   int exit_code() const;
 };
 
@@ -87,11 +71,9 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out);
 /// The result file's content except "topology" and "environment", which write_result_file adds.
 json::Value interference_to_json(const InterferenceReport& report);
 
-/// A row and a foreground as JSON objects (the result file's entries) and back: rank 1 measures and hands them to
-/// rank 0 through the store in this form. from_json throws ProtocolError on a malformed object.
+/// A row as a JSON object (the result file's entry) and back: rank 1 measures and hands it (and the foregrounds,
+/// foreground_info.hpp) to rank 0 through the store in this form. from_json throws ProtocolError on a malformed
+/// object.
 json::Value row_to_json(const InterferenceRow& row);
 InterferenceRow row_from_json(const json::Value& value);
-json::Value foreground_to_json(const ForegroundInfo& info);
-ForegroundInfo foreground_from_json(const json::Value& value);
-
 }  // namespace pickle::bench

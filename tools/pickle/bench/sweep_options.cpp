@@ -91,4 +91,33 @@ std::vector<std::string> split_list(const std::string& text, const std::string& 
   return items;
 }
 
+namespace {
+
+std::string choice_words(std::span<const std::string_view> choices) {
+  std::string words;
+  for (const auto& choice : choices) words += cat(words.empty() ? "" : ", ", choice);
+  return words;
+}
+
+}  // namespace
+
+std::size_t parse_choice(const std::string& text, const std::string& flag, std::span<const std::string_view> choices) {
+  auto found = std::find(choices.begin(), choices.end(), text);
+  if (found == choices.end()) {
+    throw InvalidArgument(cat(flag, ": unknown value '", text, "' (choose from ", choice_words(choices), ")"));
+  }
+  return static_cast<std::size_t>(found - choices.begin());
+}
+
+std::vector<std::string> parse_choice_list(const std::string& text, const std::string& flag,
+                                           std::span<const std::string_view> choices) {
+  std::vector<std::string> items = split_list(text, flag);
+  for (const auto& item : items) {
+    if (std::find(choices.begin(), choices.end(), item) == choices.end()) {
+      throw InvalidArgument(cat(flag, ": unknown item '", item, "' (choose from ", choice_words(choices), ")"));
+    }
+  }
+  return items;
+}
+
 }  // namespace pickle::bench

@@ -4,7 +4,9 @@
 // hands each flag to parse_sweep_flag first and reads only its own flags itself.
 
 #include <cstddef>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pickle::bench {
@@ -57,5 +59,10 @@ std::size_t sweep_max_bytes(const SweepOptions& sweep, std::size_t default_max);
 long long parse_int(const std::string& text, const std::string& flag, long long min, long long max);
 /// "a,b,c" -> {"a", "b", "c"}; empty or repeated items are an InvalidArgument naming `flag`.
 std::vector<std::string> split_list(const std::string& text, const std::string& flag);
+/// One of `choices`; anything else is an InvalidArgument "<flag>: unknown value 'x' (choose from a, b)".
+std::size_t parse_choice(const std::string& text, const std::string& flag, std::span<const std::string_view> choices);
+/// A split_list of `choices`, in the order given; an unknown item is an InvalidArgument naming it and the choices.
+std::vector<std::string> parse_choice_list(const std::string& text, const std::string& flag,
+                                           std::span<const std::string_view> choices);
 
 }  // namespace pickle::bench

@@ -4,3 +4,4 @@ from . import ipc, memcpy, p2p  # noqa: F401,E402
 from . import transports  # noqa: F401,E402
 from . import interference  # noqa: F401,E402
 from . import coll, scenario  # noqa: F401,E402
+from . import compute  # noqa: F401,E402

@@ -1,0 +1,116 @@
+#include "compute_report.hpp"
+
+#include <algorithm>
+
+#include "core/format.hpp"
+#include "result_file.hpp"
+#include "table_text.hpp"
+
+namespace pickle::bench {
+
+double ComputeResult::median_ms() const {
+  if (ms.empty()) return 0;
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t middle = sorted.size() / 2;
+  return sorted.size() % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+double ComputeResult::min_ms() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
+
+double ComputeResult::max_ms() const { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }
+
+double ComputeResult::tflops() const {
+  const double median = median_ms();
+  return median > 0 ? info.flops / (median * 1e-3) / 1e12 : 0;
+}
+
+bool ComputeResult::passed() const {
+  return info.status == RunStatus::Ok && error.empty() && !ms.empty() && changed.value_or(0) == 0;
+}
+
+int ComputeReport::exit_code() const {
+  for (const auto& result : results) {
+    if (foreground_fails_run(result.info)) return 1;
+    if (result.info.status == RunStatus::Ok && !result.passed()) return 1;
+  }
+  return 0;
+}
+
+void print_compute_table(const ComputeReport& report, std::FILE* out) {
+  const auto& o = report.options;
+  if (!report.waived.empty()) {
+    std::fprintf(out, "compute: waived: %s\n", report.waived.c_str());
+    for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+    std::fflush(out);
+    return;
+  }
+  std::fprintf(out, "# pickle bench compute: GPU %d (%s), each foreground alone, %d iterations x %d repeats after %d "
+                    "warm-up (at least %d ms)\n",
+               o.device, report.device_name.c_str(), o.iterations, o.repeats, o.warmup, o.warmup_ms);
+  for (const auto& result : report.results) std::fprintf(out, "%s\n", foreground_line(result.info).c_str());
+  for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
+  std::fprintf(out, "# ms: per iteration (CUDA events around -n iterations), median of the repeats, min and max beside "
+                    "it; TFLOP/s from the median\n");
+  std::fprintf(out, "# changed: output elements that differ from the foreground's first result after all repeats "
+                    "(must be 0)\n");
+  std::fprintf(out, "#%s%s%s%s%s%s  %s\n", pad_left("foreground", 10).c_str(), pad_left("ms", 12).c_str(),
+               pad_left("min", 10).c_str(), pad_left("max", 10).c_str(), pad_left("TFLOP/s", 9).c_str(),
+               pad_left("changed", 9).c_str(), "kernel");
+  for (const auto& result : report.results) {
+    std::string line = " ";
+    line += pad_left(result.info.name, 10);
+    if (result.ms.empty()) {
+      const std::string why = result.info.status != RunStatus::Ok ? run_status_name(result.info.status) : "FAILED";
+      line += pad_left(why, 12) + pad_left("-", 10) + pad_left("-", 10) + pad_left("-", 9) + pad_left("-", 9);
+    } else {
+      line += pad_left(fixed(result.median_ms(), 3), 12) + pad_left(fixed(result.min_ms(), 3), 10) +
+              pad_left(fixed(result.max_ms(), 3), 10) + pad_left(fixed(result.tflops(), 1), 9) +
+              pad_left(result.changed ? cat(*result.changed) : std::string("N/A"), 9);
+    }
+    line += cat("  ", result.info.kernel);
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+  for (const auto& result : report.results) {
+    if (!result.error.empty()) std::fprintf(out, "# FAILED: %s: %s\n", result.info.name.c_str(), result.error.c_str());
+  }
+  std::fflush(out);
+}
+
+json::Value compute_to_json(const ComputeReport& report) {
+  const auto& o = report.options;
+  json::Value root = result_head("compute", report.command, report.started_utc);
+  json::Value options = json::Value::object();
+  options["iterations"] = o.iterations;
+  options["warmup"] = o.warmup;
+  options["repeats"] = o.repeats;
+  options["warmup_ms"] = o.warmup_ms;
+  options["device"] = o.device;
+  options["foregrounds"] = string_array(o.foregrounds);
+  options["attention"] = attention_impl_name(o.attention);
+  root["options"] = std::move(options);
+  root["waived"] = report.waived.empty() ? json::Value() : json::Value(report.waived);
+  root["device_name"] = report.device_name.empty() ? json::Value() : json::Value(report.device_name);
+  root["notes"] = string_array(report.notes);
+  json::Value results = json::Value::array();
+  for (const auto& result : report.results) {
+    json::Value r = foreground_to_json(result.info);
+    const bool measured = !result.ms.empty();
+    r["ms"] = measured ? json::Value(result.median_ms()) : json::Value();
+    r["min_ms"] = measured ? json::Value(result.min_ms()) : json::Value();
+    r["max_ms"] = measured ? json::Value(result.max_ms()) : json::Value();
+    json::Value samples = json::Value::array();
+    for (double ms : result.ms) samples.push_back(ms);
+    r["samples_ms"] = std::move(samples);
+    r["tflops"] = measured ? json::Value(result.tflops()) : json::Value();
+    r["changed"] = result.changed ? json::Value(*result.changed) : json::Value();
+    r["passed"] = result.passed();
+    r["error"] = result.error.empty() ? json::Value() : json::Value(result.error);
+    results.push_back(std::move(r));
+  }
+  root["results"] = std::move(results);
+  root["exit_code"] = report.exit_code();
+  return root;
+}
+
+}  // namespace pickle::bench

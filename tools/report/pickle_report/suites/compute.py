@@ -1,0 +1,106 @@
+"""`pickle bench compute`: interference's foregrounds (GEMM, attention) timed alone on one GPU.
+
+One table, a row per foreground: which kernel computed it (cuBLASLt, cuDNN SDPA or pickle's own attention kernel),
+ms per iteration (median of the repeats, with min..max), TFLOP/s from the median, and the check: the comparison with
+a simple reference kernel and the output elements that changed from the foreground's first result."""
+from .. import markdown
+from ..inputs import require
+from ..units import number
+from .registry import Suite, register
+
+TABLE_HEADER = ["foreground", "kernel", "ms", "TFLOP/s", "check"]
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check(bench):
+    data = bench.data
+    results = require(bench, data, "results", list, "the file")
+    for i, entry in enumerate(results):
+        where = "results[%d]" % i
+        for key in ("name", "status"):
+            require(bench, entry, key, str, where)
+        for key in ("ms", "min_ms", "max_ms", "tflops", "flops"):
+            value = entry.get(key)
+            if value is not None and not _is_number(value):
+                raise bench.fail("%s.%s is not a number" % (where, key))
+            if _is_number(value) and value < 0:
+                raise bench.fail("%s.%s is %r; it cannot be negative" % (where, key, value))
+        changed = entry.get("changed")
+        if changed is not None and (not isinstance(changed, int) or isinstance(changed, bool)):
+            raise bench.fail("%s.changed is not an integer" % where)
+        verify = entry.get("verify")
+        if verify is not None and not isinstance(verify, dict):
+            raise bench.fail("%s.verify is not an object" % where)
+        if entry.get("error") is not None and not isinstance(entry["error"], str):
+            raise bench.fail("%s.error is not a string" % where)
+    if not isinstance(data.get("options", {}), dict):
+        raise bench.fail("'options' is not an object")
+    waived = data.get("waived")
+    if waived is not None and not isinstance(waived, str):
+        raise bench.fail("'waived' is not a string")
+
+
+def _method(data):
+    o = data.get("options") or {}
+    parts = ["each foreground alone on GPU %s%s" % (o.get("device", "?"),
+                                                    " (%s)" % data["device_name"] if data.get("device_name") else "")]
+    if "iterations" in o:
+        parts.append("%s warm-up iterations (and at least %s ms), then %s repeats of %s iterations between CUDA "
+                     "events; the median repeat is shown with min..max" % (
+                         o.get("warmup", "?"), o.get("warmup_ms", "?"), o.get("repeats", "?"), o["iterations"]))
+    if "attention" in o:
+        parts.append("attention implementation: %s" % o["attention"])
+    return "; ".join(parts)
+
+
+def _check_cell(entry):
+    if entry.get("status") != "ok":
+        return "**%s**: %s" % (entry.get("status"), entry.get("detail") or "—")
+    if entry.get("error"):
+        return "**FAILED**: %s" % entry["error"]
+    parts = []
+    verify = entry.get("verify")
+    if isinstance(verify, dict) and _is_number(verify.get("max_error")):
+        parts.append("max error %.2e (tolerance %.0e)" % (verify["max_error"], verify.get("tolerance") or 0))
+    changed = entry.get("changed")
+    if changed is not None:
+        parts.append("%d changed" % changed if changed == 0 else "**%d changed**" % changed)
+    verdict = "passed" if entry.get("passed") else "**failed**"
+    return "%s (%s)" % (verdict, ", ".join(parts)) if parts else verdict
+
+
+def _ms_cell(entry):
+    if not _is_number(entry.get("ms")):
+        return "—"
+    text = number(entry["ms"])
+    if _is_number(entry.get("min_ms")) and _is_number(entry.get("max_ms")):
+        text += " [%s..%s]" % (number(entry["min_ms"]), number(entry["max_ms"]))
+    return text
+
+
+def render(bench, out):
+    data = bench.data
+    if data.get("waived"):
+        return ["**Waived**: %s; nothing was measured." % data["waived"]] + markdown.notes(data)
+    lines = ["**Method**: %s (docs/bench.md)." % _method(data)]
+    lines += markdown.notes(data)
+    rows = []
+    details = []
+    for entry in data["results"]:
+        rows.append([entry["name"], entry.get("kernel") or "—", _ms_cell(entry),
+                     number(entry["tflops"]) if _is_number(entry.get("tflops")) else "—", _check_cell(entry)])
+        if entry.get("description") or entry.get("detail"):
+            details.append("- %s: %s%s" % (entry["name"], entry.get("description") or "",
+                                           " (%s)" % entry["detail"] if entry.get("detail") else ""))
+    if not rows:
+        return lines + ["", "No foreground was run."]
+    lines += [""] + markdown.table(TABLE_HEADER, rows)
+    if details:
+        lines += ["", "**Foregrounds**:"] + details
+    return lines
+
+
+register(Suite("compute", check, render))
