@@ -4,7 +4,7 @@
 // signal word. No kernel runs in the data path. Sends that do not join the caller's stream take turns over
 // PICKLE_IPC_STREAMS copy streams per peer, whole message by whole message (splitting one copy over several streams
 // measured slower between one pair of H200s; alternating whole messages lets one message's fenced flag write
-// overlap the next one's copy: docs/results/2026-11-24-send-path-h200x1.md).
+// overlap the next one's copy: docs/results/2026-11-24-h200x1.md).
 
 #include <atomic>
 #include <cstdint>
