@@ -7,6 +7,7 @@
 #   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
 #   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
 #   info             pickle info and --json
+#   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
 set -uo pipefail
@@ -17,6 +18,9 @@ mkdir -p "$work"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 nccl_dir=$(python3 -c "import nvidia.nccl as m; print(m.__path__[0])" 2>/dev/null || true)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+# cuDNN (the attention foreground) and the libraries it loads at run time (NVRTC, cuBLASLt) from Python's wheels.
+wheel_libs=$(python3 -c "import glob,site;print(':'.join(d for p in site.getsitepackages() for d in glob.glob(p+'/nvidia/*/lib')))" 2>/dev/null || true)
+[ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs:$LD_LIBRARY_PATH"
 pickle=build-gpu/tools/pickle/pickle
 status=0
 start=$(date +%s)
@@ -55,6 +59,10 @@ for step in "$@"; do
         note "bench $name ${args[*]}: FAILED (exit $?)"; tail -15 "$work/$tag.err"; status=1
       fi
       tail -30 "$work/$tag.txt" ;;
+    env:*)
+      assignment=${step#env:}
+      if [ -n "${assignment#*=}" ]; then export "$assignment"; else unset "${assignment%%=}"; fi
+      note "env $assignment" ;;
     *) note "unknown step $step"; status=2 ;;
   esac
 done

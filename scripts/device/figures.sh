@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The figures the open issues still need from the two-GPU machine (nvidia-h200-x2), one group per device call (each
+# fits one 10-minute call, the build included): `bash scripts/device/figures.sh GROUP`, with carry
+#   [".deps/googletest", ".deps/libfabric", ".deps/cudnn", ".deps/cudnn-frontend"]
+# (made here by: cp -r /usr/src/googletest .deps/; bash scripts/device/carry_libfabric.sh;
+#  bash scripts/fetch-cudnn-frontend.sh; bash scripts/device/carry_cudnn_headers.sh).
+# Everything lands in $OUT/session.tgz (scripts/device/session.sh). Groups:
+#   link          issue 3 and 6: p2p pickle/NCCL/raw CE 4K-1G (uni, bi, lat); pickle with 2 and 4 copy streams per peer
+#                 (PICKLE_IPC_STREAMS, docs/results/2026-11-24-h200x1.md section 3); allreduce and allgather vs NCCL
+#   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
+#                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
+#   tests         every GPU test on the two GPUs
+#   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 4K-4G
+#   allgather     issue 6: attention under an allgather background, pickle vs NCCL
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+group=${1:?usage: figures.sh link|transports|tests|interference|allgather}
+session=(bash scripts/device/session.sh build info)
+case "$group" in
+  link)
+    exec "${session[@]}" \
+      bench:p2p:-b+4K+-e+1G+-f+4 \
+      env:PICKLE_IPC_STREAMS=2 bench:p2p:--backend+pickle+--mode+uni,bi+-b+64K+-e+256M+-f+4 \
+      env:PICKLE_IPC_STREAMS=4 bench:p2p:--backend+pickle+--mode+uni,bi+-b+64K+-e+256M+-f+4 \
+      env:PICKLE_IPC_STREAMS= \
+      bench:coll:-c+allreduce+-b+1M+-e+1G+-f+4 bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 ;;
+  transports)
+    exec "${session[@]}" \
+      bench:transports:--runs+3+-b+64M+-e+1G \
+      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
+  tests)
+    exec "${session[@]}" gpu-tests ;;
+  interference)
+    exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+4K+-e+4G+-f+4 ;;
+  allgather)
+    exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
+  *) echo "figures.sh: unknown group $group (link, transports, tests, interference, allgather)" >&2; exit 2 ;;
+esac
