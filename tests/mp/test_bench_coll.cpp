@@ -93,6 +93,11 @@ void check_every_collective(int ranks) {
   EXPECT_EQ(root.at("exit_code").as_int(), 0);
   EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "ok");
   EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
+  // NCCL's zero-SM mode is a default backend too (pickle is judged against the better NCCL), and says why not here.
+  const json::Value* zero = find_backend(root, "nccl-zero");
+  ASSERT_NE(zero, nullptr);
+  EXPECT_EQ(zero->at("status").as_string(), "unavailable");
+  EXPECT_NE(run.out.find("# nccl-zero unavailable: rank 0: nccl-zero needs GPU memory"), std::string::npos) << run.out;
   const auto& results = root.at("results").as_array();
   ASSERT_EQ(results.size(), 40u);  // pickle only: 20 points x out-of-place and in-place
   std::map<std::string, int> per_collective;
@@ -341,6 +346,8 @@ TEST(BenchScenario, BadFlagsExitWithTwo) {
                                                        {"flags", "-n", "0"},
                                                        {"one-vs-many", "--count", "0"},
                                                        {"flags", "--backend", "gloo"},
+                                                       // NCCL's zero-SM mode needs its own buffers: coll only.
+                                                       {"flags", "--backend", "pickle,nccl-zero"},
                                                        {"flags", "--frobnicate"}};
   for (const auto& args : cases) {
     TempDir dir("bench-scenario");

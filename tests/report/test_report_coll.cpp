@@ -55,7 +55,7 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   const std::string coll = dir / "coll.json", synthetic = dir / "two.json";
   Result bench = run_pickle(dir,
                             {"bench", "coll", "-c", "allreduce,allgather", "--memory", "host", "-b", "1K", "-e", "16K",
-                             "-f", "4", "-n", "2", "-w", "1", "--json", coll},
+                             "-f", "4", "-n", "2", "-w", "1", "--json", coll, "--backend", "pickle,nccl"},
                             std::chrono::seconds(60));
   ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
   std::vector<std::string> inputs = {coll, synthetic};

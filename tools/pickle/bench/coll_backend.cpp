@@ -21,6 +21,7 @@ InPlaceLayout CollBackend::in_place_layout(Collective coll, int rank, std::size_
 std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std::string& key) {
   if (name == "pickle") return make_pickle_coll_backend(key);
   if (name == "nccl") return make_nccl_coll_backend(key);
+  if (name == "nccl-zero") return make_nccl_coll_backend(key, /*zero_cta=*/true);
   throw InvalidArgument(cat("unknown collective backend '", name, "'"));
 }
 

@@ -48,6 +48,11 @@ class CollBackend {
   /// A version or detail worth recording (the NCCL library's version and path); "" when none.
   virtual std::string detail() const { return {}; }
 
+  /// The memory this backend's calls use as buffer `index` of the context (0: send, 1: receive; in place: 1), as
+  /// large as ctx.buffer_bytes(): the context's own by default. A backend that needs memory of its own (nccl-zero:
+  /// ncclMemAlloc'd and registered as windows) returns that, and the runner loads and checks it there.
+  virtual std::byte* buffer(CollContext& ctx, int index) { return ctx.buffer(index); }
+
   /// The in-place form of `coll` on `rank` with `count` (the call's count): NCCL's convention by default (allgather:
   /// send = recv + rank * count; reduce_scatter: recv = send + rank * count; others send == recv).
   virtual InPlaceLayout in_place_layout(Collective coll, int rank, std::size_t count) const;
@@ -64,11 +69,13 @@ class CollBackend {
   CollBackend() = default;
 };
 
-/// The backend called `name` ("pickle", "nccl"). Constructing one does nothing that can fail. `key` names this
-/// instance's keys in the store (a run that creates several instances of a backend gives each its own).
+/// The backend called `name` ("pickle", "nccl", "nccl-zero"). Constructing one does nothing that can fail. `key`
+/// names this instance's keys in the store (a run that creates several instances of a backend gives each its own).
 std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std::string& key);
 
 std::unique_ptr<CollBackend> make_pickle_coll_backend(const std::string& key);
-std::unique_ptr<CollBackend> make_nccl_coll_backend(const std::string& key);
+/// NCCL as it comes ("nccl"), or in its zero-SM mode ("nccl-zero": CTAPolicy = NCCL_CTA_POLICY_ZERO, buffers from
+/// ncclMemAlloc registered with NCCL_WIN_COLL_SYMMETRIC), the anchors' strongest NCCL for allgather.
+std::unique_ptr<CollBackend> make_nccl_coll_backend(const std::string& key, bool zero_cta = false);
 
 }  // namespace pickle::bench

@@ -11,7 +11,8 @@ namespace pickle::bench {
 
 const char* const kCollUsage =
     "usage: pickle bench coll [-c allreduce,...|all] [-b 4K] [-e 1G] [-f 2] [-n 20] [-w 5] [-c 0|1] [-d float]\n"
-    "                         [-o sum] [-r 0] [--repeats 5] [--ranks N] [--backend pickle,nccl] [--json FILE]\n"
+    "                         [-o sum] [-r 0] [--repeats 5] [--ranks N] [--backend pickle,nccl,nccl-zero]\n"
+    "                         [--json FILE]\n"
     "                         [--memory host|cuda]\n"
     "\n"
     "Collective bandwidth the nccl-tests way, for each backend in turn on the same buffers and sizes:\n"
@@ -33,7 +34,8 @@ const char* const kCollUsage =
     "  -r ROOT        broadcast's root rank (0)\n"
     "  --repeats R    timed repeats per size; the table shows their median (5)\n"
     "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks)\n"
-    "  --backend LIST comma-separated backends, run one after the other (pickle,nccl)\n"
+    "  --backend LIST comma-separated backends, run one after the other (pickle,nccl,nccl-zero; nccl-zero is NCCL's\n"
+    "                 zero-SM mode: CTAPolicy ZERO, ncclMemAlloc buffers registered as symmetric windows)\n"
     "  --json FILE    write every measurement, the environment and the topology as JSON (docs/bench.md)\n"
     "  --memory KIND  host or cuda (default: cuda when rank 0's host has a GPU per local rank)\n";
 
@@ -115,11 +117,14 @@ std::vector<Collective> parse_collectives(const std::string& text, const std::st
   return out;
 }
 
-std::vector<std::string> parse_coll_backends(const std::string& text, const std::string& flag) {
+std::vector<std::string> parse_coll_backends(const std::string& text, const std::string& flag,
+                                             std::span<const std::string_view> allowed) {
   std::vector<std::string> names = split_list(text, flag);
   for (const auto& name : names) {
-    if (std::find(std::begin(kCollBackendNames), std::end(kCollBackendNames), name) == std::end(kCollBackendNames)) {
-      throw InvalidArgument(cat(flag, ": unknown backend '", name, "' (choose from pickle, nccl)"));
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      std::string choices;
+      for (auto choice : allowed) choices += cat(choices.empty() ? "" : ", ", choice);
+      throw InvalidArgument(cat(flag, ": unknown backend '", name, "' (choose from ", choices, ")"));
     }
   }
   return names;
@@ -195,7 +200,7 @@ CollOptions parse_coll_options(const std::vector<std::string>& args) {
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 1, 1024));
     } else if (flag == "--backend") {
-      options.backends = parse_coll_backends(in.value(), "--backend");
+      options.backends = parse_coll_backends(in.value(), "--backend", kCollBackendNames);
     } else {
       in.unknown();
     }

@@ -4,6 +4,7 @@
 // --repeats, --memory, --json).
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,13 +63,17 @@ struct CollOptions : SweepOptions {
 inline constexpr std::size_t kCollHostDefaultMaxBytes = std::size_t{16} << 20;
 inline constexpr std::size_t kCollCudaDefaultMaxBytes = std::size_t{1} << 30;
 
-/// The backends `--backend` accepts, in their default order.
-inline constexpr std::string_view kCollBackendNames[] = {"pickle", "nccl"};
+/// The backends `pickle bench coll --backend` accepts, in their default order.
+inline constexpr std::string_view kCollBackendNames[] = {"pickle", "nccl", "nccl-zero"};
+/// The backends `pickle bench scenario` accepts: nccl-zero needs buffers of NCCL's own, which the scenarios do not
+/// take from their backend.
+inline constexpr std::string_view kScenarioBackendNames[] = {"pickle", "nccl"};
 
 /// Parses a comma list of collective names or "all" (InvalidArgument naming `flag` for an unknown name).
 std::vector<Collective> parse_collectives(const std::string& text, const std::string& flag);
-/// Parses a backend list against kCollBackendNames.
-std::vector<std::string> parse_coll_backends(const std::string& text, const std::string& flag);
+/// Parses a backend list against `allowed` (kCollBackendNames or kScenarioBackendNames).
+std::vector<std::string> parse_coll_backends(const std::string& text, const std::string& flag,
+                                             std::span<const std::string_view> allowed);
 
 /// Parses the arguments after `coll`. Unknown flags, bad values and inconsistent ranges are InvalidArgument (the
 /// caller turns them into exit code 2).

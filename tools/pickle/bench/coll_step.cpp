@@ -19,11 +19,13 @@ struct Placement {
   std::byte* buffer = nullptr;  ///< the buffer that is poisoned before the check (the receive buffer)
 };
 
-Placement place(CollContext& ctx, const CollBackend& backend, const CollPoint& point, bool in_place) {
+Placement place(CollContext& ctx, CollBackend& backend, const CollPoint& point, bool in_place) {
   const std::size_t size = datatype_size(point.type);
-  if (!in_place) return {.send = ctx.buffer(0), .recv = ctx.buffer(1), .buffer = ctx.buffer(1)};
+  if (!in_place) {
+    return {.send = backend.buffer(ctx, 0), .recv = backend.buffer(ctx, 1), .buffer = backend.buffer(ctx, 1)};
+  }
   InPlaceLayout layout = backend.in_place_layout(point.coll, ctx.rank(), point.shape.count);
-  std::byte* base = ctx.buffer(1);
+  std::byte* base = backend.buffer(ctx, 1);
   return {.send = base + layout.send_offset * size, .recv = base + layout.recv_offset * size, .buffer = base};
 }
 

@@ -35,6 +35,31 @@ inline constexpr int kNcclMax = 2;
 inline constexpr int kNcclMin = 3;
 inline constexpr int kNcclAvg = 4;  ///< NCCL >= 2.10
 
+/// ncclConfig_t as NCCL 2.28 lays it out (fields are only ever appended; NCCL reads as many as the `version` it is
+/// given says exist). Filled by NcclApi::default_config() the way NCCL_CONFIG_INITIALIZER fills it.
+struct NcclConfig {
+  std::size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;  ///< NCCL >= 2.27
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+};
+inline constexpr int kNcclCtaPolicyZero = 0x02;     ///< NCCL_CTA_POLICY_ZERO
+inline constexpr int kNcclWinCollSymmetric = 0x01;  ///< NCCL_WIN_COLL_SYMMETRIC
+using NcclWindow = void*;                           ///< ncclWindow_t
+
 class NcclApi {
  public:
   /// Loads libnccl.so.2 and resolves every symbol; UnavailableError saying what is missing otherwise.
@@ -64,12 +89,25 @@ class NcclApi {
                         void* stream) = nullptr;
   /// ncclAlltoAll (NCCL >= 2.28); null before, where alltoall is a group of ncclSend/ncclRecv as nccl-tests does it.
   int (*all_to_all)(const void*, void*, std::size_t count, int datatype, NcclComm, void* stream) = nullptr;
+  // NCCL's zero-SM mode ("nccl-zero"): a communicator configured with CTAPolicy = NCCL_CTA_POLICY_ZERO and buffers
+  // from ncclMemAlloc registered as symmetric windows. Null where the library predates them.
+  int (*comm_init_rank_config)(NcclComm*, int nranks, NcclUniqueId id, int rank, NcclConfig* config) = nullptr;
+  int (*mem_alloc)(void** ptr, std::size_t size) = nullptr;
+  int (*mem_free)(void* ptr) = nullptr;
+  int (*comm_window_register)(NcclComm, void* buffer, std::size_t size, NcclWindow* window, int flags) = nullptr;
+  int (*comm_window_deregister)(NcclComm, NcclWindow window) = nullptr;
+
+  /// Why this library cannot run NCCL's zero-SM mode ("" when it can): NCCL 2.27 or newer with every call above.
+  std::string zero_cta_problem() const;
+  /// A configuration as NCCL_CONFIG_INITIALIZER makes it (every attribute "undefined") for this library's version.
+  NcclConfig default_config() const;
 
  private:
   explicit NcclApi(DynamicLibrary library) : library_(std::move(library)) {}
 
   DynamicLibrary library_;
   std::string version_;
+  int version_code_ = 0;  // ncclGetVersion's
   const char* (*get_error_string_)(int) = nullptr;
   const char* (*get_last_error_)(NcclComm) = nullptr;  // NCCL >= 2.13; null before
 };

@@ -48,9 +48,16 @@ NcclUniqueId NcclSession::share_unique_id(Store& store, const std::string& key, 
   return id;
 }
 
-void NcclSession::init(const NcclUniqueId& id, int nranks, int rank, const std::string& what) {
+void NcclSession::init(const NcclUniqueId& id, int nranks, int rank, const std::string& what, NcclConfig* config) {
   NcclComm comm = nullptr;  // kept only once init succeeded: a failed init leaves nothing to tear down
-  api_->check(api_->comm_init_rank(&comm, nranks, id, rank), "ncclCommInitRank", what);
+  if (config != nullptr) {
+    if (api_->comm_init_rank_config == nullptr) {
+      throw UnavailableError(cat(what, ": ", api_->path(), " has no ncclCommInitRankConfig"));
+    }
+    api_->check(api_->comm_init_rank_config(&comm, nranks, id, rank, config), "ncclCommInitRankConfig", what);
+  } else {
+    api_->check(api_->comm_init_rank(&comm, nranks, id, rank), "ncclCommInitRank", what);
+  }
   comm_ = comm;
 }
 

@@ -37,12 +37,14 @@ class NcclSession {
   NcclUniqueId share_unique_id(Store& store, const std::string& key, int rank) const;
 
   /// Makes the communicator of `nranks` ranks from `id`; NCCL takes the current device. `what` names the init in
-  /// its error ("rank 0 -> peer 1: NCCL communicator init"). Nothing is kept when it fails.
-  void init(const NcclUniqueId& id, int nranks, int rank, const std::string& what);
+  /// its error ("rank 0 -> peer 1: NCCL communicator init"). With `config`, ncclCommInitRankConfig. Nothing is kept
+  /// when it fails.
+  void init(const NcclUniqueId& id, int nranks, int rank, const std::string& what, NcclConfig* config = nullptr);
 
   /// share_unique_id() then init().
-  void connect(Store& store, const std::string& key, int nranks, int rank, const std::string& what) {
-    init(share_unique_id(store, key, rank), nranks, rank, what);
+  void connect(Store& store, const std::string& key, int nranks, int rank, const std::string& what,
+               NcclConfig* config = nullptr) {
+    init(share_unique_id(store, key, rank), nranks, rank, what, config);
   }
 
   /// The communicator; nullptr before connect() succeeded.

@@ -81,7 +81,7 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 1, 1024));
     } else if (flag == "--backend") {
-      options.backends = parse_coll_backends(in.value(), "--backend");
+      options.backends = parse_coll_backends(in.value(), "--backend", kScenarioBackendNames);
     } else if (flag == "--memory") {
       options.memory = in.value();
       if (options.memory != "host" && options.memory != "cuda") {
@@ -95,7 +95,9 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
       in.unknown();
     }
   }
-  if (options.backends.empty()) options.backends.assign(std::begin(kCollBackendNames), std::end(kCollBackendNames));
+  if (options.backends.empty()) {
+    options.backends.assign(std::begin(kScenarioBackendNames), std::end(kScenarioBackendNames));
+  }
   const bool bench = options.scenario == Scenario::AllreduceBench, flags = options.scenario == Scenario::Flags;
   if (options.iterations == 0) options.iterations = bench ? 5 : flags ? 1000 : 3;
   if (options.warmup < 0) options.warmup = flags ? 10 : 1;
