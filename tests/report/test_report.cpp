@@ -91,15 +91,7 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
   EXPECT_EQ(found[3].rows.back()[4], "396.9");
 
   // Every linked plot is a real PNG of non-trivial size: per file, bandwidth + ratio per mode and latency for lat.
-  const std::regex link(R"(!\[[^\]]*\]\(([^)]+)\))");
-  int links = 0;
-  for (auto it = std::sregex_iterator(md.begin(), md.end(), link); it != std::sregex_iterator(); ++it) {
-    std::string png = read_file(out + "/" + (*it)[1].str());
-    ++links;
-    EXPECT_GT(png.size(), 10'000u) << (*it)[1];
-    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << (*it)[1];
-  }
-  EXPECT_EQ(links, 14);
+  EXPECT_EQ(check_plots(out, md), 14);
 }
 
 const std::string kDeviceMemcpy = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/memcpy.json";

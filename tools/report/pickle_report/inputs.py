@@ -77,6 +77,21 @@ def require(bench, obj, key, kinds, where):
     return value
 
 
+def is_number(value):
+    """A JSON number: Python's bool is an int, but true is not a number here."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_optional_nonnegative(bench, entry, keys, where):
+    """Each of `keys` in `entry` is absent, null, or a number that is not negative."""
+    for key in keys:
+        value = entry.get(key)
+        if value is not None and not is_number(value):
+            raise bench.fail("%s.%s is not a number" % (where, key))
+        if is_number(value) and value < 0:
+            raise bench.fail("%s.%s is %r; it cannot be negative" % (where, key, value))
+
+
 def check_summary(bench, value, where):
     """A {median, min, max} of a measurement, when present: a positive median, numeric bounds."""
     if value is None:

@@ -4,15 +4,11 @@ One table, a row per foreground: which kernel computed it (cuBLASLt, cuDNN SDPA 
 ms per iteration (median of the repeats, with min..max), TFLOP/s from the median, and the check: the comparison with
 a simple reference kernel and the output elements that changed from the foreground's first result."""
 from .. import markdown
-from ..inputs import require
+from ..inputs import check_optional_nonnegative, is_number, require
 from ..units import number
 from .registry import Suite, register
 
 TABLE_HEADER = ["foreground", "kernel", "ms", "TFLOP/s", "check"]
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check(bench):
@@ -22,12 +18,7 @@ def check(bench):
         where = "results[%d]" % i
         for key in ("name", "status"):
             require(bench, entry, key, str, where)
-        for key in ("ms", "min_ms", "max_ms", "tflops", "flops"):
-            value = entry.get(key)
-            if value is not None and not _is_number(value):
-                raise bench.fail("%s.%s is not a number" % (where, key))
-            if _is_number(value) and value < 0:
-                raise bench.fail("%s.%s is %r; it cannot be negative" % (where, key, value))
+        check_optional_nonnegative(bench, entry, ("ms", "min_ms", "max_ms", "tflops", "flops"), where)
         changed = entry.get("changed")
         if changed is not None and (not isinstance(changed, int) or isinstance(changed, bool)):
             raise bench.fail("%s.changed is not an integer" % where)
@@ -63,7 +54,7 @@ def _check_cell(entry):
         return "**FAILED**: %s" % entry["error"]
     parts = []
     verify = entry.get("verify")
-    if isinstance(verify, dict) and _is_number(verify.get("max_error")):
+    if isinstance(verify, dict) and is_number(verify.get("max_error")):
         parts.append("max error %.2e (tolerance %.0e)" % (verify["max_error"], verify.get("tolerance") or 0))
     changed = entry.get("changed")
     if changed is not None:
@@ -73,10 +64,10 @@ def _check_cell(entry):
 
 
 def _ms_cell(entry):
-    if not _is_number(entry.get("ms")):
+    if not is_number(entry.get("ms")):
         return "—"
     text = number(entry["ms"])
-    if _is_number(entry.get("min_ms")) and _is_number(entry.get("max_ms")):
+    if is_number(entry.get("min_ms")) and is_number(entry.get("max_ms")):
         text += " [%s..%s]" % (number(entry["min_ms"]), number(entry["max_ms"]))
     return text
 
@@ -91,7 +82,7 @@ def render(bench, out):
     details = []
     for entry in data["results"]:
         rows.append([entry["name"], entry.get("kernel") or "—", _ms_cell(entry),
-                     number(entry["tflops"]) if _is_number(entry.get("tflops")) else "—", _check_cell(entry)])
+                     number(entry["tflops"]) if is_number(entry.get("tflops")) else "—", _check_cell(entry)])
         if entry.get("description") or entry.get("detail"):
             details.append("- %s: %s%s" % (entry["name"], entry.get("description") or "",
                                            " (%s)" % entry["detail"] if entry.get("detail") else ""))

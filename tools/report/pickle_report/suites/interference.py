@@ -9,7 +9,7 @@ bandwidth (dashed, right axis)."""
 import os
 
 from .. import machine, markdown, plotting
-from ..inputs import ordered, require
+from ..inputs import check_optional_nonnegative, is_number, ordered, require
 from ..units import number, size_label, size_words
 from .registry import Suite, register
 
@@ -19,10 +19,6 @@ BACKGROUND_TITLES = {"p2p": "p2p traffic, rank 0 -> rank 1", "allgather": "allga
 
 def display(name):
     return DISPLAY.get(name, name)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check(bench):
@@ -35,12 +31,7 @@ def check(bench):
         size = require(bench, entry, "bytes", int, where)
         if size <= 0:
             raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
-        for key in ("t_alone_ms", "t_with_ms", "relative", "background_gbps"):
-            value = entry.get(key)
-            if value is not None and not _is_number(value):
-                raise bench.fail("%s.%s is not a number" % (where, key))
-            if _is_number(value) and value < 0:
-                raise bench.fail("%s.%s is %r; it cannot be negative" % (where, key, value))
+        check_optional_nonnegative(bench, entry, ("t_alone_ms", "t_with_ms", "relative", "background_gbps"), where)
         if entry.get("error") is None:
             for key in ("t_alone_ms", "t_with_ms", "relative"):
                 value = require(bench, entry, key, (int, float), where)
@@ -63,7 +54,7 @@ def check(bench):
     for i, item in enumerate(data.get("foregrounds", [])):
         require(bench, item, "name", str, "foregrounds[%d]" % i)
         flops = item.get("flops")
-        if flops is not None and not _is_number(flops):
+        if flops is not None and not is_number(flops):
             raise bench.fail("foregrounds[%d].flops is not a number" % i)
     for i, item in enumerate(data.get("traffic", [])):
         require(bench, item, "background", str, "traffic[%d]" % i)
@@ -169,7 +160,7 @@ def _foreground_lines(run):
         if f.get("detail"):
             text += " (%s)" % f["detail"]
         verify = f.get("verify")
-        if isinstance(verify, dict) and _is_number(verify.get("max_error")):
+        if isinstance(verify, dict) and is_number(verify.get("max_error")):
             text += "; checked against a reference on %s: max error %.2e, tolerance %.0e" % (
                 verify.get("shape", "?"), verify["max_error"], verify.get("tolerance") or 0)
         lines.append(text)
