@@ -19,7 +19,7 @@ class CollMatrix : public testing::TestWithParam<int> {};
 TEST_P(CollMatrix, EveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", GetParam(), {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(240)));
 }
-INSTANTIATE_TEST_SUITE_P(Coll, CollMatrix, testing::Values(2, 3, 4, 8),
+INSTANTIATE_TEST_SUITE_P(Coll, CollMatrix, testing::Values(1, 2, 3, 4, 8),
                          [](const testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; });
 
 // With several copy streams per peer, every send of a collective leaves the collective's stream for a copy stream,
