@@ -14,6 +14,10 @@ class CollCuda : public TwoGpuTest {};
 TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
 }
+TEST_F(CollCuda, OneRankMatchesTheReference) {
+  // A world of one copies instead of reducing: every type and operator must still give the reference.
+  expect_all_ok(run_ranks("coll_matrix", 1, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
+}
 TEST_F(CollCuda, ThreeRanksSharingTheGpusMatchTheReference) {
   // An odd rank count on the CUDA path (uneven blocks, a ring of 3); ranks share GPUs round robin.
   expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
