@@ -9,6 +9,10 @@
 //   rotN copy+write host         messages take turns over N streams (PICKLE_IPC_STREAMS=N)
 //   copy;event->side write(2)    the copy on one stream, its write on one of 2 side streams after an event
 //
+// Then a ping-pong between two streams of the process (one hop = wait for the flag, copy, write the other flag), with
+// the flags in pinned host memory (where pickle's completion words live) or in device memory (where a peer-mapped
+// word would live), and with no copy at all: what a hop's signalling costs beside the copy.
+//
 // Not part of pickle's library or tests: a measurement tool for the ipc transport's design (docs/results). Usage:
 // send_completion_probe [device]
 #include <cuda.h>
@@ -132,6 +136,63 @@ int main(int argc, char** argv) {
       }
       std::sort(per_message.begin(), per_message.end());
       std::printf("%10.2f", per_message[per_message.size() / 2]);
+    }
+    std::printf("\n");
+  }
+
+  // Ping-pong: stream 0 copies and raises flag B; stream 1 waits for B, copies and raises flag A; stream 0 waits for
+  // A before its next copy. us per hop (half a round trip), median of 7 repeats of 100 round trips.
+  constexpr int kRoundTrips = 100;
+  unsigned *host_flags = nullptr, *device_flags = nullptr;
+  check(cudaHostAlloc(&host_flags, 2 * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  check(cudaMalloc(&device_flags, 2 * sizeof(unsigned)), "cudaMalloc");
+  const struct {
+    const char* name;
+    bool host;
+    bool copy;
+  } hops[] = {{"ping-pong flags in host memory", true, true},
+              {"ping-pong flags in device memory", false, true},
+              {"ping-pong host flags, no copy", true, false},
+              {"ping-pong device flags, no copy", false, false}};
+  std::printf("\n%-34s", "bytes");
+  for (std::size_t b = 4096; b <= kMaxBytes; b *= 16) std::printf("%10zu", b);
+  std::printf("   (us per hop)\n");
+  for (const auto& hop : hops) {
+    std::printf("%-34s", hop.name);
+    unsigned* flags = hop.host ? host_flags : device_flags;
+    const auto flag_a = reinterpret_cast<CUdeviceptr>(flags), flag_b = reinterpret_cast<CUdeviceptr>(flags + 1);
+    for (std::size_t bytes = 4096; bytes <= kMaxBytes; bytes *= 16) {
+      std::vector<float> per_hop;
+      unsigned round = 0;
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      if (hop.host) {
+        flags[0] = flags[1] = 0;
+      } else {
+        check(cudaMemset(flags, 0, 2 * sizeof(unsigned)), "cudaMemset");
+        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      }
+      for (int repeat = 0; repeat < kRepeats; ++repeat) {
+        *gate = 0;
+        check(wait_value(streams[0], reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
+        check(cudaEventRecord(start, streams[0]), "cudaEventRecord");
+        for (int i = 0; i < kRoundTrips; ++i) {
+          ++round;
+          if (hop.copy) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, streams[0]), "copy");
+          check(write_value(streams[0], flag_b, round, 0), "write value");
+          check(wait_value(streams[1], flag_b, round, CU_STREAM_WAIT_VALUE_GEQ), "wait value");
+          if (hop.copy) check(cudaMemcpyAsync(dst + bytes, src, bytes, cudaMemcpyDeviceToDevice, streams[1]), "copy");
+          check(write_value(streams[1], flag_a, round, 0), "write value");
+          check(wait_value(streams[0], flag_a, round, CU_STREAM_WAIT_VALUE_GEQ), "wait value");
+        }
+        check(cudaEventRecord(stop, streams[0]), "cudaEventRecord");
+        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        per_hop.push_back(ms * 1000.f / (2 * kRoundTrips));
+      }
+      std::sort(per_hop.begin(), per_hop.end());
+      std::printf("%10.2f", per_hop[per_hop.size() / 2]);
     }
     std::printf("\n");
   }
