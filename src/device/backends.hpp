@@ -39,6 +39,8 @@ std::uint64_t make_allocation_id(std::uint64_t local) noexcept;
 namespace host {
 std::unique_ptr<Allocation> allocate(std::size_t bytes);
 std::optional<AllocationInfo> find_allocation(const void* ptr);
+/// Ownership of the mapping of the host allocation holding `ptr` (null when none does): see device::keep_host_mapping.
+std::shared_ptr<const void> keep_mapping(const void* ptr);
 ExportedMemory export_memory(const AllocationInfo& info);
 std::unique_ptr<ImportedMemory> import_memory(const MemoryDescriptor& descriptor, UniqueFd fd);
 std::unique_ptr<Stream> make_stream();

@@ -52,6 +52,8 @@ std::unique_ptr<Allocation> allocate(MemoryKind kind, std::size_t bytes, int dev
   return cuda::allocate(bytes, device, method);
 }
 
+std::shared_ptr<const void> keep_host_mapping(const void* ptr) { return host::keep_mapping(ptr); }
+
 AllocationInfo find_allocation(const void* ptr) {
   // Host first: a registry lookup, whereas asking CUDA about a pointer costs a driver call.
   if (auto info = host::find_allocation(ptr)) return *info;

@@ -69,4 +69,10 @@ struct AllocationInfo {
 /// from allocate(Host), or any CUDA device allocation in this process. Anything else is an InvalidArgument.
 AllocationInfo find_allocation(const void* ptr);
 
+/// Keeps the pickle host allocation holding `ptr` mapped at its address for as long as the handle lives, even after
+/// the Allocation itself is freed (the address is then not reused either). For registrations that a peer's writes
+/// may still reach (the net transport's, over a software provider that copies into the registered range): the user
+/// may free a buffer before the communicator that registered it. Null for anything but a pickle host allocation.
+std::shared_ptr<const void> keep_host_mapping(const void* ptr);
+
 }  // namespace pickle::device

@@ -3,8 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include <pickle/error.hpp>
 
@@ -81,6 +87,38 @@ TEST(DeviceMemory, UnknownAndFreedPointersAreInvalidArguments) {
   void* gone = a->data();
   a.reset();
   EXPECT_THROW(find_allocation(gone), InvalidArgument);
+}
+
+// What the net transport's registrations rely on: a kept mapping outlives the Allocation (its bytes stay readable and
+// writable at the same address, though the allocation is gone), and the memory is unmapped once the last handle goes.
+TEST(DeviceMemory, AKeptHostMappingOutlivesItsAllocationAndThenGoes) {
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  auto allocation = allocate(MemoryKind::Host, kBytes);
+  auto* bytes = static_cast<unsigned char*>(allocation->data());
+  std::memset(bytes, 0x5a, kBytes);
+  std::shared_ptr<const void> kept = keep_host_mapping(bytes + 4097);  // any interior pointer
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept.get(), allocation->data());
+  std::shared_ptr<const void> second = keep_host_mapping(bytes);
+
+  allocation.reset();
+  EXPECT_THROW(find_allocation(bytes), InvalidArgument) << "the allocation is freed";
+  EXPECT_EQ(keep_host_mapping(bytes), nullptr) << "a freed allocation hands out no new handle";
+  EXPECT_EQ(bytes[kBytes - 1], 0x5a);
+  bytes[12345] = 0xa5;  // a late write lands in mapped memory, not in a hole
+  EXPECT_EQ(bytes[12345], 0xa5);
+
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> resident(kBytes / static_cast<std::size_t>(page) + 1);
+  kept.reset();
+  EXPECT_EQ(::mincore(bytes, kBytes, resident.data()), 0) << "one handle is left: still mapped";
+  second.reset();
+  errno = 0;
+  EXPECT_EQ(::mincore(bytes, kBytes, resident.data()), -1) << "the last handle went: unmapped";
+  EXPECT_EQ(errno, ENOMEM);
+
+  int on_stack = 0;
+  EXPECT_EQ(keep_host_mapping(&on_stack), nullptr) << "not a pickle host allocation";
 }
 
 TEST(DeviceMemory, HostExportImportSharesTheBytes) {

@@ -53,6 +53,17 @@ class Registry {
   std::map<std::uintptr_t, HostAllocation*> by_base_;
 };
 
+/// One shared mapping of an allocation's memfd. Usually the allocation is its only owner; keep_mapping() hands out
+/// more, so that memory a NIC-style registration covers stays mapped at its address until the registration is gone.
+struct Mapping {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  Mapping(void* d, std::size_t b) : data(d), bytes(b) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { ::munmap(data, bytes); }
+};
+
 class HostAllocation final : public Allocation {
  public:
   explicit HostAllocation(std::size_t bytes) : bytes_(bytes) {
@@ -65,12 +76,11 @@ class HostAllocation final : public Allocation {
       throw SystemError(describe({.op = "allocate host memory: ftruncate", .bytes = bytes}), errno);
     }
     data_ = map_shared(fd_.get(), bytes, "allocate host memory");
+    mapping_ = std::make_shared<Mapping>(data_, bytes);
     Registry::instance().add(reinterpret_cast<std::uintptr_t>(data_), this);
   }
-  ~HostAllocation() override {
-    Registry::instance().remove(reinterpret_cast<std::uintptr_t>(data_));
-    ::munmap(data_, bytes_);
-  }
+  // Unmapped when the last owner of the mapping lets go: usually now, later when keep_mapping() handed it out.
+  ~HostAllocation() override { Registry::instance().remove(reinterpret_cast<std::uintptr_t>(data_)); }
 
   void* data() const noexcept override { return data_; }
   std::size_t bytes() const noexcept override { return bytes_; }
@@ -79,9 +89,11 @@ class HostAllocation final : public Allocation {
   AllocMethod method() const noexcept override { return AllocMethod::Default; }
   std::uint64_t id() const noexcept override { return id_; }
   int fd() const noexcept { return fd_.get(); }
+  std::shared_ptr<const void> keep_mapping() const { return std::shared_ptr<const void>(mapping_, mapping_->data); }
 
  private:
   UniqueFd fd_;
+  std::shared_ptr<Mapping> mapping_;
   void* data_ = nullptr;
   std::size_t bytes_;
   std::uint64_t id_ = 0;
@@ -142,6 +154,12 @@ std::optional<AllocationInfo> find_allocation(const void* ptr) {
                                                              static_cast<const std::byte*>(allocation.data()))};
   });
   return info;
+}
+
+std::shared_ptr<const void> keep_mapping(const void* ptr) {
+  std::shared_ptr<const void> kept;
+  Registry::instance().with_containing(ptr, [&](const HostAllocation& allocation) { kept = allocation.keep_mapping(); });
+  return kept;
 }
 
 ExportedMemory export_memory(const AllocationInfo& info) {

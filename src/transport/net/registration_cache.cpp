@@ -50,6 +50,10 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
     return found->second;
   }
   Entry entry;
+  entry.keep_mapped = device::keep_host_mapping(allocation.base);
+  if (!entry.keep_mapped) {
+    throw InvalidArgument(cat(describe(where), ": the allocation at ", allocation.base, " was freed meanwhile"));
+  }
   entry.base = static_cast<std::byte*>(allocation.base);
   entry.bytes = allocation.bytes;
   const std::uint64_t requested = prov_key_ ? 0 : next_key_++;

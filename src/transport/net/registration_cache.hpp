@@ -3,7 +3,8 @@
 // (tens of microseconds to milliseconds on verbs/efa), so it is done once per allocation, over the whole
 // allocation: a buffer inside a larger allocation (a caching allocator's block) and every later transfer to or from
 // it register nothing. Allocation ids are unique, so memory freed and allocated again at the same address gets a
-// new id and can never hit a stale registration. Registrations live as long as the transport.
+// new id and can never hit a stale registration. Registrations live as long as the transport, and keep the
+// allocation's mapping alive as long (Entry::keep_mapped).
 //
 // A transport with several rails (rail.hpp) registers each allocation in every rail's domain under one key, which it
 // chooses itself (such transports only exist for providers without FI_MR_PROV_KEY), so that a peer's write carries
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -31,6 +33,10 @@ class RegistrationCache {
   ~RegistrationCache();
 
   struct Entry {
+    /// The allocation's mapping, kept until the registrations are closed (declared first: destroyed last). A
+    /// software provider (tcp) copies a peer's late writes into the registered range while it drains; the user may
+    /// have freed the buffer by then (the communicator outlives it), and that copy must not meet unmapped memory.
+    std::shared_ptr<const void> keep_mapped;
     std::vector<MemoryRegion> mrs;  ///< one per domain
     std::vector<void*> descs;       ///< fi_mr_desc per domain: local descriptors for FI_MR_LOCAL providers
     std::byte* base = nullptr;      ///< first byte of the registered allocation
