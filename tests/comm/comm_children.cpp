@@ -320,7 +320,15 @@ PICKLE_CHILD(comm_peer_death) {
   }
   std::string what;
   CHILD_CHECK(throws_with([&] { pending_send.wait(); }, ErrorCode::Peer, "send of 64 bytes", what), what);
-  CHILD_CHECK(completed == kMessages / 2 && failed == kMessages / 2, completed, " completed, ", failed, " failed");
+  // On one host a send completes when the receiver's completion word is written, so exactly the sends rank 0 saw
+  // complete arrive. Over the net transport a send completes when its writes left (the source is reusable, as with
+  // NCCL), so the last few may die with the sender in transit: at most those, and every other receive fails.
+  if (comm.transport(0) == "net") {
+    CHILD_CHECK(completed <= kMessages / 2 && completed + failed == kMessages, completed, " completed, ", failed,
+                " failed (net)");
+  } else {
+    CHILD_CHECK(completed == kMessages / 2 && failed == kMessages / 2, completed, " completed, ", failed, " failed");
+  }
   CHILD_CHECK(watch.seconds() < 10, "took ", watch.seconds(), " s to notice");
   CHILD_CHECK(throws_with([&] { comm.send(0, 2, buffer.data(), 8); }, ErrorCode::Peer, "peer 0", what), what);
   return 0;
