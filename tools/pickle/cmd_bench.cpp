@@ -7,6 +7,7 @@
 #include "bench/compute.hpp"
 #include "bench/interference.hpp"
 #include "bench/ipc.hpp"
+#include "bench/matrix.hpp"
 #include "bench/memcpy.hpp"
 #include "bench/p2p.hpp"
 #include "bench/scenario.hpp"
@@ -31,6 +32,7 @@ constexpr Suite kSuites[] = {
     {"interference", bench::run_interference, "compute on the receiving GPU alone vs under background traffic"},
     {"compute", bench::run_compute, "interference's foregrounds (GEMM, attention) timed alone on one GPU"},
     {"transports", bench::run_transports, "seed 000: NCCL P2P vs SHM and pickle ipc vs shm, each in its own process set"},
+    {"matrix", bench::run_matrix, "all-pairs P2P bandwidth matrix (uni and bi), pickle vs NCCL vs copy engine"},
 };
 
 void bench_usage(std::FILE* out) {

@@ -33,6 +33,12 @@ json::Value environment_json() {
   return out;
 }
 
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
 std::uint64_t host_memory_available() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key, unit;

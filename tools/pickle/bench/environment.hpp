@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <pickle/memory.hpp>
 
@@ -14,6 +15,9 @@ namespace pickle::bench {
 /// Every PICKLE_*, NCCL_* and CUDA_* variable of this process as {name: value}, sorted by name. Secrets
 /// (PICKLE_TOKEN) are recorded as "(set)", never with their value.
 json::Value environment_json();
+
+/// This host's name (gethostname); "?" when it cannot be read.
+std::string hostname();
 
 /// MemAvailable of /proc/meminfo in bytes; 0 when the kernel does not say.
 std::uint64_t host_memory_available();

@@ -11,16 +11,11 @@
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "device/backends.hpp"
+#include "environment.hpp"
 #include "result_file.hpp"
 
 namespace pickle::bench {
 namespace {
-
-std::string hostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
 
 /// Splits "a\nb\nc" at newlines.
 std::vector<std::string> lines_of(const std::string& text) {

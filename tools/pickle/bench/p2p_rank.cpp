@@ -46,12 +46,6 @@ void require(const PhaseOutcome& outcome, std::string_view what) {
 
 int run(const P2pOptions& options, const std::vector<std::string>& args, const RankInfo& self);
 
-std::string hostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
-
 /// What rank 0 decides for everyone at the start.
 struct Plan {
   MemoryKind kind = MemoryKind::Host;

@@ -10,7 +10,6 @@
 
 #include "../self_launch.hpp"
 #include "core/clock.hpp"
-#include "core/env.hpp"
 #include "core/format.hpp"
 #include "lockstep.hpp"
 #include "result_file.hpp"
@@ -25,14 +24,6 @@
 
 namespace pickle::bench {
 namespace {
-
-/// How long one child may run. Its own waits are bounded by PICKLE_TIMEOUT; its total time is not (a 1 GiB sweep
-/// through host staging takes minutes), so the limit is generous and only catches what PICKLE_TIMEOUT cannot
-/// (NCCL's own initialisation, which waits as long as NCCL decides).
-std::chrono::milliseconds child_limit() {
-  double seconds = std::max(900.0, 20 * env::timeout_seconds());
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
-}
 
 /// Whether this build's `pickle bench` has `suite`: `pickle bench <suite> --help` exits 0 exactly then.
 bool has_suite(const ScratchDir& scratch, const std::string& self, const std::string& suite, std::string& why) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,11 @@ ChildOutcome run_child(const std::string& program, const std::vector<std::string
   fill_outcome(outcome, status);
   outcome.seconds = outcome.timed_out ? std::chrono::duration<double>(limit).count() : watch.seconds();
   return outcome;
+}
+
+std::chrono::milliseconds child_limit() {
+  double seconds = std::max(900.0, 20 * env::timeout_seconds());
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
 std::string file_tail(const std::string& path, int max_lines) {

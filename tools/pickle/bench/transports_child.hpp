@@ -45,6 +45,11 @@ ChildOutcome run_child(const std::string& program, const std::vector<std::string
                        const std::vector<std::string>& env, const std::string& stdout_path,
                        const std::string& stderr_path, std::chrono::milliseconds limit);
 
+/// How long one child may run: max(900 s, 20 x PICKLE_TIMEOUT). Its own waits are bounded by PICKLE_TIMEOUT; its
+/// total time is not (a 1 GiB sweep through host staging takes minutes), so the limit is generous and only catches
+/// what PICKLE_TIMEOUT cannot (NCCL's own initialisation, which waits as long as NCCL decides).
+std::chrono::milliseconds child_limit();
+
 /// The last `max_lines` lines of a file (empty when it cannot be read), each at most 300 characters.
 std::string file_tail(const std::string& path, int max_lines);
 

@@ -15,7 +15,7 @@
 namespace pickle::bench {
 namespace {
 
-/// What the child's result file says about the configuration's backend.
+/// What the child's result file says about the measurement's backend.
 struct FileFacts {
   std::string status;  // the backend's status in "backends" ("" when absent)
   std::string detail;
@@ -41,9 +41,9 @@ std::optional<double> median_of(const json::Value& entry, std::string_view key) 
   return value->at("median").as_double();
 }
 
-bool is_this_measurement(TransportOp op, const Configuration& config, const json::Value& entry) {
-  if (entry.at("backend").as_string() != config.backend) return false;
-  if (op == TransportOp::P2p) return entry.at("mode").as_string() == "uni";
+bool is_this_measurement(const ChildMeasurement& what, const json::Value& entry) {
+  if (entry.at("backend").as_string() != what.backend) return false;
+  if (what.op == TransportOp::P2p) return entry.at("mode").as_string() == what.mode;
   // Allreduce: the out-of-place measurement of allreduce (the child runs nothing else, but say so).
   const json::Value* coll = entry.find("collective");
   if (coll != nullptr && coll->as_string() != "allreduce") return false;
@@ -51,7 +51,7 @@ bool is_this_measurement(TransportOp op, const Configuration& config, const json
   return in_place == nullptr || !in_place->as_bool();
 }
 
-FileFacts read_facts(TransportOp op, const Configuration& config, const json::Value& root) {
+FileFacts read_facts(const ChildMeasurement& what, const json::Value& root) {
   FileFacts facts;
   if (const json::Value* options = root.find("options")) {
     if (const json::Value* memory = options->find("memory"); memory != nullptr && memory->is_string()) {
@@ -62,13 +62,13 @@ FileFacts read_facts(TransportOp op, const Configuration& config, const json::Va
     }
   }
   for (const auto& backend : root.at("backends").as_array()) {
-    if (backend.at("name").as_string() != config.backend) continue;
+    if (backend.at("name").as_string() != what.backend) continue;
     facts.status = backend.at("status").as_string();
     facts.detail = backend.at("detail").as_string();
   }
-  const char* unit = op == TransportOp::P2p ? "byte" : "element";
+  const char* unit = what.op == TransportOp::P2p ? "byte" : "element";
   for (const auto& entry : root.at("results").as_array()) {
-    if (!is_this_measurement(op, config, entry)) continue;
+    if (!is_this_measurement(what, entry)) continue;
     auto bytes = static_cast<std::size_t>(entry.at("bytes").as_int());
     const json::Value* error = entry.find("error");
     if (error != nullptr && !error->is_null()) {
@@ -85,7 +85,7 @@ FileFacts read_facts(TransportOp op, const Configuration& config, const json::Va
     auto gbps = median_of(entry, "busbw_gbps");
     if (gbps) facts.gbps[bytes] = *gbps;
   }
-  // The configuration's variables must have reached the child, or the row would not measure what its name says.
+  // The expected variables must have reached the child, or the row would not measure what its name says.
   const json::Value* env = root.find("environment");
   auto expect = [&](std::string_view name, std::string_view value) {
     const json::Value* seen = env != nullptr ? env->find(name) : nullptr;
@@ -94,7 +94,7 @@ FileFacts read_facts(TransportOp op, const Configuration& config, const json::Va
     }
   };
   for (const auto& [name, value] : kCommonEnv) expect(name, value);
-  for (const auto& [name, value] : config.set) expect(name, value);
+  for (const auto& [name, value] : what.env) expect(name, value);
   return facts;
 }
 
@@ -108,12 +108,14 @@ std::string join_problems(const std::vector<std::string>& problems) {
 
 }  // namespace
 
-RunResult read_child_run(TransportOp op, const Configuration& config, const ChildOutcome& outcome,
-                         const std::string& json_path, const std::string& stderr_path) {
+RunResult read_child_measurement(const ChildMeasurement& what, const ChildOutcome& outcome,
+                                 const std::string& json_path, const std::string& stderr_path) {
   RunResult run;
   run.exit_code = outcome.exited ? outcome.exit_code : -1;
   run.seconds = outcome.seconds;
-  const std::string who = cat("`pickle bench ", child_suite(op), " --backend ", config.backend, "` ");
+  // A shared child's exit code 1 is its verdict on all its backends together; this backend's record says its part.
+  const bool ended_well = outcome.ok() || (what.shared && outcome.exited && !outcome.timed_out &&
+                                           outcome.exit_code == 1);
 
   std::vector<std::string> problems;
   std::optional<FileFacts> facts;
@@ -122,7 +124,7 @@ RunResult read_child_run(TransportOp op, const Configuration& config, const Chil
     problems.push_back("it wrote no result file");
   } else {
     try {
-      facts = read_facts(op, config, json::parse(*text));
+      facts = read_facts(what, json::parse(*text));
     } catch (const Error& e) {
       problems.push_back(cat("its result file is unusable: ", plain_message(e)));
     }
@@ -133,25 +135,36 @@ RunResult read_child_run(TransportOp op, const Configuration& config, const Chil
     run.detail = facts->detail;
     run.memory = facts->memory;
     run.world_size = facts->world_size;
-    if (facts->status == "unavailable" && outcome.ok()) {
+    if (facts->status == "unavailable" && ended_well) {
       run.status = RunResult::Status::Unavailable;
       return run;
     }
-    if (facts->status.empty()) problems.push_back(cat("its result file has no backend ", config.backend));
-    if (facts->status == "failed") problems.push_back(cat(config.backend, " failed: ", facts->detail));
+    if (facts->status.empty()) problems.push_back(cat("its result file has no backend ", what.backend));
+    if (facts->status == "failed") problems.push_back(cat(what.backend, " failed: ", facts->detail));
     problems.insert(problems.end(), facts->problems.begin(), facts->problems.end());
     if (facts->status == "ok" && facts->gbps.empty() && facts->problems.empty()) {
       problems.push_back("its result file holds no measurement");
     }
   }
-  if (outcome.ok() && problems.empty()) {
+  if (ended_well && problems.empty()) {
     run.status = RunResult::Status::Ok;
     return run;
   }
   run.status = RunResult::Status::Failed;
-  run.detail = cat(who, outcome.describe(), problems.empty() ? "" : ": ", join_problems(problems));
+  run.detail = cat(what.who, outcome.describe(), problems.empty() ? "" : ": ", join_problems(problems));
   run.stderr_tail = file_tail(stderr_path, 15);
   return run;
+}
+
+RunResult read_child_run(TransportOp op, const Configuration& config, const ChildOutcome& outcome,
+                         const std::string& json_path, const std::string& stderr_path) {
+  ChildMeasurement what{.op = op,
+                        .backend = config.backend,
+                        .mode = "uni",
+                        .env = config.set,
+                        .who = cat("`pickle bench ", child_suite(op), " --backend ", config.backend, "` "),
+                        .shared = false};
+  return read_child_measurement(what, outcome, json_path, stderr_path);
 }
 
 }  // namespace pickle::bench

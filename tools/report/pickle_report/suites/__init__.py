@@ -5,3 +5,4 @@ from . import transports  # noqa: F401,E402
 from . import interference  # noqa: F401,E402
 from . import coll, scenario  # noqa: F401,E402
 from . import compute  # noqa: F401,E402
+from . import matrix  # noqa: F401,E402
