@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
@@ -40,11 +42,13 @@ std::vector<std::vector<std::string>> printed_matrix(const std::string& out, con
   return rows;
 }
 
-const json::Value& matrix_of(const json::Value& root, const std::string& mode, const std::string& backend) {
+// Names by value: reference parameters bound to temporaries ("nccl") make GCC 13+ warn that the returned reference
+// may dangle (-Wdangling-reference), although it points into `root`.
+const json::Value& matrix_of(const json::Value& root, std::string_view mode, std::string_view backend) {
   for (const auto& m : root.at("matrices").as_array()) {
     if (m.at("mode").as_string() == mode && m.at("backend").as_string() == backend) return m;
   }
-  throw std::runtime_error("no matrix " + mode + " " + backend);
+  throw std::runtime_error("no matrix " + std::string(mode) + " " + std::string(backend));
 }
 
 TEST(BenchMatrix, HostMemoryFillsEveryPairAndMarksNcclUnavailable) {
