@@ -14,7 +14,10 @@ class CeBackend final : public P2pBackend {
   std::string_view name() const noexcept override { return "ce"; }
 
   void probe(P2pContext& ctx) override {
-    if (ctx.peer_recv_buffer() == nullptr) throw UnavailableError("ce: the peer's receive buffer is not mapped");
+    if (ctx.peer_recv_buffer() == nullptr) {
+      throw UnavailableError("ce: the peer's receive buffer is not mapped: ranks 0 and 1 are on different hosts, and "
+                             "no copy engine reaches another host's memory");
+    }
   }
   void setup(P2pContext&) override {}
 

@@ -127,12 +127,12 @@ void P2pContext::fill_source() {
 }
 
 void P2pContext::wait_gate(std::uint32_t sequence) {
-  std::uint8_t* owner = rank_ == 0 ? static_cast<std::uint8_t*>(flags_->data()) : peer_flags_;
+  std::uint8_t* owner = opens_own_gate() ? static_cast<std::uint8_t*>(flags_->data()) : peer_flags_;
   stream_->wait_value(flag_word(owner, kGateWord), sequence);
 }
 
 void P2pContext::open_gate(std::uint32_t sequence) {
-  if (rank_ != 0) return;
+  if (!opens_own_gate()) return;
   gate_stream_->write_value(flag_word(static_cast<std::uint8_t*>(flags_->data()), kGateWord), sequence);
 }
 

@@ -65,10 +65,14 @@ class P2pContext {
 
   /// Sequence number of the next gated repeat; the same on every rank.
   std::uint32_t next_gate() { return ++gate_sequence_; }
-  /// Enqueues on the timing stream: wait until rank 0 opened gate `sequence`.
+  /// Enqueues on the timing stream: wait until gate `sequence` is open: rank 0's, or this rank's own when the
+  /// peer's flags are not mapped (ranks on two hosts).
   void wait_gate(std::uint32_t sequence);
-  /// Rank 0: opens gate `sequence` (from the gate stream, so that the timing stream's state does not matter).
+  /// Opens gate `sequence` (from the gate stream, so that the timing stream's state does not matter) where this
+  /// rank owns the gate it waits on (rank 0; every rank on two hosts); nothing otherwise. Every rank calls it.
   void open_gate(std::uint32_t sequence);
+  /// False once exchange() mapped the peer's buffers; true for rank 0, and for a rank whose peer is on another host.
+  bool opens_own_gate() const { return rank_ == 0 || peer_flags_ == nullptr; }
 
   /// The flag word that the peer writes to signal this rank, and this rank's handle on the peer's word.
   std::uint32_t* my_ping() const;

@@ -57,9 +57,9 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
     });
     // Opened whatever happened above: a rank whose stream waits on the gate must drain even if another rank failed.
     std::exception_ptr open_error;
-    if (rank == 0) {
+    if (active) {
       try {
-        ctx.open_gate(gate);
+        ctx.open_gate(gate);  // rank 0's gate, or each rank's own on two hosts
       } catch (...) {
         open_error = std::current_exception();
       }
