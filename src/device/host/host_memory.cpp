@@ -66,7 +66,7 @@ struct Mapping {
 
 class HostAllocation final : public Allocation {
  public:
-  explicit HostAllocation(std::size_t bytes) : bytes_(bytes) {
+  explicit HostAllocation(std::size_t bytes) {
     static std::atomic<std::uint64_t> counter{1};
     id_ = make_allocation_id(counter.fetch_add(1, std::memory_order_relaxed));
     std::string name = cat("pickle:", bytes);
@@ -75,15 +75,14 @@ class HostAllocation final : public Allocation {
     if (::ftruncate(fd_.get(), static_cast<off_t>(bytes)) != 0) {
       throw SystemError(describe({.op = "allocate host memory: ftruncate", .bytes = bytes}), errno);
     }
-    data_ = map_shared(fd_.get(), bytes, "allocate host memory");
-    mapping_ = std::make_shared<Mapping>(data_, bytes);
-    Registry::instance().add(reinterpret_cast<std::uintptr_t>(data_), this);
+    mapping_ = std::make_shared<Mapping>(map_shared(fd_.get(), bytes, "allocate host memory"), bytes);
+    Registry::instance().add(reinterpret_cast<std::uintptr_t>(mapping_->data), this);
   }
   // Unmapped when the last owner of the mapping lets go: usually now, later when keep_mapping() handed it out.
-  ~HostAllocation() override { Registry::instance().remove(reinterpret_cast<std::uintptr_t>(data_)); }
+  ~HostAllocation() override { Registry::instance().remove(reinterpret_cast<std::uintptr_t>(mapping_->data)); }
 
-  void* data() const noexcept override { return data_; }
-  std::size_t bytes() const noexcept override { return bytes_; }
+  void* data() const noexcept override { return mapping_->data; }
+  std::size_t bytes() const noexcept override { return mapping_->bytes; }
   MemoryKind kind() const noexcept override { return MemoryKind::Host; }
   int device() const noexcept override { return -1; }
   AllocMethod method() const noexcept override { return AllocMethod::Default; }
@@ -93,9 +92,7 @@ class HostAllocation final : public Allocation {
 
  private:
   UniqueFd fd_;
-  std::shared_ptr<Mapping> mapping_;
-  void* data_ = nullptr;
-  std::size_t bytes_;
+  std::shared_ptr<Mapping> mapping_;  // address and size live here, shared with keep_mapping()'s handles
   std::uint64_t id_ = 0;
 };
 
