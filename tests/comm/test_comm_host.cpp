@@ -1,6 +1,12 @@
 // The communicator on host memory across real processes: the same rank programs as the GPU tests.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include <pickle/communicator.hpp>
+
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -70,6 +76,57 @@ TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
 
 TEST(Comm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(120)));
+}
+
+// Ranks as threads of one process (how the latency probe runs two ranks in one CUDA context): each makes its
+// communicator at the same time, so neither may hold a process-wide lock while its store waits for the other.
+TEST(Comm, RanksAsThreadsOfOneProcessExchangeData) {
+  const int port = free_tcp_port();
+  constexpr std::size_t kBytes = (1u << 20) + 3;
+  std::exception_ptr errors[2];
+  std::vector<unsigned char> received[2];
+  auto rank_main = [&](int rank) {
+    try {
+      RankInfo info;
+      info.rank = rank;
+      info.world_size = 2;
+      info.local_rank = rank;
+      info.local_world_size = 2;
+      info.master_port = port;
+      Communicator::Options options;
+      options.rank_info = info;
+      options.memory = MemoryKind::Host;
+      options.timeout_seconds = 20;
+      Communicator comm(options);
+      Buffer send = comm.alloc(kBytes), recv = comm.alloc(kBytes);
+      auto* bytes = static_cast<unsigned char*>(send.data());
+      for (std::size_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + rank * 131);
+      Request r = comm.recv(1 - rank, 3, recv.data(), kBytes);
+      comm.send(1 - rank, 3, send.data(), kBytes).wait();
+      r.wait();
+      auto* in = static_cast<unsigned char*>(recv.data());
+      received[rank].assign(in, in + kBytes);
+    } catch (...) {
+      errors[rank] = std::current_exception();
+    }
+  };
+  std::thread t0(rank_main, 0), t1(rank_main, 1);
+  t0.join();
+  t1.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    if (!errors[rank]) continue;
+    try {
+      std::rethrow_exception(errors[rank]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << rank << ": " << e.what();
+    }
+  }
+  for (int rank = 0; rank < 2 && !HasFailure(); ++rank) {
+    ASSERT_EQ(received[rank].size(), kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i) {
+      ASSERT_EQ(received[rank][i], static_cast<unsigned char>(i * 7 + (1 - rank) * 131)) << "rank " << rank << " byte " << i;
+    }
+  }
 }
 
 TEST(Comm, RecvWithoutASenderTimesOut) {
