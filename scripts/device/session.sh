@@ -7,6 +7,7 @@
 #   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
 #   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
 #   info             pickle info and --json
+#   probe:NAME:ARGS  build-gpu/tools/probes/NAME ARGS (separated by '+'); output appended to NAME.txt
 #   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
@@ -59,6 +60,15 @@ for step in "$@"; do
         note "bench $name ${args[*]}: FAILED (exit $?)"; tail -15 "$work/$tag.err"; status=1
       fi
       tail -30 "$work/$tag.txt" ;;
+    probe:*)
+      spec=${step#probe:}; name=${spec%%:*}; args=()
+      [ "$spec" != "$name" ] && IFS=+ read -r -a args <<< "${spec#*:}"
+      if "build-gpu/tools/probes/$name" "${args[@]}" >> "$work/$name.txt" 2>&1; then
+        note "probe $name ${args[*]}: ok"
+      else
+        note "probe $name ${args[*]}: FAILED"; status=1
+      fi
+      tail -20 "$work/$name.txt" ;;
     env:*)
       assignment=${step#env:}
       if [ -n "${assignment#*=}" ]; then export "$assignment"; else unset "${assignment%%=}"; fi

@@ -1,0 +1,222 @@
+// comm_latency_probe: pickle's own send/recv latency and small-message rate between two ranks that share one GPU
+// and one CUDA context (two threads of this process, each with its Communicator). Two processes on one GPU take turns
+// on it (time-slicing), which buries microseconds under scheduling noise; two threads of one process share the
+// context and see what the copy engine and the stream memory operations cost, as two GPUs would.
+//
+//   lat  one-way time of a ping-pong (rank 0's time for n round trips / 2n), stream-ordered on both sides:
+//        send(after = timing stream), recv(...).on_stream(timing)
+//   uni  us per message of n back-to-back messages rank 0 -> rank 1
+// Each in two orders: "late" (sends issued while the peer's posts are still on their way, as `pickle bench p2p`
+// issues them today: the copy waits for the match on a copy stream) and "posted" (every recv posted, and seen by
+// the peer, before the first send: the copy joins the caller's stream at once).
+//
+// Usage: comm_latency_probe [iterations=200] [repeats=7]. PICKLE_IPC_STREAMS applies as usual. Output: one line per
+// (mode, order, size), the median over repeats, and the min and max.
+#include <arpa/inet.h>
+#include <cuda_runtime.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pickle/bootstrap.hpp>
+#include <pickle/communicator.hpp>
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+/// A free TCP port on the loopback interface for rank 0's store (bound to port 0, read back, released).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    std::perror("comm_latency_probe: picking a port");
+    std::exit(1);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Shared {
+  int port = 0;
+  int iterations = 200;
+  int repeats = 7;
+  std::vector<std::size_t> sizes;
+  std::atomic<int> gate{0};  // bumped by rank 0 when both chains are enqueued
+  std::atomic<int> enqueued{0};
+};
+
+enum class Order { Late, Posted };
+enum class Mode { Lat, Uni };
+
+/// Blocks `stream` until `gate` reaches `value`: enqueue cost stays out of the timed chain.
+void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) {
+  struct Arg {
+    std::atomic<int>* gate;
+    int value;
+  };
+  auto* arg = new Arg{gate, value};
+  check(cudaLaunchHostFunc(
+            stream,
+            [](void* p) {
+              auto* a = static_cast<Arg*>(p);
+              while (a->gate->load(std::memory_order_acquire) < a->value) std::this_thread::yield();
+              delete a;
+            },
+            arg),
+        "cudaLaunchHostFunc");
+}
+
+/// One timed repeat; returns rank 0's microseconds (per hop for lat, per message for uni), -1 on rank 1.
+double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shared, Mode mode, Order order,
+                std::size_t bytes, void* send_buf, void* recv_buf, int round) {
+  const int rank = comm.rank(), peer = 1 - rank, n = shared.iterations, tag = 7;
+  auto stream = static_cast<cudaStream_t>(timing.native_handle());
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  gate_stream(stream, &shared.gate, round);
+  check(cudaEventRecord(start, stream), "cudaEventRecord");
+
+  std::vector<pickle::Request> recvs;
+  const bool receives = mode == Mode::Lat || rank == 1;
+  if (order == Order::Posted) {
+    for (int i = 0; receives && i < n; ++i) recvs.push_back(comm.recv(peer, tag, recv_buf, bytes));
+    comm.barrier();
+    // The barrier runs through the store, not the control channels: give the peer's posts time to be read.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto recv_at = [&](int i) {
+    if (order == Order::Posted) return recvs[static_cast<std::size_t>(i)];
+    return comm.recv(peer, tag, recv_buf, bytes);
+  };
+  pickle::Request last;
+  if (mode == Mode::Lat) {
+    for (int i = 0; i < n; ++i) {
+      if (rank == 0) {
+        last = comm.send(peer, tag, send_buf, bytes, &timing);
+        recv_at(i).on_stream(timing);
+      } else {
+        recv_at(i).on_stream(timing);
+        last = comm.send(peer, tag, send_buf, bytes, &timing);
+      }
+    }
+    last.on_stream(timing);
+  } else if (rank == 0) {
+    std::vector<pickle::Request> sends;
+    for (int i = 0; i < n; ++i) sends.push_back(comm.send(peer, tag, send_buf, bytes, &timing));
+    for (auto& s : sends) s.on_stream(timing);
+  } else {
+    for (int i = 0; i < n; ++i) recv_at(i).on_stream(timing);
+  }
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  // Both chains are in: open both gates.
+  if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
+  while (shared.gate.load(std::memory_order_acquire) < round) std::this_thread::yield();
+  timing.synchronize();
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  comm.barrier();
+  if (rank != 0) return -1;
+  return ms * 1e3 / (mode == Mode::Lat ? 2.0 * n : n);
+}
+
+void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
+  try {
+    pickle::RankInfo info;
+    info.rank = rank;
+    info.world_size = 2;
+    info.local_rank = rank;
+    info.local_world_size = 2;
+    info.master_port = shared.port;
+    pickle::Communicator::Options options;
+    options.rank_info = info;
+    options.memory = pickle::MemoryKind::Cuda;
+    options.device = 0;
+    pickle::Communicator comm(options);
+    const std::size_t max_bytes = *std::max_element(shared.sizes.begin(), shared.sizes.end());
+    pickle::Buffer send = comm.alloc(max_bytes), recv = comm.alloc(max_bytes);
+    check(cudaMemset(send.data(), rank + 1, max_bytes), "cudaMemset");
+    pickle::Stream timing = comm.make_stream();
+    int round = 0;
+    for (Mode mode : {Mode::Lat, Mode::Uni}) {
+      for (Order order : {Order::Late, Order::Posted}) {
+        for (std::size_t bytes : shared.sizes) {
+          std::vector<double> us;
+          for (int r = 0; r < shared.repeats + 1; ++r) {  // the first is a warm-up
+            double t = run_once(comm, timing, shared, mode, order, bytes, send.data(), recv.data(), ++round);
+            if (r > 0) us.push_back(t);
+          }
+          if (rank != 0) continue;
+          std::sort(us.begin(), us.end());
+          std::printf("%-4s %-7s %9zu  %8.2f us  (min %.2f max %.2f)\n", mode == Mode::Lat ? "lat" : "uni",
+                      order == Order::Late ? "late" : "posted", bytes, us[us.size() / 2], us.front(), us.back());
+          std::fflush(stdout);
+        }
+      }
+    }
+    // A byte of the last message, to be sure data moved: rank 1 received rank 0's (value 1) everywhere.
+    if (rank == 1) {
+      unsigned char first = 0;
+      check(cudaMemcpy(&first, recv.data(), 1, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      if (first != 1) {
+        std::fprintf(stderr, "rank 1 received byte %d, expected 1\n", first);
+        std::exit(1);
+      }
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shared shared;
+  shared.iterations = argc > 1 ? std::atoi(argv[1]) : 200;
+  shared.repeats = argc > 2 ? std::atoi(argv[2]) : 7;
+  shared.sizes = {4096, 65536, 1 << 20};
+  shared.port = free_port();
+  check(cudaSetDevice(0), "cudaSetDevice");
+  const char* streams = std::getenv("PICKLE_IPC_STREAMS");
+  std::printf("# comm_latency_probe: 2 ranks, threads of one process on GPU 0, %d iterations, median of %d; "
+              "PICKLE_IPC_STREAMS=%s\n",
+              shared.iterations, shared.repeats, streams ? streams : "(unset)");
+  std::exception_ptr errors[2];
+  std::thread t0(rank_main, 0, std::ref(shared), std::ref(errors[0]));
+  std::thread t1(rank_main, 1, std::ref(shared), std::ref(errors[1]));
+  t0.join();
+  t1.join();
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "comm_latency_probe: %s\n", ex.what());
+      return 1;
+    }
+  }
+  return 0;
+}
