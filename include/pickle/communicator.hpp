@@ -145,6 +145,12 @@ class Communicator {
   /// Posts a receive into `ptr` (any memory of this communicator's kind, inside a registered or unregistered
   /// allocation). Completion is observable from the host (Request::wait) and from a stream (Request::on_stream).
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
+  /// Receives that `peer` posted for this rank on `tag` and that no send of this rank has matched yet, as far as
+  /// this rank has heard: posts travel on the control channel and arrive some microseconds after the peer's recv().
+  /// A send issued while this is positive enqueues its copy at once, on the `after` stream (a copy and a write-value,
+  /// nothing else); one issued before its receive is heard of is copied later, from a copy stream, when the post
+  /// arrives. Latency-sensitive code posts receives ahead and may wait for this count before it sends.
+  std::size_t posted_receives(int peer, int tag) const;
 
   /// Collectives: collective calls (every rank, same order, same counts), enqueued on `stream` after its earlier work;
   /// the results are ready once `stream` reaches that point (synchronize it or order later work on it). Any buffers of

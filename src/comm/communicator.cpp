@@ -416,6 +416,14 @@ std::string Communicator::transport(int peer) const {
   return transport::kind_name(impl_->transports[static_cast<std::size_t>(peer)].kind);
 }
 
+std::size_t Communicator::posted_receives(int peer, int tag) const {
+  impl_->check_peer(peer, {.rank = impl_->info.rank, .peer = peer, .op = "posted_receives"});
+  std::lock_guard lock(impl_->mutex);
+  const auto& posts = impl_->peers[static_cast<std::size_t>(peer)].pending_posts;
+  auto it = posts.find(tag);
+  return it == posts.end() ? 0 : it->second.size();
+}
+
 void Communicator::barrier() {
   int call;
   {

@@ -474,6 +474,44 @@ PICKLE_CHILD(comm_slot_reuse) {
   return 0;
 }
 
+// posted_receives: rank 0 hears of rank 1's posts, counts them down as its sends match them, and the data of the
+// sends that matched at call time (copied on the caller's stream) arrives intact.
+PICKLE_CHILD(comm_posted_receives) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr int kPosts = 5, kTag = 9;
+  constexpr std::size_t kBytes = 4096 + 3;
+  Buffer buffer = comm.alloc(kPosts * kBytes);
+  std::string what;
+  CHILD_CHECK(throws_with([&] { (void)comm.posted_receives(comm.rank(), kTag); }, ErrorCode::InvalidArgument,
+                          "posted_receives", what),
+              what);
+  if (comm.rank() == 1) {
+    std::vector<Request> recvs;
+    for (int i = 0; i < kPosts; ++i) recvs.push_back(comm.recv(0, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+    CHILD_CHECK(comm.posted_receives(0, kTag) == 0, "rank 0 posted nothing, yet ", comm.posted_receives(0, kTag));
+    for (auto& r : recvs) r.wait();
+    for (int i = 0; i < kPosts; ++i) {
+      const std::size_t wrong = count_wrong(comm, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, 100 + i);
+      CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
+    }
+  } else {
+    for (int i = 0; i < kPosts; ++i) fill(comm, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, 100 + i);
+    Deadline deadline = Deadline::after_seconds(20);
+    while (comm.posted_receives(1, kTag) < kPosts && !deadline.expired()) std::this_thread::yield();
+    CHILD_CHECK(comm.posted_receives(1, kTag) == kPosts, "heard of ", comm.posted_receives(1, kTag), " posts");
+    CHILD_CHECK(comm.posted_receives(1, kTag + 1) == 0, "posts on another tag");
+    Stream stream = comm.make_stream();
+    std::vector<Request> sends;
+    for (int i = 0; i < 2; ++i) sends.push_back(comm.send(1, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, &stream));
+    CHILD_CHECK(comm.posted_receives(1, kTag) == kPosts - 2, "after 2 sends: ", comm.posted_receives(1, kTag));
+    for (int i = 2; i < kPosts; ++i) sends.push_back(comm.send(1, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+    CHILD_CHECK(comm.posted_receives(1, kTag) == 0, "after every send: ", comm.posted_receives(1, kTag));
+    for (auto& s : sends) s.wait();
+  }
+  comm.barrier();
+  return 0;
+}
+
 // A recv whose sender never sends times out (PICKLE_TIMEOUT of a second or two) instead of hanging.
 PICKLE_CHILD(comm_timeout) {
   Communicator comm = make_comm(args.at(0));

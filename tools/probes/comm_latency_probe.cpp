@@ -69,6 +69,21 @@ struct Shared {
 enum class Order { Late, Posted };
 enum class Mode { Lat, Uni };
 
+/// One step of a spin that gives up after a minute: a rank that failed must not leave the other spinning forever.
+void bounded_wait(const char* what) {
+  static thread_local auto started = std::chrono::steady_clock::now();
+  static thread_local const char* waiting_for = nullptr;
+  if (waiting_for != what) {
+    waiting_for = what;
+    started = std::chrono::steady_clock::now();
+  }
+  if (std::chrono::steady_clock::now() - started > std::chrono::seconds(60)) {
+    std::fprintf(stderr, "comm_latency_probe: waited 60 s for %s; giving up\n", what);
+    std::_Exit(1);
+  }
+  std::this_thread::yield();
+}
+
 /// Blocks `stream` until `gate` reaches `value`: enqueue cost stays out of the timed chain.
 void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) {
   struct Arg {
@@ -80,7 +95,7 @@ void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) {
             stream,
             [](void* p) {
               auto* a = static_cast<Arg*>(p);
-              while (a->gate->load(std::memory_order_acquire) < a->value) std::this_thread::yield();
+              while (a->gate->load(std::memory_order_acquire) < a->value) bounded_wait("the gate");
               delete a;
             },
             arg),
@@ -102,9 +117,10 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
   const bool receives = mode == Mode::Lat || rank == 1;
   if (order == Order::Posted) {
     for (int i = 0; receives && i < n; ++i) recvs.push_back(comm.recv(peer, tag, recv_buf, bytes));
-    comm.barrier();
-    // The barrier runs through the store, not the control channels: give the peer's posts time to be read.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const bool sends = mode == Mode::Lat || rank == 0;
+    while (sends && comm.posted_receives(peer, tag) < static_cast<std::size_t>(n)) {
+      bounded_wait("the peer's receives");
+    }
   }
   auto recv_at = [&](int i) {
     if (order == Order::Posted) return recvs[static_cast<std::size_t>(i)];
@@ -132,7 +148,7 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
   check(cudaEventRecord(stop, stream), "cudaEventRecord");
   // Both chains are in: open both gates.
   if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
-  while (shared.gate.load(std::memory_order_acquire) < round) std::this_thread::yield();
+  while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank's enqueue");
   timing.synchronize();
   float ms = 0;
   check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
@@ -199,6 +215,10 @@ int main(int argc, char** argv) {
   shared.repeats = argc > 2 ? std::atoi(argv[2]) : 7;
   shared.sizes = {4096, 65536, 1 << 20};
   shared.port = free_port();
+  // Both ranks' streams share one context, and streams beyond CUDA_DEVICE_MAX_CONNECTIONS (8 by default) share
+  // hardware queues: a copy queued behind the other rank's stream wait would never run. Separate processes (how
+  // pickle runs) have a context, and queues, each. Set before CUDA starts.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   check(cudaSetDevice(0), "cudaSetDevice");
   const char* streams = std::getenv("PICKLE_IPC_STREAMS");
   std::printf("# comm_latency_probe: 2 ranks, threads of one process on GPU 0, %d iterations, median of %d; "
