@@ -10,8 +10,10 @@
 // issues them today: the copy waits for the match on a copy stream) and "posted" (every recv posted, and seen by
 // the peer, before the first send: the copy joins the caller's stream at once).
 //
-// Usage: comm_latency_probe [iterations=200] [repeats=7]. PICKLE_IPC_STREAMS applies as usual. Output: one line per
-// (mode, order, size), the median over repeats, and the min and max.
+// Usage: comm_latency_probe [iterations=200] [repeats=7] [modes=lat,uni] [bytes...=4096 65536 1048576].
+// PICKLE_IPC_STREAMS and PICKLE_TRANSPORT apply as usual (shm: device-to-host and host-to-device copies through the
+// staging ring, over this GPU's PCIe link both ways, as two GPUs without peer access would use theirs). Output: one
+// line per (mode, order, size), the median over repeats with the min and max, and GB/s of the median.
 #include <arpa/inet.h>
 #include <cuda_runtime.h>
 #include <netinet/in.h>
@@ -57,17 +59,19 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+enum class Order { Late, Posted };
+enum class Mode { Lat, Uni };
+
 struct Shared {
   int port = 0;
   int iterations = 200;
   int repeats = 7;
   std::vector<std::size_t> sizes;
+  std::vector<Mode> modes;
   std::atomic<int> gate{0};  // bumped by rank 0 when both chains are enqueued
   std::atomic<int> enqueued{0};
 };
 
-enum class Order { Late, Posted };
-enum class Mode { Lat, Uni };
 
 /// One step of a spin that gives up after a minute: a rank that failed must not leave the other spinning forever.
 void bounded_wait(const char* what) {
@@ -177,7 +181,7 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
     check(cudaMemset(send.data(), rank + 1, max_bytes), "cudaMemset");
     pickle::Stream timing = comm.make_stream();
     int round = 0;
-    for (Mode mode : {Mode::Lat, Mode::Uni}) {
+    for (Mode mode : shared.modes) {
       for (Order order : {Order::Late, Order::Posted}) {
         for (std::size_t bytes : shared.sizes) {
           std::vector<double> us;
@@ -187,8 +191,10 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
           }
           if (rank != 0) continue;
           std::sort(us.begin(), us.end());
-          std::printf("%-4s %-7s %9zu  %8.2f us  (min %.2f max %.2f)\n", mode == Mode::Lat ? "lat" : "uni",
-                      order == Order::Late ? "late" : "posted", bytes, us[us.size() / 2], us.front(), us.back());
+          const double median = us[us.size() / 2];
+          std::printf("%-4s %-7s %10zu  %9.2f us  (min %.2f max %.2f)  %7.2f GB/s\n", mode == Mode::Lat ? "lat" : "uni",
+                      order == Order::Late ? "late" : "posted", bytes, median, us.front(), us.back(),
+                      bytes / (median * 1e3));
           std::fflush(stdout);
         }
       }
@@ -207,13 +213,53 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
   }
 }
 
+/// The ceiling of the shm transport on this GPU: pinned device-to-host and host-to-device copies of `bytes`, alone
+/// and both at once (the sender's and the receiver's halves of the staging pipeline run at the same time).
+void print_pcie_ceiling(std::size_t bytes) {
+  void *device_a, *device_b, *host_a, *host_b;
+  check(cudaMalloc(&device_a, bytes), "cudaMalloc");
+  check(cudaMalloc(&device_b, bytes), "cudaMalloc");
+  check(cudaMallocHost(&host_a, bytes), "cudaMallocHost");
+  check(cudaMallocHost(&host_b, bytes), "cudaMallocHost");
+  cudaStream_t down, up;
+  check(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking), "cudaStreamCreate");
+  auto seconds = [&](bool d2h, bool h2d) {
+    std::vector<double> times;
+    for (int r = 0; r < 6; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (d2h) check(cudaMemcpyAsync(host_a, device_a, bytes, cudaMemcpyDeviceToHost, down), "cudaMemcpyAsync");
+      if (h2d) check(cudaMemcpyAsync(device_b, host_b, bytes, cudaMemcpyHostToDevice, up), "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(down), "cudaStreamSynchronize");
+      check(cudaStreamSynchronize(up), "cudaStreamSynchronize");
+      if (r > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  std::printf("# PCIe ceiling, %zu bytes: device-to-host %.2f GB/s, host-to-device %.2f GB/s, both at once %.2f GB/s "
+              "each\n",
+              bytes, bytes / seconds(true, false) / 1e9, bytes / seconds(false, true) / 1e9,
+              bytes / seconds(true, true) / 1e9);
+  cudaStreamDestroy(down);
+  cudaStreamDestroy(up);
+  cudaFreeHost(host_a);
+  cudaFreeHost(host_b);
+  cudaFree(device_a);
+  cudaFree(device_b);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Shared shared;
   shared.iterations = argc > 1 ? std::atoi(argv[1]) : 200;
   shared.repeats = argc > 2 ? std::atoi(argv[2]) : 7;
-  shared.sizes = {4096, 65536, 1 << 20};
+  const std::string modes = argc > 3 ? argv[3] : "lat,uni";
+  if (modes.find("lat") != std::string::npos) shared.modes.push_back(Mode::Lat);
+  if (modes.find("uni") != std::string::npos) shared.modes.push_back(Mode::Uni);
+  for (int i = 4; i < argc; ++i) shared.sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+  if (shared.sizes.empty()) shared.sizes = {4096, 65536, 1 << 20};
   shared.port = free_port();
   // Both ranks' streams share one context, and streams beyond CUDA_DEVICE_MAX_CONNECTIONS (8 by default) share
   // hardware queues: a copy queued behind the other rank's stream wait would never run. Separate processes (how
@@ -221,9 +267,13 @@ int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   check(cudaSetDevice(0), "cudaSetDevice");
   const char* streams = std::getenv("PICKLE_IPC_STREAMS");
+  const char* transport = std::getenv("PICKLE_TRANSPORT");
   std::printf("# comm_latency_probe: 2 ranks, threads of one process on GPU 0, %d iterations, median of %d; "
-              "PICKLE_IPC_STREAMS=%s\n",
-              shared.iterations, shared.repeats, streams ? streams : "(unset)");
+              "PICKLE_IPC_STREAMS=%s PICKLE_TRANSPORT=%s\n",
+              shared.iterations, shared.repeats, streams ? streams : "(unset)", transport ? transport : "(unset)");
+  if (transport != nullptr && std::string(transport) == "shm") {
+    print_pcie_ceiling(*std::max_element(shared.sizes.begin(), shared.sizes.end()));
+  }
   std::exception_ptr errors[2];
   std::thread t0(rank_main, 0, std::ref(shared), std::ref(errors[0]));
   std::thread t1(rank_main, 1, std::ref(shared), std::ref(errors[1]));
