@@ -3,8 +3,9 @@
 // engine straight into the peer's mapped allocation, and the completion is a stream write-value into the peer's
 // signal word. No kernel runs in the data path. Sends that do not join the caller's stream take turns over
 // PICKLE_IPC_STREAMS copy streams per peer, whole message by whole message (splitting one copy over several streams
-// measured slower between one pair of H200s; alternating whole messages lets one message's fenced flag write
-// overlap the next one's copy: docs/results/2026-11-24-h200x1.md).
+// measured slower between one pair of H200s). Taking turns lets one message's fenced flag write overlap the next
+// one's copy, which pays for raw copies but not, after the event hand-off, for pickle's sends: the default is one
+// stream (docs/results/2026-11-24-h200x1.md and 2026-11-24-h100x1.md).
 
 #include <atomic>
 #include <cstdint>
