@@ -6,7 +6,8 @@
 #  bash scripts/fetch-cudnn-frontend.sh; bash scripts/device/carry_cudnn_headers.sh).
 # Everything lands in $OUT/session.tgz (scripts/device/session.sh). Groups:
 #   link          issue 3 and 6: p2p pickle/NCCL/raw CE 4K-1G (uni, bi, lat); pickle with 2 and 4 copy streams per peer
-#                 (PICKLE_IPC_STREAMS, docs/results/2026-11-24-h200x1.md section 3); allreduce and allgather vs NCCL
+#                 (PICKLE_IPC_STREAMS: slower on one H100, docs/results/2026-11-24-h100x1.md; to confirm on two GPUs);
+#                 comm_latency_probe between the two GPUs (late vs posted receives); allreduce and allgather vs NCCL
 #   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
 #                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
 #   tests         every GPU test on the two GPUs
@@ -23,6 +24,7 @@ case "$group" in
       env:PICKLE_IPC_STREAMS=2 bench:p2p:--backend+pickle+--mode+uni,bi+-b+64K+-e+256M+-f+4 \
       env:PICKLE_IPC_STREAMS=4 bench:p2p:--backend+pickle+--mode+uni,bi+-b+64K+-e+256M+-f+4 \
       env:PICKLE_IPC_STREAMS= \
+      probe:comm_latency_probe:200+7 \
       bench:coll:-c+allreduce+-b+1M+-e+1G+-f+4 bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 ;;
   transports)
     exec "${session[@]}" \

@@ -1,13 +1,14 @@
-// comm_latency_probe: pickle's own send/recv latency and small-message rate between two ranks that share one GPU
-// and one CUDA context (two threads of this process, each with its Communicator). Two processes on one GPU take turns
-// on it (time-slicing), which buries microseconds under scheduling noise; two threads of one process share the
-// context and see what the copy engine and the stream memory operations cost, as two GPUs would.
+// comm_latency_probe: pickle's own send/recv latency and small-message rate between two ranks that are two threads
+// of this process, each with its Communicator: on one GPU they share one CUDA context; with two GPUs, rank r uses
+// GPU r. Two processes on one GPU take turns on it (time-slicing), which buries microseconds under scheduling noise;
+// two threads of one process share the context and see what the copy engine and the stream memory operations cost,
+// as two GPUs would.
 //
 //   lat  one-way time of a ping-pong (rank 0's time for n round trips / 2n), stream-ordered on both sides:
 //        send(after = timing stream), recv(...).on_stream(timing)
 //   uni  us per message of n back-to-back messages rank 0 -> rank 1
 // Each in two orders: "late" (sends issued while the peer's posts are still on their way, as `pickle bench p2p`
-// issues them today: the copy waits for the match on a copy stream) and "posted" (every recv posted, and seen by
+// issued them until it posted receives ahead: the copy waits for the match on a copy stream) and "posted" (every recv posted, and seen by
 // the peer, before the first send: the copy joins the caller's stream at once).
 //
 // Usage: comm_latency_probe [iterations=200] [repeats=7] [modes=lat,uni] [bytes...=4096 65536 1048576].
@@ -64,6 +65,7 @@ enum class Mode { Lat, Uni };
 
 struct Shared {
   int port = 0;
+  int gpus = 1;  // rank r uses GPU r modulo this: one GPU, or two (a pair of GPUs seen from one process)
   int iterations = 200;
   int repeats = 7;
   std::vector<std::size_t> sizes;
@@ -165,6 +167,7 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
 
 void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
   try {
+    check(cudaSetDevice(rank % shared.gpus), "cudaSetDevice");  // this thread's events and memsets
     pickle::RankInfo info;
     info.rank = rank;
     info.world_size = 2;
@@ -174,7 +177,7 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
     pickle::Communicator::Options options;
     options.rank_info = info;
     options.memory = pickle::MemoryKind::Cuda;
-    options.device = 0;
+    options.device = rank % shared.gpus;
     pickle::Communicator comm(options);
     const std::size_t max_bytes = *std::max_element(shared.sizes.begin(), shared.sizes.end());
     pickle::Buffer send = comm.alloc(max_bytes), recv = comm.alloc(max_bytes);
@@ -265,12 +268,14 @@ int main(int argc, char** argv) {
   // hardware queues: a copy queued behind the other rank's stream wait would never run. Separate processes (how
   // pickle runs) have a context, and queues, each. Set before CUDA starts.
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  check(cudaGetDeviceCount(&shared.gpus), "cudaGetDeviceCount");
+  shared.gpus = std::min(shared.gpus, 2);
   check(cudaSetDevice(0), "cudaSetDevice");
   const char* streams = std::getenv("PICKLE_IPC_STREAMS");
   const char* transport = std::getenv("PICKLE_TRANSPORT");
-  std::printf("# comm_latency_probe: 2 ranks, threads of one process on GPU 0, %d iterations, median of %d; "
+  std::printf("# comm_latency_probe: 2 ranks, threads of one process on %s, %d iterations, median of %d; "
               "PICKLE_IPC_STREAMS=%s PICKLE_TRANSPORT=%s\n",
-              shared.iterations, shared.repeats, streams ? streams : "(unset)", transport ? transport : "(unset)");
+              shared.gpus == 1 ? "GPU 0" : "GPUs 0 and 1", shared.iterations, shared.repeats, streams ? streams : "(unset)", transport ? transport : "(unset)");
   if (transport != nullptr && std::string(transport) == "shm") {
     print_pcie_ceiling(*std::max_element(shared.sizes.begin(), shared.sizes.end()));
   }
