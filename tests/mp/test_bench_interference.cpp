@@ -86,6 +86,7 @@ TEST(BenchInterference, BadFlagsExitWithTwoBeforeAnythingRuns) {
       {"--depth", "0"},
       {"-c", "2"},
       {"--ranks", "1"},
+      {"--share-gpus", "1"},  // a switch: it takes no value
       {"--memory", "host"},
       {"-e"}};
   for (const auto& args : cases) {
@@ -126,6 +127,7 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
   EXPECT_EQ(o.depth, 8);
   EXPECT_TRUE(o.check);
   EXPECT_EQ(o.ranks, 0);
+  EXPECT_FALSE(o.share_gpus);
   // 4 KiB .. 16 GiB by 4: twelve message sizes.
   auto sizes = bench::size_sweep(o.min_bytes, bench::sweep_max_bytes(o, bench::kInterferenceDefaultMaxBytes), o.factor);
   ASSERT_EQ(sizes.size(), 12u);
@@ -136,8 +138,8 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
 TEST(InterferenceOptions, EveryFlagIsRead) {
   InterferenceOptions o = parse_interference_options(
       {"--foreground", "attention", "--attention", "own", "--backend", "nccl,pickle", "--background", "p2p,allgather",
-       "-b", "1M", "-e", "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4", "--json",
-       "out.json"});
+       "-b", "1M", "-e", "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4",
+       "--share-gpus", "--json", "out.json"});
   EXPECT_EQ(o.foregrounds, (std::vector<std::string>{"attention"}));
   EXPECT_EQ(o.attention, bench::AttentionImpl::Own);
   EXPECT_EQ(bench::parse_interference_options({"--attention", "cudnn"}).attention, bench::AttentionImpl::Cudnn);
@@ -151,6 +153,7 @@ TEST(InterferenceOptions, EveryFlagIsRead) {
   EXPECT_EQ(o.depth, 3);
   EXPECT_FALSE(o.check);
   EXPECT_EQ(o.ranks, 4);
+  EXPECT_TRUE(o.share_gpus);
   EXPECT_EQ(o.json_path, "out.json");
   EXPECT_TRUE(parse_interference_options({"--help"}).help);
   // -e below the default -b: that one size.

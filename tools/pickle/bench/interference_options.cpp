@@ -61,6 +61,8 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
       options.depth = static_cast<int>(parse_int(in.value(), "--depth", 1, 1024));
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
+    } else if (flag == "--share-gpus") {
+      options.share_gpus = true;
     } else if (flag == "--foreground") {
       options.foregrounds = parse_choice_list(in.value(), "--foreground", kForegroundNames);
     } else if (flag == "--attention") {
