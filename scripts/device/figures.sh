@@ -13,9 +13,13 @@
 #   tests         every GPU test on the two GPUs
 #   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 4K-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
+#   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
+#                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
+#                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
+# session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|transports|tests|interference|allgather}
+group=${1:?usage: figures.sh link|transports|tests|interference|allgather|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -36,5 +40,8 @@ case "$group" in
     exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+4K+-e+4G+-f+4 ;;
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
-  *) echo "figures.sh: unknown group $group (link, transports, tests, interference, allgather)" >&2; exit 2 ;;
+  allgather8)
+    exec "${session[@]}" \
+      bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
+  *) echo "figures.sh: unknown group $group (link, transports, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
 esac

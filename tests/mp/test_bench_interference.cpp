@@ -1,15 +1,19 @@
 // `pickle bench interference` where it can run without GPUs: the real command says it is waived (exit 0, the
-// issue's exact line, a result file that records why) with GPUs hidden, bad flags exit 2 before anything starts,
-// and the parts of the method that are plain arithmetic (option parsing, the background's bandwidth inside the
-// foreground's window, the overlap rule, steady state, the drain count) are checked on synthetic timestamps, and the
-// background runner's stop protocol on traffic simulated in-process.
+// issue's exact line, a result file that records why; with --share-gpus it still needs one GPU, and an allgather of N
+// ranks one per rank) with GPUs hidden, bad flags exit 2 before anything starts, and the parts of the method that are
+// plain arithmetic (option parsing, the background's bandwidth inside the foreground's window, the overlap rule,
+// steady state, the drain count) are checked on synthetic timestamps, and the background runner's stop protocol on
+// traffic of 2 and 8 ranks simulated in-process. test_interference_rows.cpp has the N-rank plan and rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +60,24 @@ TEST(BenchInterference, WithoutTwoGpusItIsWaivedAndExitsZero) {
   EXPECT_TRUE(root.at("topology").contains("host"));
 }
 
+TEST(BenchInterference, SharingGpusStillNeedsOneAndAnAllgatherNeedsOnePerRank) {
+  TempDir dir("interference");
+  BenchRun shared = run_bench(dir, "interference", {"--share-gpus", "--ranks", "4"}, {kNoGpu});
+  ASSERT_TRUE(shared.status.ok()) << shared.describe();
+  EXPECT_EQ(shared.out, "interference: waived: needs a CUDA GPU (found 0)\n") << shared.describe();
+
+  // Four ranks of an allgather each need a GPU: the waiver says how many, and how to run on fewer.
+  BenchRun allgather = run_bench(dir, "interference", {"--background", "allgather", "--ranks", "4"}, {kNoGpu});
+  ASSERT_TRUE(allgather.status.ok()) << allgather.describe();
+  EXPECT_EQ(allgather.out, "interference: waived: needs 4 CUDA GPUs, one for each of the 4 ranks taking part (found "
+                           "0); --share-gpus runs them round robin on fewer, as a functional check only\n")
+      << allgather.describe();
+
+  // p2p involves ranks 0 and 1 only, however many are launched.
+  BenchRun p2p = run_bench(dir, "interference", {"--ranks", "4"}, {kNoGpu});
+  EXPECT_EQ(p2p.out, "interference: waived: needs 2 CUDA GPUs (found 0)\n") << p2p.describe();
+}
+
 TEST(BenchInterference, UnderALauncherOnlyRankZeroSaysItIsWaived) {
   TempDir dir("interference");
   std::vector<std::string> argv = {PICKLE_CLI_PATH, "launch", "-n", "2", "--", PICKLE_CLI_PATH, "bench",
@@ -86,6 +108,7 @@ TEST(BenchInterference, BadFlagsExitWithTwoBeforeAnythingRuns) {
       {"--depth", "0"},
       {"-c", "2"},
       {"--ranks", "1"},
+      {"--share-gpus", "1"},  // a switch: it takes no value
       {"--memory", "host"},
       {"-e"}};
   for (const auto& args : cases) {
@@ -110,6 +133,8 @@ TEST(BenchInterference, HelpPrintsTheUsageAndExitsZero) {
   ASSERT_TRUE(run.status.ok()) << run.describe();
   EXPECT_NE(run.out.find("pickle fused attention (own kernel)"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("cuBLASLt bf16 8192x8192x8192"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  --share-gpus "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--ranks 8 -b 8G -e 8G"), std::string::npos) << "seed 001 item 6's command: " << run.out;
 }
 
 TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
@@ -126,6 +151,7 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
   EXPECT_EQ(o.depth, 8);
   EXPECT_TRUE(o.check);
   EXPECT_EQ(o.ranks, 0);
+  EXPECT_FALSE(o.share_gpus);
   // 4 KiB .. 16 GiB by 4: twelve message sizes.
   auto sizes = bench::size_sweep(o.min_bytes, bench::sweep_max_bytes(o, bench::kInterferenceDefaultMaxBytes), o.factor);
   ASSERT_EQ(sizes.size(), 12u);
@@ -136,8 +162,8 @@ TEST(InterferenceOptions, DefaultsAreTheSeedsMethod) {
 TEST(InterferenceOptions, EveryFlagIsRead) {
   InterferenceOptions o = parse_interference_options(
       {"--foreground", "attention", "--attention", "own", "--backend", "nccl,pickle", "--background", "p2p,allgather",
-       "-b", "1M", "-e", "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4", "--json",
-       "out.json"});
+       "-b", "1M", "-e", "1G", "-f", "2", "-n", "10", "-w", "0", "--depth", "3", "-c", "0", "--ranks", "4",
+       "--share-gpus", "--json", "out.json"});
   EXPECT_EQ(o.foregrounds, (std::vector<std::string>{"attention"}));
   EXPECT_EQ(o.attention, bench::AttentionImpl::Own);
   EXPECT_EQ(bench::parse_interference_options({"--attention", "cudnn"}).attention, bench::AttentionImpl::Cudnn);
@@ -151,6 +177,7 @@ TEST(InterferenceOptions, EveryFlagIsRead) {
   EXPECT_EQ(o.depth, 3);
   EXPECT_FALSE(o.check);
   EXPECT_EQ(o.ranks, 4);
+  EXPECT_TRUE(o.share_gpus);
   EXPECT_EQ(o.json_path, "out.json");
   EXPECT_TRUE(parse_interference_options({"--help"}).help);
   // -e below the default -b: that one size.
@@ -254,6 +281,12 @@ TEST(InterferenceWindow, SteadyStateDrainTargetAndVerdict) {
   EXPECT_EQ(bench::drain_target(10, 13), 13u);
   EXPECT_EQ(bench::drain_target(13, 10), 13u);
   EXPECT_EQ(bench::drain_target(7, 7), 7u);
+  // Any number of ranks: the largest count, wherever it is.
+  const std::uint64_t eight[] = {40, 41, 47, 39, 40, 44, 41, 40};
+  EXPECT_EQ(bench::drain_target(eight), 47u);
+  const std::uint64_t last[] = {3, 2, 9};
+  EXPECT_EQ(bench::drain_target(last), 9u);
+  EXPECT_EQ(bench::drain_target(std::span<const std::uint64_t>()), 0u);
 
   EXPECT_TRUE(bench::row_passed(true, 0, 0));
   EXPECT_FALSE(bench::row_passed(false, 0, 0));
@@ -261,21 +294,24 @@ TEST(InterferenceWindow, SteadyStateDrainTargetAndVerdict) {
   EXPECT_FALSE(bench::row_passed(true, 0, 3));
 }
 
-/// Two ranks' traffic inside one process, for TrafficRunner's stop protocol: message i completes once both sides
-/// posted it. `collective`: a post blocks until the other side posted the same message (a collective's rendezvous,
-/// as pickle's allgather does), the case where a side cannot answer halt() until the peer moves.
+/// N ranks' traffic inside one process, for TrafficRunner's stop protocol: message i completes once every rank
+/// posted it. `collective`: a post blocks until every other rank posted the same message (a collective's rendezvous,
+/// as pickle's allgather does), the case where a rank cannot answer halt() until its peers move.
 struct FakeLink {
+  explicit FakeLink(int ranks = 2) : posted(static_cast<std::size_t>(ranks), 0), post_delay(posted.size()) {}
   std::mutex mutex;
   std::condition_variable changed;
-  std::uint64_t posted[2] = {0, 0};
+  std::vector<std::uint64_t> posted;
   bool collective = false;
   std::chrono::milliseconds rendezvous_timeout{10'000};
-  std::chrono::microseconds post_delay[2] = {std::chrono::microseconds(0), std::chrono::microseconds(0)};
+  std::vector<std::chrono::microseconds> post_delay;
+
+  std::uint64_t fewest_posted() const { return *std::min_element(posted.begin(), posted.end()); }
 };
 
 class FakeTraffic final : public bench::Traffic {
  public:
-  FakeTraffic(FakeLink& link, int rank) : link_(link), rank_(rank) {}
+  FakeTraffic(FakeLink& link, int rank) : link_(link), rank_(static_cast<std::size_t>(rank)) {}
   std::string_view background() const noexcept override { return link_.collective ? "allgather" : "p2p"; }
   std::string_view backend() const noexcept override { return "fake"; }
   void probe() override {}
@@ -287,46 +323,60 @@ class FakeTraffic final : public bench::Traffic {
     link_.changed.notify_all();
     if (link_.collective) {
       // Bounded like every wait in pickle: a protocol bug fails the test instead of hanging it.
-      if (!link_.changed.wait_for(lock, link_.rendezvous_timeout, [&] { return link_.posted[1 - rank_] >= mine; })) {
-        throw TimeoutError("fake collective: the peer never made the matching call");
+      if (!link_.changed.wait_for(lock, link_.rendezvous_timeout, [&] { return link_.fewest_posted() >= mine; })) {
+        throw TimeoutError("fake collective: a peer never made the matching call");
       }
     }
   }
   bool oldest_done() override {
     std::lock_guard lock(link_.mutex);
-    return std::min(link_.posted[0], link_.posted[1]) > retired_;
+    return link_.fewest_posted() > retired_;
   }
   void retire_oldest() override { ++retired_; }
 
  private:
   FakeLink& link_;
-  int rank_;
+  std::size_t rank_;
   std::uint64_t retired_ = 0;
 };
 
-/// Runs both sides until `completed` messages, then halts, agrees on the target and drains, as the ranks do.
+/// Runs every rank until each completed `completed` messages, then halts them, agrees on the target and drains, as
+/// the ranks do.
 void run_and_stop(FakeLink& link, std::uint64_t completed) {
-  FakeTraffic zero(link, 0), one(link, 1);
-  bench::TrafficRunner a(zero, nullptr, nullptr, 4096, 8, -1, "rank 0 fake", 10);
-  bench::TrafficRunner b(one, nullptr, nullptr, 4096, 8, -1, "rank 1 fake", 10);
-  a.start();
-  b.start();
+  const std::size_t ranks = link.posted.size();
+  std::vector<std::unique_ptr<FakeTraffic>> traffic;
+  std::vector<std::unique_ptr<bench::TrafficRunner>> runners;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    traffic.push_back(std::make_unique<FakeTraffic>(link, static_cast<int>(r)));
+    runners.push_back(std::make_unique<bench::TrafficRunner>(*traffic.back(), nullptr, nullptr, 4096, 8, -1,
+                                                             "rank " + std::to_string(r) + " fake", 10));
+  }
+  for (auto& runner : runners) runner->start();
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((a.completed() < completed || b.completed() < completed) && std::chrono::steady_clock::now() < until) {
+  auto behind = [&] {
+    return std::any_of(runners.begin(), runners.end(), [&](const auto& r) { return r->completed() < completed; });
+  };
+  while (behind() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  ASSERT_GE(b.completed(), completed);
-  const std::uint64_t target = bench::drain_target(a.halt(), b.halt());
+  ASSERT_FALSE(behind());
+  std::vector<std::uint64_t> posted;
+  for (auto& runner : runners) posted.push_back(runner->halt());
+  const std::uint64_t target = bench::drain_target(posted);
   // Each rank drains from its own main thread, at the same time.
-  auto drained = std::async(std::launch::async, [&] { a.drain(target, Deadline::after_seconds(10)); });
-  b.drain(target, Deadline::after_seconds(10));
-  drained.get();
-  EXPECT_EQ(link.posted[0], target);
-  EXPECT_EQ(link.posted[1], target);
-  EXPECT_EQ(a.completions().size(), target);
-  EXPECT_EQ(b.completions().size(), target);
-  for (std::size_t i = 1; i < b.completions().size(); ++i) EXPECT_LE(b.completions()[i - 1], b.completions()[i]);
-  EXPECT_GT(b.first_completion_ns(), 0);
+  std::vector<std::future<void>> drained;
+  for (std::size_t r = 1; r < ranks; ++r) {
+    drained.push_back(std::async(std::launch::async, [&, r] { runners[r]->drain(target, Deadline::after_seconds(10)); }));
+  }
+  runners[0]->drain(target, Deadline::after_seconds(10));
+  for (auto& d : drained) d.get();
+  for (std::size_t r = 0; r < ranks; ++r) {
+    EXPECT_EQ(link.posted[r], target) << "rank " << r;
+    EXPECT_EQ(runners[r]->completions().size(), target) << "rank " << r;
+    const auto& done = runners[r]->completions();
+    for (std::size_t i = 1; i < done.size(); ++i) EXPECT_LE(done[i - 1], done[i]);
+    EXPECT_GT(runners[r]->first_completion_ns(), 0);
+  }
 }
 
 TEST(InterferenceRunner, HaltAndDrainPairEverySendWithAReceive) {
@@ -338,6 +388,15 @@ TEST(InterferenceRunner, ASlowerSideCatchesUpToTheFasterOnesCount) {
   FakeLink link;
   link.post_delay[1] = std::chrono::microseconds(200);  // rank 1 posts slowly: rank 0 runs up to 8 ahead
   run_and_stop(link, 50);
+}
+
+TEST(InterferenceRunner, EightRanksOfACollectiveAllStopAtTheSameCount) {
+  // Seed 001's allgather: 8 ranks, one of them slower to post; each may halt with a different count, and every one
+  // must make every call up to the largest, or the others' last collective would never complete.
+  FakeLink link(8);
+  link.collective = true;
+  link.post_delay[5] = std::chrono::microseconds(300);
+  run_and_stop(link, 40);
 }
 
 TEST(InterferenceRunner, BlockingCollectivePostsDoNotDeadlockTheHalt) {

@@ -409,5 +409,78 @@ TEST(Report, InterferenceRunGivesSeedTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 2);
 }
 
+/// interference_result() as seed 001 item 6 writes it: attention under an allgather of 8 ranks, 1 GiB each (8 GiB
+/// gathered), pickle and NCCL; each row the mean over the 8 ranks that timed the foreground, with their range.
+json::Value allgather_result() {
+  json::Value root = interference_result();
+  root["command"] = json::Value(json::Array{"pickle", "bench", "interference", "--ranks", "8", "--background",
+                                            "allgather", "-b", "8G", "-e", "8G"});
+  root["allgather_ranks"] = 8;
+  root["options"]["foregrounds"] = json::Value(json::Array{"attention"});
+  root["options"]["backgrounds"] = json::Value(json::Array{"allgather"});
+  root["foregrounds"] = json::Value(json::Array{root.at("foregrounds").at(1)});
+  json::Value traffic = json::Value::array();
+  json::Value results = json::Value::array();
+  for (const char* backend : {"pickle", "nccl"}) {
+    json::Value t = json::Value::object();
+    t["background"] = "allgather";
+    t["backend"] = backend;
+    t["status"] = "ok";
+    t["detail"] = "";
+    traffic.push_back(std::move(t));
+    const bool nccl = std::string(backend) == "nccl";
+    json::Value r = json::Value::object();
+    r["foreground"] = "attention";
+    r["background"] = "allgather";
+    r["backend"] = backend;
+    r["bytes"] = std::int64_t{8} << 30;
+    r["ranks"] = 8;
+    r["t_alone_ms"] = 7.1;
+    r["t_with_ms"] = nccl ? 8.27 : 8.28;
+    r["relative"] = 0.858;
+    r["relative_min"] = nccl ? 0.849 : 0.851;
+    r["relative_max"] = nccl ? 0.867 : 0.866;
+    r["background_gbps"] = nccl ? 118.3 : 120.5;
+    r["overlap"] = true;
+    r["window"] = nullptr;
+    r["background_wrong"] = 0;
+    r["foreground_wrong"] = 0;
+    json::Value per_rank = json::Value::array();
+    for (int rank = 0; rank < 8; ++rank) {
+      json::Value one = json::Value::object();
+      one["rank"] = rank;
+      one["relative"] = 0.858;
+      per_rank.push_back(std::move(one));
+    }
+    r["per_rank"] = std::move(per_rank);
+    r["passed"] = true;
+    r["error"] = nullptr;
+    results.push_back(std::move(r));
+  }
+  root["traffic"] = std::move(traffic);
+  root["results"] = std::move(results);
+  root["exit_code"] = 0;
+  return root;
+}
+
+TEST(Report, AnAllgatherOfEightRanksShowsTheMeanAndTheRange) {
+  TempDir dir("report-allgather");
+  std::string measured = dir / "allgather.json";
+  write_file(measured, allgather_result().dump(2));
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", measured, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("### attention under allgather traffic, 8 ranks"), std::string::npos) << md;
+  EXPECT_NE(md.find("the mean of their relative throughputs"), std::string::npos) << md;
+  std::vector<Table> found = sized_tables(md, "| Size | pickle | NCCL |");
+  ASSERT_EQ(found.size(), 1u) << md;
+  EXPECT_EQ(found[0].sizes, std::vector<std::string>{"8 GiB"});
+  ASSERT_EQ(found[0].rows.size(), 1u);
+  EXPECT_EQ(found[0].rows[0][1], "0.858 [0.851..0.866] (120.5 GB/s)") << md;
+  EXPECT_EQ(found[0].rows[0][2], "0.858 [0.849..0.867] (118.3 GB/s)") << md;
+  EXPECT_EQ(check_plots(out, md), 1);
+}
+
 }  // namespace
 }  // namespace pickle::test

@@ -16,11 +16,10 @@ int rank_device(int local_rank) {
   return gpus > 0 ? local_rank % gpus : 0;
 }
 
-std::string nccl_gpu_sharing_problem(int local_ranks) {
+std::string nccl_gpu_sharing_problem(int local_ranks, std::string_view cause) {
   const int gpus = device::cuda_device_count();
   if (gpus >= local_ranks) return {};
-  return cat(local_ranks, " ranks share ", gpus, " GPU(s) (--memory cuda on fewer GPUs than ranks): NCCL needs a GPU "
-             "per rank");
+  return cat(local_ranks, " ranks share ", gpus, " GPU(s) (", cause, "): NCCL needs a GPU per rank");
 }
 
 void bind_cuda_device(int device) {

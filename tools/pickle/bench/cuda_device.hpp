@@ -5,6 +5,7 @@
 // processes on one GPU: a check that the GPU code paths work, not a measurement of a link (and NCCL refuses it).
 
 #include <string>
+#include <string_view>
 
 namespace pickle::bench {
 
@@ -12,8 +13,9 @@ namespace pickle::bench {
 int rank_device(int local_rank);
 
 /// Empty when each of `local_ranks` ranks has a GPU of its own; otherwise why NCCL cannot take part ("N ranks share
-/// M GPU(s): NCCL needs a GPU per rank").
-std::string nccl_gpu_sharing_problem(int local_ranks);
+/// M GPU(s) (<cause>): NCCL needs a GPU per rank"), `cause` naming what made them share.
+std::string nccl_gpu_sharing_problem(int local_ranks,
+                                     std::string_view cause = "--memory cuda on fewer GPUs than ranks");
 
 /// cudaSetDevice(device): binds the device's primary context to this thread, for pickle's device layer and for
 /// NCCL alike (each has its own CUDA runtime; they meet in the driver's current context). CudaError on failure,

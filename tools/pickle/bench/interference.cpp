@@ -1,5 +1,6 @@
 #include "interference.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <pickle/bootstrap.hpp>
@@ -9,6 +10,7 @@
 #include "core/format.hpp"
 #include "device/backends.hpp"
 #include "interference_options.hpp"
+#include "interference_plan.hpp"
 #include "interference_report.hpp"
 #include "lockstep.hpp"
 #include "result_file.hpp"
@@ -30,21 +32,38 @@ bool speaks_for_job() {
 }
 
 /// The waiver: one line on stdout (and the result file, so that a sweep of suites keeps a record of it), exit 0.
-int waive(const InterferenceOptions& options, const std::vector<std::string>& args, int gpus) {
+int waive(const InterferenceOptions& options, const std::vector<std::string>& args, int gpus, const std::string& why) {
   if (!speaks_for_job()) return 0;
   InterferenceReport report;
   report.options = options;
   report.command = {"pickle", "bench", "interference"};
   report.command.insert(report.command.end(), args.begin(), args.end());
   report.started_utc = utc_now();
-  report.waived = cat("needs 2 CUDA GPUs (found ", gpus, ")");
+  report.waived = why;
   if (gpus == 0) {
-    std::string why = device::cuda_unavailable_reason();
-    if (!why.empty()) report.notes.push_back(cat("no GPU: ", why));
+    std::string reason = device::cuda_unavailable_reason();
+    if (!reason.empty()) report.notes.push_back(cat("no GPU: ", reason));
   }
   print_interference_table(report, stdout);
   if (!options.json_path.empty()) write_result_file(interference_to_json(report), options.json_path, "interference");
   return 0;
+}
+
+/// The ranks of a job of `world_size` that take part, `local_world_size` of them on this host: those that need a
+/// GPU here. A --ranks beyond the job is left to the ranks to report (exit 2); counted as the job then.
+int local_ranks_taking_part(const InterferenceOptions& options, int world_size, int local_world_size) {
+  InterferenceOptions within = options;
+  within.ranks = std::min(options.ranks, world_size);
+  return std::min(InterferencePlan(within, world_size).ranks_taking_part(), local_world_size);
+}
+
+/// How many ranks to launch when started alone: --ranks, else one per GPU; 2 on one GPU with --share-gpus.
+int launch_count(const InterferenceOptions& options, int gpus, std::string& why) {
+  if (options.ranks == 0 && options.share_gpus && gpus == 1) {
+    why = "only 1 GPU: 2 ranks sharing it (--share-gpus)";
+    return 2;
+  }
+  return cli::default_rank_count(options.ranks, why);
 }
 
 }  // namespace
@@ -63,10 +82,13 @@ int run_interference(const std::vector<std::string>& args) {
   }
   // Counting GPUs initialises CUDA in this process; ranks are started by fork + exec, so that is safe.
   const int gpus = device::cuda_device_count();
-  if (gpus < 2) return waive(options, args, gpus);
   if (!cli::running_as_rank()) {
     std::string why;
-    int ranks = cli::default_rank_count(options.ranks, why);
+    const int ranks = launch_count(options, gpus, why);
+    if (std::string waiver = interference_waiver(options, local_ranks_taking_part(options, ranks, ranks), gpus);
+        !waiver.empty()) {
+      return waive(options, args, gpus, waiver);
+    }
     std::fprintf(stderr, "bench interference: %s\n", why.c_str());
     std::fflush(stderr);
     std::vector<std::string> rank_args = {"interference"};
@@ -74,10 +96,20 @@ int run_interference(const std::vector<std::string>& args) {
     // Unprefixed: rank 0 alone prints the table, and the other ranks' errors name their rank themselves.
     return cli::relaunch_as_ranks(ranks, "bench", rank_args, /*prefix_output=*/false);
   }
+  int local_ranks = 2;
+  try {
+    const RankInfo self = discover_rank_info();
+    local_ranks = local_ranks_taking_part(options, self.world_size, self.local_world_size);
+  } catch (const Error&) {
+    // An incomplete launcher environment: the ranks' own start reports it.
+  }
+  if (std::string waiver = interference_waiver(options, local_ranks, gpus); !waiver.empty()) {
+    return waive(options, args, gpus, waiver);
+  }
 #if PICKLE_HAVE_CUDA
   return run_interference_rank(options, args);
 #else
-  return waive(options, args, 0);  // unreachable: a build without CUDA counts no GPU
+  return waive(options, args, 0, "needs a CUDA build");  // unreachable: a build without CUDA counts no GPU
 #endif
 }
 

@@ -15,7 +15,8 @@ namespace pickle::bench::kernels {
 /// bench::fill_source writes it on the host. dst must be 8-byte aligned.
 cudaError_t fill_pattern(void* dst, std::size_t bytes, int rank, std::uint64_t first, cudaStream_t stream);
 
-/// *wrong (device memory) += bytes of data[0, bytes) that differ from `rank`'s stream from byte `first`.
+/// *wrong (device memory) += bytes of data[0, bytes) that differ from `rank`'s stream from byte `first` (a multiple of
+/// 8). data may lie at any address (word by word where it is 8-byte aligned, byte by byte where not).
 cudaError_t count_pattern_wrong(const void* data, std::size_t bytes, int rank, std::uint64_t first,
                                 unsigned long long* wrong, cudaStream_t stream);
 

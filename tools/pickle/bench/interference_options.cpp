@@ -10,22 +10,26 @@ namespace pickle::bench {
 
 const char* const kInterferenceUsage =
     "usage: pickle bench interference [-b 4K] [-e 16G] [-f 4] [-n 100] [-w 20] [--warmup-ms 1000] [-c 1] [--depth 8]\n"
-    "                                 [--ranks N] [--foreground gemm,attention] [--attention auto|cudnn|own]\n"
-    "                                 [--backend pickle,nccl] [--background p2p] [--json FILE]\n"
+    "                                 [--ranks N] [--share-gpus] [--foreground gemm,attention]\n"
+    "                                 [--attention auto|cudnn|own] [--backend pickle,nccl] [--background p2p]\n"
+    "                                 [--json FILE]\n"
     "\n"
-    "How much background traffic slows compute on the receiving GPU. Rank 1 runs a foreground kernel alone, then\n"
-    "while rank 0 sends to it continuously; relative throughput = time alone / time with traffic (1 = no effect).\n"
+    "How much background traffic slows compute on the GPUs it runs on. A foreground kernel runs alone, then while the\n"
+    "background moves data continuously; relative throughput = time alone / time with traffic (1 = no effect).\n"
     "Foregrounds:\n"
     "  gemm       cuBLASLt bf16 8192x8192x8192, fp32 accumulate, the fastest of cuBLASLt's heuristic candidates\n"
     "             (libcublasLt loaded at run time)\n"
     "  attention  bf16 forward, batch 8, heads 64, seq 4096, head dim 128, not causal: cuDNN SDPA (libcudnn.so.9\n"
     "             loaded at run time) or pickle fused attention (own kernel), as --attention says\n"
     "Backends of the background traffic:\n"
-    "  pickle     pickle::Communicator send/recv (copy engine, no kernel)\n"
-    "  nccl       ncclSend/ncclRecv (libnccl.so.2 loaded at run time)\n"
-    "Backgrounds: p2p (rank 0 -> rank 1 messages of each size); allgather (ranks 0 and 1, each size the gathered\n"
-    "total; not run unless asked for).\n"
-    "Needs 2 GPUs: on a machine with fewer it says it is waived and exits 0.\n"
+    "  pickle     pickle::Communicator send/recv (copy engine, no kernel) and allgather\n"
+    "  nccl       ncclSend/ncclRecv and ncclAllGather (libnccl.so.2 loaded at run time)\n"
+    "Backgrounds:\n"
+    "  p2p        rank 0 sends messages of each size to rank 1, which runs the foreground\n"
+    "  allgather  ranks 0..N-1 (N: --ranks, else every rank) gather each size, the gathered total (size/N from each\n"
+    "             rank); every one of them runs the foreground, and a row's relative throughput is the mean over\n"
+    "             them. Not run unless asked for. Seed 001's 8 GPUs x 1 GB: --ranks 8 -b 8G -e 8G\n"
+    "Needs a GPU for each rank taking part (2 for p2p, N for allgather): with fewer it says it is waived and exits 0.\n"
     "\n"
     "  -b SIZE           smallest background message (4K; bytes or K/M/G/T)\n"
     "  -e SIZE           largest background message (16G; capped by free GPU memory, with a note)\n"
@@ -35,12 +39,15 @@ const char* const kInterferenceUsage =
     "  --warmup-ms MS    ... and at least this long, so that the GPU's clocks settle under the load (1000)\n"
     "  -c 0|1            check the background's received bytes and the foreground's result (1)\n"
     "  --depth D         background messages kept in flight, so that the link never idles (8)\n"
-    "  --ranks N         ranks to launch when started alone (one per GPU); ranks 0 and 1 take part\n"
+    "  --ranks N         ranks to launch when started alone (one per GPU), and the allgather's ranks (at most the\n"
+    "                    job's); p2p uses ranks 0 and 1\n"
+    "  --share-gpus      run even where ranks must share a GPU (rank r on GPU r mod GPUs): a functional check, not\n"
+    "                    interference figures (said in the output); NCCL is then unavailable\n"
     "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
     "  --attention IMPL  auto: cuDNN SDPA where libcudnn.so.9 loads and supports the graph, else the own kernel;\n"
     "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
     "  --backend LIST    comma-separated backends, run one after the other (pickle,nccl)\n"
-    "  --background LIST comma-separated traffic patterns (p2p)\n"
+    "  --background LIST comma-separated traffic patterns: p2p, allgather (p2p)\n"
     "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n";
 
 InterferenceOptions parse_interference_options(const std::vector<std::string>& args) {
@@ -61,6 +68,8 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
       options.depth = static_cast<int>(parse_int(in.value(), "--depth", 1, 1024));
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 2, 1024));
+    } else if (flag == "--share-gpus") {
+      options.share_gpus = true;
     } else if (flag == "--foreground") {
       options.foregrounds = parse_choice_list(in.value(), "--foreground", kForegroundNames);
     } else if (flag == "--attention") {

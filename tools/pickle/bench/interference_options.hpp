@@ -27,7 +27,12 @@ struct InterferenceOptions : SweepOptions {
   int warmup_ms = 1000;
   int depth = 8;                         ///< --depth: background messages in flight (the ring)
   bool check = true;                     ///< -c: check the background's data and the foreground's result
-  int ranks = 0;                         ///< --ranks: local ranks to launch when started alone; 0: one per GPU
+  /// --ranks: local ranks to launch when started alone (0: one per GPU), and the ranks of the allgather background
+  /// (0: every rank of the job). At most the job's world size.
+  int ranks = 0;
+  /// --share-gpus: run even where ranks must share a GPU (placed round robin, rank r on GPU r mod GPUs). Such figures
+  /// measure nothing about interference (the ranks compete for one GPU's SMs and copy engines): a functional run.
+  bool share_gpus = false;
 };
 
 /// -e when not given: seed 001's largest message.

@@ -1,6 +1,7 @@
 #pragma once
-// One rank of `pickle bench interference` (RANK/WORLD_SIZE/... set by the launcher). Rank 1 runs the foregrounds
-// and receives the background; rank 0 sends it; further ranks only keep in step. CUDA builds only.
+// One rank of `pickle bench interference` (RANK/WORLD_SIZE/... set by the launcher). p2p: rank 1 runs the
+// foregrounds and receives the background, rank 0 sends it; allgather: each of its ranks gathers and runs the
+// foregrounds; ranks that take part in no background only keep in step (interference_plan.hpp). CUDA builds only.
 
 #include <string>
 #include <vector>

@@ -8,27 +8,6 @@
 #include "table_text.hpp"
 
 namespace pickle::bench {
-namespace {
-
-json::Value optional_count(const std::optional<std::uint64_t>& value) {
-  return value ? json::Value(*value) : json::Value();
-}
-
-std::optional<std::uint64_t> count_from(const json::Value& value) {
-  if (value.is_null()) return std::nullopt;
-  return static_cast<std::uint64_t>(value.as_int());
-}
-
-}  // namespace
-
-double InterferenceRow::relative() const noexcept {
-  return error.empty() && alone_ms() > 0 && with_ms > 0 ? alone_ms() / with_ms : 0;
-}
-
-bool InterferenceRow::passed() const noexcept {
-  return error.empty() && row_passed(window.overlap, background_wrong.value_or(0), foreground_wrong.value_or(0));
-}
-
 int InterferenceReport::exit_code() const {
   for (const auto& fg : foregrounds) {
     if (foreground_fails_run(fg)) return 1;
@@ -42,62 +21,57 @@ int InterferenceReport::exit_code() const {
   return 0;
 }
 
-json::Value row_to_json(const InterferenceRow& row) {
-  json::Value r = json::Value::object();
-  r["foreground"] = row.foreground;
-  r["background"] = row.background;
-  r["backend"] = row.backend;
-  r["bytes"] = row.bytes;
-  const bool measured = row.error.empty();
-  r["t_alone_ms"] = measured ? json::Value(row.alone_ms()) : json::Value();
-  r["t_alone_before_ms"] = measured ? json::Value(row.alone_before_ms) : json::Value();
-  r["t_alone_after_ms"] = measured ? json::Value(row.alone_after_ms) : json::Value();
-  r["t_with_ms"] = measured ? json::Value(row.with_ms) : json::Value();
-  r["relative"] = measured ? json::Value(row.relative()) : json::Value();
-  r["background_gbps"] = measured ? json::Value(row.window.gbps) : json::Value();
-  r["overlap"] = measured && row.window.overlap;
-  json::Value window = json::Value::object();
-  window["window_ms"] = row.window.window_ms;
-  window["bytes_in_window"] = row.window.bytes_in_window;
-  window["messages_in_window"] = row.window.completed_in_window;
-  window["messages"] = row.window.messages;
-  window["lead_ms"] = row.window.lead_ms;
-  window["tail_ms"] = row.window.tail_ms;
-  window["max_gap_ms"] = row.window.max_gap_ms;
-  r["window"] = measured ? std::move(window) : json::Value();
-  r["background_wrong"] = optional_count(row.background_wrong);
-  r["foreground_wrong"] = optional_count(row.foreground_wrong);
-  r["passed"] = row.passed();
-  r["error"] = row.error.empty() ? json::Value() : json::Value(row.error);
-  return r;
+namespace {
+
+/// "3 / 1 GB/s" cells: 3 decimals below 10, 1 above.
+std::string gbps_cell(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 1); }
+
+/// The head's line on who does what in each background that runs.
+void print_roles(const InterferenceReport& report, std::FILE* out) {
+  for (const auto& background : report.options.backgrounds) {
+    if (background == "p2p") {
+      std::fprintf(out, "# p2p: rank 0 -> rank 1; rank 1 runs the foreground\n");
+    } else {
+      const int n = report.allgather_ranks;
+      std::fprintf(out, "# allgather: ranks 0..%d each contribute size/%d and gather the size (nccl-tests' convention); "
+                        "every one of them runs the foreground\n",
+                   n - 1, n);
+    }
+  }
 }
 
-InterferenceRow row_from_json(const json::Value& value) {
-  InterferenceRow row;
-  row.foreground = value.at("foreground").as_string();
-  row.background = value.at("background").as_string();
-  row.backend = value.at("backend").as_string();
-  row.bytes = static_cast<std::size_t>(value.at("bytes").as_int());
-  if (!value.at("error").is_null()) row.error = value.at("error").as_string();
-  if (row.error.empty()) {
-    row.alone_before_ms = value.at("t_alone_before_ms").as_double();
-    row.alone_after_ms = value.at("t_alone_after_ms").as_double();
-    row.with_ms = value.at("t_with_ms").as_double();
-    row.window.gbps = value.at("background_gbps").as_double();
-    row.window.overlap = value.at("overlap").as_bool();
-    const json::Value& w = value.at("window");
-    row.window.window_ms = w.at("window_ms").as_double();
-    row.window.bytes_in_window = w.at("bytes_in_window").as_double();
-    row.window.completed_in_window = static_cast<std::uint64_t>(w.at("messages_in_window").as_int());
-    row.window.messages = static_cast<std::uint64_t>(w.at("messages").as_int());
-    row.window.lead_ms = w.at("lead_ms").as_double();
-    row.window.tail_ms = w.at("tail_ms").as_double();
-    row.window.max_gap_ms = w.at("max_gap_ms").as_double();
+/// One line of the table.
+std::string row_line(const InterferenceRow& row) {
+  std::string line = " ";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
+  line += pad_left(row.foreground, 10) + pad_left(row.background, 10) + pad_left(row.backend, 8) +
+          pad_left(cat(row.bytes), 13);
+  if (!row.measured()) {
+    return line + pad_left("-", 6) + pad_left("FAILED", 12) + pad_left("-", 11) + pad_left("-", 9) +
+           pad_left("-", 14) + pad_left("-", 10) + pad_left("-", 8) + pad_left("-", 8);
   }
-  row.background_wrong = count_from(value.at("background_wrong"));
-  row.foreground_wrong = count_from(value.at("foreground_wrong"));
-  return row;
+  std::string wrong = "N/A";
+  const auto background_wrong = row.background_wrong(), foreground_wrong = row.foreground_wrong();
+  if (background_wrong || foreground_wrong) wrong = cat(background_wrong.value_or(0) + foreground_wrong.value_or(0));
+  const std::string spread =
+      row.ranks.size() > 1 ? fixed(row.relative_min(), 3) + ".." + fixed(row.relative_max(), 3) : std::string("-");
+  return line + pad_left(cat(row.ranks.size()), 6) + pad_left(fixed(row.alone_ms(), 3), 12) +
+         pad_left(fixed(row.with_ms(), 3), 11) + pad_left(fixed(row.relative(), 3), 9) + pad_left(spread, 14) +
+         pad_left(gbps_cell(row.gbps()), 10) + pad_left(row.overlap() ? "yes" : "NO", 8) + pad_left(wrong, 8);
 }
+
+/// "# per rank: attention allgather pickle 8589934592: r0 0.857 (85.1 GB/s, overlap), r1 ...": a multi-rank row's
+/// figures rank by rank, so that a straggler is seen.
+std::string per_rank_line(const InterferenceRow& row) {
+  std::string line = cat("# per rank: ", row.foreground, " ", row.background, " ", row.backend, " ", row.bytes, ":");
+  for (std::size_t i = 0; i < row.ranks.size(); ++i) {
+    const RankMeasurement& r = row.ranks[i];
+    line += cat(i == 0 ? " r" : ", r", r.rank, " ", fixed(r.relative(), 3), " (", gbps_cell(r.window.gbps), " GB/s",
+                r.window.overlap ? "" : ", NO overlap", ")");
+  }
+  return line;
+}
+
+}  // namespace
 
 void print_interference_table(const InterferenceReport& report, std::FILE* out) {
   const auto& o = report.options;
@@ -106,9 +80,10 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
     std::fflush(out);
     return;
   }
-  std::fprintf(out, "# pickle bench interference: rank 0 -> rank 1 of %d, foreground on rank 1's GPU, %d iterations "
-                    "after %d warm-up (at least %d ms), %d messages in flight\n",
+  std::fprintf(out, "# pickle bench interference: %d ranks, %d iterations after %d warm-up (at least %d ms), %d "
+                    "messages in flight\n",
                report.world_size, o.iterations, o.warmup, o.warmup_ms, o.depth);
+  print_roles(report, out);
   for (const auto& fg : report.foregrounds) {
     std::fprintf(out, "%s\n", foreground_line(fg).c_str());
   }
@@ -119,33 +94,21 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
   for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
   std::fprintf(out, "# t_alone, t_with: ms per foreground iteration (CUDA events around -n iterations); t_alone is the "
                     "mean of a measurement before the background started and one after it stopped\n");
-  std::fprintf(out, "# relative = t_alone / t_with (1: the traffic costs nothing)\n");
+  std::fprintf(out, "# relative = t_alone / t_with (1: the traffic costs nothing); ranks: the ranks that ran the "
+                    "foreground; with several, relative is the mean of theirs (min..max beside it) and the times and "
+                    "bg(GB/s) are means\n");
   std::fprintf(out, "# bg(GB/s): background bandwidth inside the timed window; overlap: the background was moving "
-                    "data before the window opened and after it closed (a 'NO' fails the run)\n");
+                    "data before the window opened and after it closed, on every rank (a 'NO' fails the run)\n");
   std::fprintf(out, "# #wrong: background bytes that differ + foreground output elements that differ from its "
-                    "first run (N/A with -c 0)\n");
-  std::fprintf(out, "#%s%s%s%s%s%s%s%s%s%s\n", pad_left("foreground", 10).c_str(), pad_left("traffic", 10).c_str(),
-               pad_left("backend", 8).c_str(), pad_left("size", 13).c_str(), pad_left("t_alone(ms)", 12).c_str(),
-               pad_left("t_with(ms)", 11).c_str(), pad_left("relative", 9).c_str(), pad_left("bg(GB/s)", 10).c_str(),
+                    "first run, summed over the ranks (N/A with -c 0)\n");
+  std::fprintf(out, "#%s%s%s%s%s%s%s%s%s%s%s%s\n", pad_left("foreground", 10).c_str(),
+               pad_left("traffic", 10).c_str(), pad_left("backend", 8).c_str(), pad_left("size", 13).c_str(),
+               pad_left("ranks", 6).c_str(), pad_left("t_alone(ms)", 12).c_str(), pad_left("t_with(ms)", 11).c_str(),
+               pad_left("relative", 9).c_str(), pad_left("min..max", 14).c_str(), pad_left("bg(GB/s)", 10).c_str(),
                pad_left("overlap", 8).c_str(), pad_left("#wrong", 8).c_str());
+  for (const auto& row : report.rows) std::fprintf(out, "%s\n", row_line(row).c_str());
   for (const auto& row : report.rows) {
-    std::string line = " ";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
-    line += pad_left(row.foreground, 10) + pad_left(row.background, 10) + pad_left(row.backend, 8) +
-                       pad_left(cat(row.bytes), 13);
-    if (!row.error.empty()) {
-      line += pad_left("FAILED", 12) + pad_left("-", 11) + pad_left("-", 9) + pad_left("-", 10) + pad_left("-", 8) +
-              pad_left("-", 8);
-    } else {
-      std::string wrong = "N/A";
-      if (row.background_wrong || row.foreground_wrong) {
-        wrong = cat(row.background_wrong.value_or(0) + row.foreground_wrong.value_or(0));
-      }
-      line += pad_left(fixed(row.alone_ms(), 3), 12) + pad_left(fixed(row.with_ms, 3), 11) +
-              pad_left(fixed(row.relative(), 3), 9) +
-              pad_left(fixed(row.window.gbps, row.window.gbps < 10 ? 3 : 1), 10) +
-              pad_left(row.window.overlap ? "yes" : "NO", 8) + pad_left(wrong, 8);
-    }
-    std::fprintf(out, "%s\n", line.c_str());
+    if (row.measured() && row.ranks.size() > 1) std::fprintf(out, "%s\n", per_rank_line(row).c_str());
   }
   for (const auto& row : report.rows) {
     if (!row.error.empty()) {
@@ -165,12 +128,16 @@ json::Value interference_to_json(const InterferenceReport& report) {
   options["depth"] = o.depth;
   options["memory"] = "cuda";
   options["world_size"] = report.world_size;
+  options["ranks"] = o.ranks;
+  options["share_gpus"] = o.share_gpus;
   options["foregrounds"] = string_array(o.foregrounds);
   options["attention"] = attention_impl_name(o.attention);
   options["backends"] = string_array(o.backends);
   options["backgrounds"] = string_array(o.backgrounds);
   root["options"] = std::move(options);
   root["waived"] = report.waived.empty() ? json::Value() : json::Value(report.waived);
+  root["allgather_ranks"] = report.allgather_ranks;
+  root["gpus_shared"] = report.gpus_shared;
   root["notes"] = string_array(report.notes);
   json::Value foregrounds = json::Value::array();
   for (const auto& fg : report.foregrounds) foregrounds.push_back(foreground_to_json(fg));
@@ -190,6 +157,46 @@ json::Value interference_to_json(const InterferenceReport& report) {
   root["results"] = std::move(results);
   root["exit_code"] = report.exit_code();
   return root;
+}
+
+namespace {
+
+/// How bad a status is: the worse one wins when ranks disagree.
+int severity(RunStatus status) noexcept {
+  return status == RunStatus::Failed ? 2 : status == RunStatus::Unavailable ? 1 : 0;
+}
+
+}  // namespace
+
+std::vector<ForegroundInfo> combine_foregrounds(const std::vector<std::string>& payloads) {
+  std::vector<ForegroundInfo> combined;
+  bool first = true;
+  for (std::size_t rank = 0; rank < payloads.size(); ++rank) {
+    if (payloads[rank].empty()) continue;
+    const json::Value infos = json::parse(payloads[rank]);  // named: a range-for over a temporary's member dangles
+    std::vector<ForegroundInfo> mine;
+    for (const auto& info : infos.as_array()) mine.push_back(foreground_from_json(info));
+    if (first) {
+      combined = std::move(mine);
+      first = false;
+      continue;
+    }
+    if (mine.size() != combined.size()) {
+      throw ProtocolError(cat("bench interference: rank ", rank, " set up ", mine.size(), " foregrounds, another rank ",
+                              combined.size()));
+    }
+    for (std::size_t f = 0; f < mine.size(); ++f) {
+      if (mine[f].name != combined[f].name) {
+        throw ProtocolError(cat("bench interference: rank ", rank, "'s foreground ", f, " is ", mine[f].name,
+                                ", another rank's ", combined[f].name));
+      }
+      if (severity(mine[f].status) > severity(combined[f].status)) {
+        combined[f].status = mine[f].status;
+        combined[f].detail = cat("rank ", rank, ": ", mine[f].detail);
+      }
+    }
+  }
+  return combined;
 }
 
 }  // namespace pickle::bench

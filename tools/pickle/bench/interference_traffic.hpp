@@ -1,6 +1,6 @@
 #pragma once
 // The background of `pickle bench interference`: one rank's side of a traffic pattern (p2p: rank 0 sends, rank 1
-// receives; allgather: both gather) through one backend (pickle's Communicator or NCCL). A Traffic only posts
+// receives; allgather: every rank of it gathers) through one backend (pickle's Communicator or NCCL). A Traffic only posts
 // messages and says whether the oldest one finished; TrafficRunner (interference_runner.hpp) keeps a ring of them
 // in flight from its own thread and times their completions.
 
@@ -22,9 +22,11 @@ class Traffic {
   virtual std::string_view background() const noexcept = 0;  ///< "p2p", "allgather"
   virtual std::string_view backend() const noexcept = 0;     ///< "pickle", "nccl"
 
-  /// Local checks only: UnavailableError when this rank cannot run the backend (no NCCL, no collective yet).
+  /// Local checks only: UnavailableError when this rank cannot run the backend (no NCCL, ranks sharing a GPU for
+  /// NCCL, no collective in this build).
   virtual void probe() = 0;
-  /// Collective set-up between ranks 0 and 1 (`rank` is this one's; `device` its GPU). Called once every probe passed.
+  /// Collective set-up between the ranks taking part (`rank` is this one's; `device` its GPU). Called once every
+  /// probe passed.
   virtual void setup(Store& store, int rank, int device) = 0;
   /// The library that runs (NCCL's version and path); "" when there is nothing to say.
   virtual std::string detail() const { return {}; }
@@ -44,11 +46,18 @@ class Traffic {
   Traffic() = default;
 };
 
-/// The traffic of `background` ("p2p", "allgather") through `backend` ("pickle", "nccl"). Constructing one does
-/// nothing that can fail.
-std::unique_ptr<Traffic> make_traffic(std::string_view background, std::string_view backend);
+/// The ranks a Traffic runs between: ranks 0 .. ranks-1 of the job (2 for p2p), `local_ranks` of them on this host,
+/// for telling whether they share a GPU.
+struct TrafficRanks {
+  int ranks = 2;
+  int local_ranks = 2;
+};
 
-std::unique_ptr<Traffic> make_pickle_traffic(std::string_view background);
-std::unique_ptr<Traffic> make_nccl_traffic(std::string_view background);
+/// The traffic of `background` ("p2p", "allgather") through `backend` ("pickle", "nccl") between `ranks`.
+/// Constructing one does nothing that can fail.
+std::unique_ptr<Traffic> make_traffic(std::string_view background, std::string_view backend, TrafficRanks ranks);
+
+std::unique_ptr<Traffic> make_pickle_traffic(std::string_view background, TrafficRanks ranks);
+std::unique_ptr<Traffic> make_nccl_traffic(std::string_view background, TrafficRanks ranks);
 
 }  // namespace pickle::bench

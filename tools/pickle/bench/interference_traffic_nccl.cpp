@@ -1,12 +1,14 @@
 // NCCL's side of the background: ncclSend/ncclRecv (p2p) or ncclAllGather on a stream of this rank, an event after
 // each message to time its completion. NCCL moves the data with kernels, so on the receiving GPU its thread blocks
 // share the SMs with the foreground: the effect the suite measures. libnccl.so.2 is loaded at run time (NcclSession);
-// the 2-rank communicator is bootstrapped through pickle's store, as in `pickle bench p2p`.
+// the communicator of the ranks taking part (2 for p2p, N for allgather) is bootstrapped through pickle's store, as in
+// `pickle bench p2p`.
 #include <optional>
 
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "cuda_device.hpp"
 #include "interference_cuda.hpp"
 #include "interference_traffic.hpp"
 #include "nccl_session.hpp"
@@ -16,7 +18,7 @@ namespace {
 
 class NcclTraffic final : public Traffic {
  public:
-  explicit NcclTraffic(std::string_view background) : background_(background) {}
+  NcclTraffic(std::string_view background, TrafficRanks ranks) : background_(background), ranks_(ranks) {}
 
   ~NcclTraffic() override {
     events_.reset();
@@ -27,7 +29,13 @@ class NcclTraffic final : public Traffic {
   std::string_view background() const noexcept override { return background_; }
   std::string_view backend() const noexcept override { return "nccl"; }
 
-  void probe() override { nccl_.load(); }
+  void probe() override {
+    // Before loading NCCL: ranks on one GPU are a fact of the run, whatever NCCL this machine has.
+    if (auto problem = nccl_gpu_sharing_problem(ranks_.local_ranks, "--share-gpus"); !problem.empty()) {
+      throw UnavailableError(problem);
+    }
+    nccl_.load();
+  }
 
   std::string detail() const override { return nccl_.detail(); }
 
@@ -36,9 +44,11 @@ class NcclTraffic final : public Traffic {
     const std::string key = cat("bench/interference/nccl/", background_, "/unique-id");
     const NcclUniqueId id = nccl_.share_unique_id(store, key, rank);
     (void)device;  // the caller made it current: NCCL takes the current device at init
+    const int peer = p2p() ? 1 - rank : -1;
     stream_.emplace(cat(describe({.rank = rank, .op = "NCCL background stream"})));
-    events_.emplace(cat(describe({.rank = rank, .peer = 1 - rank, .op = cat("NCCL ", background_, " background")})));
-    nccl_.init(id, 2, rank, describe({.rank = rank, .peer = 1 - rank, .op = "NCCL communicator init"}));
+    events_.emplace(cat(describe({.rank = rank, .peer = peer, .op = cat("NCCL ", background_, " background")})));
+    nccl_.init(id, ranks_.ranks, rank,
+               describe({.rank = rank, .peer = peer, .op = cat("NCCL communicator init (", ranks_.ranks, " ranks)")}));
   }
 
   void post(const void* send, void* recv, std::size_t bytes) override {
@@ -46,7 +56,7 @@ class NcclTraffic final : public Traffic {
     const int peer = 1 - rank_;
     const NcclApi& api = nccl_.api();
     NcclComm comm = nccl_.comm();
-    if (background_ == "p2p") {
+    if (p2p()) {
       if (rank_ == 0) {
         api.check(api.send(send, bytes, kNcclInt8, peer, comm, stream), "ncclSend",
                   describe({.rank = rank_, .peer = peer, .op = "ncclSend (background)", .bytes = bytes}), comm);
@@ -55,8 +65,12 @@ class NcclTraffic final : public Traffic {
                   describe({.rank = rank_, .peer = peer, .op = "ncclRecv (background)", .bytes = bytes}), comm);
       }
     } else {
-      api.check(api.all_gather(send, recv, bytes / 2, kNcclInt8, comm, stream), "ncclAllGather",
-                describe({.rank = rank_, .op = "ncclAllGather (background)", .bytes = bytes}), comm);
+      // `bytes` is the gathered total: each rank contributes its share.
+      const std::size_t share = bytes / static_cast<std::size_t>(ranks_.ranks);
+      api.check(api.all_gather(send, recv, share, kNcclInt8, comm, stream), "ncclAllGather",
+                describe({.rank = rank_, .op = cat("ncclAllGather of ", ranks_.ranks, " ranks (background)"),
+                          .bytes = bytes}),
+                comm);
     }
     events_->record(stream_->get());
   }
@@ -66,7 +80,10 @@ class NcclTraffic final : public Traffic {
   void abandon() noexcept override { nccl_.abandon(); }
 
  private:
+  bool p2p() const noexcept { return background_ == "p2p"; }
+
   std::string background_;
+  TrafficRanks ranks_;
   int rank_ = -1;
   NcclSession nccl_;  // before the stream and events, which the destructor drops in its own order
   std::optional<cuda::StreamHandle> stream_;
@@ -75,8 +92,8 @@ class NcclTraffic final : public Traffic {
 
 }  // namespace
 
-std::unique_ptr<Traffic> make_nccl_traffic(std::string_view background) {
-  return std::make_unique<NcclTraffic>(background);
+std::unique_ptr<Traffic> make_nccl_traffic(std::string_view background, TrafficRanks ranks) {
+  return std::make_unique<NcclTraffic>(background, ranks);
 }
 
 }  // namespace pickle::bench

@@ -1,7 +1,9 @@
 // pickle's side of the background: Communicator send/recv between ranks 0 and 1 (copy engine into the peer's
 // mapped memory, a stream write-value as completion: no kernel on either GPU), and Communicator::allgather where
-// this build has it. The Communicator is a 2-rank one of ranks 0 and 1 on a port that rank 0 picks
-// (connect_pair_communicator), as in `pickle bench p2p`.
+// this build has it. The Communicator is one of the ranks taking part (ranks 0 and 1 for p2p, ranks 0 .. N-1 for
+// allgather) on a port that rank 0 picks (connect_bench_communicator), as in `pickle bench p2p`. Ranks that share a
+// GPU (--share-gpus) run too: pickle's collectives work between processes of one GPU (tests/cuda/test_coll_cuda.cpp
+// runs three ranks on two GPUs).
 #include <deque>
 #include <optional>
 
@@ -28,7 +30,7 @@ constexpr int kTag = 41;  // any tag: this communicator carries nothing else
 
 class PickleTraffic final : public Traffic {
  public:
-  explicit PickleTraffic(std::string_view background) : background_(background) {}
+  PickleTraffic(std::string_view background, TrafficRanks ranks) : background_(background), ranks_(ranks) {}
 
   ~PickleTraffic() override {
     // Requests go before their communicator; a collective's stream is drained before the communicator it used.
@@ -54,8 +56,10 @@ class PickleTraffic final : public Traffic {
 
   void setup(Store& store, int rank, int device) override {
     rank_ = rank;
-    comm_.emplace(connect_pair_communicator(store, MemoryKind::Cuda, device,
-                                            cat("bench/interference/pickle/", background_, "/port")));
+    // All of the job's ranks: 0, so that the communicator keeps the job's own host layout; a subset: one host's.
+    const int ranks = ranks_.ranks == store.self().world_size ? 0 : ranks_.ranks;
+    comm_.emplace(connect_bench_communicator(store, MemoryKind::Cuda, device,
+                                             cat("bench/interference/pickle/", background_, "/port"), ranks));
     if (background_ == "allgather") {
       stream_.emplace(comm_->make_stream());
       events_.emplace(cat(describe({.rank = rank, .op = "pickle allgather background"})));
@@ -68,7 +72,8 @@ class PickleTraffic final : public Traffic {
       return;
     }
 #if PICKLE_BENCH_PICKLE_ALLGATHER
-    comm_->allgather(*stream_, send, recv, bytes / 2, DataType::U8);
+    // `bytes` is the gathered total: each rank contributes its share.
+    comm_->allgather(*stream_, send, recv, bytes / static_cast<std::size_t>(ranks_.ranks), DataType::U8);
     events_->record(static_cast<cudaStream_t>(stream_->native_handle()));
 #else
     (void)send;
@@ -89,6 +94,7 @@ class PickleTraffic final : public Traffic {
 
  private:
   std::string background_;
+  TrafficRanks ranks_;
   int rank_ = -1;
   std::optional<Communicator> comm_;     // declared first: destroyed last
   std::optional<Stream> stream_;
@@ -98,8 +104,8 @@ class PickleTraffic final : public Traffic {
 
 }  // namespace
 
-std::unique_ptr<Traffic> make_pickle_traffic(std::string_view background) {
-  return std::make_unique<PickleTraffic>(background);
+std::unique_ptr<Traffic> make_pickle_traffic(std::string_view background, TrafficRanks ranks) {
+  return std::make_unique<PickleTraffic>(background, ranks);
 }
 
 }  // namespace pickle::bench

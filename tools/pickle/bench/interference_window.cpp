@@ -52,8 +52,15 @@ bool background_steady(std::uint64_t completed, std::int64_t first_ns, std::int6
   return completed >= turns && now_ns - first_ns >= min_flow_ns;
 }
 
+std::uint64_t drain_target(std::span<const std::uint64_t> posted) noexcept {
+  std::uint64_t target = 0;
+  for (std::uint64_t count : posted) target = std::max(target, count);
+  return target;
+}
+
 std::uint64_t drain_target(std::uint64_t posted_here, std::uint64_t posted_there) noexcept {
-  return std::max(posted_here, posted_there);
+  const std::uint64_t both[] = {posted_here, posted_there};
+  return drain_target(both);
 }
 
 bool row_passed(bool overlap, std::uint64_t background_wrong, std::uint64_t foreground_wrong) noexcept {

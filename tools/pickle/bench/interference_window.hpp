@@ -42,8 +42,11 @@ WindowStats window_stats(std::span<const std::int64_t> completions_ns, std::size
 bool background_steady(std::uint64_t completed, std::int64_t first_ns, std::int64_t now_ns, int depth,
                        std::int64_t min_flow_ns);
 
-/// The message count at which both sides of a halted background stop: each side posted its own count, and the one
-/// that posted fewer posts the difference, so that every send meets a receive (NCCL and pickle both need pairs).
+/// The message count at which every rank of a halted background stops: each rank posted its own count, and those
+/// that posted fewer post the difference, so that every send meets a receive and every rank makes every collective
+/// call (NCCL and pickle both need them all). The largest count; 0 for none.
+std::uint64_t drain_target(std::span<const std::uint64_t> posted) noexcept;
+/// drain_target() of two ranks.
 std::uint64_t drain_target(std::uint64_t posted_here, std::uint64_t posted_there) noexcept;
 
 /// One measured row's verdict: it fails when the background did not overlap the window, when bytes were wrong, or

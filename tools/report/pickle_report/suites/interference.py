@@ -3,9 +3,10 @@
 Seed 001's "NVLink P2P 对计算的影响" table has the shape Size | Pickle | NCCL of relative compute throughput
 (time alone / time with traffic; 1 = no effect). Here each cell adds the background bandwidth that was reached
 inside the timed window, since a relative throughput of 1 means nothing if the traffic stood still. A row whose
-background did not overlap the whole window is marked (and failed the run). One table and one plot per foreground
-and traffic pattern: relative throughput vs message size per backend (solid, left axis) with the background's
-bandwidth (dashed, right axis)."""
+background did not overlap the whole window is marked (and failed the run). A row that several ranks measured (an
+allgather of N ranks: each times its own foreground) shows the mean over them with their range, as seed 001 item 6
+reports "the mean over the 8 ranks". One table and one plot per foreground and traffic pattern: relative throughput vs
+message size per backend (solid, left axis) with the background's bandwidth (dashed, right axis)."""
 import os
 
 from .. import machine, markdown, plotting
@@ -14,11 +15,17 @@ from ..units import number, size_label, size_words
 from .registry import Suite, register
 
 DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
-BACKGROUND_TITLES = {"p2p": "p2p traffic, rank 0 -> rank 1", "allgather": "allgather traffic, ranks 0 and 1"}
+BACKGROUND_TITLES = {"p2p": "p2p traffic, rank 0 -> rank 1", "allgather": "allgather traffic, %d ranks"}
 
 
 def display(name):
     return DISPLAY.get(name, name)
+
+
+def background_title(data, background):
+    """The traffic pattern in words; files from before N-rank allgathers had 2 ranks."""
+    title = BACKGROUND_TITLES.get(background, background)
+    return title % data.get("allgather_ranks", 2) if "%d" in title else title
 
 
 def check(bench):
@@ -31,7 +38,13 @@ def check(bench):
         size = require(bench, entry, "bytes", int, where)
         if size <= 0:
             raise bench.fail("%s.bytes is %d; sizes are positive" % (where, size))
-        check_optional_nonnegative(bench, entry, ("t_alone_ms", "t_with_ms", "relative", "background_gbps"), where)
+        check_optional_nonnegative(bench, entry, ("t_alone_ms", "t_with_ms", "relative", "relative_min", "relative_max",
+                                                  "background_gbps"), where)
+        ranks = entry.get("ranks", 1)
+        if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 0:
+            raise bench.fail("%s.ranks is %r; a count of ranks is a non-negative integer" % (where, ranks))
+        if not isinstance(entry.get("per_rank", []), list):
+            raise bench.fail("%s.per_rank is not a list" % where)
         if entry.get("error") is None:
             for key in ("t_alone_ms", "t_with_ms", "relative"):
                 value = require(bench, entry, key, (int, float), where)
@@ -75,6 +88,9 @@ class Row:
         self.alone = entry.get("t_alone_ms")
         self.with_traffic = entry.get("t_with_ms")
         self.relative = entry.get("relative")
+        self.ranks = entry.get("ranks", 1)  # files from before N-rank allgathers: one measuring rank
+        self.relative_min = entry.get("relative_min")
+        self.relative_max = entry.get("relative_max")
         self.gbps = entry.get("background_gbps")
         self.overlap = entry.get("overlap") is True
         self.error = entry.get("error")
@@ -115,7 +131,10 @@ class Run:
             return {"unavailable": "n/a", "failed": "skipped"}.get(state, "—")
         if not row.ok:
             return "FAILED"
-        text = "%.3f (%s GB/s)" % (row.relative, number(row.gbps) if row.gbps is not None else "—")
+        spread = ""
+        if row.ranks > 1 and row.relative_min is not None and row.relative_max is not None:
+            spread = " [%.3f..%.3f]" % (row.relative_min, row.relative_max)
+        text = "%.3f%s (%s GB/s)" % (row.relative, spread, number(row.gbps) if row.gbps is not None else "—")
         if not row.overlap:
             text += " **no overlap**"
         if row.wrong:
@@ -139,6 +158,9 @@ def _method(run):
     if "iterations" in o:
         parts.append("foreground alone: %s warm-up + %s iterations timed with CUDA events, then the same with the "
                      "background running; relative = t_alone / t_with" % (o.get("warmup", "?"), o["iterations"]))
+    if any(r.ranks > 1 for r in run.rows):
+        parts.append("where several ranks timed the foreground, the mean of their relative throughputs, their range "
+                     "in brackets")
     if "min_bytes" in o and "max_bytes" in o:
         parts.append("message sizes %s to %s, factor %s" % (size_words(o["min_bytes"]), size_words(o["max_bytes"]),
                                                            o.get("factor", "?")))
@@ -216,7 +238,7 @@ def _plot(run, foreground, background, out):
     bw_axis.set_ylim(bottom=0)
     description = (run.foregrounds.get(foreground) or {}).get("description") or foreground
     plotting.title(ax, "%s: %s under %s" % (machine.short(run.bench.data), foreground,
-                                            BACKGROUND_TITLES.get(background, background)),
+                                            background_title(run.bench.data, background)),
                    "%s (%s); %s" % (os.path.basename(run.bench.path), machine.date(run.bench.data),
                                     description.split(":")[0]))
     lines, labels = ax.get_legend_handles_labels()
@@ -243,7 +265,7 @@ def render(bench, out):
                 continue
             shown = True
             lines += ["", "### %s under %s (relative throughput, background GB/s)" % (
-                foreground, BACKGROUND_TITLES.get(background, background)), ""]
+                foreground, background_title(data, background)), ""]
             lines += _table(run, foreground, background)
             base = run.baseline(foreground, background)
             if base is not None:

@@ -1,0 +1,105 @@
+// `pickle bench interference` with an allgather background of 4 ranks on whatever GPUs there are (--share-gpus puts
+// them round robin, so that one GPU is enough): every rank takes part, times its own foreground and checks every
+// rank's section of what it gathered; the result file has 4 figures per row and no wrong byte; where the ranks share
+// a GPU, the output says that the figures are functional only, and NCCL (which needs a GPU per rank) is unavailable,
+// not failed. Skips with the reason without a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.hpp"
+#include "device/backends.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+constexpr int kRanks = 4;
+
+/// The traffic entry of `backend` in the result file (by value: see test_bench_matrix.cpp on GCC 13's
+/// -Wdangling-reference).
+json::Value traffic_of(const json::Value& root, std::string_view backend) {
+  for (const auto& t : root.at("traffic").as_array()) {
+    if (t.at("backend").as_string() == backend) return t;
+  }
+  ADD_FAILURE() << "no traffic entry for " << backend;
+  return json::Value::object();
+}
+
+TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
+  const int gpus = device::cuda_device_count();
+  if (gpus < 1) GTEST_SKIP() << "waived: needs a CUDA GPU (" << device::cuda_unavailable_reason() << ")";
+  TempDir dir("interference-cuda");
+  const std::string json_path = dir / "result.json";
+  const std::vector<std::string> argv = {
+      PICKLE_CLI_PATH, "bench", "interference", "--share-gpus", "--ranks", std::to_string(kRanks), "--background",
+      "allgather", "--backend", "pickle,nccl", "--foreground", "gemm", "-b", "4M", "-e", "4M", "-n", "3", "-w", "1",
+      "--warmup-ms", "0", "--json", json_path};
+  pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=120"}, dir / "out", dir / "err");
+  const ExitStatus status = wait_pid(pid, std::chrono::seconds(600));
+  const std::string out = read_file(dir / "out"), err = read_file(dir / "err");
+  const std::string context = "\nstdout:\n" + out + "\nstderr:\n" + err;
+  ASSERT_TRUE(status.ok()) << status.describe() << context;
+  const json::Value root = json::parse(read_file(json_path));
+
+  ASSERT_EQ(root.at("foregrounds").size(), 1u) << context;
+  const json::Value gemm = root.at("foregrounds").at(0);
+  if (gemm.at("status").as_string() == "unavailable") {
+    GTEST_SKIP() << "waived: the gemm foreground is unavailable: " << gemm.at("detail").as_string();
+  }
+  EXPECT_EQ(gemm.at("status").as_string(), "ok") << context;
+  EXPECT_EQ(root.at("options").at("world_size").as_int(), kRanks);
+  EXPECT_EQ(root.at("allgather_ranks").as_int(), kRanks);
+  EXPECT_EQ(root.at("exit_code").as_int(), 0) << context;
+
+  const bool shared = gpus < kRanks;
+  EXPECT_EQ(root.at("gpus_shared").as_bool(), shared) << context;
+  if (shared) {
+    EXPECT_NE(out.find("# note: --share-gpus: 4 ranks share"), std::string::npos) << context;
+    EXPECT_NE(out.find("not interference figures"), std::string::npos) << context;
+  }
+
+  const json::Value pickle = traffic_of(root, "pickle");
+  EXPECT_EQ(pickle.at("status").as_string(), "ok") << pickle.at("detail").as_string() << context;
+  const json::Value nccl = traffic_of(root, "nccl");
+  if (shared) {
+    EXPECT_EQ(nccl.at("status").as_string(), "unavailable") << context;
+    EXPECT_NE(nccl.at("detail").as_string().find("NCCL needs a GPU per rank"), std::string::npos) << context;
+  } else {
+    EXPECT_NE(nccl.at("status").as_string(), "failed") << nccl.at("detail").as_string() << context;
+  }
+
+  int pickle_rows = 0;
+  for (const auto& row : root.at("results").as_array()) {
+    const std::string backend = row.at("backend").as_string();
+    const std::string where = backend + " " + std::to_string(row.at("bytes").as_int()) + context;
+    EXPECT_EQ(row.at("background").as_string(), "allgather") << where;
+    EXPECT_TRUE(row.at("error").is_null()) << where;
+    EXPECT_EQ(row.at("ranks").as_int(), kRanks) << where;
+    ASSERT_EQ(row.at("per_rank").size(), static_cast<std::size_t>(kRanks)) << where;
+    for (int r = 0; r < kRanks; ++r) {
+      const json::Value rank = row.at("per_rank").at(static_cast<std::size_t>(r));
+      EXPECT_EQ(rank.at("rank").as_int(), r) << where;
+      EXPECT_TRUE(rank.at("overlap").as_bool()) << "rank " << r << ": " << where;
+      EXPECT_EQ(rank.at("background_wrong").as_int(), 0) << "rank " << r << ": " << where;
+      EXPECT_EQ(rank.at("foreground_wrong").as_int(), 0) << "rank " << r << ": " << where;
+      EXPECT_GT(rank.at("relative").as_double(), 0) << "rank " << r << ": " << where;
+    }
+    EXPECT_EQ(row.at("background_wrong").as_int(), 0) << where;
+    EXPECT_TRUE(row.at("passed").as_bool()) << where;
+    const double relative = row.at("relative").as_double();
+    EXPECT_LE(row.at("relative_min").as_double(), relative) << where;
+    EXPECT_GE(row.at("relative_max").as_double(), relative) << where;
+    pickle_rows += backend == "pickle" ? 1 : 0;
+  }
+  EXPECT_EQ(pickle_rows, 1) << "one size (4 MiB) through pickle" << context;
+  EXPECT_NE(out.find("# per rank: gemm allgather pickle 4194304: r0 "), std::string::npos) << context;
+  std::printf("[info] %s\n", out.c_str());
+}
+
+}  // namespace
+}  // namespace pickle::test

@@ -1,0 +1,209 @@
+#include "interference_measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "core/json.hpp"
+#include "interference_data_check.hpp"
+#include "interference_runner.hpp"
+#include "interference_traffic.hpp"
+#include "interference_window.hpp"
+#include "pattern.hpp"
+#include "sizes.hpp"
+
+namespace pickle::bench {
+namespace {
+
+/// The background must have moved data for this long before the timed window opens.
+constexpr std::int64_t kMinFlowNs = 50'000'000;
+
+/// One measurement of the foreground (ms per iteration) with the run's warm-up and iterations.
+double time_alone(RankState& s, Foreground& foreground) {
+  const auto& o = *s.options;
+  return time_foreground(foreground, s.stream->get(), o.warmup, o.warmup_ms / 1e3, o.iterations, s.deadline())
+      .ms_per_iteration;
+}
+
+/// The halted ranks' message counts (the payloads of the ranks taking part) -> the count every rank drains to.
+std::uint64_t agreed_target(const PhaseOutcome& halted) {
+  std::vector<std::uint64_t> posted;
+  for (const auto& payload : halted.payloads) {
+    if (!payload.empty()) posted.push_back(std::strtoull(payload.c_str(), nullptr, 10));
+  }
+  return drain_target(posted);
+}
+
+/// One row: every rank calls it with the same arguments (see interference_rank.cpp's file comment for the phases).
+/// `foreground` is null on ranks that do not measure this background.
+InterferenceRow run_row(RankState& s, Traffic& traffic, const BackgroundRoles& roles, Foreground* foreground,
+                        const std::string& foreground_name, std::size_t bytes) {
+  Lockstep& lockstep = *s.lockstep;
+  const auto& o = *s.options;
+  InterferenceRow row;
+  row.foreground = foreground_name;
+  row.background = std::string(traffic.background());
+  row.backend = std::string(traffic.backend());
+  row.bytes = bytes;
+  const bool takes_part = roles.takes_part(s.rank);
+  const bool measures = roles.measures(s.rank);
+  const std::string operation =
+      cat(row.backend, " ", row.background, roles.p2p ? std::string() : cat(" of ", roles.ranks, " ranks"),
+          " background under ", foreground_name);
+  const std::string what = describe({.rank = s.rank, .peer = roles.p2p && takes_part ? 1 - s.rank : -1,
+                                     .op = operation, .bytes = bytes});
+
+  std::optional<TrafficRunner> runner;  // aborted and joined on any way out of this function
+  RankMeasurement mine;
+  mine.rank = s.rank;
+  ForegroundTiming with;
+  std::uint64_t foreground_changed = 0;
+
+  lockstep.begin_step();
+  lockstep.phase("alone", [&] {
+    if (!measures) return std::string();
+    mine.alone_before_ms = time_alone(s, *foreground);
+    if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
+    return std::string();
+  });
+  lockstep.phase("start", [&] {
+    if (!takes_part) return std::string();
+    if (measures) {
+      cuda::check(cudaMemsetAsync(s.recv_ptr(), kPoisonByte, bytes, s.stream->get()), "cudaMemsetAsync", what);
+      cuda::wait_stream(s.stream->get(), s.deadline(), what);
+    }
+    runner.emplace(traffic, s.send_ptr(), s.recv_ptr(), bytes, o.depth, s.device, what, s.timeout_seconds);
+    runner->start();
+    return std::string();
+  });
+  lockstep.phase("steady", [&] {
+    if (!takes_part) return std::string();
+    if (!measures) {
+      runner->rethrow_failure();
+      return std::string();
+    }
+    Deadline deadline = s.deadline();
+    while (!background_steady(runner->completed(), runner->first_completion_ns(), now_ns(), o.depth, kMinFlowNs)) {
+      runner->rethrow_failure();
+      if (deadline.expired()) {
+        throw TimeoutError(cat(what, ": the background completed ", runner->completed(),
+                               " messages and did not reach steady state within PICKLE_TIMEOUT"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return std::string();
+  });
+  lockstep.phase("with", [&] {
+    if (!measures) return std::string();
+    with = time_foreground(*foreground, s.stream->get(), o.warmup, o.warmup_ms / 1e3, o.iterations, s.deadline());
+    mine.with_ms = with.ms_per_iteration;
+    runner->rethrow_failure();
+    if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
+    return std::string();
+  });
+  auto halted = lockstep.phase("halt", [&] { return takes_part ? cat(runner->halt()) : std::string(); });
+  const std::uint64_t target = halted.ok ? agreed_target(halted) : 0;
+  lockstep.phase("drain", [&] {
+    if (!takes_part) return std::string();
+    runner->drain(target, s.deadline());
+    // Each measuring rank proves that the background overlapped its own window, from its own completions.
+    if (measures) mine.window = window_stats(runner->completions(), bytes, with.start_ns, with.end_ns);
+    return std::string();
+  });
+  lockstep.phase("after", [&] {
+    if (!measures) return std::string();
+    mine.alone_after_ms = time_alone(s, *foreground);
+    if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
+    return std::string();
+  });
+  auto checked = lockstep.phase("check", [&] {
+    if (!measures) return std::string();
+    if (o.check) {
+      mine.foreground_wrong = foreground_changed;
+      mine.background_wrong = count_received_wrong(s, roles, bytes, what);
+    }
+    return rank_to_json(mine).dump();
+  });
+  if (!checked.ok) {
+    row.error = cat(describe({.op = operation, .bytes = bytes}), ": ", lockstep.error());
+    return row;
+  }
+  for (const auto& payload : checked.payloads) {
+    if (!payload.empty()) row.ranks.push_back(rank_from_json(json::parse(payload)));
+  }
+  return row;
+}
+
+}  // namespace
+
+void run_traffic(RankState& s, InterferenceReport& report, const std::string& background, const std::string& backend,
+                 Progress& progress) {
+  Lockstep& lockstep = *s.lockstep;
+  const BackgroundRoles roles = s.plan.roles(background);
+  const bool takes_part = roles.takes_part(s.rank);
+  TrafficRun run;
+  run.background = background;
+  run.backend = backend;
+  std::unique_ptr<Traffic> traffic =
+      make_traffic(background, backend, {.ranks = roles.ranks, .local_ranks = std::min(roles.ranks, s.local_world_size)});
+  lockstep.begin_step();
+  auto probed = lockstep.phase(cat("probe ", background, " ", backend), [&] {
+    if (takes_part) traffic->probe();
+    return std::string();
+  });
+  if (!probed.ok) {
+    // Absent hardware or libraries are facts about this machine, not failures of the backend.
+    run.status = probed.code == ErrorCode::Unavailable ? RunStatus::Unavailable : RunStatus::Failed;
+    run.detail = probed.error;
+    report.traffic.push_back(run);
+    return;
+  }
+  auto set_up = lockstep.phase(cat("setup ", background, " ", backend), [&] {
+    if (takes_part) traffic->setup(*s.store, s.rank, s.device);
+    return traffic->detail();
+  });
+  if (!set_up.ok) {
+    run.status = RunStatus::Failed;
+    run.detail = cat("set-up: ", set_up.error);
+    traffic->abandon();
+  } else {
+    run.detail = set_up.payloads[0];
+    for (std::size_t f = 0; f < report.foregrounds.size() && run.status == RunStatus::Ok; ++f) {
+      if (report.foregrounds[f].status != RunStatus::Ok) continue;
+      Foreground* foreground = roles.measures(s.rank) ? s.foregrounds[f].get() : nullptr;
+      const std::string name = report.foregrounds[f].name;
+      for (std::size_t bytes : report.sizes) {
+        if (!roles.runs_size(bytes)) continue;  // noted once in the report
+        InterferenceRow row = run_row(s, *traffic, roles, foreground, name, bytes);
+        progress.step(1, cat(backend, " ", background, " ", name, " ", short_size(bytes)));
+        const bool failed = !row.error.empty();
+        if (failed) {
+          run.status = RunStatus::Failed;
+          run.detail = row.error;
+        }
+        report.rows.push_back(std::move(row));
+        if (failed) {
+          traffic->abandon();
+          break;
+        }
+      }
+    }
+  }
+  report.traffic.push_back(run);
+  // Tear the backend down on every rank together (a communicator's goodbye needs its peers) before the next one.
+  lockstep.begin_step();
+  lockstep.phase(cat("teardown ", background, " ", backend), [&] {
+    traffic.reset();
+    return std::string();
+  });
+  traffic.reset();  // also when the phase was skipped
+}
+
+}  // namespace pickle::bench
