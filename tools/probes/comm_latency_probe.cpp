@@ -14,7 +14,8 @@
 // Usage: comm_latency_probe [iterations=200] [repeats=7] [modes=lat,uni] [bytes...=4096 65536 1048576].
 // PICKLE_IPC_STREAMS and PICKLE_TRANSPORT apply as usual (shm: device-to-host and host-to-device copies through the
 // staging ring, over this GPU's PCIe link both ways, as two GPUs without peer access would use theirs). Output: one
-// line per (mode, order, size), the median over repeats with the min and max, and GB/s of the median.
+// line per (mode, order, size): rank 0's median over repeats with its min and max and the GB/s of the median, then
+// rank 1's median. Uni also runs "last": posted, with one stream wait per rank for the last message only.
 #include <arpa/inet.h>
 #include <cuda_runtime.h>
 #include <netinet/in.h>
@@ -60,7 +61,9 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-enum class Order { Late, Posted };
+/// LastOnly: posted, and in uni each stream waits only for its last message (one copy stream: completions land in
+/// order); the host waits for the others after the timing. It shows what a stream wait per message costs.
+enum class Order { Late, Posted, LastOnly };
 enum class Mode { Lat, Uni };
 
 struct Shared {
@@ -72,6 +75,7 @@ struct Shared {
   std::vector<Mode> modes;
   std::atomic<int> gate{0};  // bumped by rank 0 when both chains are enqueued
   std::atomic<int> enqueued{0};
+  double rank1_median_us = 0;  // written by rank 1 before a barrier, read by rank 0 after it
 };
 
 
@@ -108,7 +112,7 @@ void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) {
         "cudaLaunchHostFunc");
 }
 
-/// One timed repeat; returns rank 0's microseconds (per hop for lat, per message for uni), -1 on rank 1.
+/// One timed repeat; returns this rank's microseconds (per hop for lat, per message for uni).
 double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shared, Mode mode, Order order,
                 std::size_t bytes, void* send_buf, void* recv_buf, int round) {
   const int rank = comm.rank(), peer = 1 - rank, n = shared.iterations, tag = 7;
@@ -121,7 +125,8 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
 
   std::vector<pickle::Request> recvs;
   const bool receives = mode == Mode::Lat || rank == 1;
-  if (order == Order::Posted) {
+  const bool posted = order != Order::Late;
+  if (posted) {
     for (int i = 0; receives && i < n; ++i) recvs.push_back(comm.recv(peer, tag, recv_buf, bytes));
     const bool sends = mode == Mode::Lat || rank == 0;
     while (sends && comm.posted_receives(peer, tag) < static_cast<std::size_t>(n)) {
@@ -129,10 +134,11 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
     }
   }
   auto recv_at = [&](int i) {
-    if (order == Order::Posted) return recvs[static_cast<std::size_t>(i)];
+    if (posted) return recvs[static_cast<std::size_t>(i)];
     return comm.recv(peer, tag, recv_buf, bytes);
   };
   pickle::Request last;
+  std::vector<pickle::Request> requests;  // uni: this rank's, waited for from the timing stream
   if (mode == Mode::Lat) {
     for (int i = 0; i < n; ++i) {
       if (rank == 0) {
@@ -145,23 +151,24 @@ double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shar
     }
     last.on_stream(timing);
   } else if (rank == 0) {
-    std::vector<pickle::Request> sends;
-    for (int i = 0; i < n; ++i) sends.push_back(comm.send(peer, tag, send_buf, bytes, &timing));
-    for (auto& s : sends) s.on_stream(timing);
+    for (int i = 0; i < n; ++i) requests.push_back(comm.send(peer, tag, send_buf, bytes, &timing));
   } else {
-    for (int i = 0; i < n; ++i) recv_at(i).on_stream(timing);
+    for (int i = 0; i < n; ++i) requests.push_back(recv_at(i));
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (order != Order::LastOnly || i + 1 == requests.size()) requests[i].on_stream(timing);
   }
   check(cudaEventRecord(stop, stream), "cudaEventRecord");
   // Both chains are in: open both gates.
   if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
   while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank's enqueue");
   timing.synchronize();
+  for (auto& request : requests) request.wait();  // LastOnly: the ones the stream did not wait for
   float ms = 0;
   check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   comm.barrier();
-  if (rank != 0) return -1;
   return ms * 1e3 / (mode == Mode::Lat ? 2.0 * n : n);
 }
 
@@ -185,19 +192,24 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
     pickle::Stream timing = comm.make_stream();
     int round = 0;
     for (Mode mode : shared.modes) {
-      for (Order order : {Order::Late, Order::Posted}) {
+      for (Order order : {Order::Late, Order::Posted, Order::LastOnly}) {
+        if (order == Order::LastOnly && mode != Mode::Uni) continue;
         for (std::size_t bytes : shared.sizes) {
           std::vector<double> us;
           for (int r = 0; r < shared.repeats + 1; ++r) {  // the first is a warm-up
             double t = run_once(comm, timing, shared, mode, order, bytes, send.data(), recv.data(), ++round);
             if (r > 0) us.push_back(t);
           }
-          if (rank != 0) continue;
           std::sort(us.begin(), us.end());
+          // Rank 1's clock too: in uni it is the receiver's stream, waiting on each message's completion word.
+          if (rank == 1) shared.rank1_median_us = us[us.size() / 2];
+          comm.barrier();
+          if (rank != 0) continue;
           const double median = us[us.size() / 2];
-          std::printf("%-4s %-7s %10zu  %9.2f us  (min %.2f max %.2f)  %7.2f GB/s\n", mode == Mode::Lat ? "lat" : "uni",
-                      order == Order::Late ? "late" : "posted", bytes, median, us.front(), us.back(),
-                      bytes / (median * 1e3));
+          const char* order_name = order == Order::Late ? "late" : order == Order::Posted ? "posted" : "last";
+          std::printf("%-4s %-7s %10zu  %9.2f us  (min %.2f max %.2f)  %7.2f GB/s   rank 1: %.2f us\n",
+                      mode == Mode::Lat ? "lat" : "uni", order_name, bytes, median, us.front(), us.back(),
+                      bytes / (median * 1e3), shared.rank1_median_us);
           std::fflush(stdout);
         }
       }
