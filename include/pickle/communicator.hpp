@@ -41,7 +41,8 @@ class Request {
   /// Blocks until completion, for at most PICKLE_TIMEOUT; never hangs.
   void wait();
   /// Makes later work on `stream` wait for this operation (the host does not block, except for a send whose
-  /// receiver has not posted yet: its copy cannot be enqueued before the match).
+  /// receiver has not posted yet: its copy cannot be enqueued before the match). A send whose copy went onto
+  /// `stream` itself (its `after` stream, matched at call time) is ordered already: nothing is enqueued.
   void on_stream(Stream& stream);
   std::size_t bytes() const noexcept;
   bool valid() const noexcept { return state_ != nullptr; }

@@ -63,6 +63,10 @@ struct RequestState {
   // for that slot (the receiver's word may be on another host).
   bool enqueued = false;
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
+  // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is
+  // ordered after both already, so on_stream() with it enqueues nothing: a stream wait on a word in host memory
+  // costs about 1.8 us even when the word is already there (docs/results/2026-11-24-h100x1.md).
+  std::uint64_t copied_on = 0;  // device::Stream::serial(); 0: none
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
   std::shared_ptr<std::byte> staging;  // Recv over net, staged (GPU memory): the pinned buffer the data lands in

@@ -208,6 +208,7 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
     send.generation = post.generation;
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), post.generation);
+    send.copied_on = stream.serial();
     send.enqueued = true;
     return std::nullopt;
   } catch (const Error& e) {
@@ -266,6 +267,10 @@ void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
   if (!known) {
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
+  }
+  {
+    std::lock_guard lock(mutex);
+    if (request.kind == RequestState::Kind::Send && request.copied_on == stream.serial()) return;  // ordered already
   }
   stream.wait_value(completion_word_for_streams(request), request.generation);
 }

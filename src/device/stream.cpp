@@ -1,5 +1,7 @@
 #include "device/stream.hpp"
 
+#include <atomic>
+
 #include <pickle/error.hpp>
 
 #include "core/env.hpp"
@@ -16,6 +18,11 @@ void check_flag_address(const void* addr, std::string_view op) {
 }
 
 void Event::synchronize() { synchronize_until(Deadline::after_seconds(env::timeout_seconds())); }
+
+Stream::Stream() {
+  static std::atomic<std::uint64_t> next{1};
+  serial_ = next.fetch_add(1, std::memory_order_relaxed);
+}
 
 void Stream::synchronize() { synchronize_until(Deadline::after_seconds(env::timeout_seconds())); }
 

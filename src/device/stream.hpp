@@ -82,9 +82,15 @@ class Stream {
   virtual void synchronize_until(const Deadline& deadline) = 0;
   /// cudaStream_t for Cuda streams, nullptr for Host.
   virtual void* native_handle() const noexcept = 0;
+  /// Unique among the streams this process ever made (an address or a cudaStream_t can be reused after a stream is
+  /// destroyed; this never is): "is this the stream that work went to" must not mistake a new stream for an old one.
+  std::uint64_t serial() const noexcept { return serial_; }
 
  protected:
-  Stream() = default;
+  Stream();
+
+ private:
+  std::uint64_t serial_;
 };
 
 /// A stream of `kind` on `device` (the CUDA ordinal; ignored for Host). Cuda without a GPU: UnavailableError.

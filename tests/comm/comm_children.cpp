@@ -512,6 +512,51 @@ PICKLE_CHILD(comm_posted_receives) {
   return 0;
 }
 
+// A send's on_stream() lets later work on the stream overwrite the source buffer only after the copy read it: when
+// the copy ran on that same stream (matched at call time: no wait is enqueued, stream order suffices) and when it
+// ran on a copy stream (matched late, once the post arrived: the stream waits for the completion word). The
+// receiver must see the first pattern, never the second.
+PICKLE_CHILD(comm_send_on_stream_then_reuse) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr std::size_t kBytes = (128u << 20) + 5;  // a copy that takes milliseconds, even on host memory
+  constexpr int kTag = 12;
+  Buffer buffer = comm.alloc(kBytes), second = comm.alloc(kBytes);
+  for (int round = 0; round < 2; ++round) {
+    const bool late = round == 1;
+    if (comm.rank() == 0) {
+      fill(comm, buffer.data(), kBytes, 500 + round);
+      fill(comm, second.data(), kBytes, 900 + round);
+    }
+    comm.barrier();  // filling takes a while: rank 1's late post must come well after the send below
+    if (comm.rank() == 0) {
+      Stream stream = comm.make_stream();
+      if (!late) {
+        Deadline deadline = Deadline::after_seconds(20);
+        while (comm.posted_receives(1, kTag) < 1 && !deadline.expired()) std::this_thread::yield();
+        CHILD_CHECK(comm.posted_receives(1, kTag) == 1, "round ", round, ": the post never arrived");
+      }
+      Request s = comm.send(1, kTag, buffer.data(), kBytes, &stream);
+      s.on_stream(stream);  // late: returns once the peer's post (made 200 ms from now) matched the send
+      // The source's next contents, at both ends: a small overwrite that raced ahead would finish long before the
+      // send's copy reaches one of them, whichever way that copy runs (memcpy may copy from the end).
+      constexpr std::size_t kEnd = 1u << 20;
+      stream.impl().copy(buffer.data(), second.data(), kEnd);
+      stream.impl().copy(static_cast<char*>(buffer.data()) + kBytes - kEnd, second.data(), kEnd);
+      stream.synchronize();
+      s.wait();
+    } else {
+      if (late) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      Request r = comm.recv(0, kTag, second.data(), kBytes);
+      r.wait();
+      const std::size_t wrong = count_wrong(comm, second.data(), kBytes, 500 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, (late ? " (late)" : " (at call time)"), ": ", wrong,
+                  " bytes differ from what was sent");
+    }
+    comm.barrier();
+  }
+  return 0;
+}
+
 // A recv whose sender never sends times out (PICKLE_TIMEOUT of a second or two) instead of hanging.
 PICKLE_CHILD(comm_timeout) {
   Communicator comm = make_comm(args.at(0));

@@ -133,6 +133,10 @@ TEST(Comm, PostedReceivesCountsThePeersUnmatchedPosts) {
   expect_all_ok(run_ranks("comm_posted_receives", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
 }
 
+TEST(Comm, SourceReusedAfterASendsOnStreamKeepsWhatWasSent) {
+  expect_all_ok(run_ranks("comm_send_on_stream_then_reuse", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
+}
+
 TEST(Comm, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"host"}, {"PICKLE_TIMEOUT=1"}));
 }

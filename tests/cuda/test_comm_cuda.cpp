@@ -25,6 +25,9 @@ TEST_F(CommCuda, BufferInsideALargerCudaMallocAllocationOpensOnce) {
 TEST_F(CommCuda, SendsMatchedAtCallTimeArriveIntact) {
   expect_all_ok(run_ranks("comm_posted_receives", 2, {"cuda"}, {"PICKLE_TIMEOUT=30"}));
 }
+TEST_F(CommCuda, SourceReusedAfterASendsOnStreamKeepsWhatWasSent) {
+  expect_all_ok(run_ranks("comm_send_on_stream_then_reuse", 2, {"cuda"}, {"PICKLE_TIMEOUT=30"}));
+}
 TEST_F(CommCuda, PutSignalWaitThroughAWindow) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));
 }
