@@ -9,7 +9,8 @@
 #                 (PICKLE_IPC_STREAMS: slower on one H100, docs/results/2026-11-24-h100x1.md; to confirm on two GPUs);
 #                 comm_latency_probe between the two GPUs (late vs posted receives); allreduce and allgather vs NCCL
 #   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
-#                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
+#                 comparison (NCCL Socket vs pickle net, 1-4 lanes), and seed 001 item 4: GEMM under each library's
+#                 network p2p background at 1, 2 and 4 lanes, 1 GiB messages (bench interference --lanes: 6 children)
 #   tests         every GPU test on the two GPUs
 #   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 4K-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
@@ -33,7 +34,8 @@ case "$group" in
   transports)
     exec "${session[@]}" \
       bench:transports:--runs+3+-b+64M+-e+1G \
-      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
+      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 \
+      bench:interference:--lanes+1,2,4+--foreground+gemm+-b+1G+-e+1G ;;
   tests)
     exec "${session[@]}" gpu-tests ;;
   interference)

@@ -9,6 +9,7 @@
 #include "../self_launch.hpp"
 #include "core/format.hpp"
 #include "device/backends.hpp"
+#include "interference_lanes.hpp"
 #include "interference_options.hpp"
 #include "interference_plan.hpp"
 #include "interference_report.hpp"
@@ -80,6 +81,12 @@ int run_interference(const std::vector<std::string>& args) {
     std::fputs(kInterferenceUsage, stdout);
     return 0;
   }
+  if (!options.lanes.empty() && cli::running_as_rank()) {
+    // --lanes starts its own process sets, whose ranks would take this job's rank variables for theirs.
+    std::fprintf(stderr, "pickle bench interference: --lanes starts its own process sets; run it alone, not as a rank "
+                         "of a launcher (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID is set)\n");
+    return 2;
+  }
   // Counting GPUs initialises CUDA in this process; ranks are started by fork + exec, so that is safe.
   const int gpus = device::cuda_device_count();
   if (!cli::running_as_rank()) {
@@ -88,6 +95,15 @@ int run_interference(const std::vector<std::string>& args) {
     if (std::string waiver = interference_waiver(options, local_ranks_taking_part(options, ranks, ranks), gpus);
         !waiver.empty()) {
       return waive(options, args, gpus, waiver);
+    }
+    if (!options.lanes.empty()) {
+      // The children meet the same waiver (same GPUs, same flags), so none starts where it would say so.
+      try {
+        return run_interference_lanes(options, args);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "pickle bench interference: %s\n", plain_message(e).c_str());
+        return 1;
+      }
     }
     std::fprintf(stderr, "bench interference: %s\n", why.c_str());
     std::fflush(stderr);

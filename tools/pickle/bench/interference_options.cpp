@@ -12,7 +12,7 @@ const char* const kInterferenceUsage =
     "usage: pickle bench interference [-b 4K] [-e 16G] [-f 4] [-n 100] [-w 20] [--warmup-ms 1000] [-c 1] [--depth 8]\n"
     "                                 [--ranks N] [--share-gpus] [--foreground gemm,attention]\n"
     "                                 [--attention auto|cudnn|own] [--backend pickle,nccl] [--background p2p]\n"
-    "                                 [--json FILE]\n"
+    "                                 [--json FILE] [--lanes 1,2,4 [--iface lo]]\n"
     "\n"
     "How much background traffic slows compute on the GPUs it runs on. A foreground kernel runs alone, then while the\n"
     "background moves data continuously; relative throughput = time alone / time with traffic (1 = no effect).\n"
@@ -48,10 +48,16 @@ const char* const kInterferenceUsage =
     "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
     "  --backend LIST    comma-separated backends, run one after the other (pickle,nccl)\n"
     "  --background LIST comma-separated traffic patterns: p2p, allgather (p2p)\n"
-    "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n";
+    "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n"
+    "  --lanes LIST      seed 001's network interference: for each lane count L and each --backend, one child\n"
+    "                    `pickle bench interference --background p2p` forced onto its library's network path over\n"
+    "                    --iface (NCCL: NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket, L socket threads of\n"
+    "                    one socket each; pickle: PICKLE_TRANSPORT=net, L lanes); one merged table and --json file\n"
+    "  --iface NAME      the interface of both network paths with --lanes (lo)\n";
 
 InterferenceOptions parse_interference_options(const std::vector<std::string>& args) {
   InterferenceOptions options;
+  bool iface_given = false;
   FlagReader in(args);
   while (in.next()) {
     const std::string& flag = in.flag();
@@ -78,6 +84,16 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
       options.backends = parse_choice_list(in.value(), "--backend", kInterferenceBackendNames);
     } else if (flag == "--background") {
       options.backgrounds = parse_choice_list(in.value(), "--background", kBackgroundNames);
+    } else if (flag == "--lanes") {
+      options.lanes.clear();
+      for (const auto& item : split_list(in.value(), "--lanes")) {
+        // PICKLE_NET_LANES allows 64; NCCL_SOCKET_NTHREADS 16: the comparison stops where NCCL's range does.
+        options.lanes.push_back(static_cast<int>(parse_int(item, "--lanes", 1, 16)));
+      }
+    } else if (flag == "--iface") {
+      options.iface = in.value();
+      iface_given = true;
+      if (options.iface.empty()) throw InvalidArgument("--iface: an interface name is needed (lo, eth0, ...)");
     } else {
       in.unknown();
     }
@@ -89,6 +105,14 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
     options.backends.assign(std::begin(kInterferenceBackendNames), std::end(kInterferenceBackendNames));
   }
   if (options.backgrounds.empty()) options.backgrounds = {"p2p"};
+  if (iface_given && options.lanes.empty()) {
+    throw InvalidArgument("--iface: only with --lanes (the interface of the network paths it forces)");
+  }
+  if (!options.lanes.empty() && options.backgrounds != std::vector<std::string>{"p2p"}) {
+    // Seed 001 item 4 is rank 0 -> rank 1 over the network; an allgather would put N ranks on loopback at once and
+    // measure the host's CPU rather than the lanes.
+    throw InvalidArgument("--lanes: only with --background p2p (the seed's network interference is point to point)");
+  }
   settle_sweep_range(options);
   return options;
 }

@@ -33,6 +33,10 @@ struct InterferenceOptions : SweepOptions {
   /// --share-gpus: run even where ranks must share a GPU (placed round robin, rank r on GPU r mod GPUs). Such figures
   /// measure nothing about interference (the ranks compete for one GPU's SMs and copy engines): a functional run.
   bool share_gpus = false;
+  /// --lanes: seed 001's "RDMA P2P vs compute" by lane count. The command then orchestrates one child process set per
+  /// lane count and backend, each forced onto its library's network path (interference_lanes.hpp); empty: a plain run.
+  std::vector<int> lanes;
+  std::string iface = "lo";  ///< --iface: the interface both libraries' network paths use with --lanes
 };
 
 /// -e when not given: seed 001's largest message.
@@ -42,6 +46,10 @@ inline constexpr std::size_t kInterferenceDefaultMaxBytes = std::size_t{16} << 3
 /// accepted but not run by default.
 inline constexpr std::string_view kInterferenceBackendNames[] = {"pickle", "nccl"};
 inline constexpr std::string_view kBackgroundNames[] = {"p2p", "allgather"};
+
+/// The flags that take no value (every other flag takes exactly one): what lets a child's command line be made from
+/// the user's by dropping flags with their values (interference_lanes_args.hpp).
+inline constexpr std::string_view kInterferenceSwitches[] = {"--share-gpus", "-h", "--help"};
 
 /// Parses the arguments after `interference`. Unknown flags, bad values and inconsistent ranges are
 /// InvalidArgument (exit code 2).

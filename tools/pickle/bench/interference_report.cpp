@@ -40,11 +40,12 @@ void print_roles(const InterferenceReport& report, std::FILE* out) {
   }
 }
 
-/// One line of the table.
-std::string row_line(const InterferenceRow& row) {
+/// One line of the table; `lanes`: with the lanes column.
+std::string row_line(const InterferenceRow& row, bool lanes) {
   std::string line = " ";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
-  line += pad_left(row.foreground, 10) + pad_left(row.background, 10) + pad_left(row.backend, 8) +
-          pad_left(cat(row.bytes), 13);
+  line += pad_left(row.foreground, 10) + pad_left(row.background, 10) + pad_left(row.backend, 8);
+  if (lanes) line += pad_left(cat(row.lanes), 6);
+  line += pad_left(cat(row.bytes), 13);
   if (!row.measured()) {
     return line + pad_left("-", 6) + pad_left("FAILED", 12) + pad_left("-", 11) + pad_left("-", 9) +
            pad_left("-", 14) + pad_left("-", 10) + pad_left("-", 8) + pad_left("-", 8);
@@ -87,9 +88,16 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
   for (const auto& fg : report.foregrounds) {
     std::fprintf(out, "%s\n", foreground_line(fg).c_str());
   }
+  const bool lanes = !o.lanes.empty();
   for (const auto& run : report.traffic) {
-    std::fprintf(out, "# %s %s %s%s%s\n", pad_right(run.background, 9).c_str(), pad_right(run.backend, 6).c_str(),
-                 run_status_name(run.status), run.detail.empty() ? "" : ": ", run.detail.c_str());
+    const std::string where = lanes ? cat("lanes ", run.lanes, " ") : std::string();
+    std::fprintf(out, "# %s %s %s%s%s%s\n", pad_right(run.background, 9).c_str(), pad_right(run.backend, 6).c_str(),
+                 where.c_str(), run_status_name(run.status), run.detail.empty() ? "" : ": ", run.detail.c_str());
+  }
+  if (lanes) {
+    std::fprintf(out, "# lanes: each (lanes, backend) ran as a child process set forced onto its library's network "
+                      "path over %s: nccl Socket with that many socket threads, pickle net with that many lanes\n",
+                 o.iface.c_str());
   }
   for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
   std::fprintf(out, "# t_alone, t_with: ms per foreground iteration (CUDA events around -n iterations); t_alone is the "
@@ -101,19 +109,21 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
                     "data before the window opened and after it closed, on every rank (a 'NO' fails the run)\n");
   std::fprintf(out, "# #wrong: background bytes that differ + foreground output elements that differ from its "
                     "first run, summed over the ranks (N/A with -c 0)\n");
-  std::fprintf(out, "#%s%s%s%s%s%s%s%s%s%s%s%s\n", pad_left("foreground", 10).c_str(),
-               pad_left("traffic", 10).c_str(), pad_left("backend", 8).c_str(), pad_left("size", 13).c_str(),
+  std::fprintf(out, "#%s%s%s%s%s%s%s%s%s%s%s%s%s\n", pad_left("foreground", 10).c_str(),
+               pad_left("traffic", 10).c_str(), pad_left("backend", 8).c_str(),
+               lanes ? pad_left("lanes", 6).c_str() : "", pad_left("size", 13).c_str(),
                pad_left("ranks", 6).c_str(), pad_left("t_alone(ms)", 12).c_str(), pad_left("t_with(ms)", 11).c_str(),
                pad_left("relative", 9).c_str(), pad_left("min..max", 14).c_str(), pad_left("bg(GB/s)", 10).c_str(),
                pad_left("overlap", 8).c_str(), pad_left("#wrong", 8).c_str());
-  for (const auto& row : report.rows) std::fprintf(out, "%s\n", row_line(row).c_str());
+  for (const auto& row : report.rows) std::fprintf(out, "%s\n", row_line(row, lanes).c_str());
   for (const auto& row : report.rows) {
     if (row.measured() && row.ranks.size() > 1) std::fprintf(out, "%s\n", per_rank_line(row).c_str());
   }
   for (const auto& row : report.rows) {
     if (!row.error.empty()) {
-      std::fprintf(out, "# FAILED: %s %s %s %s: %s\n", row.foreground.c_str(), row.background.c_str(),
-                   row.backend.c_str(), short_size(row.bytes).c_str(), row.error.c_str());
+      const std::string where = lanes ? cat(" lanes ", row.lanes) : std::string();
+      std::fprintf(out, "# FAILED: %s %s %s%s %s: %s\n", row.foreground.c_str(), row.background.c_str(),
+                   row.backend.c_str(), where.c_str(), short_size(row.bytes).c_str(), row.error.c_str());
     }
   }
   std::fflush(out);
@@ -134,6 +144,10 @@ json::Value interference_to_json(const InterferenceReport& report) {
   options["attention"] = attention_impl_name(o.attention);
   options["backends"] = string_array(o.backends);
   options["backgrounds"] = string_array(o.backgrounds);
+  json::Value lanes = json::Value::array();
+  for (int count : o.lanes) lanes.push_back(count);
+  options["lanes"] = std::move(lanes);
+  options["iface"] = o.lanes.empty() ? json::Value() : json::Value(o.iface);
   root["options"] = std::move(options);
   root["waived"] = report.waived.empty() ? json::Value() : json::Value(report.waived);
   root["allgather_ranks"] = report.allgather_ranks;
@@ -149,6 +163,10 @@ json::Value interference_to_json(const InterferenceReport& report) {
     t["backend"] = run.backend;
     t["status"] = run_status_name(run.status);
     t["detail"] = run.detail;
+    if (run.lanes > 0) {
+      t["lanes"] = run.lanes;
+      t["env"] = env_to_json(run.env);
+    }
     traffic.push_back(std::move(t));
   }
   root["traffic"] = std::move(traffic);

@@ -24,6 +24,8 @@ struct TrafficRun {
   std::string backend;     ///< "pickle", "nccl"
   RunStatus status = RunStatus::Ok;
   std::string detail;
+  int lanes = 0;  ///< --lanes: the child's lane count (0 in a plain run)
+  EnvList env;    ///< --lanes: the environment that forced the child onto its library's network path
 };
 
 struct InterferenceReport {
@@ -46,7 +48,8 @@ struct InterferenceReport {
 };
 
 /// The table: a header naming the foregrounds and backends, then one row per foreground x background x backend x
-/// size (sizes in bytes, as the other suites print them), then each multi-rank row's figures per rank.
+/// size (sizes in bytes, as the other suites print them), then each multi-rank row's figures per rank. With --lanes
+/// (options.lanes), a `lanes` column after the backend's, and each traffic run's lane count in its line.
 void print_interference_table(const InterferenceReport& report, std::FILE* out);
 
 /// The result file's content except "topology" and "environment", which write_result_file adds.

@@ -4,6 +4,8 @@
 
 #include <pickle/error.hpp>
 
+#include "core/format.hpp"
+
 namespace pickle::bench {
 namespace {
 
@@ -166,6 +168,21 @@ RankMeasurement rank_from_json(const json::Value& value) {
   return rank;
 }
 
+json::Value env_to_json(const EnvList& env) {
+  json::Value out = json::Value::object();
+  for (const auto& [name, value] : env) out[name] = value;
+  return out;
+}
+
+EnvList env_from_json(const json::Value& value) {
+  EnvList env;
+  for (const auto& member : value.as_object()) {
+    if (!member.value.is_string()) throw ProtocolError(cat("interference row: env ", member.key, " is not a string"));
+    env.emplace_back(member.key, member.value.as_string());
+  }
+  return env;
+}
+
 json::Value row_to_json(const InterferenceRow& row) {
   json::Value r = json::Value::object();
   r["foreground"] = row.foreground;
@@ -198,6 +215,10 @@ json::Value row_to_json(const InterferenceRow& row) {
   r["per_rank"] = std::move(per_rank);
   r["passed"] = row.passed();
   r["error"] = row.error.empty() ? json::Value() : json::Value(row.error);
+  if (row.lanes > 0) {
+    r["lanes"] = row.lanes;
+    r["env"] = env_to_json(row.env);
+  }
   return r;
 }
 
@@ -209,6 +230,8 @@ InterferenceRow row_from_json(const json::Value& value) {
   row.bytes = static_cast<std::size_t>(value.at("bytes").as_int());
   if (!value.at("error").is_null()) row.error = value.at("error").as_string();
   for (const auto& rank : value.at("per_rank").as_array()) row.ranks.push_back(rank_from_json(rank));
+  if (const json::Value* lanes = value.find("lanes")) row.lanes = static_cast<int>(lanes->as_int());
+  if (const json::Value* env = value.find("env")) row.env = env_from_json(*env);
   return row;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json.hpp"
@@ -35,6 +36,9 @@ struct RankMeasurement {
   bool passed() const noexcept;
 };
 
+/// Environment variables as (name, value) pairs, in the order set.
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
 /// One foreground x background x backend x size. The row's figures combine its ranks': relative throughput is the
 /// mean of the ranks' (seed 001's "mean over the 8 ranks"), with the min and max beside it; times and bandwidth are
 /// means; the row overlapped when every rank's window did; wrong bytes and elements are sums.
@@ -43,6 +47,10 @@ struct InterferenceRow {
   std::size_t bytes = 0;
   std::vector<RankMeasurement> ranks;  ///< by rank; empty when the row failed
   std::string error;                   ///< set when the row failed to measure
+  /// --lanes: the lane (socket) count of the child that measured the row, and the environment that forced its
+  /// library onto the network path (interference_lanes.hpp); 0 and empty in a plain run.
+  int lanes = 0;
+  EnvList env;
 
   bool measured() const noexcept { return error.empty() && !ranks.empty(); }
   double relative() const noexcept;      ///< mean over the ranks; 0 when not measured
@@ -69,7 +77,11 @@ struct InterferenceRow {
 json::Value rank_to_json(const RankMeasurement& rank);
 RankMeasurement rank_from_json(const json::Value& value);
 
-/// A row as the result file's entry and back. The row-level keys are derived from per_rank, which from_json reads.
+/// `env` as a JSON object {name: value}, and back (ProtocolError when a value is not a string).
+json::Value env_to_json(const EnvList& env);
+EnvList env_from_json(const json::Value& value);
+
+/// A row as the result file's entry and back ("lanes" and "env" only when lanes > 0). The row-level keys are derived from per_rank, which from_json reads.
 json::Value row_to_json(const InterferenceRow& row);
 InterferenceRow row_from_json(const json::Value& value);
 

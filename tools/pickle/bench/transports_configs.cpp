@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <pickle/error.hpp>
+
 #include "core/format.hpp"
 
 namespace pickle::bench {
@@ -37,19 +39,10 @@ void seed_000(std::deque<Configuration>& configs, std::vector<Comparison>& gains
 void seed_001_network(const std::vector<int>& lanes, const std::string& iface, std::deque<Configuration>& configs,
                       std::vector<Comparison>& gains) {
   for (int count : lanes) {
-    const std::string n = cat(count);
-    configs.push_back({cat("nccl-socket-", n), cat("NCCL Socket, ", n, " socket(s)"), "nccl",
-                       {{"NCCL_P2P_DISABLE", "1"},
-                        {"NCCL_SHM_DISABLE", "1"},
-                        {"NCCL_NET", "Socket"},
-                        {"NCCL_SOCKET_IFNAME", iface},
-                        {"NCCL_SOCKET_NTHREADS", n},
-                        {"NCCL_NSOCKS_PERTHREAD", "1"}},
-                       {}});
-    configs.push_back({cat("pickle-net-", n), cat("pickle net, ", n, " lane(s)"), "pickle",
-                       {{"PICKLE_TRANSPORT", "net"}, {"PICKLE_NET_IFACE", iface}, {"PICKLE_NET_LANES", n}},
-                       {}});
-    gains.push_back({cat("pickle-net-", n), cat("nccl-socket-", n), cat("pickle net over NCCL Socket, ", n, " lane(s)")});
+    configs.push_back(network_configuration("nccl", count, iface));
+    configs.push_back(network_configuration("pickle", count, iface));
+    gains.push_back({cat("pickle-net-", count), cat("nccl-socket-", count),
+                     cat("pickle net over NCCL Socket, ", count, " lane(s)")});
   }
 }
 
@@ -70,6 +63,28 @@ void choose_configurations(const TransportsOptions& options) {
 const std::deque<Configuration>& configurations() { return config_table(); }
 
 const std::vector<Comparison>& comparisons() { return comparison_table(); }
+
+Configuration network_configuration(std::string_view backend, int lanes, const std::string& iface) {
+  const std::string n = cat(lanes);
+  if (backend == "nccl") {
+    // NCCL_P2P_DISABLE and NCCL_SHM_DISABLE keep NCCL off its on-host paths, so that it takes the network one;
+    // one socket per thread, so that each socket, like each of pickle's lanes, has a thread driving it.
+    return {cat("nccl-socket-", n), cat("NCCL Socket, ", n, " socket(s)"), "nccl",
+            {{"NCCL_P2P_DISABLE", "1"},
+             {"NCCL_SHM_DISABLE", "1"},
+             {"NCCL_NET", "Socket"},
+             {"NCCL_SOCKET_IFNAME", iface},
+             {"NCCL_SOCKET_NTHREADS", n},
+             {"NCCL_NSOCKS_PERTHREAD", "1"}},
+            {}};
+  }
+  if (backend == "pickle") {
+    return {cat("pickle-net-", n), cat("pickle net, ", n, " lane(s)"), "pickle",
+            {{"PICKLE_TRANSPORT", "net"}, {"PICKLE_NET_IFACE", iface}, {"PICKLE_NET_LANES", n}},
+            {}};
+  }
+  throw InvalidArgument(cat("no network configuration for backend '", backend, "' (choose from nccl, pickle)"));
+}
 
 const Configuration* find_configuration(std::string_view key) {
   for (const auto& config : configurations()) {

@@ -46,6 +46,12 @@ struct Comparison {
 /// pickle shm >= 1.2 x NCCL SHM at 64 MiB and above). --lanes: pickle net over NCCL Socket at each lane count.
 const std::vector<Comparison>& comparisons();
 
+/// Seed 001's network configuration of `backend` ("nccl" or "pickle") at `lanes` over `iface`: NCCL forced onto its
+/// Socket transport with `lanes` socket threads of one socket each, or pickle's net transport with `lanes` lanes.
+/// `bench transports --lanes` and `bench interference --lanes` both run their children with it. InvalidArgument for
+/// another backend.
+Configuration network_configuration(std::string_view backend, int lanes, const std::string& iface);
+
 /// The configuration of that key; nullptr when there is none.
 const Configuration* find_configuration(std::string_view key);
 

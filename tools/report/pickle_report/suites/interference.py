@@ -6,12 +6,14 @@ inside the timed window, since a relative throughput of 1 means nothing if the t
 background did not overlap the whole window is marked (and failed the run). A row that several ranks measured (an
 allgather of N ranks: each times its own foreground) shows the mean over them with their range, as seed 001 item 6
 reports "the mean over the 8 ranks". One table and one plot per foreground and traffic pattern: relative throughput vs
-message size per backend (solid, left axis) with the background's bandwidth (dashed, right axis)."""
+message size per backend (solid, left axis) with the background's bandwidth (dashed, right axis). A file of
+`--lanes` (rows with a lane count) has seed 001 item 4's shape instead: interference_lanes.py."""
 import os
 
 from .. import machine, markdown, plotting
 from ..inputs import check_optional_nonnegative, is_number, ordered, require
 from ..units import number, size_label, size_words
+from . import interference_lanes
 from .registry import Suite, register
 
 DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
@@ -43,6 +45,9 @@ def check(bench):
         ranks = entry.get("ranks", 1)
         if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 0:
             raise bench.fail("%s.ranks is %r; a count of ranks is a non-negative integer" % (where, ranks))
+        lanes = entry.get("lanes", 0)
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 0:
+            raise bench.fail("%s.lanes is %r; a lane count is a non-negative integer" % (where, lanes))
         if not isinstance(entry.get("per_rank", []), list):
             raise bench.fail("%s.per_rank is not a list" % where)
         if entry.get("error") is None:
@@ -72,6 +77,9 @@ def check(bench):
     for i, item in enumerate(data.get("traffic", [])):
         require(bench, item, "background", str, "traffic[%d]" % i)
         require(bench, item, "backend", str, "traffic[%d]" % i)
+        lanes = item.get("lanes", 0)
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 0:
+            raise bench.fail("traffic[%d].lanes is %r; a lane count is a non-negative integer" % (i, lanes))
     if not isinstance(data.get("options", {}), dict):
         raise bench.fail("'options' is not an object")
     waived = data.get("waived")
@@ -94,6 +102,7 @@ class Row:
         self.gbps = entry.get("background_gbps")
         self.overlap = entry.get("overlap") is True
         self.error = entry.get("error")
+        self.lanes = entry.get("lanes", 0)  # --lanes: the child's lane count; 0 in a plain run
         wrong = [entry.get("background_wrong"), entry.get("foreground_wrong")]
         self.wrong = None if all(w is None for w in wrong) else sum(w or 0 for w in wrong)
 
@@ -109,25 +118,26 @@ class Run:
         self.options = data.get("options") or {}
         self.rows = [Row(e) for e in data["results"]]
         self.foregrounds = {f["name"]: f for f in data.get("foregrounds", [])}
-        self.traffic = {(t["background"], t["backend"]): t for t in data.get("traffic", [])}
+        self.traffic = {(t["background"], t["backend"], t.get("lanes", 0)): t for t in data.get("traffic", [])}
         self.backends = ordered(self.options.get("backends"), [t[1] for t in self.traffic] +
                                  [r.backend for r in self.rows])
         self.fg_order = ordered(self.options.get("foregrounds"), list(self.foregrounds) +
                                  [r.foreground for r in self.rows])
         self.bg_order = ordered(self.options.get("backgrounds"), [t[0] for t in self.traffic] +
                                  [r.background for r in self.rows])
-        self.index = {(r.foreground, r.background, r.backend, r.bytes): r for r in self.rows}
+        self.index = {(r.foreground, r.background, r.backend, r.bytes, r.lanes): r for r in self.rows}
+        self.lanes = sorted({r.lanes for r in self.rows if r.lanes} | {t[2] for t in self.traffic if t[2]})
 
     def sizes(self, foreground, background):
         return sorted({r.bytes for r in self.rows if r.foreground == foreground and r.background == background})
 
-    def row(self, foreground, background, backend, size):
-        return self.index.get((foreground, background, backend, size))
+    def row(self, foreground, background, backend, size, lanes=0):
+        return self.index.get((foreground, background, backend, size, lanes))
 
-    def cell(self, foreground, background, backend, size):
-        row = self.row(foreground, background, backend, size)
+    def cell(self, foreground, background, backend, size, lanes=0):
+        row = self.row(foreground, background, backend, size, lanes)
         if row is None:
-            state = (self.traffic.get((background, backend)) or {}).get("status")
+            state = (self.traffic.get((background, backend, lanes)) or {}).get("status")
             return {"unavailable": "n/a", "failed": "skipped"}.get(state, "—")
         if not row.ok:
             return "FAILED"
@@ -169,6 +179,10 @@ def _method(run):
     parts.append("background GB/s (1e9 bytes/s) measured inside the timed window; every row must overlap it")
     if "check" in o:
         parts.append("received bytes and foreground results checked" if o["check"] else "data not checked (-c 0)")
+    if run.lanes:
+        parts.append("each lane count and backend ran as a process set of its own, forced onto its library's network "
+                     "path over %s (NCCL: Socket transport with L socket threads; pickle: net transport with L lanes)"
+                     % o.get("iface", "?"))
     return "; ".join(parts)
 
 
@@ -191,10 +205,11 @@ def _foreground_lines(run):
 
 def _traffic_lines(run):
     lines = []
-    for (background, backend), t in run.traffic.items():
+    for (background, backend, lanes), t in run.traffic.items():
         detail = t.get("detail") or ""
-        lines.append("- %s via %s: **%s**%s" % (background, display(backend), t["status"],
-                                                (": " + detail) if detail else ""))
+        where = ", %d lane(s)" % lanes if lanes else ""
+        lines.append("- %s via %s%s: **%s**%s" % (background, display(backend), where, t["status"],
+                                                  (": " + detail) if detail else ""))
     return lines
 
 
@@ -258,6 +273,8 @@ def render(bench, out):
     lines += _foreground_lines(run)
     lines += ["", "**Background traffic**:"] + _traffic_lines(run)
     lines += markdown.notes(data)
+    if run.lanes:
+        return lines + interference_lanes.render(run, out, display)
     shown = False
     for foreground in run.fg_order:
         for background in run.bg_order:
