@@ -9,8 +9,9 @@
 #                 (PICKLE_IPC_STREAMS: slower on one H100, docs/results/2026-11-24-h100x1.md; to confirm on two GPUs);
 #                 comm_latency_probe between the two GPUs (late vs posted receives); allreduce and allgather vs NCCL
 #   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
-#                 comparison (NCCL Socket vs pickle net, 1-4 lanes), and seed 001 item 4: GEMM under each library's
-#                 network p2p background at 1, 2 and 4 lanes, 1 GiB messages (bench interference --lanes: 6 children)
+#                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
+#   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
+#                 lanes, 1 GiB messages (bench interference --lanes: 6 children; its own call, to stay within 10 min)
 #   tests         every GPU test on the two GPUs
 #   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 4K-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
@@ -20,7 +21,7 @@
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|transports|tests|interference|allgather|allgather8}
+group=${1:?usage: figures.sh link|transports|netinterference|tests|interference|allgather|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -34,8 +35,9 @@ case "$group" in
   transports)
     exec "${session[@]}" \
       bench:transports:--runs+3+-b+64M+-e+1G \
-      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 \
-      bench:interference:--lanes+1,2,4+--foreground+gemm+-b+1G+-e+1G ;;
+      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
+  netinterference)
+    exec "${session[@]}" bench:interference:--lanes+1,2,4+--foreground+gemm+-b+1G+-e+1G ;;
   tests)
     exec "${session[@]}" gpu-tests ;;
   interference)
@@ -45,5 +47,5 @@ case "$group" in
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, transports, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, transports, netinterference, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
 esac
