@@ -70,15 +70,7 @@ void read_file_into(ChildFile& file, const LanesChild& child, const json::Value&
   }
   for (const auto& row : root.at("results").as_array()) part.rows.push_back(row_from_json(row));
   // The configuration's variables must have reached the child, or its rows would not measure the network path.
-  const json::Value* env = root.find("environment");
-  auto expect = [&](std::string_view name, std::string_view value) {
-    const json::Value* seen = env != nullptr ? env->find(name) : nullptr;
-    if (seen == nullptr || !seen->is_string() || seen->as_string() != value) {
-      file.problems.push_back(cat("its result file does not record ", name, "=", value, " in its environment"));
-    }
-  };
-  for (const auto& [name, value] : kCommonEnv) expect(name, value);
-  for (const auto& [name, value] : child.config.set) expect(name, value);
+  for (auto& problem : unrecorded_environment(root, child.config.set)) file.problems.push_back(std::move(problem));
 }
 
 ChildFile read_child_file(const LanesChild& child, const std::string& json_path) {

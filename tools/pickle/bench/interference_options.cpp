@@ -5,6 +5,7 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "transports_configs.hpp"
 
 namespace pickle::bench {
 
@@ -85,11 +86,7 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
     } else if (flag == "--background") {
       options.backgrounds = parse_choice_list(in.value(), "--background", kBackgroundNames);
     } else if (flag == "--lanes") {
-      options.lanes.clear();
-      for (const auto& item : split_list(in.value(), "--lanes")) {
-        // PICKLE_NET_LANES allows 64; NCCL_SOCKET_NTHREADS 16: the comparison stops where NCCL's range does.
-        options.lanes.push_back(static_cast<int>(parse_int(item, "--lanes", 1, 16)));
-      }
+      options.lanes = parse_lane_counts(in.value());
     } else if (flag == "--iface") {
       options.iface = in.value();
       iface_given = true;

@@ -6,6 +6,7 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "sweep_options.hpp"
 
 namespace pickle::bench {
 
@@ -84,6 +85,27 @@ Configuration network_configuration(std::string_view backend, int lanes, const s
             {}};
   }
   throw InvalidArgument(cat("no network configuration for backend '", backend, "' (choose from nccl, pickle)"));
+}
+
+std::vector<int> parse_lane_counts(const std::string& list) {
+  std::vector<int> lanes;
+  for (const auto& item : split_list(list, "--lanes")) lanes.push_back(static_cast<int>(parse_int(item, "--lanes", 1, 16)));
+  return lanes;
+}
+
+std::vector<std::string> unrecorded_environment(const json::Value& root,
+                                                const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> problems;
+  const json::Value* env = root.find("environment");
+  auto expect = [&](std::string_view name, std::string_view value) {
+    const json::Value* seen = env != nullptr ? env->find(name) : nullptr;
+    if (seen == nullptr || !seen->is_string() || seen->as_string() != value) {
+      problems.push_back(cat("its result file does not record ", name, "=", value, " in its environment"));
+    }
+  };
+  for (const auto& [name, value] : kCommonEnv) expect(name, value);
+  for (const auto& [name, value] : set) expect(name, value);
+  return problems;
 }
 
 const Configuration* find_configuration(std::string_view key) {

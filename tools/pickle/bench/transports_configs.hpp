@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json.hpp"
 #include "transports_options.hpp"
 
 namespace pickle::bench {
@@ -51,6 +52,16 @@ const std::vector<Comparison>& comparisons();
 /// `bench transports --lanes` and `bench interference --lanes` both run their children with it. InvalidArgument for
 /// another backend.
 Configuration network_configuration(std::string_view backend, int lanes, const std::string& iface);
+
+/// --lanes LIST (both suites): lane counts from 1 to 16. PICKLE_NET_LANES allows 64, NCCL_SOCKET_NTHREADS 16: the
+/// comparison stops where NCCL's range does. InvalidArgument naming --lanes otherwise.
+std::vector<int> parse_lane_counts(const std::string& list);
+
+/// What a child's result file (`root`) fails to record in its "environment" of kCommonEnv and `set`, one phrase per
+/// variable: proof that the configuration's variables reached the child, or the row would not measure what its
+/// name says.
+std::vector<std::string> unrecorded_environment(const json::Value& root,
+                                                const std::vector<std::pair<std::string, std::string>>& set);
 
 /// The configuration of that key; nullptr when there is none.
 const Configuration* find_configuration(std::string_view key);

@@ -85,16 +85,7 @@ FileFacts read_facts(const ChildMeasurement& what, const json::Value& root) {
     auto gbps = median_of(entry, "busbw_gbps");
     if (gbps) facts.gbps[bytes] = *gbps;
   }
-  // The expected variables must have reached the child, or the row would not measure what its name says.
-  const json::Value* env = root.find("environment");
-  auto expect = [&](std::string_view name, std::string_view value) {
-    const json::Value* seen = env != nullptr ? env->find(name) : nullptr;
-    if (seen == nullptr || !seen->is_string() || seen->as_string() != value) {
-      facts.problems.push_back(cat("its result file does not record ", name, "=", value, " in its environment"));
-    }
-  };
-  for (const auto& [name, value] : kCommonEnv) expect(name, value);
-  for (const auto& [name, value] : what.env) expect(name, value);
+  for (auto& problem : unrecorded_environment(root, what.env)) facts.problems.push_back(std::move(problem));
   return facts;
 }
 

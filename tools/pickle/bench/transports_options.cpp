@@ -3,6 +3,7 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "transports_configs.hpp"
 
 namespace pickle::bench {
 
@@ -66,10 +67,7 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
     } else if (flag == "--repeats") {
       options.repeats = static_cast<int>(parse_int(in.value(), "--repeats", 1, 1000));
     } else if (flag == "--lanes") {
-      options.lanes.clear();
-      for (const auto& item : split_list(in.value(), "--lanes")) {
-        options.lanes.push_back(static_cast<int>(parse_int(item, "--lanes", 1, 16)));
-      }
+      options.lanes = parse_lane_counts(in.value());
     } else if (flag == "--iface") {
       options.iface = in.value();
       if (options.iface.empty()) throw InvalidArgument("--iface: an interface name is needed (lo, eth0, ...)");
