@@ -13,7 +13,7 @@ import os
 from .. import machine, markdown, plotting
 from ..inputs import check_optional_nonnegative, is_number, ordered, require
 from ..units import number, size_label, size_words
-from . import interference_lanes
+from . import interference_lanes, interference_plot
 from .registry import Suite, register
 
 DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
@@ -225,40 +225,19 @@ def _plot(run, foreground, background, out):
     fig, ax = plotting.figure()
     bw_axis = ax.twinx()
     sizes = run.sizes(foreground, background)
-    relatives = []
-    for i, backend in enumerate(run.backends):
-        colour, marker = plotting.style(backend, i)
-        good = sorted((r for r in run.rows if r.foreground == foreground and r.background == background
+
+    def rows_of(backend):
+        return sorted((r for r in run.rows if r.foreground == foreground and r.background == background
                        and r.backend == backend and r.ok), key=lambda r: r.bytes)
-        if not good:
-            ax.plot([], [], linestyle=":", color=colour, label="%s: no data" % display(backend))
-            continue
-        xs = [r.bytes for r in good]
-        ys = [r.relative for r in good]
-        relatives += ys
-        ax.plot(xs, ys, marker=marker, markersize=4, color=colour, label="%s relative throughput" % display(backend))
-        bw_axis.plot(xs, [r.gbps or 0.0 for r in good], linestyle="--", color=colour, alpha=0.6, linewidth=1,
-                     label="%s background GB/s" % display(backend))
-        bad = [r for r in good if not r.overlap]
-        if bad:
-            ax.plot([r.bytes for r in bad], [r.relative for r in bad], linestyle="none", marker="x", color="red",
-                    markersize=9, label="%s: no overlap" % display(backend))
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+
+    relatives = interference_plot.draw_series(ax, bw_axis, run.backends, rows_of, lambda r: r.bytes, display, 4)
     plotting.size_axis(ax, sizes)
-    low = min(relatives) if relatives else 1.0
-    high = max(relatives) if relatives else 1.0
-    ax.set_ylim(min(0.8, low - 0.03), max(1.05, high + 0.02))
-    ax.set_ylabel("relative throughput (t_alone / t_with)")
-    bw_axis.set_ylabel("background bandwidth in the window (GB/s, dashed)")
-    bw_axis.set_ylim(bottom=0)
     description = (run.foregrounds.get(foreground) or {}).get("description") or foreground
     plotting.title(ax, "%s: %s under %s" % (machine.short(run.bench.data), foreground,
                                             background_title(run.bench.data, background)),
                    "%s (%s); %s" % (os.path.basename(run.bench.path), machine.date(run.bench.data),
                                     description.split(":")[0]))
-    lines, labels = ax.get_legend_handles_labels()
-    more_lines, more_labels = bw_axis.get_legend_handles_labels()
-    ax.legend(lines + more_lines, labels + more_labels, fontsize=7, loc="lower left")
+    interference_plot.finish_axes(ax, bw_axis, relatives)
     path, link = out.plot_path(run.bench.stem, foreground, background)
     plotting.save(fig, path)
     return link

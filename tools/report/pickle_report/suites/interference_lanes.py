@@ -8,6 +8,7 @@ backend at the largest message size, the background bandwidth dashed on a second
 import os
 
 from .. import machine, markdown, plotting
+from . import interference_plot
 from ..units import size_words
 
 BACKGROUND = "p2p"  # --lanes runs the p2p background only
@@ -43,41 +44,18 @@ def _table(run, foreground, size, display):
 def _plot(run, foreground, size, out, display):
     fig, ax = plotting.figure()
     bw_axis = ax.twinx()
-    relatives = []
-    for i, backend in enumerate(run.backends):
-        colour, marker = plotting.style(backend, i)
-        good = _good(run, foreground, backend, size)
-        if not good:
-            ax.plot([], [], linestyle=":", color=colour, label="%s: no data" % display(backend))
-            continue
-        xs = [r.lanes for r in good]
-        ys = [r.relative for r in good]
-        relatives += ys
-        ax.plot(xs, ys, marker=marker, markersize=5, color=colour, label="%s relative throughput" % display(backend))
-        bw_axis.plot(xs, [r.gbps or 0.0 for r in good], linestyle="--", color=colour, alpha=0.6, linewidth=1,
-                     label="%s background GB/s" % display(backend))
-        bad = [r for r in good if not r.overlap]
-        if bad:
-            ax.plot([r.lanes for r in bad], [r.relative for r in bad], linestyle="none", marker="x", color="red",
-                    markersize=9, label="%s: no overlap" % display(backend))
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    relatives = interference_plot.draw_series(ax, bw_axis, run.backends,
+                                              lambda backend: _good(run, foreground, backend, size),
+                                              lambda r: r.lanes, display, 5)
     ax.set_xticks(run.lanes)
     ax.set_xlim(min(run.lanes) - 0.5, max(run.lanes) + 0.5)
     ax.set_xlabel("lanes (pickle: net transport endpoints; NCCL: socket threads) — the seed's QPs")
-    low = min(relatives) if relatives else 1.0
-    high = max(relatives) if relatives else 1.0
-    ax.set_ylim(min(0.8, low - 0.03), max(1.05, high + 0.02))
-    ax.set_ylabel("relative throughput (t_alone / t_with)")
-    bw_axis.set_ylabel("background bandwidth in the window (GB/s, dashed)")
-    bw_axis.set_ylim(bottom=0)
     iface = run.options.get("iface") or "?"
     plotting.title(ax, "%s: %s under network p2p (%s), %s messages" % (machine.short(run.bench.data), foreground,
                                                                         iface, size_words(size)),
                    "%s (%s); relative throughput vs lanes, at the largest message size" % (
                        os.path.basename(run.bench.path), machine.date(run.bench.data)))
-    lines, labels = ax.get_legend_handles_labels()
-    more_lines, more_labels = bw_axis.get_legend_handles_labels()
-    ax.legend(lines + more_lines, labels + more_labels, fontsize=7, loc="lower left")
+    interference_plot.finish_axes(ax, bw_axis, relatives)
     path, link = out.plot_path(run.bench.stem, foreground, "lanes")
     plotting.save(fig, path)
     return link
