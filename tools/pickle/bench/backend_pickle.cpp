@@ -8,7 +8,6 @@
 // rank 0 picks, so that the benchmark's store and extra ranks stay out of it.
 #include <algorithm>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include <pickle/bootstrap.hpp>
@@ -20,6 +19,7 @@
 #include "bench_communicator.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
+#include "device/host/backoff.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -110,6 +110,7 @@ class PickleBackend final : public P2pBackend {
   void wait_for_posts(P2pContext& ctx, int peer, int tag, std::size_t count) {
     const double seconds = ctx.store().timeout_seconds();
     Deadline deadline = Deadline::after_seconds(seconds);
+    device::host::Backoff backoff;  // spin, yield, then sleep: the peer may need this core (2-core CI machines)
     while (comm_->posted_receives(peer, tag) < count) {
       if (deadline.expired()) {
         throw TimeoutError(cat(describe({.rank = ctx.rank(), .peer = peer, .op = "bench p2p pickle: waiting for the "
@@ -117,7 +118,7 @@ class PickleBackend final : public P2pBackend {
                                ": heard of ", comm_->posted_receives(peer, tag), " of ", count, " after ", seconds,
                                " s"));
       }
-      std::this_thread::yield();
+      backoff.pause();
     }
   }
 
