@@ -53,8 +53,8 @@ def _plot(run, foreground, size, out, display):
     iface = run.options.get("iface") or "?"
     plotting.title(ax, "%s: %s under network p2p (%s), %s messages" % (machine.short(run.bench.data), foreground,
                                                                         iface, size_words(size)),
-                   "%s (%s); relative throughput vs lanes, at the largest message size" % (
-                       os.path.basename(run.bench.path), machine.date(run.bench.data)))
+                   "%s (%s); the largest message size" % (os.path.basename(run.bench.path),
+                                                           machine.date(run.bench.data)))
     interference_plot.finish_axes(ax, bw_axis, relatives)
     path, link = out.plot_path(run.bench.stem, foreground, "lanes")
     plotting.save(fig, path)
