@@ -60,7 +60,7 @@ class PickleBackend final : public P2pBackend {
     // The receiver is ready, as latency is measured everywhere: every receive is posted, and the sender has heard
     // of it, before the first send. Each send then matches at call time and joins the timing stream (a copy and a
     // write-value). A send that beats its receive's post would wait for the post on the host and go out from a copy
-    // stream: the host's matching would be timed, not the link (4 KiB one way: 11.4 against 5.8 us,
+    // stream: the host's matching would be timed, not the link (4 KiB one way: 10.6-11.6 against 5.8 us,
     // docs/results/2026-11-24-h100x1.md).
     const int ahead = std::min(iterations, kPostAhead);
     std::vector<Request> recvs;
