@@ -1,9 +1,7 @@
 #include "interference_lanes_merge.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include <pickle/error.hpp>
@@ -11,17 +9,10 @@
 #include "core/format.hpp"
 #include "core/json.hpp"
 #include "lockstep.hpp"
+#include "topology/sysfs.hpp"
 
 namespace pickle::bench {
 namespace {
-
-std::optional<std::string> read_whole(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 int severity(RunStatus status) noexcept {
   return status == RunStatus::Failed ? 2 : status == RunStatus::Unavailable ? 1 : 0;
@@ -75,7 +66,7 @@ void read_file_into(ChildFile& file, const LanesChild& child, const json::Value&
 
 ChildFile read_child_file(const LanesChild& child, const std::string& json_path) {
   ChildFile file;
-  std::optional<std::string> text = read_whole(json_path);
+  std::optional<std::string> text = topology::read_text_file(json_path);
   if (!text || text->empty()) {
     file.problems.push_back("it wrote no result file");
     return file;

@@ -1,8 +1,6 @@
 #include "transports_extract.hpp"
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include <pickle/error.hpp>
@@ -10,6 +8,7 @@
 #include "core/format.hpp"
 #include "core/json.hpp"
 #include "lockstep.hpp"
+#include "topology/sysfs.hpp"
 #include "sizes.hpp"
 
 namespace pickle::bench {
@@ -25,14 +24,6 @@ struct FileFacts {
   std::string memory;
   int world_size = 0;
 };
-
-std::optional<std::string> read_whole(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 /// The median of a {median, min, max} member, or nullopt when the member is null or absent.
 std::optional<double> median_of(const json::Value& entry, std::string_view key) {
@@ -110,7 +101,7 @@ RunResult read_child_measurement(const ChildMeasurement& what, const ChildOutcom
 
   std::vector<std::string> problems;
   std::optional<FileFacts> facts;
-  std::optional<std::string> text = read_whole(json_path);
+  std::optional<std::string> text = topology::read_text_file(json_path);
   if (!text || text->empty()) {
     problems.push_back("it wrote no result file");
   } else {
