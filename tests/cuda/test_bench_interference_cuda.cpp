@@ -13,7 +13,7 @@
 
 #include "core/json.hpp"
 #include "device/backends.hpp"
-#include "subprocess.hpp"
+#include "../mp/bench_test_util.hpp"
 
 namespace pickle::test {
 namespace {
@@ -35,15 +35,14 @@ TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
   if (gpus < 1) GTEST_SKIP() << "waived: needs a CUDA GPU (" << device::cuda_unavailable_reason() << ")";
   TempDir dir("interference-cuda");
   const std::string json_path = dir / "result.json";
-  const std::vector<std::string> argv = {
-      PICKLE_CLI_PATH, "bench", "interference", "--share-gpus", "--ranks", std::to_string(kRanks), "--background",
-      "allgather", "--backend", "pickle,nccl", "--foreground", "gemm", "-b", "4M", "-e", "4M", "-n", "3", "-w", "1",
-      "--warmup-ms", "0", "--json", json_path};
-  pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=120"}, dir / "out", dir / "err");
-  const ExitStatus status = wait_pid(pid, std::chrono::seconds(600));
-  const std::string out = read_file(dir / "out"), err = read_file(dir / "err");
-  const std::string context = "\nstdout:\n" + out + "\nstderr:\n" + err;
-  ASSERT_TRUE(status.ok()) << status.describe() << context;
+  const BenchRun run = run_bench(dir, "interference",
+                                 {"--share-gpus", "--ranks", std::to_string(kRanks), "--background", "allgather",
+                                  "--backend", "pickle,nccl", "--foreground", "gemm", "-b", "4M", "-e", "4M", "-n",
+                                  "3", "-w", "1", "--warmup-ms", "0", "--json", json_path},
+                                 {"PICKLE_TIMEOUT=120"}, std::chrono::seconds(600));
+  const std::string& out = run.out;
+  const std::string context = run.describe();
+  ASSERT_TRUE(run.status.ok()) << context;
   const json::Value root = json::parse(read_file(json_path));
 
   ASSERT_EQ(root.at("foregrounds").size(), 1u) << context;

@@ -17,10 +17,11 @@ struct BenchRun {
   std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
 };
 
-/// Runs `pickle bench <suite> args...` (no suite word when `suite` is empty) with PICKLE_TIMEOUT=20 and `env`,
-/// its output captured in `dir`, waiting at most 90 s for it (wait_pid).
+/// Runs `pickle bench <suite> args...` (no suite word when `suite` is empty) with PICKLE_TIMEOUT=20 and `env` (which
+/// may set another PICKLE_TIMEOUT), its output captured in `dir`, waiting at most `limit` for it (wait_pid).
 inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const std::vector<std::string>& args,
-                          const std::vector<std::string>& env = {}) {
+                          const std::vector<std::string>& env = {},
+                          std::chrono::seconds limit = std::chrono::seconds(90)) {
   std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench"};
   if (!suite.empty()) argv.push_back(suite);
   argv.insert(argv.end(), args.begin(), args.end());
@@ -28,7 +29,7 @@ inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const st
   environment.insert(environment.end(), env.begin(), env.end());
   pid_t pid = spawn_program(argv, environment, dir / "out", dir / "err");
   BenchRun run;
-  run.status = wait_pid(pid, std::chrono::seconds(90));
+  run.status = wait_pid(pid, limit);
   run.out = read_file(dir / "out");
   run.err = read_file(dir / "err");
   return run;
