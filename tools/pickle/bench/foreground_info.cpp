@@ -19,16 +19,12 @@ const char* run_status_name(RunStatus status) noexcept {
   return "?";
 }
 
-namespace {
-
-RunStatus parse_status(const std::string& name) {
+RunStatus parse_run_status(const std::string& name, std::string_view what) {
   if (name == "ok") return RunStatus::Ok;
   if (name == "unavailable") return RunStatus::Unavailable;
   if (name == "failed") return RunStatus::Failed;
-  throw ProtocolError(cat("foreground: unknown status '", name, "'"));
+  throw ProtocolError(cat(what, ": unknown status '", name, "'"));
 }
-
-}  // namespace
 
 bool foreground_fails_run(const ForegroundInfo& info) noexcept {
   return info.status == RunStatus::Failed || (info.status == RunStatus::Unavailable && info.required);
@@ -62,7 +58,7 @@ ForegroundInfo foreground_from_json(const json::Value& value) {
   info.name = value.at("name").as_string();
   info.kernel = value.at("kernel").as_string();
   info.description = value.at("description").as_string();
-  info.status = parse_status(value.at("status").as_string());
+  info.status = parse_run_status(value.at("status").as_string(), "foreground");
   info.detail = value.at("detail").as_string();
   info.required = value.at("required").as_bool();
   info.flops = value.at("flops").as_double();

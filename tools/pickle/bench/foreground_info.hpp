@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/json.hpp"
 
@@ -13,6 +14,8 @@ namespace pickle::bench {
 /// ok, unavailable (absent hardware or library: a fact about the machine, not a failure) or failed.
 enum class RunStatus { Ok, Unavailable, Failed };
 const char* run_status_name(RunStatus status) noexcept;
+/// The status of that name; ProtocolError naming `what` for any other.
+RunStatus parse_run_status(const std::string& name, std::string_view what);
 
 /// One foreground kernel as set up (on rank 1 of interference; on the one GPU of compute).
 struct ForegroundInfo {

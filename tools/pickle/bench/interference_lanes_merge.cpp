@@ -50,15 +50,7 @@ void read_file_into(ChildFile& file, const LanesChild& child, const json::Value&
   }
   for (const auto& note : root.at("notes").as_array()) part.notes.push_back(note.as_string());
   for (const auto& fg : root.at("foregrounds").as_array()) part.foregrounds.push_back(foreground_from_json(fg));
-  for (const auto& t : root.at("traffic").as_array()) {
-    TrafficRun run;
-    run.background = t.at("background").as_string();
-    run.backend = t.at("backend").as_string();
-    const std::string& status = t.at("status").as_string();
-    run.status = status == "ok" ? RunStatus::Ok : status == "unavailable" ? RunStatus::Unavailable : RunStatus::Failed;
-    run.detail = t.at("detail").as_string();
-    part.traffic.push_back(std::move(run));
-  }
+  for (const auto& t : root.at("traffic").as_array()) part.traffic.push_back(traffic_run_from_json(t));
   for (const auto& row : root.at("results").as_array()) part.rows.push_back(row_from_json(row));
   // The configuration's variables must have reached the child, or its rows would not measure the network path.
   for (auto& problem : unrecorded_environment(root, child.config.set)) file.problems.push_back(std::move(problem));

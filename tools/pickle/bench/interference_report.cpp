@@ -129,6 +129,30 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
   std::fflush(out);
 }
 
+json::Value traffic_run_to_json(const TrafficRun& run) {
+  json::Value t = json::Value::object();
+  t["background"] = run.background;
+  t["backend"] = run.backend;
+  t["status"] = run_status_name(run.status);
+  t["detail"] = run.detail;
+  if (run.lanes > 0) {
+    t["lanes"] = run.lanes;
+    t["env"] = env_to_json(run.env);
+  }
+  return t;
+}
+
+TrafficRun traffic_run_from_json(const json::Value& value) {
+  TrafficRun run;
+  run.background = value.at("background").as_string();
+  run.backend = value.at("backend").as_string();
+  run.status = parse_run_status(value.at("status").as_string(), "interference traffic run");
+  run.detail = value.at("detail").as_string();
+  if (const json::Value* lanes = value.find("lanes")) run.lanes = static_cast<int>(lanes->as_int());
+  if (const json::Value* env = value.find("env")) run.env = env_from_json(*env);
+  return run;
+}
+
 json::Value interference_to_json(const InterferenceReport& report) {
   const auto& o = report.options;
   json::Value root = result_head("interference", report.command, report.started_utc);
@@ -157,18 +181,7 @@ json::Value interference_to_json(const InterferenceReport& report) {
   for (const auto& fg : report.foregrounds) foregrounds.push_back(foreground_to_json(fg));
   root["foregrounds"] = std::move(foregrounds);
   json::Value traffic = json::Value::array();
-  for (const auto& run : report.traffic) {
-    json::Value t = json::Value::object();
-    t["background"] = run.background;
-    t["backend"] = run.backend;
-    t["status"] = run_status_name(run.status);
-    t["detail"] = run.detail;
-    if (run.lanes > 0) {
-      t["lanes"] = run.lanes;
-      t["env"] = env_to_json(run.env);
-    }
-    traffic.push_back(std::move(t));
-  }
+  for (const auto& run : report.traffic) traffic.push_back(traffic_run_to_json(run));
   root["traffic"] = std::move(traffic);
   json::Value results = json::Value::array();
   for (const auto& row : report.rows) results.push_back(row_to_json(row));

@@ -55,6 +55,11 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out);
 /// The result file's content except "topology" and "environment", which write_result_file adds.
 json::Value interference_to_json(const InterferenceReport& report);
 
+/// A traffic run as its entry in the result file's "traffic" array, and back (`bench interference --lanes` reads its
+/// children's files); from_json throws ProtocolError on a malformed entry.
+json::Value traffic_run_to_json(const TrafficRun& run);
+TrafficRun traffic_run_from_json(const json::Value& value);
+
 /// The foregrounds as the run reports them, from the "foregrounds" phase's payloads (by rank: a JSON array of
 /// foreground_to_json objects from each rank that set them up, "" from the others): the lowest such rank's, except
 /// that a foreground that is not ok on some rank takes that rank's status and detail ("rank 3: ..."), the worse
