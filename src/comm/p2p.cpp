@@ -259,20 +259,20 @@ void Communicator::Impl::wait(RequestState& request) {
 
 void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
   // A send's slot is known only once it is matched: wait (bounded) for that first. A recv's is known at once.
+  // A send whose copy and completion write went onto `stream` itself needs nothing more: the stream orders them.
+  bool ordered_already = false;
   bool known = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
     std::lock_guard lock(mutex);
     if (request.error) std::rethrow_exception(request.error);
-    return request.kind == RequestState::Kind::Recv || request.enqueued;
+    if (request.kind == RequestState::Kind::Recv) return true;
+    ordered_already = request.enqueued && request.copied_on == stream.serial();
+    return request.enqueued;
   });
   if (!known) {
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
   }
-  {
-    std::lock_guard lock(mutex);
-    if (request.kind == RequestState::Kind::Send && request.copied_on == stream.serial()) return;  // ordered already
-  }
-  stream.wait_value(completion_word_for_streams(request), request.generation);
+  if (!ordered_already) stream.wait_value(completion_word_for_streams(request), request.generation);
 }
 
 }  // namespace pickle
