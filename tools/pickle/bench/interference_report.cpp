@@ -23,8 +23,8 @@ int InterferenceReport::exit_code() const {
 
 namespace {
 
-/// "3 / 1 GB/s" cells: 3 decimals below 10, 1 above.
-std::string gbps_cell(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 1); }
+/// "3 / 1 GB/s" cells: 1 decimal from 10 GB/s up, 3 below, 2 significant digits below 0.1.
+std::string gbps_cell(double gbps) { return gbps_text(gbps, 1); }
 
 /// The head's line on who does what in each background that runs.
 void print_roles(const InterferenceReport& report, std::FILE* out) {

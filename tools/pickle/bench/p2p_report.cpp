@@ -89,7 +89,7 @@ namespace {
 
 /// Time and bandwidth with enough digits to compare, not more.
 std::string time_text(double us) { return fixed(us, us < 100 ? 2 : (us < 10000 ? 1 : 0)); }
-std::string bw_text(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 2); }
+std::string bw_text(double gbps) { return gbps_text(gbps); }
 
 struct Key {
   std::string backend;

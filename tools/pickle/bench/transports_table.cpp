@@ -12,7 +12,7 @@ namespace pickle::bench {
 namespace {
 
 /// GB/s with enough digits to compare, not more (as `pickle bench p2p`).
-std::string bw_text(double gbps) { return fixed(gbps, gbps < 10 ? 3 : 2); }
+std::string bw_text(double gbps) { return gbps_text(gbps); }
 
 /// pad_right and pad_left, but text as wide as its column still gets a space, so that cells never run together.
 std::string cell_right(const std::string& text, std::size_t width) {
