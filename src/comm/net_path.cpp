@@ -31,7 +31,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   send.enqueued = true;
   const int index = comm::kUserSignalSlots + slot;
   if (post.bytes == 0) {
-    signals->store_sent(peer, index, post.generation);
+    signals->advance_sent(peer, index, post.generation);
     return NetEmptySendMessage{.slot = post.slot, .generation = post.generation};
   }
   if (send.after_event) stream.wait(*send.after_event);
@@ -48,7 +48,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
     // its progress threads. The Request completes when the writes did (the source may then be reused).
     stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation] {
       transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
-        words->store_sent(peer, index, generation);
+        words->advance_sent(peer, index, generation);
       });
     });
     return std::nullopt;
@@ -69,7 +69,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
     const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
     stream.host_callback([transport, words, peer, from, length, to, message, index, generation, staged, remaining] {
       transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, remaining] {
-        if (remaining->fetch_sub(1) == 1) words->store_sent(peer, index, generation);
+        if (remaining->fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
       });
     });
   }

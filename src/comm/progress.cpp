@@ -177,7 +177,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
     const int index = comm::kUserSignalSlots + slot;
     if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
     send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
-    signals->store_sent(peer, index, send->generation);  // release stream waits
+    signals->advance_sent(peer, index, send->generation);  // release stream waits
     ++failed;
   }
   state.net_sends.clear();

@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "device/descriptor.hpp"
+#include "device/host/backoff.hpp"
 
 namespace pickle::comm {
 namespace {
@@ -74,8 +75,12 @@ std::uint32_t SignalArea::load_sent(int peer, int index) const {
   return std::atomic_ref<std::uint32_t>(*sent_word(peer, index)).load(std::memory_order_acquire);
 }
 
-void SignalArea::store_sent(int peer, int index, std::uint32_t value) const {
-  std::atomic_ref<std::uint32_t>(*sent_word(peer, index)).store(value, std::memory_order_release);
+void SignalArea::advance_sent(int peer, int index, std::uint32_t value) const {
+  std::atomic_ref<std::uint32_t> word(*sent_word(peer, index));
+  std::uint32_t current = word.load(std::memory_order_relaxed);
+  while (!device::host::flag_reached(current, value) &&
+         !word.compare_exchange_weak(current, value, std::memory_order_release, std::memory_order_relaxed)) {
+  }
 }
 
 std::uint32_t* SignalArea::remote_word_for_streams(int peer, int index) const {

@@ -51,9 +51,12 @@ class SignalArea {
   std::uint32_t load_remote(int peer, int index) const;
   /// Release-store into a local word from the host (a net arrival; releasing waits when a peer fails).
   void store(int peer, int index, std::uint32_t value) const;
-  /// Acquire-load and release-store of a "sent" word.
+  /// Acquire-load of a "sent" word, and its release-advance to `value`: the word only moves forward (wrapping as
+  /// flag_reached compares). Sends that reuse a slot complete on different rail threads, and the older one's
+  /// callback can run after the newer one's (the receiver freed the slot once the older data landed, before the
+  /// sender's thread got round to it): a plain store would move the word back, and the newer send never completes.
   std::uint32_t load_sent(int peer, int index) const;
-  void store_sent(int peer, int index, std::uint32_t value) const;
+  void advance_sent(int peer, int index, std::uint32_t value) const;
 
  private:
   int rank_;
