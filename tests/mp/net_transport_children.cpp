@@ -302,6 +302,36 @@ PICKLE_CHILD(net_peer_death) {
   return 0;
 }
 
+// Rank 1 expects a message that rank 0 writes only after twice PICKLE_TIMEOUT: an early receive is not a fault,
+// so neither side may fail the other meanwhile, and the message must then arrive intact.
+PICKLE_CHILD(net_late_sender) {
+  constexpr std::size_t kBytes = 3 * 65536 + 5;
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  const int peer = 1 - rank;
+  Tally tally;
+  auto net = make_transport(store, tally);
+  auto buffer = device::allocate(MemoryKind::Host, kBytes);
+  const double timeout = env::timeout_seconds();
+  if (rank == 1) {
+    std::memset(buffer->data(), 0xEE, kBytes);
+    store.set("late/region", encode_regions({net->expose(buffer->data(), kBytes)}));
+    net->expect(peer, 5, kBytes, [&] { tally.arrived(); });
+    NET_CHECK(tally.wait(0, 1, 3 * timeout + 10), "rank 1: ", tally.summary());
+    const std::size_t bad = check_pattern(static_cast<const std::byte*>(buffer->data()), kBytes, 5);
+    NET_CHECK(bad == SIZE_MAX, "rank 1: the late message differs at byte ", bad);
+  } else {
+    fill_pattern(static_cast<std::byte*>(buffer->data()), kBytes, 5);
+    const RemoteRegion region = decode_regions(store.get("late/region")).at(0);
+    std::this_thread::sleep_for(std::chrono::duration<double>(2 * timeout));
+    NET_CHECK(tally.wait(0, 0, 0.1), "rank 0: the peer was failed while it only waited: ", tally.summary());
+    net->write(peer, buffer->data(), kBytes, region, 5, [&] { tally.sent(); });
+    NET_CHECK(tally.wait(1, 0, timeout), "rank 0: ", tally.summary());
+  }
+  store.barrier("net_late_sender done");
+  return 0;
+}
+
 // Rank 1 dies (SIGKILL) right after set-up, before any connection between the ranks exists; rank 0 then writes
 // to it. ofi_rxm answers "connection refused" by retrying the connection every few seconds and reports nothing on
 // the completion queue, so the transport's timeout must end it: a failure within PICKLE_TIMEOUT (plus slack), no

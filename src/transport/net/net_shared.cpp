@@ -79,10 +79,10 @@ bool SharedState::check_timeouts() {
   {
     std::lock_guard lock(mutex);
     for (const auto& link : peers) {
-      if (!link || link->failed.load() || !has_pending(*link) || now - link->last_progress_ns <= limit) continue;
+      if (!link || link->failed.load() || !owes_progress(*link) || now - link->last_progress_ns <= limit) continue;
       overdue.emplace_back(link->rank, cat("no progress for ", timeout_seconds_, " s (PICKLE_TIMEOUT) with ",
-                                           link->unfinished_writes, " write(s) and ", link->expected.size(),
-                                           " expected message(s) pending"));
+                                           link->unfinished_writes, " write(s) unfinished and ", link->arrived.size(),
+                                           " message(s) partly landed"));
     }
   }
   for (const auto& [peer, reason] : overdue) fail(peer, reason);

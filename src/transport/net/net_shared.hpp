@@ -52,7 +52,7 @@ struct PeerLink {
   std::map<std::uint32_t, Expectation> expected;
   std::map<std::uint32_t, std::uint64_t> arrived;  // chunks landed per message id, until its expectation completes
   std::uint64_t unfinished_writes = 0;             // accepted by write(), not yet completed or dropped
-  std::int64_t last_progress_ns = 0;               // last completion, or when work came to an idle peer
+  std::int64_t last_progress_ns = 0;               // last completion or arrival, or when a write came to an idle peer
   std::atomic<bool> failed{false};                 // written under the mutex, read by rails without it
   int rails_open = 0;                              // rails whose endpoints to the peer are still open
   std::string failure;                             // why it failed, for on_peer_failed
@@ -89,10 +89,15 @@ class SharedState {
   /// A rail closed its endpoints to a failed peer; after the last one, on_peer_failed is queued (with a message
   /// naming rank and peer): by then no provider touches a buffer of the peer's dropped operations.
   void rail_closed(int peer, Callbacks& callbacks);
-  /// Fails the peers with pending work and no progress for the timeout; true if it failed any.
+  /// Fails the peers that owe progress (owes_progress) and made none for the timeout; true if it failed any.
   bool check_timeouts();
-  /// Whether any peer has operations pending (state mutex held).
+  /// Whether the peer has operations pending (state mutex held): the rails poll sooner while it does.
   bool has_pending(const PeerLink& link) const { return link.unfinished_writes > 0 || !link.expected.empty(); }
+  /// Whether the peer owes us progress (state mutex held): writes not yet completed, or messages of which some chunks
+  /// landed and others not yet. Only then does silence for PICKLE_TIMEOUT fail it. A receive expected long before
+  /// the peer sends is not a fault (a rank may post early and compute for minutes); a peer that dies meanwhile is
+  /// found by its control channel closing, and the waiting Request by its own timeout.
+  bool owes_progress(const PeerLink& link) const { return link.unfinished_writes > 0 || !link.arrived.empty(); }
 
  private:
   int rank_;

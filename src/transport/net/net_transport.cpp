@@ -186,7 +186,7 @@ void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteReg
   {
     std::lock_guard lock(s.shared->mutex);
     if (link->failed.load()) throw PeerError(cat(describe(where), ": the peer failed earlier"), peer);
-    if (!s.shared->has_pending(*link)) link->last_progress_ns = now_ns();
+    if (!s.shared->owes_progress(*link)) link->last_progress_ns = now_ns();
     ++link->unfinished_writes;
   }
   // Chunk i goes to rail (start + i) % R; the start rotates so that one-chunk messages spread over the rails too.
@@ -221,7 +221,6 @@ void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, st
       s.shared->ready.push_back(std::move(on_arrived));
       due = true;
     } else {
-      if (!s.shared->has_pending(*link)) link->last_progress_ns = now_ns();
       link->expected.emplace(message, Expectation{chunks, std::move(on_arrived)});
     }
   }

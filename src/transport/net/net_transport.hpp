@@ -42,7 +42,8 @@ std::string offered_providers();
 class NetTransport {
  public:
   /// Called (on a progress thread) once per failed peer: its endpoint reported an error, or it made no progress
-  /// for PICKLE_TIMEOUT seconds while operations with it were pending. Its pending writes and expected messages
+  /// for PICKLE_TIMEOUT seconds while it owed some (unfinished writes, partly landed messages; a message merely
+  /// expected is not owed). Its pending writes and expected messages
   /// are dropped without their callbacks; later write/expect calls for it throw PeerError.
   using PeerFailed = std::function<void(int peer, const std::string& reason)>;
 
