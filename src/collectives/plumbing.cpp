@@ -216,7 +216,7 @@ void Call::finish() {
   if (recvs_.empty()) return;
   // A peer that dies releases the stream's waits on its data (so that nothing hangs), and the data never came: this
   // check, in stream order after those waits, makes the stream's next synchronize report it.
-  stream().host_callback([recvs = std::move(recvs_), prefix = prefix_]() mutable {
+  comm_.on_application_stream(stream(), [recvs = std::move(recvs_), prefix = prefix_]() mutable {
     for (auto& request : recvs) {
       try {
         request.test();

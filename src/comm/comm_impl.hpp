@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -160,6 +161,12 @@ struct Communicator::Impl {
   void fail_peer(int peer, const std::string& reason);
   /// Stops and joins the progress thread.
   void stop_progress();
+  /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
+  /// Counted: teardown waits (bounded) until every such callback has run, so that none runs on a freed communicator
+  /// when the application destroys it before synchronizing its streams.
+  void on_application_stream(device::Stream& stream, std::function<void()> fn);
+  /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
+  bool drain_application_callbacks(const Deadline& deadline) const;
 
   /// Polls `done` (which may throw) with a spin-yield-sleep backoff until it returns true, or false once `deadline`
   /// passed: every host-side wait of the communicator goes through here.
@@ -237,6 +244,7 @@ struct Communicator::Impl {
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread
   std::atomic<bool> stopping{false};
+  std::atomic<int> application_callbacks{0};  // enqueued by on_application_stream, not yet run
   bool unwinding = false;  // destroyed while an exception unwinds (Communicator::close says so)
 
   /// The collectives layer's per-communicator state (src/collectives: scratch, side streams), made on first use

@@ -167,21 +167,38 @@ Communicator::Impl::~Impl() {
   // Communicator's inline destructor asks the application's runtime; this library's may not know (it may be a copy).
   unwinding = unwinding || std::uncaught_exceptions() > 0;
   PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
-  // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes.
-  try {
-    ipc->synchronize_all();
+  // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes. Each step on its own: a
+  // stream that fails to synchronize must not skip the others.
+  auto attempt = [this](auto&& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": communicator teardown: " << e.what());
+    }
+  };
+  // The application's streams first: callbacks queued there (net writes and signals, collectives' checks) use this
+  // communicator, and may still have to issue transfers.
+  if (!drain_application_callbacks(Deadline::after_seconds(timeout_seconds))) {
+    PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) queued on "
+                              "the application's streams had not run after " << timeout_seconds << " s; synchronize "
+                              "the streams before destroying the communicator");
+  }
+  attempt([&] { ipc->synchronize_all(); });
+  attempt([&] {
     if (staging_stream) staging_stream->synchronize();
+  });
+  attempt([&] {
     if (shm && !shm->synchronize_all(Deadline::after_seconds(timeout_seconds))) {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": shm copies still queued after " << timeout_seconds << " s");
     }
+  });
 #ifdef PICKLE_HAVE_LIBFABRIC
+  attempt([&] {
     if (net && !net->flush(Deadline::after_seconds(timeout_seconds))) {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": net writes still pending after " << timeout_seconds << " s");
     }
+  });
 #endif
-  } catch (const std::exception& e) {
-    PICKLE_LOG(Warn, "comm", "communicator teardown: " << e.what());
-  }
   // 2. Every rank must be done writing into our memory and signal words before they go away. Unwinding from an
   // error: do not make the peers wait; they see this rank's channels close and fail fast.
   // (The barrier comes before the Goodbye: a peer told "goodbye" fails what it still has pending with us, and a
@@ -211,6 +228,33 @@ Communicator::Impl::~Impl() {
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
 #endif
+  // The peers' last puts into staged windows may have landed after step 1 (until net.reset() above): their copies
+  // and `landed` callbacks, which use `mutex` and `peers`, were queued on the staging stream and must run before
+  // those members go.
+  attempt([&] {
+    if (staging_stream) staging_stream->synchronize();
+  });
+}
+
+void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn) {
+  application_callbacks.fetch_add(1);
+  try {
+    stream.host_callback([this, fn = std::move(fn)] {
+      // The count drops last, after every use of this communicator, even when fn throws (the stream reports it).
+      struct Done {
+        std::atomic<int>& count;
+        ~Done() { count.fetch_sub(1); }
+      } done{application_callbacks};
+      fn();
+    });
+  } catch (...) {
+    application_callbacks.fetch_sub(1);
+    throw;
+  }
+}
+
+bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {
+  return poll_until(deadline, [&] { return application_callbacks.load() == 0; });
 }
 
 void Communicator::Impl::stop_progress() {

@@ -46,7 +46,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   if (!stage_net) {
     // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
     // its progress threads. The Request completes when the writes did (the source may then be reused).
-    stream.host_callback([transport, words, peer, src, bytes, dst, message, index, generation] {
+    on_application_stream(stream, [transport, words, peer, src, bytes, dst, message, index, generation] {
       transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
         words->advance_sent(peer, index, generation);
       });
@@ -67,7 +67,8 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
     std::byte* from = staged.get() + offset;
     stream.copy(from, static_cast<const std::byte*>(src) + offset, length);
     const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
-    stream.host_callback([transport, words, peer, from, length, to, message, index, generation, staged, remaining] {
+    on_application_stream(stream, [transport, words, peer, from, length, to, message, index, generation, staged,
+                                   remaining] {
       transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, remaining] {
         if (remaining->fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
       });
@@ -177,7 +178,7 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
   }
   const OpContext ctx{.rank = info.rank, .peer = peer, .op = "put", .bytes = bytes};
   // The stream goes on once the source has been read (it may then be reused), as after an ipc put's copy.
-  stream.host_callback([this, transport, peer, src, bytes, dst, message, ctx, staged] {
+  on_application_stream(stream, [this, transport, peer, src, bytes, dst, message, ctx, staged] {
     auto sent = std::make_shared<std::atomic<bool>>(false);
     transport->write(peer, src, bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
     bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
@@ -196,7 +197,7 @@ void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, 
     message.puts_before = peers[peer].net_puts_sent;
   }
   // Sent when the stream gets here: after the puts before it have left (each put's callback waits for that).
-  stream.host_callback([this, peer, message] { send_control(peer, message); });
+  on_application_stream(stream, [this, peer, message] { send_control(peer, message); });
 }
 
 #else  // built without libfabric: uses_net() is always false, so none of these is reached
