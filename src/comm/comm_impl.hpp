@@ -18,6 +18,7 @@
 #include <pickle/communicator.hpp>
 
 #include "comm/control.hpp"
+#include "comm/landed_prefix.hpp"
 #include "comm/signal_area.hpp"
 #include "comm/staging_pool.hpp"
 #include "core/format.hpp"
@@ -228,7 +229,7 @@ struct Communicator::Impl {
     // net transport: puts this rank wrote to the peer, puts of the peer that landed here, and the peer's signals
     // waiting for its earlier puts to land.
     std::uint64_t net_puts_sent = 0;
-    std::uint64_t net_puts_landed = 0;
+    comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
     // net sends whose writes are under way, by the receiver's slot: a failure of the peer completes them with an
     // error (their writes' completion never comes).

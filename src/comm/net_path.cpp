@@ -115,9 +115,9 @@ void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " put ", m.bytes, " bytes at offset ", m.offset,
                             " into window ", m.window, ", which is not that large here"));
   }
-  auto landed = [this, peer] {
+  auto landed = [this, peer, sequence = m.message & 0x7fffffffu] {
     std::lock_guard lock(mutex);
-    ++peers[peer].net_puts_landed;
+    peers[peer].net_puts_landed.land(sequence);
     release_net_signals(peer);
   };
   if (!window->staging) {
@@ -150,7 +150,7 @@ void Communicator::Impl::handle_net(int peer, const NetSignalMessage& m) {
 void Communicator::Impl::release_net_signals(int peer) {
   PeerState& state = peers[peer];
   std::erase_if(state.net_signals_waiting, [&](const NetSignalMessage& m) {
-    if (m.puts_before > state.net_puts_landed) return false;
+    if (m.puts_before > state.net_puts_landed.count()) return false;
     const int slot = static_cast<int>(m.slot);
     // Signals sent from different streams may arrive out of order: the word only moves forward.
     if (static_cast<std::int32_t>(m.value - signals->load(peer, slot)) > 0) signals->store(peer, slot, m.value);
