@@ -133,6 +133,9 @@ class Communicator {
   /// 0 bytes is a no-op. Out-of-range offsets or peers are InvalidArgument naming rank, peer, op and size.
   void put(Stream& stream, const Window& window, int peer, std::size_t dst_offset, const void* src, std::size_t bytes);
   /// Stream-ordered: after earlier work on `stream`, adds one to signal `slot` that `peer` keeps for this rank.
+  /// The n-th call writes the count n (copy engines cannot add), so the signals of one (peer, slot) must reach the
+  /// peer in the order of the calls: issue them on one stream, or order their streams (an event), as a stream that
+  /// runs an older signal after a newer one moves the count back. Calls from several threads are safe.
   void signal(Stream& stream, int peer, int slot);
   /// Stream-ordered: later work on `stream` waits until `peer` signalled `slot` of this rank `expected` times in all.
   void wait(Stream& stream, int peer, int slot, std::uint32_t expected);

@@ -405,6 +405,9 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   c.check_peer(peer, ctx);
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
+  // The count is taken and its write enqueued under the pair's channel lock: two threads signalling the slot must
+  // not enqueue their counts in the opposite order (the later write would move the peer's word back).
+  std::lock_guard signal_lock(*c.channel_send_mutex[peer]);
   std::uint32_t value;
   {
     std::lock_guard lock(c.mutex);
