@@ -160,6 +160,10 @@ struct Communicator::Impl {
   void handle_shm(int peer, const ShmPutMessage& message);
   void handle_shm(int peer, const ShmSignalMessage& message);
   void fail_peer(int peer, const std::string& reason);
+  /// fail_peer's state changes (mutex held), the first time only (then true); the released signal words go to
+  /// `released_signals`.
+  bool fail_peer_locked(int peer, const std::string& reason,
+                        std::vector<transport::shm::ShmTransport::ReleasedWord>& released_signals);
   /// Stops and joins the progress thread.
   void stop_progress();
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.

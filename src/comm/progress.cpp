@@ -158,10 +158,23 @@ void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
 }
 
 void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
-  // Streams waiting on the pair's staging rings go on; the rings stay mapped until the communicator closes.
-  if (uses_shm(peer)) shm->release(peer);
-  std::lock_guard lock(mutex);
+  std::vector<transport::shm::ShmTransport::ReleasedWord> released_signals;
+  bool first;
+  {
+    std::lock_guard lock(mutex);
+    first = fail_peer_locked(peer, reason, released_signals);
+  }
+  // Streams waiting on the pair's staging rings go on; the rings stay mapped until the communicator closes. The
+  // signal words just released are written again behind the copies the ring's receiving stream still has queued.
+  if (first && uses_shm(peer)) shm->release(peer, std::move(released_signals));
+}
+
+bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
+                                          std::vector<transport::shm::ShmTransport::ReleasedWord>& released_signals) {
   PeerState& state = peers[peer];
+  // Once only: everything pending failed the first time, later calls are refused at once, and a second release
+  // would move the words 2^31 or more ahead, where a wait reads them as behind again.
+  if (state.failed) return false;
   state.failed = true;
   state.failure = reason;
   int failed = 0;
@@ -200,9 +213,14 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
   }
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
   // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError.
-  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
+  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
+    const std::uint32_t released = signals->load(peer, slot) + 0x7fffffffu;
+    signals->store(peer, slot, released);
+    released_signals.push_back({signals->local_word_for_streams(peer, slot), released});
+  }
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
   // (our import holds it) until the communicator is destroyed.
+  return true;
 }
 
 }  // namespace pickle

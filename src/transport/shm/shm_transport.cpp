@@ -135,12 +135,27 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
   if (message.done_word != nullptr) stream.write_value(message.done_word, message.done_value);
 }
 
-void ShmTransport::release(int peer) {
+void ShmTransport::release(int peer, std::vector<ReleasedWord> done_words) {
   if (!uses(peer)) return;
   Peer& state = *peers_[peer];
   state.failed = true;
-  state.outgoing->release();
+  const std::uint32_t sent = state.outgoing->release();
   state.incoming->release();
+  // Copies already queued on the pair's streams run after this and end with write-values of older values: the sent
+  // word (which the caller's streams wait on for a source to be reusable) and the receive side's done words. Write
+  // the released values once more at the end of each stream. Through the workers directly, not post(): after any
+  // job they are running, and not skipped because the peer failed.
+  auto write_last = [this, peer](device::Stream& stream, const std::vector<ReleasedWord>& words) {
+    try {
+      for (const auto& w : words) stream.write_value(w.word, w.value);
+    } catch (const Error& e) {
+      PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer << ": releasing stream waits: " << e.what());
+    }
+  };
+  send_worker_.post([&state, write_last, sent] {
+    write_last(*state.send_stream, {{state.outgoing->sent_for_streams(), sent}});
+  });
+  recv_worker_.post([&state, write_last, words = std::move(done_words)] { write_last(*state.recv_stream, words); });
 }
 
 bool ShmTransport::synchronize_all(const Deadline& deadline) {

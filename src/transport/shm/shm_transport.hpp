@@ -56,8 +56,15 @@ class ShmTransport {
   void receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
                std::uint32_t done_value);
 
-  /// The peer failed: release every stream wait on its rings and drop its later work.
-  void release(int peer);
+  /// A word as streams address it and the value a failure leaves in it.
+  struct ReleasedWord {
+    std::uint32_t* word;
+    std::uint32_t value;
+  };
+  /// The peer failed: release every stream wait on its rings and drop its later work. `done_words` (the caller's
+  /// words that this pair's receiving stream writes, such as signal words, already released from the host) are
+  /// written once more after the copies already queued, which would otherwise store older values over them.
+  void release(int peer, std::vector<ReleasedWord> done_words = {});
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
 

@@ -103,7 +103,7 @@ std::uint32_t* StagingRing::sent_for_streams() const noexcept {
   return static_cast<std::uint32_t*>(registration_->device_address(sent_host()));
 }
 
-void StagingRing::release() noexcept {
+std::uint32_t StagingRing::release() noexcept {
   auto advance = [](std::uint32_t* flag) {
     std::atomic_ref<std::uint32_t> word(*flag);
     word.store(word.load(std::memory_order_acquire) + (1u << 30), std::memory_order_release);
@@ -113,6 +113,7 @@ void StagingRing::release() noexcept {
     advance(free_host(slot));
   }
   advance(sent_host());
+  return std::atomic_ref<std::uint32_t>(*sent_host()).load(std::memory_order_acquire);
 }
 
 }  // namespace pickle::transport::shm

@@ -50,8 +50,8 @@ class StagingRing {
   std::uint32_t* sent_for_streams() const noexcept;
 
   /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
-  /// failed, so that no stream stays blocked on a rank that will never write).
-  void release() noexcept;
+  /// failed, so that no stream stays blocked on a rank that will never write). Returns the sent word's new value.
+  std::uint32_t release() noexcept;
 
   ~StagingRing();
 
