@@ -91,15 +91,24 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
             if (reply) post_control(peer, std::move(*reply));
           },
           [&](const SendFailedMessage& m) {
-            std::lock_guard lock(mutex);
-            PeerState& state = peers[peer];
-            auto it = state.posted_recvs.find({m.tag, m.seq});
-            if (it == state.posted_recvs.end()) return;
-            RequestState& request = *it->second;
-            request.error = std::make_exception_ptr(InvalidArgument(
-                cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ", m.send_bytes,
-                    " bytes failed: ", m.reason)));
-            signals->store(peer, comm::kUserSignalSlots + request.slot, request.generation);  // release stream waits
+            std::optional<std::uint32_t> never_coming;  // the net message id the receive expected
+            {
+              std::lock_guard lock(mutex);
+              PeerState& state = peers[peer];
+              auto it = state.posted_recvs.find({m.tag, m.seq});
+              if (it == state.posted_recvs.end()) return;
+              RequestState& request = *it->second;
+              request.error = std::make_exception_ptr(InvalidArgument(
+                  cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ", m.send_bytes,
+                      " bytes failed: ", m.reason)));
+              signals->store(peer, comm::kUserSignalSlots + request.slot, request.generation);  // release stream waits
+              if (uses_net(peer) && request.ctx.bytes != 0) never_coming = net_recv_message(request.slot, request.generation);
+            }
+#ifdef PICKLE_HAVE_LIBFABRIC
+            // Its id comes round again once the slot's generation wraps (2^19 receives in that slot): it must not
+            // still be expected then.
+            if (never_coming) net->forget(peer, *never_coming);
+#endif
           },
           [&](const ShmSendMessage& m) { handle_shm(peer, m); },
           [&](const ShmPutMessage& m) { handle_shm(peer, m); },

@@ -227,6 +227,18 @@ void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, st
   if (due) s.rails.front()->wake();  // rail 0 runs the callbacks API calls find due
 }
 
+void NetTransport::forget(int peer, std::uint32_t message) {
+  std::function<void()> dropped;  // destroyed after the lock: it holds the caller's state
+  std::lock_guard lock(impl_->shared->mutex);
+  PeerLink* link = impl_->shared->peer(peer);
+  if (link == nullptr) return;
+  if (auto it = link->expected.find(message); it != link->expected.end()) {
+    dropped = std::move(it->second.on_arrived);
+    link->expected.erase(it);
+  }
+  link->arrived.erase(message);
+}
+
 bool NetTransport::flush(const Deadline& deadline) {
   while (true) {
     {

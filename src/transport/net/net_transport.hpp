@@ -83,6 +83,9 @@ class NetTransport {
   /// `bytes`, cut at the sender's chunk size) have landed; it may be called before or after they arrive.
   /// InvalidArgument when `message` from `peer` is already expected, PeerError when the peer already failed.
   void expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived);
+  /// Receiver side: `message` from `peer` will never come (its send failed): drops its expectation, without running
+  /// its callback, so that the id may be expected again. Nothing when it is not expected.
+  void forget(int peer, std::uint32_t message);
 
   /// bytes: payload written to peers (completed writes); operations: messages whose writes all completed;
   /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
