@@ -72,6 +72,10 @@ struct RequestState {
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
   std::shared_ptr<std::byte> staging;  // Recv over net, staged (GPU memory): the pinned buffer the data lands in
+  // Recv over net, staged: all of it landed and its copy into place is queued (guarded by Impl::mutex). A peer that
+  // fails after that does not fail the receive: it completes when the copy does, so the copy never writes into a
+  // buffer that the application freed after a PeerError.
+  bool landed = false;
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;

@@ -95,7 +95,11 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int 
   std::byte* landed = recv.staging.get();
   void* dst = recv.dst;
   const std::size_t bytes = recv.ctx.bytes;
-  net->expect(peer, net_recv_message(slot, generation), bytes, [this, peer, index, generation, landed, dst, bytes] {
+  net->expect(peer, net_recv_message(slot, generation), bytes, [this, peer, slot, index, generation, landed, dst, bytes] {
+    std::lock_guard lock(mutex);  // with fail_peer: either the receive failed first, or it completes
+    const auto& owner = peers[peer].slot_owner[slot];
+    if (!owner || owner->generation != generation || owner->error) return;
+    owner->landed = true;
     staging_stream->copy(dst, landed, bytes);
     staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
   });

@@ -204,7 +204,7 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
   }
   state.net_sends.clear();
   for (auto& [key, request] : state.posted_recvs) {
-    if (request->error ||
+    if (request->error || request->landed ||
         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
       continue;  // it completed (or failed) before the peer went away
     }
