@@ -119,12 +119,14 @@ PICKLE_CHILD(store_late_get) {
   Store store(discover_rank_info());
   const int rank = store.self().rank;
   require(!store.check("late"), "the key is not set yet");
+  // Rank 1's clock starts before the barrier: rank 0 cannot leave it before rank 1 entered, so the key comes at least
+  // 300 ms after this point however late rank 1 itself wakes up from the barrier.
+  Stopwatch watch;
   store.barrier("start");
   if (rank == 0) {
     std::this_thread::sleep_for(300ms);
     store.set("late", "arrived");
   } else {
-    Stopwatch watch;
     std::string value = store.get_string("late");
     require(value == "arrived", "value of the late key");
     require(watch.seconds() >= 0.25, cat("get returned after ", watch.seconds(), " s, before the key was set"));

@@ -40,20 +40,27 @@ TEST(SerialWorker, AThrowingJobDoesNotStopTheNext) {
 }
 
 TEST(SerialWorker, DrainIsBoundedAndDestructionDropsWhatHasNotStarted) {
-  std::atomic<bool> release{false}, second{false};
+  std::atomic<bool> started{false}, release{false}, second{false};
+  std::thread releaser;
   {
     SerialWorker worker("test");
     worker.post([&] {
+      started = true;
       while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
     worker.post([&] { second = true; });
+    // The first job must be running before the destructor, or it is dropped too (a loaded machine may start the
+    // worker's thread late).
+    Deadline start_limit = Deadline::after_seconds(10);
+    while (!started.load() && !start_limit.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(started.load());
     EXPECT_FALSE(worker.drain(Deadline::after_seconds(0.05)));  // the first job is still running
-    std::thread releaser([&] {
+    releaser = std::thread([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       release = true;
     });
-    releaser.detach();
   }  // the destructor waits for the running job, then drops the queued one
+  releaser.join();
   EXPECT_TRUE(release.load());
   EXPECT_FALSE(second.load());
 }
