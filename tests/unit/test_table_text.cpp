@@ -20,6 +20,11 @@ TEST(TableText, RatesKeepTwoSignificantDigitsBelowATenth) {
   EXPECT_EQ(gbps_text(0.00043), "0.00043");
   EXPECT_EQ(gbps_text(0.000123456), "0.00012");
   EXPECT_EQ(gbps_text(0.0), "0.000");  // nothing measured stays plain zero
+  // More decimals below 10 (the memcpy tables' four) keep them below 0.1 too, and still two significant digits.
+  EXPECT_EQ(gbps_text(0.5, 2, 4), "0.5000");
+  EXPECT_EQ(gbps_text(0.05, 2, 4), "0.0500");
+  EXPECT_EQ(gbps_text(0.00043, 2, 4), "0.00043");
+  EXPECT_EQ(gbps_text(12.5, 2, 4), "12.50");
   for (double rate = 1e-8; rate < 100; rate *= 1.37) {
     EXPECT_GT(std::stod(gbps_text(rate)), 0) << rate;
     EXPECT_NEAR(std::stod(gbps_text(rate)), rate, rate * 0.051) << rate;

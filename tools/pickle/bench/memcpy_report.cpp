@@ -61,8 +61,7 @@ std::string number(double value) {  // the seed's CSV precision: six significant
 }
 
 std::string ms_text(double ms) { return fixed(ms, ms < 1 ? 4 : (ms < 100 ? 3 : 1)); }
-// Four decimals from 0.1 GB/s up (the seed's tables); below, two significant digits, never 0.0000 for a real rate.
-std::string bw_text(double gbps) { return gbps < 0.1 ? gbps_text(gbps) : fixed(gbps, gbps < 10 ? 4 : 2); }
+std::string bw_text(double gbps) { return gbps_text(gbps, 2, 4); }  // the seed's tables: four decimals below 10
 
 json::Value column_json(const MemcpyColumn& column, std::size_t bytes) {
   if (!column.ran()) return json::Value();

@@ -87,9 +87,8 @@ double algbw_gbps(Mode mode, std::size_t bytes, double time_us) noexcept {
 
 namespace {
 
-/// Time and bandwidth with enough digits to compare, not more.
+/// Time with enough digits to compare, not more (bandwidth: gbps_text).
 std::string time_text(double us) { return fixed(us, us < 100 ? 2 : (us < 10000 ? 1 : 0)); }
-std::string bw_text(double gbps) { return gbps_text(gbps); }
 
 struct Key {
   std::string backend;
@@ -153,7 +152,7 @@ void print_table(const P2pReport& report, std::FILE* out) {
           double us = summarize(step->second->time_us).median;
           bandwidth[name] = algbw_gbps(mode, bytes, us);
           time = time_text(us);
-          bw = bw_text(bandwidth[name]);
+          bw = gbps_text(bandwidth[name]);
           wrong = step->second->wrong ? cat(*step->second->wrong) : std::string("N/A");
         }
         line += pad_left(time, kTimeWidth) + pad_left(bw, kBwWidth) + pad_left(wrong, kWrongWidth);

@@ -16,13 +16,16 @@ inline std::string fixed(double value, int decimals) {
   return text;
 }
 
-/// A rate in GB/s with enough digits to compare, not more: `decimals_from_ten` digits from 10 GB/s up, three below,
-/// and at least two significant digits below 0.1. A slow but real rate (a 4 KiB message on a loaded host) must never
-/// print as 0.000: a reader would take it for nothing moved, and a ratio over it would divide by zero.
-inline std::string gbps_text(double gbps, int decimals_from_ten = 2) {
+/// A rate in GB/s with enough digits to compare, not more: `decimals_from_ten` digits from 10 GB/s up,
+/// `decimals_below_ten` below, and at least two significant digits below 0.1. A slow but real rate (a 4 KiB message
+/// on a loaded host) must never print as 0.000: a reader would take it for nothing moved, and a ratio over it would
+/// divide by zero.
+inline std::string gbps_text(double gbps, int decimals_from_ten = 2, int decimals_below_ten = 3) {
   if (gbps >= 10) return fixed(gbps, decimals_from_ten);
-  int decimals = 3;
-  if (gbps > 0 && gbps < 0.1) decimals = std::min(9, 1 - static_cast<int>(std::floor(std::log10(gbps))));
+  int decimals = decimals_below_ten;
+  if (gbps > 0 && gbps < 0.1) {
+    decimals = std::max(decimals, std::min(9, 1 - static_cast<int>(std::floor(std::log10(gbps)))));
+  }
   return fixed(gbps, decimals);
 }
 

@@ -11,9 +11,6 @@
 namespace pickle::bench {
 namespace {
 
-/// GB/s with enough digits to compare, not more (as `pickle bench p2p`).
-std::string bw_text(double gbps) { return gbps_text(gbps); }
-
 /// pad_right and pad_left, but text as wide as its column still gets a space, so that cells never run together.
 std::string cell_right(const std::string& text, std::size_t width) {
   return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
@@ -61,12 +58,12 @@ void print_seed_table(const OpSection& section, std::optional<std::size_t> shown
         if (run.run != r) continue;
         auto it = run.gbps.find(bytes);
         if (run.status == RunResult::Status::Failed) cell = "FAILED";
-        else if (it != run.gbps.end()) cell = bw_text(it->second);
+        else if (it != run.gbps.end()) cell = gbps_text(it->second);
       }
       line += cell_left(cell, kRunWidth);
     }
     auto mean = c.status() == ConfigRuns::Status::Ok ? c.mean(bytes) : std::nullopt;
-    line += cell_left(mean ? bw_text(*mean) : std::string("-"), kMeanWidth);
+    line += cell_left(mean ? gbps_text(*mean) : std::string("-"), kMeanWidth);
     if (const Comparison* comparison = comparison_on_row(c.config->key)) {
       auto gain = section.gain(*comparison, bytes);
       line += std::string("  ") + (gain ? cat(gain_text(*gain), " over ", config_name(comparison->slow))
@@ -90,7 +87,7 @@ void print_size_table(const OpSection& section, std::FILE* out) {
       if (c.status() == ConfigRuns::Status::Skipped) {
         cell = "n/a";
       } else if (auto mean = c.mean(bytes)) {
-        cell = bw_text(*mean);
+        cell = gbps_text(*mean);
         if (c.status() == ConfigRuns::Status::Failed) cell += "*";  // from the runs before the failure
       } else if (c.status() == ConfigRuns::Status::Failed) {
         cell = "FAILED";
