@@ -83,13 +83,37 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
     ctx.stream().synchronize();
     return std::string();
   });
+  // Out of place, every timed call computes the same result from the same inputs, so the last repeat's output is
+  // checked too: a fault that only shows when calls run back to back (a buffer or control slot reused while a
+  // peer still needs it) lands there. In place, each call consumes the previous one's output; only the separate
+  // call below is checked.
+  const bool check_timed = options.check && !in_place;
+  std::uint64_t wrong = 0;
+  auto add_wrong = [&](const PhaseOutcome& outcome) {
+    for (const auto& payload : outcome.payloads) wrong += std::strtoull(payload.c_str(), nullptr, 10);
+  };
   for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
+    if (check_timed && repeat + 1 == options.repeats) {
+      // Every rank's poison is done before any rank's timed calls start (the phase is a barrier).
+      lockstep.phase("poison", [&] {
+        ctx.poison(where.recv, shape.recv_elems * size);
+        ctx.stream().synchronize();
+        return std::string();
+      });
+    }
     auto timed = lockstep.phase(
         "time", [&] { return exact_payload(time_calls(ctx, options.iterations, [&] { backend.enqueue(ctx, call); })); });
     if (!timed.ok) break;
     result.time_us.push_back(largest_payload(timed) * 1e3 / options.iterations);
   }
+  if (check_timed && !lockstep.failed() && options.repeats > 0 && options.iterations > 0) {
+    auto checked = lockstep.phase("check timed", [&] {
+      return cat(ctx.count_wrong(pattern_of(ctx, point, salt(0)), where.recv, shape.recv_elems));
+    });
+    if (checked.ok) add_wrong(checked);
+  }
   if (options.check) {
+    // A separate call with inputs of their own: a result left over from the timed calls cannot pass.
     auto checked = lockstep.phase("check", [&] {
       CollPattern pattern = pattern_of(ctx, point, salt(1));
       ctx.poison(where.buffer, std::max(shape.send_elems, shape.recv_elems) * size);
@@ -99,8 +123,7 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
       return cat(ctx.count_wrong(pattern, where.recv, shape.recv_elems));
     });
     if (checked.ok) {
-      std::uint64_t wrong = 0;
-      for (const auto& payload : checked.payloads) wrong += std::strtoull(payload.c_str(), nullptr, 10);
+      add_wrong(checked);
       result.wrong = wrong;
     }
   }
