@@ -27,8 +27,10 @@ std::string serialize(int rank, int round) {
              "}");
 }
 
-/// The flag rank `rank` contributes at round `round`.
-std::int32_t flag_of(int rank, int round) { return (rank + round) % 2; }
+/// The flag rank `rank` contributes at round `round`. It grows with the round (until it wraps, thousands of rounds
+/// later), so the expected sum differs from the last round's, and a rank's stale flag from an earlier round only
+/// lowers the sum: stale inputs of several ranks cannot cancel out and pass.
+std::int32_t flag_of(int rank, int round) { return (round % 4096 + 1) * (rank + 1); }
 
 /// Offsets in the two buffers: the length first, the object bytes after (64-byte aligned regions).
 constexpr std::size_t kObjectOffset = 64;
