@@ -57,6 +57,7 @@ TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
   EXPECT_TRUE(root.at("topology").contains("host"));
   EXPECT_TRUE(root.at("topology").contains("versions"));
   EXPECT_EQ(root.at("exit_code").as_int(), 0);
+  EXPECT_FALSE(root.at("gpus_shared").as_bool());  // host memory: no GPU, none shared
   for (const char* name : {"ce", "pickle"}) {
     const json::Value* backend = find_backend(root, name);
     ASSERT_NE(backend, nullptr) << name;

@@ -77,7 +77,12 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
   report.world_size = self.world_size;
   report.started_utc = utc_now();
 
-  std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind);
+  std::string shared_gpu;
+  std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind, shared_gpu);
+  if (!shared_gpu.empty()) {
+    report.gpus_shared = true;
+    report.notes.push_back(shared_gpu);  // first: the table prints it above the figures it qualifies
+  }
 
   std::size_t max_bytes =
       sweep_max_bytes(options, kind == MemoryKind::Cuda ? kCollCudaDefaultMaxBytes : kCollHostDefaultMaxBytes);

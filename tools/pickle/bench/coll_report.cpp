@@ -167,6 +167,7 @@ json::Value coll_to_json(const CollReport& report) {
                                                         : "host clock around enqueue and synchronize";
   root["options"] = std::move(options);
   root["notes"] = string_array(report.notes);
+  root["gpus_shared"] = report.gpus_shared;
 
   root["backends"] = backends_json(report.backends);
 

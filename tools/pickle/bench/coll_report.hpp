@@ -51,6 +51,7 @@ struct CollReport {
   int world_size = 0;
   std::vector<CollPoint> points;
   std::vector<std::string> notes;  ///< things the reader must know (sizes dropped, ...)
+  bool gpus_shared = false;        ///< two ranks ran on one GPU: a functional run, no link measured
   std::vector<BackendRun> backends;
   std::vector<CollResult> results;
 

@@ -56,16 +56,17 @@ std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   return std::min<std::size_t>(largest, std::max<std::size_t>(share, smallest));
 }
 
-std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind) {
+std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind,
+                                          std::string& shared_gpu) {
   std::unique_ptr<CollContext> ctx;
   const int device = kind == MemoryKind::Cuda ? rank_device(store.self().local_rank) : 0;
-  require_agreed(lockstep.phase("context",
-                                [&] {
-                                  if (kind == MemoryKind::Cuda) bind_cuda_device(device);
-                                  ctx = std::make_unique<CollContext>(store, kind, device);
-                                  return std::string();
-                                }),
-                 "creating streams and events");
+  auto context = lockstep.phase("context", [&] {
+    if (kind == MemoryKind::Cuda) bind_cuda_device(device);
+    ctx = std::make_unique<CollContext>(store, kind, device);
+    return kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
+  });
+  require_agreed(context, "creating streams and events");
+  shared_gpu = shared_gpu_note(context.payloads);
   return ctx;
 }
 

@@ -54,7 +54,9 @@ std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
                                int local_ranks);
 
 /// Binds the rank's GPU (Cuda: GPU local_rank) and makes its context, in one agreed phase.
-std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind);
+/// `shared_gpu` gets shared_gpu_note() of the ranks' GPUs: empty unless two ranks share one.
+std::unique_ptr<CollContext> make_context(Lockstep& lockstep, Store& store, MemoryKind kind,
+                                          std::string& shared_gpu);
 
 /// Probes and sets up `backend` on every rank (two agreed phases): Ok with its detail, Unavailable (absent
 /// hardware or library: a fact about this machine, not a failure) or Failed with the first rank's error.

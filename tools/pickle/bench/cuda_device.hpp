@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pickle::bench {
 
@@ -16,6 +17,15 @@ int rank_device(int local_rank);
 /// M GPU(s) (<cause>): NCCL needs a GPU per rank"), `cause` naming what made them share.
 std::string nccl_gpu_sharing_problem(int local_ranks,
                                      std::string_view cause = "--memory cuda on fewer GPUs than ranks");
+
+/// What tells this rank's GPU apart from every other rank's GPU: the host as pickle's communicator tells hosts apart,
+/// and the GPU's PCI bus id (empty in a build without CUDA).
+std::string gpu_identity(int device);
+
+/// Given each rank's gpu_identity (empty for ranks without a GPU in the run), a note for the table and the JSON when
+/// two ranks share one GPU, else empty: their transfers are copies inside one GPU by processes that take turns on it,
+/// which checks the GPU code paths and measures no link.
+std::string shared_gpu_note(const std::vector<std::string>& identities);
 
 /// cudaSetDevice(device): binds the device's primary context to this thread, for pickle's device layer and for
 /// NCCL alike (each has its own CUDA runtime; they meet in the driver's current context). CudaError on failure,

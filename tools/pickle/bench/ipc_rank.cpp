@@ -164,15 +164,18 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   const int device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   std::unique_ptr<device::Stream> stream;
   std::optional<device::FdChannel> channel;
-  require_phase(lockstep.phase("context",
-                               [&] {
-                                 if (!active) return std::string();
-                                 if (plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
-                                 stream = device::make_stream(plan.kind, device);
-                                 channel.emplace(connect_pair_channel(store, plan.nonce, "ipc"));
-                                 return std::string();
-                               }),
-                "creating the stream and the fd channel");
+  auto context = lockstep.phase("context", [&] {
+    if (!active) return std::string();
+    if (plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
+    stream = device::make_stream(plan.kind, device);
+    channel.emplace(connect_pair_channel(store, plan.nonce, "ipc"));
+    return plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
+  });
+  require_phase(context, "creating the stream and the fd channel");
+  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
+    report.gpus_shared = true;
+    report.notes.push_back(note);
+  }
 
   std::vector<std::string> methods = options.methods;
   if (plan.kind == MemoryKind::Host) methods = {"memfd"};

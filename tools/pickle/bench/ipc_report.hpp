@@ -52,6 +52,7 @@ struct IpcReport {
   std::vector<IpcRow> rows;
   IpcCacheResult cache;
   std::vector<std::string> notes;
+  bool gpus_shared = false;  ///< ranks 0 and 1 ran on one GPU: opens map memory of the importer's own GPU
   /// 0 when nothing failed, no byte was wrong and the cache's steady state opened nothing; 1 otherwise.
   int exit_code() const;
 };

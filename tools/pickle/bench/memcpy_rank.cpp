@@ -181,16 +181,19 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   s.kind = plan.kind;
   s.device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   const bool active = self.rank < 2;
-  require_phase(lockstep.phase("context",
-                               [&] {
-                                 if (!active) return std::string();
-                                 if (s.kind == MemoryKind::Cuda) bind_cuda_device(s.device);
-                                 s.stream = device::make_stream(s.kind, s.device);
-                                 s.start = device::make_event(s.kind, s.device);
-                                 s.stop = device::make_event(s.kind, s.device);
-                                 return std::string();
-                               }),
-                "creating the stream and events");
+  auto context = lockstep.phase("context", [&] {
+    if (!active) return std::string();
+    if (s.kind == MemoryKind::Cuda) bind_cuda_device(s.device);
+    s.stream = device::make_stream(s.kind, s.device);
+    s.start = device::make_event(s.kind, s.device);
+    s.stop = device::make_event(s.kind, s.device);
+    return s.kind == MemoryKind::Cuda ? gpu_identity(s.device) : std::string();
+  });
+  require_phase(context, "creating the stream and events");
+  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
+    report.gpus_shared = true;
+    report.notes.push_back(note);
+  }
 
   std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);

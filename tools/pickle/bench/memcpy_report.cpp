@@ -140,6 +140,7 @@ json::Value memcpy_to_json(const MemcpyReport& report) {
   options["world_size"] = report.world_size;
   root["options"] = std::move(options);
   root["notes"] = string_array(report.notes);
+  root["gpus_shared"] = report.gpus_shared;
   json::Value results = json::Value::array();
   for (const auto& row : report.rows) {
     json::Value r = json::Value::object();

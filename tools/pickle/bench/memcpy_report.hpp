@@ -44,6 +44,7 @@ struct MemcpyReport {
   int world_size = 2;
   std::vector<MemcpyRow> rows;
   std::vector<std::string> notes;
+  bool gpus_shared = false;  ///< ranks 0 and 1 ran on one GPU: a functional run, no link measured
   /// 0 when every size ran with no wrong byte; 1 otherwise.
   int exit_code() const;
 };

@@ -181,12 +181,16 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   const bool active = self.rank < 2;
   const int device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   std::optional<P2pContext> ctx;
-  require(lockstep.phase("context", [&] {
-            if (active && plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
-            ctx.emplace(store, plan.kind, device);
-            return std::string();
-          }),
-          "creating streams and events");
+  auto context = lockstep.phase("context", [&] {
+    if (active && plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
+    ctx.emplace(store, plan.kind, device);
+    return active && plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
+  });
+  require(context, "creating streams and events");
+  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
+    report.gpus_shared = true;
+    report.notes.insert(report.notes.begin(), note);  // first: the table prints it above the figures it qualifies
+  }
 
   // Sizes, then buffers for the largest, halved while they do not fit.
   std::size_t max_bytes =

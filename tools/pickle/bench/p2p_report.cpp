@@ -186,6 +186,7 @@ json::Value to_json(const P2pReport& report) {
   root["options"] = std::move(options);
 
   root["notes"] = string_array(report.notes);
+  root["gpus_shared"] = report.gpus_shared;
 
   root["backends"] = backends_json(report.backends);
 

@@ -69,6 +69,7 @@ struct P2pReport {
   int world_size = 0;
   std::vector<std::size_t> sizes;
   std::vector<std::string> notes;  ///< things the reader must know (sizes dropped for lack of memory, ...)
+  bool gpus_shared = false;        ///< ranks 0 and 1 ran on one GPU: a functional run, no link measured
   std::vector<BackendRun> backends;
   std::vector<StepResult> steps;
 

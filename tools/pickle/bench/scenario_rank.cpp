@@ -123,7 +123,12 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
   report.world_size = self.world_size;
   report.started_utc = utc_now();
 
-  std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind);
+  std::string shared_gpu;
+  std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind, shared_gpu);
+  if (!shared_gpu.empty()) {
+    report.gpus_shared = true;
+    report.notes.push_back(shared_gpu);  // first: the table prints it above the figures it qualifies
+  }
   const ScenarioPlan plan = allocate_plan(lockstep, *ctx, options, report.notes);
   report.plan = plan_json(options, plan);
   if (self.rank == 0 && plan.bytes >= (std::size_t{1} << 30)) {

@@ -42,6 +42,7 @@ json::Value scenario_to_json(const ScenarioReport& report) {
   for (const auto& [key, value] : report.plan.as_object()) options[key] = value;
   root["options"] = std::move(options);
   root["notes"] = string_array(report.notes);
+  root["gpus_shared"] = report.gpus_shared;
   root["backends"] = backends_json(report.backends);
   json::Value results = json::Value::array();
   for (const auto& run : report.runs) {

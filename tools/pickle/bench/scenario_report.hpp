@@ -34,6 +34,7 @@ struct ScenarioReport {
   int world_size = 0;
   json::Value plan = json::Value::object();  ///< the sizes the scenario ran with (after capping)
   std::vector<std::string> notes;
+  bool gpus_shared = false;  ///< two ranks ran on one GPU: a functional run, no link measured
   std::vector<BackendRun> backends;
   std::vector<ScenarioRun> runs;
 
