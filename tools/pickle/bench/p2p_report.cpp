@@ -75,6 +75,8 @@ int P2pReport::exit_code() const {
   }
   for (const auto& step : steps) {
     if (!step.error.empty() || (step.wrong && *step.wrong > 0)) return 1;
+    // pickle's steady state maps nothing: an open per transfer (what the seed's first Pickle did) fails the run.
+    if (step.mapping_opens && *step.mapping_opens > 0) return 1;
   }
   return 0;
 }
@@ -118,6 +120,13 @@ void print_table(const P2pReport& report, std::FILE* out) {
   std::fprintf(out, "# time: us per message (lat: one-way, half a round trip), median of the repeats; algbw = busbw "
                     "for p2p, GB/s (bi: both directions summed)\n");
   print_backends_and_notes(report.backends, report.notes, out);
+  for (const auto& step : report.steps) {
+    if (step.mapping_opens && *step.mapping_opens > 0) {
+      std::fprintf(out, "# FAILED: %s %s %zu B: %llu peer allocations mapped during the timed repeats (must be 0)\n",
+                   step.backend.c_str(), std::string(mode_name(step.mode)).c_str(), step.bytes,
+                   static_cast<unsigned long long>(*step.mapping_opens));
+    }
+  }
 
   std::string group = "#";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
   group += std::string(5 + 12, ' ');
