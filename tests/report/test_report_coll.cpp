@@ -143,5 +143,28 @@ TEST(ReportColl, AResultWithoutItsPlacementIsNamed) {
   EXPECT_NE(r.err.find(bad + ": results[0] lacks the key 'in_place'"), std::string::npos) << r.err;
 }
 
+TEST(ReportColl, SizesThatNoUnitWritesExactlyAreGivenInBytes) {
+  // nccl-tests' sizes on 3 ranks are whole elements per rank: 64 KiB asked gives 3 x 5461 floats = 65532 bytes,
+  // which "64 KiB" would misstate (and 1 MiB's 1048572 once printed as "1.02e+03 KiB").
+  TempDir dir("report-coll-sizes");
+  const std::string coll = dir / "coll.json";
+  Result bench = run_pickle(dir,
+                            {"bench", "coll", "-c", "allgather", "--ranks", "3", "--memory", "host", "-b", "64K", "-e",
+                             "1M", "-f", "16", "-n", "1", "-w", "0", "--json", coll, "--backend", "pickle"},
+                            std::chrono::seconds(60));
+  ASSERT_TRUE(bench.status.ok()) << bench.status.describe() << "\n" << bench.err;
+  const std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", "-o", out, coll}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  const std::string md = read_file(out + "/report.md");
+  auto found = tables(md, "| Size | pickle | #wrong |");
+  ASSERT_EQ(found.size(), 2u) << md;  // out-of-place and in-place
+  for (const auto& table : found) {
+    ASSERT_EQ(table.size(), 2u) << md;
+    EXPECT_EQ(table[0][0], "65532 B") << md;
+    EXPECT_EQ(table[1][0], "1048572 B") << md;
+  }
+}
+
 }  // namespace
 }  // namespace pickle::test
