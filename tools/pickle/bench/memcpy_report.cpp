@@ -122,6 +122,11 @@ void write_memcpy_csv(const MemcpyReport& report, const std::string& path) {
     if (!row.error.empty()) continue;  // a size that failed has no numbers to put in the seed's shape
     file << seed_size(row.bytes);
     for (const MemcpyColumn* column : {&row.async, &row.sync, &row.overhead}) {
+      // A column that never ran (a later size failed before its pass came) is "nan", never a measured-looking 0.
+      if (!column->ran()) {
+        file << ", nan, nan";
+        continue;
+      }
       double ms = column->mean_ms();
       file << ", " << number(ms) << ", " << number(memcpy_gbps(row.bytes, ms));
     }
