@@ -11,6 +11,8 @@
 #   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
+# Result files record the sources' commit (versions.pickle_revision); the device machine's copy of the tree does not
+# carry its history, so call this with PICKLE_SOURCE_REVISION=<the commit of the tree you sent>.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-session-out}

@@ -1,6 +1,7 @@
 #include "topology/topology.hpp"
 
 #include <pickle/error.hpp>
+#include <pickle/source_revision.hpp>
 #include <pickle/version.hpp>
 
 #include "core/format.hpp"
@@ -78,6 +79,8 @@ Topology discover(const DiscoverOptions& options) {
   }
 
   topology.versions.pickle = PICKLE_VERSION_STRING;
+  topology.versions.revision = PICKLE_SOURCE_REVISION;
+  topology.versions.build_type = PICKLE_BUILD_TYPE;
   topology.versions.nccl = nccl_version();
   topology.versions.libfabric = libfabric_version();
   return topology;

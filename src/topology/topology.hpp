@@ -73,6 +73,8 @@ struct LibraryVersion {
 
 struct Versions {
   std::string pickle;      ///< this build, "0.1.0"
+  std::string revision;    ///< the sources' commit, "3b34479d2a1c" ("-dirty" with local changes; "unknown")
+  std::string build_type;  ///< CMAKE_BUILD_TYPE, "Release"
   int cuda_runtime = 0;    ///< cudaRuntimeGetVersion, e.g. 13000; 0 when built without CUDA
   int cuda_driver = 0;     ///< cudaDriverGetVersion: newest CUDA the driver supports; 0 when there is no driver
   std::string driver;      ///< NVML's driver version, "570.124.06"; empty when NVML is unavailable

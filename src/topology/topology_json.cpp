@@ -85,6 +85,8 @@ json::Value to_json(const Topology& topology) {
   const Versions& v = topology.versions;
   json::Value versions = json::Value::object();
   versions["pickle"] = v.pickle;
+  versions["pickle_revision"] = v.revision;
+  versions["pickle_build_type"] = v.build_type;
   versions["cuda_runtime"] = v.cuda_runtime > 0 ? json::Value(cuda_version_string(v.cuda_runtime)) : json::Value();
   versions["cuda_driver"] = v.cuda_driver > 0 ? json::Value(cuda_version_string(v.cuda_driver)) : json::Value();
   versions["driver"] = optional_string(v.driver);

@@ -184,8 +184,8 @@ Topology full_example() {
   topo.links = {{Link{LinkType::Self, 0, false}, Link{LinkType::NvSwitch, 18, true}},
                 {Link{LinkType::NvSwitch, 18, true}, Link{LinkType::Self, 0, false}}};
   topo.nvml = NvmlStatus{true, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"};
-  topo.versions = Versions{"0.1.0", 13000, 12080, "570.124.06", {true, "2.21.5", "/usr/lib/libnccl.so.2"},
-                           {true, "1.18", "/usr/lib/libfabric.so.1"}};
+  topo.versions = Versions{"0.1.0",      "3b34479d2a1c", "Release", 13000, 12080, "570.124.06",
+                           {true, "2.21.5", "/usr/lib/libnccl.so.2"}, {true, "1.18", "/usr/lib/libfabric.so.1"}};
   return topo;
 }
 

@@ -79,6 +79,9 @@ TEST(InfoCommand, JsonHasTheDocumentedShape) {
   EXPECT_TRUE(info.at("nvml").at("available").is_bool());
   const json::Value& versions = info.at("versions");
   EXPECT_FALSE(versions.at("pickle").as_string().empty());
+  // This test runs in a git checkout (CI's clone, a developer's tree): the build recorded its commit.
+  EXPECT_NE(versions.at("pickle_revision").as_string(), "unknown");
+  EXPECT_FALSE(versions.at("pickle_revision").as_string().empty());
   for (const char* library : {"nccl", "libfabric"}) {
     const json::Value& entry = versions.at(library);
     EXPECT_EQ(entry.at("found").as_bool(), entry.at("version").is_string()) << library;

@@ -143,7 +143,7 @@ void print_versions(const Topology& topo) {
                  topology::cuda_version_string(v.cuda_driver), ")");
   }
   print_table({
-      {"pickle", v.pickle},
+      {"pickle", cat(v.pickle, " (", v.revision, v.build_type.empty() ? "" : ", ", v.build_type, ")")},
       {"driver", driver},
       {"cuda runtime", topology::cuda_version_string(v.cuda_runtime)},
       {"nvml", topo.nvml.available ? topo.nvml.detail : cat("not found (", topo.nvml.detail, ")")},
