@@ -12,6 +12,7 @@
 #include "bootstrap/store_client.hpp"
 #include "bootstrap/store_server.hpp"
 #include "bootstrap/token.hpp"
+#include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
@@ -88,9 +89,9 @@ Store::Store(const RankInfo& self, Options options) {
   check_rank_info(self);
   auto impl = std::make_unique<Impl>();
   impl->self = self;
-  // At most 2^32 ms (49 days): the wire carries waits as u32 milliseconds, and clock arithmetic must not overflow.
+  // At most kMaxWaitSeconds (23 days): waits travel as milliseconds in an int (poll) and a u32 (the wire).
   impl->timeout_seconds =
-      std::min(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds(), 4294967.0);
+      std::min(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds(), kMaxWaitSeconds);
   const std::string token = options.token.empty() ? bootstrap::job_token(self) : options.token;
   if (token.size() > bootstrap::kMaxTokenBytes) {
     throw InvalidArgument(cat("rank ", self.rank, ": store token of ", token.size(), " bytes, above the limit of ",

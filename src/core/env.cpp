@@ -1,11 +1,13 @@
 #include "core/env.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
 
 #include <pickle/error.hpp>
 
+#include "core/clock.hpp"
 #include "core/format.hpp"
 
 namespace pickle::env {
@@ -58,7 +60,7 @@ constexpr std::array kTable = {
              "Chunks the shm transport's staging ring holds per direction and pair (at least 2: double buffering)."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
-             "naming the peer."},
+             "naming the peer. Values above 2e6 (23 days) mean 2e6."},
     Variable{"PICKLE_TOKEN", "",
              "Shared secret that store clients present to rank 0; unset: derived from the job (MASTER_ADDR, "
              "MASTER_PORT, WORLD_SIZE, and the Slurm/Open MPI job id when present)."},
@@ -129,7 +131,7 @@ std::optional<std::string> foreign(const char* name) {
 double timeout_seconds() {
   double seconds = get_double("PICKLE_TIMEOUT");
   if (!(seconds > 0)) throw InvalidArgument(cat("PICKLE_TIMEOUT=", seconds, " must be a positive number of seconds"));
-  return seconds;
+  return std::min(seconds, kMaxWaitSeconds);
 }
 
 }  // namespace pickle::env

@@ -200,6 +200,17 @@ TEST(Store, GetBlocksUntilAnotherRankSetsTheKey) {
   EXPECT_TRUE(rank0.wait(30s).ok());
 }
 
+TEST(Store, AHugeTimeoutMeansALongWaitNotAnInstantFailure) {
+  // PICKLE_TIMEOUT=1e9 ("forever", while debugging) once wrapped around in the milliseconds sent with each wait:
+  // the rendezvous of a rank 300 ms late, and the get of a key set 300 ms later, failed at once.
+  const int port = free_tcp_port();
+  Child rank0("store_late_get", {}, env_for(0, 2, port, "1e9"));
+  std::this_thread::sleep_for(300ms);
+  Child rank1("store_late_get", {}, env_for(1, 2, port, "1e9"));
+  EXPECT_TRUE(rank1.wait(30s).ok());
+  EXPECT_TRUE(rank0.wait(30s).ok());
+}
+
 TEST(Store, WorldOfOneInProcess) {
   RankInfo self;  // rank 0 of 1, any free port
   Store store(self, Store::Options{.timeout_seconds = 5, .token = ""});

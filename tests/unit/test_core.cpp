@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include <pickle/error.hpp>
 
@@ -48,6 +49,8 @@ TEST(Env, DefaultsAndOverrides) {
   EXPECT_THROW(env::timeout_seconds(), InvalidArgument);
   setenv("PICKLE_TIMEOUT", "-1", 1);
   EXPECT_THROW(env::timeout_seconds(), InvalidArgument);
+  setenv("PICKLE_TIMEOUT", "1e9", 1);  // "forever": the longest wait pickle takes
+  EXPECT_DOUBLE_EQ(env::timeout_seconds(), kMaxWaitSeconds);
   unsetenv("PICKLE_TIMEOUT");
 }
 
@@ -64,6 +67,16 @@ TEST(Log, ParseConfigLevelsAndSubsystems) {
   EXPECT_TRUE(config.allows(log::Level::Error, "topology"));  // errors always pass the filter
   EXPECT_FALSE(log::parse_config("", "").allows(log::Level::Info, "x"));
   EXPECT_THROW(log::parse_config("loud", ""), InvalidArgument);
+}
+
+TEST(Clock, AHugeTimeoutIsClampedNotWrapped) {
+  // poll() takes an int of milliseconds; 3e6 s would wrap it negative (and a u32 on the store's wire).
+  auto deadline = Deadline::after_seconds(3e6);
+  EXPECT_GT(deadline.remaining_ms(), 0);
+  EXPECT_LE(deadline.remaining_ms(), static_cast<int>(kMaxWaitSeconds * 1000));
+  EXPECT_GT(Deadline::after_seconds(1e300).remaining_ms(), 0);
+  EXPECT_EQ(Deadline::after_seconds(-5).remaining_ms(), 0);
+  EXPECT_EQ(Deadline(std::chrono::milliseconds(std::int64_t{1} << 40)).remaining_ms(), std::numeric_limits<int>::max());
 }
 
 TEST(Clock, DeadlineExpires) {
