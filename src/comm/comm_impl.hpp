@@ -240,8 +240,10 @@ struct Communicator::Impl {
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
     // net sends whose writes are under way, by the receiver's slot: a failure of the peer completes them with an
-    // error (their writes' completion never comes).
-    std::map<int, std::weak_ptr<RequestState>> net_sends;
+    // error (their writes' completion never comes) and releases their "sent" words. Owned here, not weakly: a
+    // collective drops its Requests but leaves its stream waiting on their words. An entry goes when its slot is
+    // reused or the peer fails.
+    std::map<int, std::shared_ptr<RequestState>> net_sends;
   };
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;

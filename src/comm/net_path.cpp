@@ -30,11 +30,18 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   send.generation = post.generation;
   send.enqueued = true;
   const int index = comm::kUserSignalSlots + slot;
-  if (post.bytes == 0) {
-    signals->advance_sent(peer, index, post.generation);
-    return NetEmptySendMessage{.slot = post.slot, .generation = post.generation};
-  }
   if (send.after_event) stream.wait(*send.after_event);
+  if (post.bytes == 0) {
+    // In stream order like every other send, not at once: the collectives' ready handshake is an empty send that
+    // must leave only when the caller's stream has reached the call (before it, the peer would write into a
+    // buffer that this rank's earlier stream work still uses).
+    peers[peer].net_sends[slot] = request;
+    on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
+      signals->advance_sent(peer, index, generation);
+      send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
+    });
+    return std::nullopt;
+  }
   const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
   const std::uint32_t message = net_recv_message(slot, post.generation);
   transport::net::NetTransport* transport = net.get();

@@ -194,8 +194,7 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
   }
   state.pending_posts.clear();
   // Net sends under way: the transport drops their writes' completions with the peer.
-  for (auto& [slot, weak] : state.net_sends) {
-    auto send = weak.lock();
+  for (auto& [slot, send] : state.net_sends) {
     const int index = comm::kUserSignalSlots + slot;
     if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
     send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));

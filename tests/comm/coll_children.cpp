@@ -670,6 +670,72 @@ PICKLE_CHILD(coll_death_after_call) {
   return 0;
 }
 
+// The collectives whose peers write straight into this rank's receive buffer (allgather, alltoall, broadcast) after
+// this rank's earlier stream work: rank 1 holds its stream for 200 ms, then fills the receive buffer with poison,
+// then calls the collective. Peers may write only once the stream has reached the call, so the gathered data must
+// win over the poison whatever the transport. Host memory. args: memory.
+PICKLE_CHILD(coll_ready_after_stream) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), world = comm.world_size();
+  const std::size_t count = 256, block = count * 4, bytes = block * static_cast<std::size_t>(world);
+  Buffer send = comm.alloc(bytes), recv = comm.alloc(bytes);
+  Stream stream = comm.make_stream();
+  const std::vector<std::uint8_t> mine(bytes, static_cast<std::uint8_t>(rank + 1)), poison(bytes, 0xEE);
+  std::vector<std::uint8_t> got(bytes);
+  int failures = 0;
+  for (const char* name : {"allgather", "alltoall", "broadcast"}) {
+    const std::string which = name;
+    stream.impl().copy(send.data(), mine.data(), bytes);
+    if (rank == 1) stream.impl().host_callback([] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+    stream.impl().copy(recv.data(), poison.data(), bytes);
+    if (which == "allgather") comm.allgather(stream, send.data(), recv.data(), count, DataType::F32);
+    if (which == "alltoall") comm.alltoall(stream, send.data(), recv.data(), count, DataType::F32);
+    if (which == "broadcast") comm.broadcast(stream, send.data(), recv.data(), count * world, DataType::F32, 0);
+    stream.impl().copy(got.data(), recv.data(), bytes);
+    stream.synchronize();
+    for (int p = 0; p < world; ++p) {
+      const auto want = static_cast<std::uint8_t>(which == "broadcast" ? 1 : p + 1);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < block; ++i) wrong += got[static_cast<std::size_t>(p) * block + i] != want;
+      if (wrong != 0) {
+        std::fprintf(stderr, "rank %d: %s: block %d has %zu wrong bytes (the poison landed after the data)\n", rank,
+                     name, p, wrong);
+        ++failures;
+      }
+    }
+    comm.barrier();
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// A host-side send must not wait behind a collective's stream work: rank 1's stream waits for rank 0's message (tag
+// 5) and then runs an allgather; rank 0 calls the allgather and then sends the message, waiting on the host. Valid
+// on every transport (no host wait depends on a stream); a transport that queued the message behind the allgather's
+// data deadlocks. Two ranks. args: memory.
+PICKLE_CHILD(coll_send_not_behind_collective) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  const std::size_t count = 1024;
+  Buffer send = comm.alloc(count * 4), recv = comm.alloc(count * 4 * 2), note = comm.alloc(64);
+  Stream stream = comm.make_stream();
+  Stopwatch watch;
+  try {
+    if (rank == 1) {
+      comm.recv(0, 5, note.data(), 64).on_stream(stream);
+      comm.allgather(stream, send.data(), recv.data(), count, DataType::F32);
+    } else {
+      comm.allgather(stream, send.data(), recv.data(), count, DataType::F32);
+      comm.send(1, 5, note.data(), 64).wait();
+    }
+    stream.synchronize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: failed after %.2f s: %s\n", rank, watch.seconds(), e.what());
+    return 1;
+  }
+  comm.barrier();
+  return 0;
+}
+
 // 1 GiB allreduces (f32 sum out of place, bf16 sum in place), every element checked. args: memory, MiB.
 PICKLE_CHILD(coll_large) {
   Communicator comm = make_comm(args.at(0));

@@ -1,0 +1,86 @@
+// The collectives over the shm and net transports (forced with PICKLE_TRANSPORT between host ranks of one machine):
+// the rank programs of tests/comm/coll_children.cpp that the ipc transport runs in test_coll_host.cpp. Each transport
+// completes sends differently (shm: the receiver copies out of a staging ring; net: RMA writes and control
+// messages), and the collectives' ordering and failure handling must hold on each.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+void expect_all_ok(const std::vector<ExitStatus>& statuses) {
+  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
+std::vector<std::string> shm_env(const std::string& timeout) {
+  return {"PICKLE_TIMEOUT=" + timeout, "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=65536"};
+}
+std::vector<std::string> net_env(const std::string& timeout) {
+  return {"PICKLE_TIMEOUT=" + timeout, "PICKLE_TRANSPORT=net", "PICKLE_NET_IFACE=lo", "PICKLE_NET_CHUNK=65536",
+          "PICKLE_NET_LANES=2"};
+}
+
+class CollOverNet : public testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef PICKLE_HAVE_LIBFABRIC
+    GTEST_SKIP() << "built without libfabric (apt-get install libfabric-dev, then reconfigure)";
+#endif
+  }
+};
+
+TEST(CollOverShm, EveryCollectiveTypeAndOperatorMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, shm_env("60"), std::chrono::seconds(280)));
+}
+TEST_F(CollOverNet, EveryCollectiveTypeAndOperatorMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"host"}, net_env("60"), std::chrono::seconds(280)));
+}
+TEST_F(CollOverNet, StagedEveryCollectiveTypeAndOperatorMatchesTheReference) {
+  auto env = net_env("60");
+  env.push_back("PICKLE_NET_STAGING=1");
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+
+// Peers write into a rank's receive buffer only once its stream has reached the call (the ready handshake, an empty
+// send, must leave in stream order on every transport).
+TEST(CollOverShm, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
+  expect_all_ok(run_ranks("coll_ready_after_stream", 3, {"host"}, shm_env("30")));
+}
+TEST_F(CollOverNet, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
+  expect_all_ok(run_ranks("coll_ready_after_stream", 3, {"host"}, net_env("30")));
+}
+TEST(CollOverIpc, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
+  expect_all_ok(run_ranks("coll_ready_after_stream", 3, {"host"}, {"PICKLE_TIMEOUT=30"}));
+}
+
+// A dead peer fails every other rank within PICKLE_TIMEOUT, also where the collective dropped its send Requests but
+// left its stream waiting on their completion words.
+TEST_F(CollOverNet, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
+  auto statuses = run_ranks("coll_peer_death", 3, {"host"}, net_env("5"), std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+TEST_F(CollOverNet, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
+  auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, net_env("10"), std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+// A host-side send does not queue behind a collective's data that waits on the peer.
+TEST_F(CollOverNet, AHostSendDoesNotWaitBehindACollective) {
+  expect_all_ok(run_ranks("coll_send_not_behind_collective", 2, {"host"}, net_env("5"), std::chrono::seconds(60)));
+}
+TEST(CollOverIpc, AHostSendDoesNotWaitBehindACollective) {
+  expect_all_ok(run_ranks("coll_send_not_behind_collective", 2, {"host"}, {"PICKLE_TIMEOUT=5"},
+                          std::chrono::seconds(60)));
+}
+
+}  // namespace
+}  // namespace pickle::test
