@@ -3,6 +3,7 @@
 // (progress.cpp) reads every control channel and feeds the same state. Sends on a channel hold that channel's send
 // mutex only (never the state mutex), so that two ranks sending to each other can never block each other.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -61,9 +62,15 @@ struct RequestState {
   std::uint64_t seq = 0;
 
   // Send: set once the copy is enqueued. Its completion is the receiver's completion word (which the sender maps
-  // too) reaching the generation of the matched post: no event per message. Over net, the sender's own "sent" word
-  // for that slot (the receiver's word may be on another host).
+  // too) reaching the generation of the matched post: no event per message. Over net and shm, the sender's own
+  // "sent" word for that slot (the receiver's word may be on another host; over shm the receiver's stream writes
+  // both, and a peer failure releases the sender's own word without writing into the peer's memory).
   bool enqueued = false;
+  // Send over shm: the ring's chunks are reserved only once the send is matched and its source is ready (its
+  // stream has reached the call), whichever comes last, so that ring order follows readiness: a send reserved at
+  // call time behind a stream that waits on the peer would hold up every later message to that peer.
+  static constexpr int kShmMatched = 1, kShmSourceReady = 2;
+  std::atomic<int> shm_state{0};
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is
   // ordered after both already, so on_stream() with it enqueues nothing: a stream wait on a word in host memory
@@ -110,6 +117,9 @@ struct Communicator::Impl {
   /// or, for shm, where the data sits in the ring (ShmSendMessage).
   std::optional<ControlMessage> start_copy(int peer, const std::shared_ptr<RequestState>& send,
                                            const RecvPostMessage& post, device::Stream& stream);
+  /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
+  /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
+  std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
   /// Whether `peer` is reached through the shm transport.
   bool uses_shm(int peer) const { return shm && shm->uses(peer); }
   /// Whether `peer` is reached through the net transport (never in a build without libfabric).
@@ -129,7 +139,7 @@ struct Communicator::Impl {
   /// The net path of a matched send (net_path.cpp, state mutex held): an RMA write of the data straight into the
   /// posted buffer, issued from `stream` once it reaches this point; the receiver's transport sees it land and
   /// completes the recv, this rank's sees the writes complete and sets the send's "sent" word. A zero-byte send
-  /// writes nothing: it completes at once and returns the message that completes the recv.
+  /// writes nothing: when the stream reaches it, it completes and sends the message that completes the recv.
   std::optional<ControlMessage> start_net_send(int peer, const std::shared_ptr<RequestState>& send,
                                                const RecvPostMessage& post, device::Stream& stream);
   /// The receiver's side of a net recv: registers the buffer (cached) and expects the message.
@@ -243,7 +253,7 @@ struct Communicator::Impl {
     // error (their writes' completion never comes) and releases their "sent" words. Owned here, not weakly: a
     // collective drops its Requests but leaves its stream waiting on their words. An entry goes when its slot is
     // reused or the peer fails.
-    std::map<int, std::shared_ptr<RequestState>> net_sends;
+    std::map<int, std::shared_ptr<RequestState>> sends_in_flight;
   };
   std::vector<PeerState> peers;
   std::vector<std::shared_ptr<WindowState>> windows;

@@ -161,11 +161,13 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     const bool ipc_pair = !uses_shm(peer) && !uses_net(peer);
     const bool join_caller = after != nullptr && (!ipc_pair || ipc->joins_caller_stream());
     // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
-    // the peer's copy stream), an ipc send that takes turns, and every shm send (on the transport's own stream).
-    if (after != nullptr && (posts.empty() || uses_shm(peer) || !join_caller)) {
+    // the peer's copy stream), and an ipc send that takes turns. An shm send instead learns that its source is
+    // ready from a host callback on the caller's stream (below), and only then takes its place in the ring.
+    if (after != nullptr && !uses_shm(peer) && (posts.empty() || !join_caller)) {
       request->after_event = device::make_event(kind, std::max(0, device));
       after->impl().record(*request->after_event);
     }
+    if (uses_shm(peer) && after == nullptr) request->shm_state = RequestState::kShmSourceReady;
     if (!posts.empty()) {
       // The receiver is ready: the copy joins the caller's stream, or the peer's next copy stream.
       RecvPostMessage post = posts.front();
@@ -177,7 +179,22 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   }
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
   if (reply) send_control(peer, *reply);
+  if (uses_shm(peer) && after != nullptr) {
+    on_application_stream(after->impl(), [this, peer, request] {
+      if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
+    });
+  }
   return Request(request);
+}
+
+std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const std::shared_ptr<RequestState>& send,
+                                                                int step) {
+  const int other = step == RequestState::kShmMatched ? RequestState::kShmSourceReady : RequestState::kShmMatched;
+  if ((send->shm_state.fetch_or(step) & other) == 0) return std::nullopt;  // the other step comes later
+  // Both steps are done, and this thread did the last: the send takes its place in the ring now. (A peer that
+  // failed meanwhile drops the copies; its control message is lost with the channel.)
+  const std::uint64_t first = shm->send(peer, send->src, send->ctx.bytes, nullptr).first_chunk;
+  return ShmSendMessage{.tag = send->tag, .seq = send->seq, .bytes = send->ctx.bytes, .first_chunk = first};
 }
 
 std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std::shared_ptr<RequestState>& request,
@@ -192,13 +209,14 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
       throw InvalidArgument(cat(describe(ctx), " (tag ", send.tag, "): peer ", peer, " posted a recv of ", post.bytes,
                                 " bytes; sizes of a send and its recv must match"));
     }
-    if (uses_shm(peer) && post.bytes != 0) {
-      // Into the staging ring; the receiver copies it out and writes its completion word itself.
-      const std::uint64_t first = shm->send(peer, send.src, post.bytes, send.after_event).first_chunk;
+    if (uses_shm(peer)) {
+      // Into the staging ring once the source is also ready (shm_send_step); the receiver copies it out and writes
+      // its completion word and this send's "sent" word. Empty sends too: a marker chunk keeps them in ring order.
       send.slot = static_cast<int>(post.slot);
       send.generation = post.generation;
       send.enqueued = true;
-      return ShmSendMessage{.tag = send.tag, .seq = send.seq, .bytes = post.bytes, .first_chunk = first};
+      peers[peer].sends_in_flight[send.slot] = request;
+      return shm_send_step(peer, request, RequestState::kShmMatched);
     }
     if (uses_net(peer)) return start_net_send(peer, request, post, stream);
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
@@ -226,13 +244,14 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
 std::uint32_t Communicator::Impl::completion_value(const RequestState& request) const {
   const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
   if (request.kind == RequestState::Kind::Recv) return signals->load(peer, index);
-  return uses_net(peer) ? signals->load_sent(peer, index) : signals->load_remote(peer, index);
+  return uses_net(peer) || uses_shm(peer) ? signals->load_sent(peer, index) : signals->load_remote(peer, index);
 }
 
 std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestState& request) const {
   const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
   if (request.kind == RequestState::Kind::Recv) return signals->local_word_for_streams(peer, index);
-  return uses_net(peer) ? signals->sent_word_for_streams(peer, index) : signals->remote_word_for_streams(peer, index);
+  if (uses_net(peer) || uses_shm(peer)) return signals->sent_word_for_streams(peer, index);
+  return signals->remote_word_for_streams(peer, index);
 }
 
 bool Communicator::Impl::test(RequestState& request) {

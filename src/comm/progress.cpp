@@ -132,13 +132,21 @@ void Communicator::Impl::handle_shm(int peer, const ShmSendMessage& m) {
   if (!uses_shm(peer)) throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent shm data but uses ipc"));
   std::lock_guard lock(mutex);
   auto it = peers[peer].posted_recvs.find({m.tag, m.seq});
-  if (it == peers[peer].posted_recvs.end() || it->second->error || it->second->ctx.bytes != m.bytes) {
-    // The receive failed meanwhile: the chunks must still be consumed, or the ring falls out of step.
+  if (it == peers[peer].posted_recvs.end()) {
+    // The receive failed and went meanwhile: the chunks must still be consumed, or the ring falls out of step.
     shm->receive(peer, m.first_chunk, nullptr, m.bytes, nullptr, 0);
     return;
   }
   const RequestState& request = *it->second;
-  shm->receive(peer, m.first_chunk, request.dst, m.bytes, completion_word_for_streams(request), request.generation);
+  const int index = comm::kUserSignalSlots + request.slot;
+  std::uint32_t* sender_word = signals->remote_sent_word_for_streams(peer, index);
+  if (request.error || request.ctx.bytes != m.bytes) {
+    // The receive failed meanwhile: consume the chunks, and complete the send (its data is dropped).
+    shm->receive(peer, m.first_chunk, nullptr, m.bytes, nullptr, request.generation, sender_word);
+    return;
+  }
+  shm->receive(peer, m.first_chunk, request.dst, m.bytes, completion_word_for_streams(request), request.generation,
+               sender_word);
 }
 
 void Communicator::Impl::handle_shm(int peer, const ShmPutMessage& m) {
@@ -194,14 +202,14 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
   }
   state.pending_posts.clear();
   // Net sends under way: the transport drops their writes' completions with the peer.
-  for (auto& [slot, send] : state.net_sends) {
+  for (auto& [slot, send] : state.sends_in_flight) {
     const int index = comm::kUserSignalSlots + slot;
     if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
     send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
     signals->advance_sent(peer, index, send->generation);  // release stream waits
     ++failed;
   }
-  state.net_sends.clear();
+  state.sends_in_flight.clear();
   for (auto& [key, request] : state.posted_recvs) {
     if (request->error || request->landed ||
         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {

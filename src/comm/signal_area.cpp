@@ -88,6 +88,12 @@ std::uint32_t* SignalArea::remote_word_for_streams(int peer, int index) const {
   return static_cast<std::uint32_t*>(remote.registration->device_address(word_in(remote.memory->data(), rank_, index)));
 }
 
+std::uint32_t* SignalArea::remote_sent_word_for_streams(int peer, int index) const {
+  const Remote& remote = mapped(peer);
+  return static_cast<std::uint32_t*>(
+      remote.registration->device_address(word_in(remote.memory->data(), world_ + rank_, index)));
+}
+
 std::uint32_t SignalArea::load(int peer, int index) const {
   return std::atomic_ref<std::uint32_t>(*local_word(peer, index)).load(std::memory_order_acquire);
 }

@@ -6,7 +6,9 @@
 // copy engines write it and streams wait on it without any kernel. Peers on other hosts map nothing: their words
 // are set here, by the progress and transport threads, when their messages arrive. A second block per peer holds
 // "sent" words: a send over the net transport completes when its writes did, here, not when the receiver's word
-// (which this rank may not be able to read) moves.
+// (which this rank may not be able to read) moves; a send over shm when the receiver's stream, having copied the
+// message out of the ring, writes it. A sender's own word can be released from here when the peer fails, without
+// writing into the peer's memory.
 
 #include <atomic>
 #include <cstdint>
@@ -44,6 +46,9 @@ class SignalArea {
   /// This rank's "sent" word `index` for `peer`: as the host sees it, and as streams address it.
   std::uint32_t* sent_word(int peer, int index) const;
   std::uint32_t* sent_word_for_streams(int peer, int index) const;
+  /// `peer`'s "sent" word `index` for this rank, as this rank's streams address it (same host only): the shm
+  /// transport's receiving stream completes the sender's send there once it has copied the message out.
+  std::uint32_t* remote_sent_word_for_streams(int peer, int index) const;
 
   /// Acquire-load of a local word from the host.
   std::uint32_t load(int peer, int index) const;

@@ -60,12 +60,24 @@ TEST(CollOverIpc, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
 
 // A dead peer fails every other rank within PICKLE_TIMEOUT, also where the collective dropped its send Requests but
 // left its stream waiting on their completion words.
+TEST(CollOverShm, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
+  auto statuses = run_ranks("coll_peer_death", 3, {"host"}, shm_env("5"), std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
 TEST_F(CollOverNet, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
   auto statuses = run_ranks("coll_peer_death", 3, {"host"}, net_env("5"), std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
     EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
   }
+}
+TEST(CollOverShm, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
+  auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, shm_env("10"), std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 TEST_F(CollOverNet, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
   auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, net_env("10"), std::chrono::seconds(60));
@@ -74,6 +86,9 @@ TEST_F(CollOverNet, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
 }
 
 // A host-side send does not queue behind a collective's data that waits on the peer.
+TEST(CollOverShm, AHostSendDoesNotWaitBehindACollective) {
+  expect_all_ok(run_ranks("coll_send_not_behind_collective", 2, {"host"}, shm_env("5"), std::chrono::seconds(60)));
+}
 TEST_F(CollOverNet, AHostSendDoesNotWaitBehindACollective) {
   expect_all_ok(run_ranks("coll_send_not_behind_collective", 2, {"host"}, net_env("5"), std::chrono::seconds(60)));
 }

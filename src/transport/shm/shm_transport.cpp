@@ -100,11 +100,11 @@ void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte
 }
 
 void ShmTransport::receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
-                           std::uint32_t done_value) {
+                           std::uint32_t done_value, std::uint32_t* sender_word) {
   if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
   Peer& state = *peers_[peer];
   std::lock_guard lock(mutex_);
-  state.out_of_order.emplace(first_chunk, Pending{dst, bytes, done_word, done_value});
+  state.out_of_order.emplace(first_chunk, Pending{dst, bytes, done_word, done_value, sender_word});
   // Queue every message whose turn has come, in ring order.
   for (auto it = state.out_of_order.begin(); it != state.out_of_order.end() && it->first == state.next_recv_chunk;
        it = state.out_of_order.erase(it)) {
@@ -133,6 +133,7 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
   }
   // write_value is a release: the data copied above is visible to whoever sees the word.
   if (message.done_word != nullptr) stream.write_value(message.done_word, message.done_value);
+  if (message.sender_word != nullptr) stream.write_value(message.sender_word, message.done_value);
 }
 
 void ShmTransport::release(int peer, std::vector<ReleasedWord> done_words) {

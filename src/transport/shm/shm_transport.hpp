@@ -52,9 +52,10 @@ class ShmTransport {
   Reservation send(int peer, const void* src, std::size_t bytes, std::shared_ptr<device::Event> after);
 
   /// Receiver: the message of `bytes` at `first_chunk` of `peer`'s ring goes to `dst` (nullptr: consume and drop),
-  /// then `*done_word = done_value` (when `done_word` is set) in stream order. Queued in ring order.
+  /// then `*done_word = done_value` and `*sender_word = done_value` (each when set: this rank's completion word,
+  /// then the sender's "sent" word) in stream order. Queued in ring order.
   void receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
-               std::uint32_t done_value);
+               std::uint32_t done_value, std::uint32_t* sender_word = nullptr);
 
   /// A word as streams address it and the value a failure leaves in it.
   struct ReleasedWord {
@@ -76,6 +77,7 @@ class ShmTransport {
     std::size_t bytes;
     std::uint32_t* done_word;
     std::uint32_t done_value;
+    std::uint32_t* sender_word;
   };
   struct Peer {
     std::unique_ptr<StagingRing> outgoing, incoming;
