@@ -167,7 +167,13 @@ std::int64_t Store::add(const std::string& key, std::int64_t delta) {
 
 void Store::barrier(const std::string& name) {
   auto& s = live(impl_);
-  s.check_key(name, "barrier");
+  // The name travels inside "barrier|<name>|<call>", which must fit a key: checked before the call is counted, so
+  // that a caller who catches the error stays in step with the other ranks.
+  constexpr std::size_t kFraming = 32;
+  if (name.size() > kMaxKeyBytes - kFraming) {
+    throw InvalidArgument(cat(s.what("barrier"), ": name of ", name.size(), " bytes, above the limit of ",
+                              kMaxKeyBytes - kFraming));
+  }
   std::uint64_t call = 0;
   {
     std::lock_guard lock(s.mutex);
@@ -179,13 +185,17 @@ void Store::barrier(const std::string& name) {
 
 std::vector<std::vector<std::byte>> Store::allgather(std::span<const std::byte> mine) {
   auto& s = live(impl_);
+  // Checked before the call is counted: a caller who catches the error stays in step with the other ranks.
+  if (mine.size() > kMaxValueBytes) {
+    throw InvalidArgument(
+        cat(s.what("store allgather", mine.size()), ": above the limit of ", kMaxValueBytes, " bytes"));
+  }
   std::uint64_t call = 0;
   {
     std::lock_guard lock(s.mutex);
     call = ++s.allgather_calls;
   }
   const std::string what = s.what(cat("store allgather (call ", call, ")"), mine.size());
-  if (mine.size() > kMaxValueBytes) throw InvalidArgument(cat(what, ": above the limit of ", kMaxValueBytes, " bytes"));
   return s.gather(cat("allgather|", call), mine, what);
 }
 

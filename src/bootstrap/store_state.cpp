@@ -47,7 +47,11 @@ void StoreState::reply(ConnId conn, const Response& response, std::vector<Outgoi
 
 void StoreState::fail(ConnId conn, ErrorCode code, int peer, const std::string& message, std::vector<Outgoing>& out,
                       bool close_after) {
-  reply(conn, ErrorResponse{static_cast<std::uint32_t>(code), peer, message}, out, close_after);
+  // Clients take error messages of up to 16 KiB; a message naming several 4 KiB keys could exceed that and turn a
+  // clear timeout into a malformed frame. Cut it well below.
+  constexpr std::size_t kMaxMessageBytes = 8192;
+  std::string text = message.size() > kMaxMessageBytes ? message.substr(0, kMaxMessageBytes) + " ..." : message;
+  reply(conn, ErrorResponse{static_cast<std::uint32_t>(code), peer, std::move(text)}, out, close_after);
 }
 
 void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const std::string& peer,

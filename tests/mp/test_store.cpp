@@ -224,6 +224,10 @@ TEST(Store, WorldOfOneInProcess) {
   ASSERT_EQ(blobs.size(), 1u);
   EXPECT_EQ(blobs[0], bytes_of("mine"));
   EXPECT_THROW(store.set(std::string(5000, 'k'), "v"), InvalidArgument);
+  // A barrier name that fits a key but not the framing around it: refused here, and the store keeps working (the
+  // server used to reject the frame and drop this rank).
+  EXPECT_THROW(store.barrier(std::string(4090, 'b')), InvalidArgument);
+  store.barrier("after a refused name");
   EXPECT_THROW(store.add("k", 1), InvalidArgument);  // "v" is not an integer
 }
 

@@ -157,6 +157,22 @@ TEST(StoreState, GetTimeoutNamesTheKey) {
   EXPECT_EQ(error_of(h.tick(std::chrono::milliseconds(250)).at(0)).message, "keys 'a', 'b' were not set within 0.2 s");
 }
 
+TEST(StoreState, ATimeoutNamingManyLongKeysStaysWithinTheClientsMessageLimit) {
+  // Clients refuse error messages above 16 KiB (a malformed frame): 5 keys of 4000 bytes must still come back as a
+  // Timeout that names them.
+  StateHarness h(1);
+  h.join_all(1);
+  std::vector<std::string> keys;
+  for (char c : std::string("abcde")) keys.push_back(std::string(4000, c));
+  h.send(100, WaitRequest{keys, 200});
+  const auto answers = h.tick(std::chrono::milliseconds(250));
+  ASSERT_EQ(answers.size(), 1u);
+  const auto& error = error_of(answers[0]);
+  EXPECT_EQ(error.code, static_cast<std::uint32_t>(ErrorCode::Timeout));
+  EXPECT_LE(error.message.size(), 8192u + 4u);
+  EXPECT_EQ(error.message.rfind("keys 'aaaa", 0), 0u);
+}
+
 TEST(StoreState, AddRejectsNonIntegersAndOverflow) {
   StateHarness h(1);
   h.join_all(1);
