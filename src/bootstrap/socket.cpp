@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -123,7 +125,44 @@ void make_nonblocking_nodelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-Listener listen_tcp(const std::string& host, int port) {
+namespace {
+
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* in4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(in4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return in6->sin6_addr.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+/// Binds `fd` to the wildcard address of `family` at `port`; returns bind()'s result.
+int bind_wildcard(int fd, int family, int port) {
+  sockaddr_storage any{};
+  socklen_t length = 0;
+  if (family == AF_INET6) {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(any);
+    in6.sin6_family = AF_INET6;
+    in6.sin6_addr = in6addr_any;
+    in6.sin6_port = htons(static_cast<std::uint16_t>(port));
+    length = sizeof(sockaddr_in6);
+  } else {
+    auto& in4 = reinterpret_cast<sockaddr_in&>(any);
+    in4.sin_family = AF_INET;
+    in4.sin_addr.s_addr = htonl(INADDR_ANY);
+    in4.sin_port = htons(static_cast<std::uint16_t>(port));
+    length = sizeof(sockaddr_in);
+  }
+  return ::bind(fd, reinterpret_cast<sockaddr*>(&any), length);
+}
+
+}  // namespace
+
+Listener listen_tcp(const std::string& host, int port, bool other_hosts_connect) {
   AddrInfo ai;
   std::string error;
   if (!resolve(host, port, false, ai, error)) throw InvalidArgument(cat("store address: ", error));
@@ -137,27 +176,21 @@ Listener listen_tcp(const std::string& host, int port) {
     int one = 1;
     // Lets the next job bind the same MASTER_PORT while connections of this one linger in TIME_WAIT.
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int rc = ::bind(fd.get(), a->ai_addr, a->ai_addrlen);
-    if (rc != 0 && errno == EADDRNOTAVAIL) {
-      // MASTER_ADDR names this host by an address it does not own (NAT, alias): listen on every interface.
-      sockaddr_storage any{};
-      socklen_t any_len = 0;
-      if (a->ai_family == AF_INET6) {
-        auto& in6 = reinterpret_cast<sockaddr_in6&>(any);
-        in6.sin6_family = AF_INET6;
-        in6.sin6_addr = in6addr_any;
-        in6.sin6_port = htons(static_cast<std::uint16_t>(port));
-        any_len = sizeof(sockaddr_in6);
-      } else {
-        auto& in4 = reinterpret_cast<sockaddr_in&>(any);
-        in4.sin_family = AF_INET;
-        in4.sin_addr.s_addr = htonl(INADDR_ANY);
-        in4.sin_port = htons(static_cast<std::uint16_t>(port));
-        any_len = sizeof(sockaddr_in);
+    int rc;
+    if (other_hosts_connect && is_loopback(a->ai_addr)) {
+      // The name resolves to loopback here, to a real address elsewhere: listen where the others can reach us.
+      PICKLE_LOG(Info, "bootstrap",
+                 host << " resolves to a loopback address on this host, and ranks of other hosts will connect: "
+                         "listening on every interface");
+      rc = bind_wildcard(fd.get(), a->ai_family, port);
+    } else {
+      rc = ::bind(fd.get(), a->ai_addr, a->ai_addrlen);
+      if (rc != 0 && errno == EADDRNOTAVAIL) {
+        // MASTER_ADDR names this host by an address it does not own (NAT, alias): listen on every interface.
+        PICKLE_LOG(Warn, "bootstrap",
+                   host << " is not an address of this host; the store listens on every interface instead");
+        rc = bind_wildcard(fd.get(), a->ai_family, port);
       }
-      PICKLE_LOG(Warn, "bootstrap",
-                 host << " is not an address of this host; the store listens on every interface instead");
-      rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&any), any_len);
     }
     if (rc != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
       last_errno = errno;
@@ -246,6 +279,45 @@ std::string local_address_towards(const std::string& host, int port) {
     throw SystemError(cat("the local address towards ", host), errno);
   }
   return format_host(local);
+}
+
+bool is_loopback_address(const std::string& address) {
+  sockaddr_storage parsed{};
+  if (inet_pton(AF_INET, address.c_str(), &reinterpret_cast<sockaddr_in&>(parsed).sin_addr) == 1) {
+    parsed.ss_family = AF_INET;
+  } else if (inet_pton(AF_INET6, address.c_str(), &reinterpret_cast<sockaddr_in6&>(parsed).sin6_addr) == 1) {
+    parsed.ss_family = AF_INET6;
+  } else {
+    return false;
+  }
+  return is_loopback(reinterpret_cast<const sockaddr*>(&parsed));
+}
+
+std::string non_loopback_address_like(const std::string& address) {
+  const int family = address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) throw SystemError("getifaddrs", errno);
+  std::string found;
+  for (ifaddrs* entry = list; entry != nullptr && found.empty(); entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != family) continue;
+    if ((entry->ifa_flags & IFF_UP) == 0 || (entry->ifa_flags & IFF_LOOPBACK) != 0 || is_loopback(entry->ifa_addr)) {
+      continue;
+    }
+    if (family == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr)) {
+      continue;  // needs a scope id that the other hosts would not know
+    }
+    sockaddr_storage copy{};
+    std::memcpy(&copy, entry->ifa_addr, family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    found = format_host(copy);
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    throw SystemError(cat("no network interface of this host has a non-loopback ",
+                          family == AF_INET6 ? "IPv6" : "IPv4", " address for ranks of other hosts to reach"),
+                      0);
+  }
+  return found;
 }
 
 std::string peer_address(int fd) {

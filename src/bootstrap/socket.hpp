@@ -13,12 +13,14 @@ namespace pickle::bootstrap {
 
 
 /// A listening, non-blocking TCP socket bound to host:port (port 0: any free port). The host's own address is
-/// tried first; when it is not an address of this machine (EADDRNOTAVAIL), the wildcard address of its family.
+/// tried first; when it is not an address of this machine (EADDRNOTAVAIL), the wildcard address of its family. With
+/// `other_hosts_connect`, a loopback address (a hostname that /etc/hosts maps to 127.0.1.1, as Debian does, while
+/// other hosts resolve it through DNS) is replaced by the wildcard too: a listener on loopback refuses them all.
 struct Listener {
   UniqueFd fd;
   int port = 0;  ///< the port actually bound
 };
-Listener listen_tcp(const std::string& host, int port);
+Listener listen_tcp(const std::string& host, int port, bool other_hosts_connect = false);
 
 /// Connects to host:port, retrying refused or unreachable attempts with a short backoff until the deadline.
 /// Returns an invalid UniqueFd when the deadline passes; last_error then says what the last attempt got.
@@ -43,6 +45,14 @@ IoStatus recv_some(int fd, std::span<std::byte> buffer, std::size_t& received, c
 /// its own address; no packet is sent). SystemError when there is no route, InvalidArgument when `host` does not
 /// resolve.
 std::string local_address_towards(const std::string& host, int port);
+
+/// An address of this host that other hosts can reach, of the same family as `address` (the first non-loopback
+/// address of an interface that is up), for when the route towards the store is loopback (this host is the
+/// store's). SystemError when there is none.
+std::string non_loopback_address_like(const std::string& address);
+
+/// Whether `address` (a numeric IPv4 or IPv6 address) is a loopback address.
+bool is_loopback_address(const std::string& address);
 
 /// "127.0.0.1:51234" for a connected socket's peer ("?" when unknown): for log lines about strangers.
 std::string peer_address(int fd);

@@ -98,8 +98,10 @@ Store::Store(const RankInfo& self, Options options) {
                               bootstrap::kMaxTokenBytes));
   }
   if (self.rank == 0) {
+    // Fewer ranks on this host than in the job: others will connect from elsewhere.
+    const bool other_hosts = self.local_world_size < self.world_size;
     impl->server = std::make_unique<bootstrap::StoreServer>(self.master_addr, self.master_port, self.world_size, token,
-                                                            impl->timeout_seconds);
+                                                            impl->timeout_seconds, other_hosts);
     impl->self.master_port = impl->server->port();
   }
   // On failure impl's destructor stops rank 0's server at once: the other ranks see the connection close.

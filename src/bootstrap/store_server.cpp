@@ -301,8 +301,10 @@ void StoreServer::Impl::close_finished(TimePoint now) {
   }
 }
 
-StoreServer::StoreServer(const std::string& host, int port, int world_size, std::string token, double timeout_seconds)
-    : impl_(std::make_unique<Impl>(listen_tcp(host, port), world_size, std::move(token), timeout_seconds)) {
+StoreServer::StoreServer(const std::string& host, int port, int world_size, std::string token, double timeout_seconds,
+                         bool other_hosts_connect)
+    : impl_(std::make_unique<Impl>(listen_tcp(host, port, other_hosts_connect), world_size, std::move(token),
+                                   timeout_seconds)) {
   PICKLE_LOG(Info, "bootstrap", "store: rank 0 serves " << world_size << " ranks on " << host << ":" << impl_->listener.port);
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }

@@ -14,7 +14,10 @@ class StoreServer {
  public:
   /// Listens on host:port (port 0: any free port) before returning, so that a taken port fails here, then serves
   /// in a background thread. A connection that has not sent a valid Hello within timeout_seconds is dropped.
-  StoreServer(const std::string& host, int port, int world_size, std::string token, double timeout_seconds);
+  /// `other_hosts_connect`: ranks of other hosts take part, so a host name that resolves to loopback here listens
+  /// on every interface instead (listen_tcp).
+  StoreServer(const std::string& host, int port, int world_size, std::string token, double timeout_seconds,
+              bool other_hosts_connect = false);
   /// Stops serving at once (pending answers already queued are sent on a best-effort basis).
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;

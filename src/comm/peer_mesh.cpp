@@ -88,7 +88,9 @@ std::vector<std::optional<device::FdChannel>> connect_peer_mesh(Store& store, co
   // Ranks on other hosts reach us over TCP, on the interface that routes to the store (as NCCL's bootstrap does).
   bootstrap::Listener tcp_listener;
   if (any_remote) {
-    const std::string address = bootstrap::local_address_towards(self.master_addr, self.master_port);
+    std::string address = bootstrap::local_address_towards(self.master_addr, self.master_port);
+    // On the store's own host the route towards it is loopback, which the ranks of other hosts cannot dial.
+    if (bootstrap::is_loopback_address(address)) address = bootstrap::non_loopback_address_like(address);
     tcp_listener = bootstrap::listen_tcp(address, 0);
     store.set(cat(key_prefix, "control/", rank), cat(address, " ", tcp_listener.port));
   }
