@@ -11,6 +11,7 @@
 #include "coll_backend.hpp"
 #include "coll_context.hpp"
 #include "coll_report.hpp"
+#include "cuda_device.hpp"
 #include "coll_session.hpp"
 #include "coll_step.hpp"
 #include "core/format.hpp"
@@ -79,10 +80,7 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
 
   std::string shared_gpu;
   std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind, shared_gpu);
-  if (!shared_gpu.empty()) {
-    report.gpus_shared = true;
-    report.notes.push_back(shared_gpu);  // first: the table prints it above the figures it qualifies
-  }
+  record_shared_gpu(report, std::move(shared_gpu));
 
   std::size_t max_bytes =
       sweep_max_bytes(options, kind == MemoryKind::Cuda ? kCollCudaDefaultMaxBytes : kCollHostDefaultMaxBytes);

@@ -5,6 +5,7 @@
 // processes on one GPU: a check that the GPU code paths work, not a measurement of a link (and NCCL refuses it).
 
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,16 @@ std::string gpu_identity(int device);
 /// two ranks share one GPU, else empty: their transfers are copies inside one GPU by processes that take turns on it,
 /// which checks the GPU code paths and measures no link.
 std::string shared_gpu_note(const std::vector<std::string>& identities);
+
+/// Records a note that ranks share a GPU (shared_gpu_note, or interference's own) in a suite's report: first among
+/// its notes, so that the table prints it above the figures it qualifies, and `gpus_shared` for the result file.
+/// Nothing when `note` is empty.
+template <class Report>
+void record_shared_gpu(Report& report, std::string note) {
+  if (note.empty()) return;
+  report.gpus_shared = true;
+  report.notes.insert(report.notes.begin(), std::move(note));
+}
 
 /// cudaSetDevice(device): binds the device's primary context to this thread, for pickle's device layer and for
 /// NCCL alike (each has its own CUDA runtime; they meet in the driver's current context). CudaError on failure,

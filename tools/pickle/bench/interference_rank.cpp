@@ -137,10 +137,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   report.started_utc = plan.started_utc;
   report.world_size = self.world_size;
   report.allgather_ranks = s.plan.allgather_ranks();
-  if (std::string note = gpu_sharing_note(local_ranks, gpus); !note.empty()) {
-    report.gpus_shared = true;
-    report.notes.push_back(note);  // first: the table prints it on stdout above the figures it qualifies
-  }
+  record_shared_gpu(report, gpu_sharing_note(local_ranks, gpus));
 
   require_phase(lockstep.phase("context", [&] {
                   if (!s.active()) return std::string();

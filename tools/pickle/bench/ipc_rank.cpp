@@ -172,10 +172,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
     return plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
   });
   require_phase(context, "creating the stream and the fd channel");
-  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
-    report.gpus_shared = true;
-    report.notes.push_back(note);
-  }
+  record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   std::vector<std::string> methods = options.methods;
   if (plan.kind == MemoryKind::Host) methods = {"memfd"};

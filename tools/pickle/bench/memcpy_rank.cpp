@@ -190,10 +190,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
     return s.kind == MemoryKind::Cuda ? gpu_identity(s.device) : std::string();
   });
   require_phase(context, "creating the stream and events");
-  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
-    report.gpus_shared = true;
-    report.notes.push_back(note);
-  }
+  record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);

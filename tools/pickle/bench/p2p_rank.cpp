@@ -187,10 +187,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
     return active && plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
   });
   require(context, "creating streams and events");
-  if (std::string note = shared_gpu_note(context.payloads); !note.empty()) {
-    report.gpus_shared = true;
-    report.notes.insert(report.notes.begin(), note);  // first: the table prints it above the figures it qualifies
-  }
+  record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   // Sizes, then buffers for the largest, halved while they do not fit.
   std::size_t max_bytes =

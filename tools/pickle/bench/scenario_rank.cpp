@@ -11,6 +11,7 @@
 #include "coll_backend.hpp"
 #include "coll_context.hpp"
 #include "coll_session.hpp"
+#include "cuda_device.hpp"
 #include "core/format.hpp"
 #include "environment.hpp"
 #include "lockstep.hpp"
@@ -125,10 +126,7 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
 
   std::string shared_gpu;
   std::unique_ptr<CollContext> ctx = make_context(lockstep, store, kind, shared_gpu);
-  if (!shared_gpu.empty()) {
-    report.gpus_shared = true;
-    report.notes.push_back(shared_gpu);  // first: the table prints it above the figures it qualifies
-  }
+  record_shared_gpu(report, std::move(shared_gpu));
   const ScenarioPlan plan = allocate_plan(lockstep, *ctx, options, report.notes);
   report.plan = plan_json(options, plan);
   if (self.rank == 0 && plan.bytes >= (std::size_t{1} << 30)) {
