@@ -249,8 +249,8 @@ struct Communicator::Impl {
     std::uint64_t net_puts_sent = 0;
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
-    // net sends whose writes are under way, by the receiver's slot: a failure of the peer completes them with an
-    // error (their writes' completion never comes) and releases their "sent" words. Owned here, not weakly: a
+    // net and shm sends under way (they complete on this rank's "sent" words), by the receiver's slot: a failure of
+    // the peer completes them with an error and releases their words. Owned here, not weakly: a
     // collective drops its Requests but leaves its stream waiting on their words. An entry goes when its slot is
     // reused or the peer fails.
     std::map<int, std::shared_ptr<RequestState>> sends_in_flight;

@@ -30,12 +30,12 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   send.generation = post.generation;
   send.enqueued = true;
   const int index = comm::kUserSignalSlots + slot;
+  peers[peer].sends_in_flight[slot] = request;
   if (send.after_event) stream.wait(*send.after_event);
   if (post.bytes == 0) {
     // In stream order like every other send, not at once: the collectives' ready handshake is an empty send that
     // must leave only when the caller's stream has reached the call (before it, the peer would write into a
     // buffer that this rank's earlier stream work still uses).
-    peers[peer].sends_in_flight[slot] = request;
     on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
       signals->advance_sent(peer, index, generation);
       send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
@@ -49,7 +49,6 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const void* src = send.src;
   const std::size_t bytes = post.bytes;
   const std::uint32_t generation = post.generation;
-  peers[peer].sends_in_flight[slot] = request;
   if (!stage_net) {
     // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
     // its progress threads. The Request completes when the writes did (the source may then be reused).

@@ -201,7 +201,8 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
     sends.clear();
   }
   state.pending_posts.clear();
-  // Net sends under way: the transport drops their writes' completions with the peer.
+  // Net and shm sends under way: nothing will move their "sent" words now (net: the transport drops their writes'
+  // completions with the peer; shm: the peer's stream will not copy them out), so release them from here.
   for (auto& [slot, send] : state.sends_in_flight) {
     const int index = comm::kUserSignalSlots + slot;
     if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
