@@ -4,16 +4,11 @@
 
 #include <signal.h>
 
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
-
-void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-  }
-}
 
 class CollMatrix : public testing::TestWithParam<int> {};
 TEST_P(CollMatrix, EveryCollectiveTypeAndOperatorMatchesTheReference) {

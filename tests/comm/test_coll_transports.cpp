@@ -6,16 +6,11 @@
 
 #include <signal.h>
 
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
-
-void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-  }
-}
 
 std::vector<std::string> shm_env(const std::string& timeout) {
   return {"PICKLE_TIMEOUT=" + timeout, "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=65536"};

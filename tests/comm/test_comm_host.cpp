@@ -7,16 +7,11 @@
 
 #include <pickle/communicator.hpp>
 
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
 namespace {
-
-void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-  }
-}
 
 class CommSizes : public testing::TestWithParam<int> {};
 TEST_P(CommSizes, RingOfSendsFromOneByteTo64MiBArrivesIntact) {

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "../mp/netns_pair.hpp"
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -23,11 +24,6 @@ class Net : public testing::Test {
 #ifndef PICKLE_HAVE_LIBFABRIC
     GTEST_SKIP() << "built without libfabric (apt-get install libfabric-dev, then reconfigure)";
 #endif
-  }
-  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-    }
   }
 };
 

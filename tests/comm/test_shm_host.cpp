@@ -3,6 +3,7 @@
 // boundaries; and the choice of transport. The same rank programs run on GPUs in tests/cuda.
 #include <gtest/gtest.h>
 
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -10,12 +11,6 @@ namespace {
 
 const std::vector<std::string> kShm = {"PICKLE_TIMEOUT=60", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=65536",
                                        "PICKLE_SHM_SLOTS=3"};
-
-void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-  }
-}
 
 class ShmRanks : public testing::TestWithParam<int> {};
 TEST_P(ShmRanks, MessagesAroundChunkBoundariesArriveIntact) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "device/backends.hpp"
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -25,13 +26,6 @@ class TwoGpuTest : public testing::Test {
     if (gpus == 0) GTEST_SKIP() << "needs a GPU: " << device::cuda_unavailable_reason();
     if (gpus == 1) {
       std::printf("[info] one GPU: both ranks share GPU 0 (copies between them are device-to-device)\n");
-    }
-  }
-
-  /// Every rank exited 0; otherwise one failure per rank that did not, saying how it ended.
-  static void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-    for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-      EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
     }
   }
 };

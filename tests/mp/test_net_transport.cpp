@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
 #ifdef PICKLE_HAVE_LIBFABRIC
@@ -39,12 +40,6 @@ using transport::net::NetTransport;
 std::vector<std::string> net_env(int lanes, std::size_t chunk, int timeout = 30) {
   return {"PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=lo", "PICKLE_NET_LANES=" + std::to_string(lanes),
           "PICKLE_NET_CHUNK=" + std::to_string(chunk), "PICKLE_TIMEOUT=" + std::to_string(timeout)};
-}
-
-void expect_all_ok(const std::vector<ExitStatus>& statuses) {
-  for (std::size_t rank = 0; rank < statuses.size(); ++rank) {
-    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
-  }
 }
 
 // 64 KiB chunks: every size below lands on, just before or just after a chunk boundary, or spans many chunks.
