@@ -24,11 +24,7 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
     return;
   }
 #if PICKLE_HAVE_CUDA
-  if (inputs.size() > static_cast<std::size_t>(kMaxReduceInputs)) {
-    throw UnavailableError(cat(describe(call.ctx()), ": the CUDA reduction takes at most ", kMaxReduceInputs,
-                               " ranks; this communicator has ", inputs.size()));
-  }
-  ReduceTask task;
+  ReduceTask task;  // run_exchange checked that the inputs fit (check_reduction_fits)
   task.type = type;
   task.op = op;
   task.nranks = nranks;
@@ -46,8 +42,17 @@ std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 
 
 }  // namespace
 
+void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world) {
+  if (kind == MemoryKind::Cuda && world > kMaxReduceInputs) {
+    throw UnavailableError(cat(describe(ctx), ": the CUDA reduction takes at most ", kMaxReduceInputs,
+                               " ranks; this communicator has ", world));
+  }
+}
+
 void run_exchange(Call& call, const Exchange& x) {
   const int rank = call.rank(), world = call.world();
+  // Before the first message: failing after receives were posted would break the communicator for good.
+  if (x.consume == Exchange::Consume::Reduce) check_reduction_fits(call.ctx(), call.kind(), world);
   const std::size_t element = datatype_size(x.type);
   const std::size_t longest = x.blocks.max_length();
   if (longest == 0) return;

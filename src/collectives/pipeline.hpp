@@ -31,6 +31,11 @@ struct Exchange {
   std::size_t out_offset = 0;
 };
 
+/// UnavailableError naming the call when a reduction of `world` inputs cannot run on `kind` memory (the CUDA kernel
+/// takes at most kMaxReduceInputs). run_exchange checks it before it posts anything, so that the failure leaves the
+/// ranks in step and the communicator usable.
+void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world);
+
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);
 
