@@ -48,6 +48,8 @@ class Deadline {
     return left < std::numeric_limits<int>::max() ? static_cast<int>(left) : std::numeric_limits<int>::max();
   }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// The point itself, for condition-variable waits.
+  Clock::time_point when() const { return end_; }
 
  private:
   Clock::time_point end_;

@@ -3,13 +3,16 @@
 // launcher ends the whole job promptly with no rank left behind.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -200,10 +203,11 @@ TEST(Launch, RankIgnoringSigtermIsKilledAfterGracePeriod) {
   expect_all_dead(published_pids(dir, 2));
 }
 
-void signal_the_launcher(int sig) {
+// `env` lets a test preload a library into the launcher.
+void signal_the_launcher(int sig, const std::vector<std::string>& env = {}) {
   TempDir dir("launch");
   std::string script = std::string(kWritePid) + "exec sleep 60";
-  pid_t launcher = spawn_program(launch_argv({"-n", "3", "--", "sh", "-c", script, "sh", dir.str()}), {},
+  pid_t launcher = spawn_program(launch_argv({"-n", "3", "--", "sh", "-c", script, "sh", dir.str()}), env,
                                  dir / "launcher.out", dir / "launcher.err");
   auto deadline = std::chrono::steady_clock::now() + 10s;
   while (published_pids(dir, 3).size() < 3 && std::chrono::steady_clock::now() < deadline) {
@@ -230,6 +234,48 @@ void signal_the_launcher(int sig) {
 
 TEST(Launch, SigtermToLauncherEndsTheRanks) { signal_the_launcher(SIGTERM); }
 TEST(Launch, SigintToLauncherEndsTheRanks) { signal_the_launcher(SIGINT); }
+
+// The kernel gives a process-directed signal to any thread that does not block it: here only the preloaded library's
+// thread. The signal must still reach the launcher's loop (and be forwarded), not end the launcher outright.
+TEST(Launch, SigtermIsForwardedWhenALibraryThreadTakesIt) {
+  signal_the_launcher(SIGTERM, {std::string("LD_PRELOAD=") + PICKLE_TEST_PRELOAD});
+}
+
+// stdout is a FIFO that nobody reads (a pager the user stopped). The ranks fill it and the launcher's queue; a
+// SIGTERM must still be forwarded at once and the launcher must end, not wait for a reader that never comes.
+TEST(Launch, AStdoutNobodyReadsDoesNotKeepSignalsOut) {
+  TempDir dir("launch");
+  const std::string fifo = dir / "stdout.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // held open, never read
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  // Each rank writes far more than the FIFO and the launcher's queue hold (~8 MiB of short lines).
+  std::string script = std::string(kWritePid) + "yes pickle | head -c 8000000; exec sleep 60";
+  pid_t launcher = spawn_program(launch_argv({"-n", "2", "--", "sh", "-c", script, "sh", dir.str()}), {}, fifo,
+                                 dir / "launcher.err");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (published_pids(dir, 2).size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto pids = published_pids(dir, 2);
+  ASSERT_EQ(pids.size(), 2u) << "ranks did not start";
+  std::this_thread::sleep_for(500ms);  // let the output back up
+  auto start = std::chrono::steady_clock::now();
+  ::kill(launcher, SIGTERM);
+  auto status = wait_pid(launcher, 10s);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status.timed_out) {
+    ::kill(launcher, SIGKILL);
+    wait_pid(launcher, 5s);
+  }
+  ::close(reader);
+  std::string err = read_file(dir / "launcher.err");
+  EXPECT_TRUE(status.exited) << status.describe() << "\n" << err;
+  EXPECT_EQ(status.code, 128 + SIGTERM) << err;
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_TRUE(contains(err, "forwarding it to 2 ranks")) << err;
+  expect_all_dead(pids);
+}
 
 // A rank that writes `count` numbered lines of varying length to stdout and to stderr, in write() calls whose
 // sizes do not follow line boundaries, so that the launcher sees lines split across reads. The last line of each

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,6 +27,8 @@
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "core/unique_fd.hpp"
+#include "output_sink.hpp"
+#include "signal_channel.hpp"
 
 extern char** environ;
 
@@ -40,9 +41,6 @@ constexpr auto kKillWait = std::chrono::seconds(5);
 
 // A line longer than this without a terminator is forwarded in pieces, so one rank cannot grow our memory unbounded.
 constexpr std::size_t kMaxLine = 1 << 20;
-
-// The signals the launcher forwards to the ranks.
-constexpr std::array kForwarded = {SIGINT, SIGTERM, SIGHUP};
 
 /// A pipe whose ends are close-on-exec (a child gets its end through dup2, which clears the flag).
 struct Pipe {
@@ -61,41 +59,16 @@ void set_nonblocking(int fd) {
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) throw SystemError("launch: fcntl O_NONBLOCK", errno);
 }
 
-/// Writes everything to fd 1 or 2 in as few write() calls as the kernel allows. One whole chunk of lines goes out
-/// before the next starts, so lines of different ranks never interleave. A closed reader (EPIPE) breaks the sink;
-/// the forwarders then close the ranks' pipes, so that a rank writing there gets SIGPIPE as it would in a shell
-/// pipeline (`pickle launch -n 2 yes | head` ends).
-class Sink {
- public:
-  explicit Sink(int fd) : fd_(fd) {}
-  void write(std::string_view data) {
-    while (!broken_ && !data.empty()) {
-      ssize_t n = ::write(fd_, data.data(), data.size());
-      if (n >= 0) {
-        data.remove_prefix(static_cast<std::size_t>(n));
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{fd_, POLLOUT, 0};  // our stdout was handed to us non-blocking: wait until it drains
-        ::poll(&p, 1, -1);
-      } else if (errno != EINTR) {
-        broken_ = true;
-      }
-    }
-  }
-  bool broken() const { return broken_; }
-
- private:
-  int fd_;
-  bool broken_ = false;
-};
-
 /// One of a rank's output pipes: reads what the rank wrote and forwards it line by line, each line with the rank's
 /// prefix. '\n' ends a line; so does a lone '\r', so that progress bars redraw in place instead of piling up.
 class LineForwarder {
  public:
-  LineForwarder(UniqueFd fd, Sink& sink, std::string prefix) : fd_(std::move(fd)), sink_(&sink), prefix_(std::move(prefix)) {}
+  LineForwarder(UniqueFd fd, OutputSink& sink, std::string prefix) : fd_(std::move(fd)), sink_(&sink), prefix_(std::move(prefix)) {}
 
   int fd() const { return fd_.get(); }
   bool open() const { return fd_.valid(); }
+  /// Its sink holds too much: reading more would only grow the queue (the rank waits on its pipe meanwhile).
+  bool paused() const { return sink_->backlogged(); }
 
   /// Reads once (the fd is readable); forwards complete lines; at end of file forwards the rest and closes.
   void on_readable() {
@@ -158,7 +131,7 @@ class LineForwarder {
       out += '\n';
       pending_.clear();
     }
-    if (!out.empty()) sink_->write(out);
+    if (!out.empty()) sink_->write(std::move(out));
     if (sink_->broken()) {
       pending_.clear();
       fd_.reset();
@@ -166,60 +139,9 @@ class LineForwarder {
   }
 
   UniqueFd fd_;
-  Sink* sink_;
+  OutputSink* sink_;
   std::string prefix_;
   std::string pending_;
-};
-
-/// Blocks the signals the launcher handles and delivers them through a signalfd, so that child exits, output and
-/// signals are all events of one poll() loop (no handler, no race between a check and a wait). SIGPIPE is ignored
-/// so that a closed stdout cannot kill the launcher and orphan the ranks. The destructor restores everything.
-class SignalChannel {
- public:
-  SignalChannel() {
-    sigset_t handled;
-    sigemptyset(&handled);
-    sigaddset(&handled, SIGCHLD);
-    for (int sig : kForwarded) sigaddset(&handled, sig);
-    if (::sigprocmask(SIG_BLOCK, &handled, &original_mask_) != 0) throw SystemError("launch: sigprocmask", errno);
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    ::sigaction(SIGPIPE, &ignore, &original_sigpipe_);
-    fd_ = UniqueFd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!fd_.valid()) {
-      int err = errno;
-      restore();
-      throw SystemError("launch: signalfd", err);
-    }
-  }
-  SignalChannel(const SignalChannel&) = delete;
-  SignalChannel& operator=(const SignalChannel&) = delete;
-  ~SignalChannel() { restore(); }
-
-  int fd() const { return fd_.get(); }
-
-  /// The next pending signal, if any.
-  std::optional<int> next() {
-    signalfd_siginfo info{};
-    ssize_t n = ::read(fd_.get(), &info, sizeof info);
-    if (n != static_cast<ssize_t>(sizeof info)) return std::nullopt;
-    return static_cast<int>(info.ssi_signo);
-  }
-
-  /// What a child must restore before exec: the mask and SIGPIPE action the launcher started with.
-  const sigset_t& original_mask() const { return original_mask_; }
-  const struct sigaction& original_sigpipe() const { return original_sigpipe_; }
-
- private:
-  void restore() {
-    ::sigaction(SIGPIPE, &original_sigpipe_, nullptr);
-    ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
-  }
-
-  sigset_t original_mask_{};
-  struct sigaction original_sigpipe_ {};
-  UniqueFd fd_;
 };
 
 /// Why a child could not become the command; sent over a close-on-exec pipe that closes silently when exec works.
@@ -328,13 +250,17 @@ class Job {
     Pipe out = make_pipe(cat("rank ", r, " stdout"));
     Pipe err = make_pipe(cat("rank ", r, " stderr"));
     Pipe status = make_pipe(cat("rank ", r, " exec status"));
-    const sigset_t& child_mask = signals_.original_mask();
-    const struct sigaction& child_sigpipe = signals_.original_sigpipe();
     pid_t parent = ::getpid();
     pid_t group = pgid_;
 
+    // Blocked across fork: the child must not run the launcher's handlers (they write to the launcher's pipe).
+    const sigset_t mask = signals_.block_handled();
     pid_t pid = ::fork();
-    if (pid < 0) throw SystemError(cat("launch: fork for rank ", r, " of ", options_.nproc), errno);
+    if (pid != 0) {
+      const int fork_errno = errno;
+      ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+      if (pid < 0) throw SystemError(cat("launch: fork for rank ", r, " of ", options_.nproc), fork_errno);
+    }
     if (pid == 0) {
       // Child: async-signal-safe calls only, then exec.
       auto fail = [&](int stage) {
@@ -351,8 +277,7 @@ class Job {
       // The ranks run in a background process group: reading the terminal would stop them, so stdin is empty.
       int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-      ::sigaction(SIGPIPE, &child_sigpipe, nullptr);
-      ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+      signals_.restore_in_child(mask);
       ::execve(image.path.c_str(), image.argv_ptrs.data(), image.envp_ptrs.data());
       fail(1);
     }
@@ -443,6 +368,7 @@ class Job {
     int n = running_count();
     if (phase_ == Phase::Running) {
       exit_code_ = 128 + sig;
+      stopped_by_signal_ = true;
       message(cat("received signal ", sig, " (", ::strsignal(sig), "); forwarding it to ", n, " ", ranks_word(n)));
       begin_stop(sig);
     } else if (phase_ == Phase::Stopping) {
@@ -467,6 +393,7 @@ class Job {
   }
 
   static constexpr int kReapIntervalMs = 100;
+  static constexpr auto kFlushAfterSignal = std::chrono::seconds(1);
 
   int event_loop() {
     std::vector<pollfd> fds;
@@ -477,15 +404,14 @@ class Job {
       fds.push_back({signals_.fd(), POLLIN, 0});
       for (auto& rank : ranks_) {
         for (auto* f : {&rank.out, &rank.err}) {
-          if (*f && (*f)->open()) {
+          if (*f && (*f)->open() && !(*f)->paused()) {
             fds.push_back({(*f)->fd(), POLLIN, 0});
             forwarders.push_back(&**f);
           }
         }
       }
-      // The signal mask that feeds the signalfd is this thread's only: a thread that existed before the launcher
-      // started (the CUDA runtime's, once the caller counted GPUs) can take a SIGCHLD, and the signalfd never sees
-      // it. So child exits are also polled for, at least every kReapInterval.
+      // Every kReapInterval at least: a paused forwarder resumes once its sink drained, and child exits are polled
+      // for too (a SIGCHLD dropped on a full signal pipe).
       int timeout = deadline_ ? std::min(deadline_->remaining_ms(), kReapIntervalMs) : kReapIntervalMs;
       int ready = ::poll(fds.data(), fds.size(), timeout);
       if (ready < 0) {
@@ -502,19 +428,38 @@ class Job {
       reap();
       if (deadline_ && deadline_->expired() && running_count() > 0) on_deadline();
     }
+    flush_output();
     return exit_code_.value_or(gave_up_ ? 1 : 0);
+  }
+
+  /// After the last rank: writes out what the sinks still hold, like any program whose reader is slow. A reader who
+  /// never reads would keep the launcher forever, so a signal ends the wait, and after a stop by signal it lasts at
+  /// most kFlushAfterSignal.
+  void flush_output() {
+    const Deadline deadline = stopped_by_signal_ ? Deadline(kFlushAfterSignal) : Deadline::after_seconds(kMaxWaitSeconds);
+    while (true) {
+      const auto slice = std::chrono::milliseconds(kReapIntervalMs);
+      if (stdout_.flush(Deadline(slice)) && stderr_.flush(Deadline(slice))) return;
+      if (deadline.expired()) return;
+      while (auto sig = signals_.next()) {
+        if (*sig == SIGCHLD) continue;
+        if (!exit_code_) exit_code_ = 128 + *sig;
+        return;
+      }
+    }
   }
 
   const LaunchOptions& options_;
   SignalChannel signals_;
-  Sink stdout_;
-  Sink stderr_;
+  OutputSink stdout_;
+  OutputSink stderr_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;  // 0 until rank 0 exists: setpgid(0, 0) makes rank 0 the group's leader
   Phase phase_ = Phase::Running;
   std::optional<Deadline> deadline_;
   std::optional<int> exit_code_;
   bool gave_up_ = false;
+  bool stopped_by_signal_ = false;
 };
 
 }  // namespace
