@@ -13,10 +13,14 @@ OutputSink::OutputSink(int fd) : state_(std::make_shared<State>()) {
 }
 
 OutputSink::~OutputSink() {
+  // Normally flushed already (the launcher's last step); on an error path give the reader a moment, then drop.
+  flush(Deadline(kLastFlush));
   bool blocked = false;
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
+    for (const auto& dropped : state_->queue) state_->queued_bytes -= dropped.size();
+    state_->queue.clear();
     blocked = state_->writing;
   }
   state_->changed.notify_all();
@@ -60,7 +64,7 @@ void OutputSink::writer(int fd, std::shared_ptr<State> state) {
   std::unique_lock lock(state->mutex);
   while (true) {
     state->changed.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-    if (state->queue.empty()) return;  // stopping with nothing left
+    if (state->stopping) return;  // what is still queued is dropped (see the destructor)
     std::string piece = std::move(state->queue.front());
     state->queue.pop_front();
     state->writing = true;
@@ -87,7 +91,6 @@ void OutputSink::writer(int fd, std::shared_ptr<State> state) {
       state->queue.clear();
     }
     state->changed.notify_all();
-    if (state->stopping && state->broken) return;
   }
 }
 

@@ -4,6 +4,7 @@
 // keep handling signals and rank exits. Bounded: past kHighWater queued bytes the event loop stops reading the
 // ranks' pipes, so the ranks block on their own writes, as in a shell pipeline.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -20,10 +21,11 @@ class OutputSink {
  public:
   /// Queued bytes above which backlogged() is true.
   static constexpr std::size_t kHighWater = std::size_t{4} << 20;
+  static constexpr auto kLastFlush = std::chrono::seconds(1);
 
   explicit OutputSink(int fd);
-  /// Stops the writer. Output still queued is dropped (call flush first); a writer blocked in write() is left to
-  /// the process's exit.
+  /// Waits up to kLastFlush for queued output, then stops the writer and drops the rest (call flush first to wait
+  /// longer). A writer blocked in write() is left to the process's exit.
   ~OutputSink();
   OutputSink(const OutputSink&) = delete;
   OutputSink& operator=(const OutputSink&) = delete;
