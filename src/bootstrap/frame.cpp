@@ -10,7 +10,7 @@
 namespace pickle::bootstrap {
 
 bool is_known_type(std::uint16_t type) noexcept {
-  return (type >= static_cast<std::uint16_t>(MessageType::Hello) && type <= static_cast<std::uint16_t>(MessageType::Bye)) ||
+  return (type >= static_cast<std::uint16_t>(MessageType::Hello) && type <= static_cast<std::uint16_t>(MessageType::Attach)) ||
          (type >= static_cast<std::uint16_t>(MessageType::Ok) && type <= static_cast<std::uint16_t>(MessageType::Error));
 }
 
@@ -24,6 +24,7 @@ const char* type_name(MessageType type) noexcept {
     case MessageType::Add: return "Add";
     case MessageType::Gather: return "Gather";
     case MessageType::Bye: return "Bye";
+    case MessageType::Attach: return "Attach";
     case MessageType::Ok: return "Ok";
     case MessageType::Value: return "Value";
     case MessageType::Integer: return "Integer";

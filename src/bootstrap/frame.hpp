@@ -46,6 +46,7 @@ enum class MessageType : std::uint16_t {
   Add = 6,     ///< key, delta: answered with Integer, the new value
   Gather = 7,  ///< name, blob, wait ms: answered with Blobs once every rank sent the same name (barrier, allgather)
   Bye = 8,     ///< the rank is done and will close its connection
+  Attach = 9,  ///< rank, world size, token: one more connection of a rank that joined (concurrent calls); Ok at once
 
   Ok = 64,
   Value = 65,    ///< bytes

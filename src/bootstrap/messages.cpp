@@ -47,6 +47,10 @@ std::vector<std::byte> encode(const Request& request) {
             return MessageType::Gather;
           },
           [&](const ByeRequest&) { return MessageType::Bye; },
+          [&](const AttachRequest& m) {
+            w.i32(m.rank).i32(m.world_size).string(m.token);
+            return MessageType::Attach;
+          },
       },
       request);
   auto payload = w.take();
@@ -141,6 +145,14 @@ Request decode_request(const Frame& frame) {
       break;
     }
     case MessageType::Bye: request = ByeRequest{}; break;
+    case MessageType::Attach: {
+      AttachRequest m;
+      m.rank = r.i32("rank");
+      m.world_size = r.i32("world_size");
+      m.token = r.string("token", kMaxTokenBytes);
+      request = std::move(m);
+      break;
+    }
     default: throw ProtocolError(cat("store server received a ", type_name(frame.type), " frame, which is not a request"));
   }
   r.expect_end();

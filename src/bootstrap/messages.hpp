@@ -50,9 +50,16 @@ struct GatherRequest {
   std::uint32_t wait_ms = 0;
 };
 struct ByeRequest {};
+/// A further connection of a rank that already joined, so that calls from several threads of one process do not
+/// queue behind each other's waits. Checked like a Hello; answered with Ok at once; its loss is not the rank's.
+struct AttachRequest {
+  std::int32_t rank = 0;
+  std::int32_t world_size = 0;
+  std::string token;
+};
 
 using Request = std::variant<HelloRequest, SetRequest, GetRequest, CheckRequest, WaitRequest, AddRequest,
-                             GatherRequest, ByeRequest>;
+                             GatherRequest, ByeRequest, AttachRequest>;
 
 // Responses (server -> client).
 struct OkResponse {};

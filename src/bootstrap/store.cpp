@@ -25,10 +25,17 @@ using bootstrap::kMaxValueBytes;
 struct Store::Impl {
   RankInfo self;
   double timeout_seconds = 0;
-  std::mutex mutex;  // one request at a time on the connection
-  // Declared before the client so that it is destroyed after it: rank 0's client says Bye to a live server.
+  std::string token;
+  // Declared before the clients so that it is destroyed after them: rank 0's clients say Bye to a live server.
   std::unique_ptr<bootstrap::StoreServer> server;
-  std::unique_ptr<bootstrap::StoreClient> client;
+  std::unique_ptr<bootstrap::StoreClient> client;  // the rank's first connection (Hello): its loss is the rank's
+
+  std::mutex mutex;  // guards everything below
+  bool client_busy = false;
+  // Further connections (Attach), idle. A connection carries one request at a time, so a call that finds the first
+  // one busy (another thread waits in a get, wait or barrier there) takes one of these, or opens one: threads never
+  // queue behind each other's waits. The pool grows to the most calls ever in flight at once.
+  std::vector<std::unique_ptr<bootstrap::StoreClient>> spare;
   std::map<std::string, std::uint64_t> barrier_calls;  // how many times this rank entered each barrier name
   std::uint64_t allgather_calls = 0;
 
@@ -36,8 +43,42 @@ struct Store::Impl {
     return describe({.rank = self.rank, .op = op, .bytes = bytes});
   }
   bootstrap::Response call(const bootstrap::Request& request, const std::string& what_text) {
-    std::lock_guard lock(mutex);
-    return client->call(request, what_text);
+    std::unique_ptr<bootstrap::StoreClient> extra;
+    bool first = false;
+    {
+      std::lock_guard lock(mutex);
+      if (!client_busy) {
+        client_busy = first = true;
+      } else if (!spare.empty()) {
+        extra = std::move(spare.back());
+        spare.pop_back();
+      }
+    }
+    if (first) {
+      // Released however the call ends; a connection that broke stays broken and says so on the next call.
+      struct Release {
+        Impl& impl;
+        ~Release() {
+          std::lock_guard lock(impl.mutex);
+          impl.client_busy = false;
+        }
+      } release{*this};
+      return client->call(request, what_text);
+    }
+    if (!extra) {
+      extra = std::make_unique<bootstrap::StoreClient>(self, token, timeout_seconds,
+                                                       bootstrap::StoreClient::Role::Attach);
+    }
+    struct Return {
+      Impl& impl;
+      std::unique_ptr<bootstrap::StoreClient>& connection;
+      ~Return() {
+        if (connection->broken()) return;  // dropped: out of step with the server
+        std::lock_guard lock(impl.mutex);
+        impl.spare.push_back(std::move(connection));
+      }
+    } give_back{*this, extra};
+    return extra->call(request, what_text);
   }
   void check_key(const std::string& key, std::string_view op) const {
     if (key.size() > kMaxKeyBytes) {
@@ -97,6 +138,7 @@ Store::Store(const RankInfo& self, Options options) {
     throw InvalidArgument(cat("rank ", self.rank, ": store token of ", token.size(), " bytes, above the limit of ",
                               bootstrap::kMaxTokenBytes));
   }
+  impl->token = token;
   if (self.rank == 0) {
     // Fewer ranks on this host than in the job: others will connect from elsewhere.
     const bool other_hosts = self.local_world_size < self.world_size;
@@ -111,6 +153,7 @@ Store::Store(const RankInfo& self, Options options) {
 
 Store::~Store() {
   if (!impl_) return;
+  impl_->spare.clear();
   impl_->client.reset();
   if (impl_->server) {
     // The server lives in this process: keep it up until the other ranks are done with it.

@@ -25,7 +25,7 @@ std::string bare_message(const Error& e) {
 
 }  // namespace
 
-StoreClient::StoreClient(const RankInfo& self, const std::string& token, double timeout_seconds)
+StoreClient::StoreClient(const RankInfo& self, const std::string& token, double timeout_seconds, Role role)
     : self_(self),
       address_(cat(self.master_addr, ":", self.master_port)),
       timeout_seconds_(timeout_seconds),
@@ -40,12 +40,17 @@ StoreClient::StoreClient(const RankInfo& self, const std::string& token, double 
                            " s (last attempt: ", last_error, ")"));
   }
   const auto left = static_cast<std::uint32_t>(std::max(1, deadline.remaining_ms()));
-  Response answer = exchange(HelloRequest{self.rank, self.world_size, token, left},
-                             cat("rank ", self.rank, ": store rendezvous at ", address_), left);
+  const bool join = role == Role::Join;
+  const Request request = join ? Request(HelloRequest{self.rank, self.world_size, token, left})
+                               : Request(AttachRequest{self.rank, self.world_size, token});
+  Response answer = exchange(request,
+                             cat("rank ", self.rank, join ? ": store rendezvous at " : ": store attach at ", address_),
+                             left);
   if (!std::holds_alternative<OkResponse>(answer)) {
-    throw ProtocolError(cat("rank ", self.rank, ": the store at ", address_, " answered Hello with something else"));
+    throw ProtocolError(cat("rank ", self.rank, ": the store at ", address_, " answered ", join ? "Hello" : "Attach",
+                            " with something else"));
   }
-  PICKLE_LOG(Info, "bootstrap", "rank " << self.rank << " joined the store at " << address_);
+  if (join) PICKLE_LOG(Info, "bootstrap", "rank " << self.rank << " joined the store at " << address_);
 }
 
 StoreClient::~StoreClient() {
@@ -83,7 +88,7 @@ Response StoreClient::exchange(const Request& request, const std::string& what, 
     throw TimeoutError(cat(what, ": rank 0 at ", address_, " took no data for ", timeout_seconds_, " s"));
   }
 
-  const bool hello = std::holds_alternative<HelloRequest>(request);
+  const bool hello = std::holds_alternative<HelloRequest>(request) || std::holds_alternative<AttachRequest>(request);
   const Deadline deadline(std::chrono::milliseconds(wait_ms) + grace(wait_ms));
   while (true) {
     std::optional<Response> response;

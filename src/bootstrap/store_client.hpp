@@ -1,6 +1,7 @@
 #pragma once
-// One rank's connection to the store: connect (retrying until the timeout), Hello + rendezvous, then one request
-// at a time with its answer. Every wait is bounded; errors name this rank, the operation and the store's address.
+// One connection of a rank to the store: connect (retrying until the timeout), Hello + rendezvous (or Attach, for a
+// further connection of a rank that joined), then one request at a time with its answer. Every wait is bounded;
+// errors name this rank, the operation and the store's address.
 
 #include <cstdint>
 #include <string>
@@ -16,8 +17,12 @@ namespace pickle::bootstrap {
 
 class StoreClient {
  public:
-  /// Connects to self.master_addr:master_port and returns once every rank has joined (see Store's constructor).
-  StoreClient(const RankInfo& self, const std::string& token, double timeout_seconds);
+  enum class Role {
+    Join,    ///< the rank's first connection: Hello, returns once every rank has joined; its loss is the rank's
+    Attach,  ///< a further connection of a rank that joined (concurrent calls from threads): returns at once
+  };
+  /// Connects to self.master_addr:master_port and says Hello or Attach (see Role).
+  StoreClient(const RankInfo& self, const std::string& token, double timeout_seconds, Role role = Role::Join);
   /// Says Bye (best effort) and closes.
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
@@ -32,6 +37,8 @@ class StoreClient {
   std::uint32_t wait_ms() const { return wait_ms_; }
   /// "127.0.0.1:29500"
   const std::string& address() const { return address_; }
+  /// A send or receive failed half-way: this connection refuses further calls.
+  bool broken() const { return broken_; }
 
  private:
   Response exchange(const Request& request, const std::string& what, std::uint32_t wait_ms);

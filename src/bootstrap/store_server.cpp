@@ -59,7 +59,7 @@ struct StoreServer::Impl {
       : listener(std::move(l)),
         wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         hello_timeout(static_cast<std::int64_t>(timeout_seconds * 1000.0)),
-        max_connections(static_cast<std::size_t>(world) * 2 + 64),
+        max_connections(static_cast<std::size_t>(world) * 4 + 64),
         state(world, std::move(token)) {
     if (!wake.valid()) throw SystemError("rank 0: eventfd for the store server", errno);
   }

@@ -63,6 +63,11 @@ void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const 
     on_hello(conn, std::move(*hello), now, peer, out);
     return;
   }
+  if (auto* attach = std::get_if<AttachRequest>(&request)) {
+    if (c.rank >= 0) throw ProtocolError(cat("rank ", c.rank, " sent Attach on a connection that already has a rank"));
+    on_attach(conn, *attach, peer, out);
+    return;
+  }
   if (c.rank < 0) throw ProtocolError(cat("a ", type_name(frame.type), " request before Hello"));
   if (c.left) throw ProtocolError(cat("rank ", c.rank, " sent a ", type_name(frame.type), " request after Bye"));
   if (c.parked) {
@@ -76,6 +81,7 @@ void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const 
   std::visit(
       Overloaded{
           [&](HelloRequest&) {},
+          [&](AttachRequest&) {},
           [&](SetRequest& m) {
             data_[m.key] = std::move(m.value);
             reply(conn, OkResponse{}, out);
@@ -134,28 +140,45 @@ void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const 
       request);
 }
 
-void StoreState::on_hello(ConnId conn, HelloRequest hello, TimePoint now, const std::string& peer,
-                          std::vector<Outgoing>& out) {
-  if (!constant_time_equal(hello.token, token_)) {
+bool StoreState::admit(ConnId conn, const std::string& token, int rank, int world_size, const char* what,
+                       const std::string& peer, std::vector<Outgoing>& out) {
+  if (!constant_time_equal(token, token_)) {
     PICKLE_LOG(Warn, "bootstrap",
-               "store: rejected a client at " << peer << " claiming rank " << hello.rank
+               "store: rejected a client at " << peer << " claiming rank " << rank
                                               << ": wrong token (another job on this port, or a different PICKLE_TOKEN)");
     fail(conn, ErrorCode::Protocol, -1, std::string(kWrongTokenMessage), out, true);
-    return;
+    return false;
   }
+  const bool hello = std::string_view(what) == "Hello";
   std::string refusal;
-  if (hello.world_size != world_size_) {
-    refusal = cat("world size ", hello.world_size, " differs from rank 0's ", world_size_);
-  } else if (hello.rank < 0 || hello.rank >= world_size_) {
-    refusal = cat("rank ", hello.rank, " is outside a world of ", world_size_);
-  } else if (ranks_[static_cast<std::size_t>(hello.rank)] != RankStatus::Absent) {
-    refusal = cat("rank ", hello.rank, " already joined the store (two processes with the same rank?)");
+  if (world_size != world_size_) {
+    refusal = cat("world size ", world_size, " differs from rank 0's ", world_size_);
+  } else if (rank < 0 || rank >= world_size_) {
+    refusal = cat("rank ", rank, " is outside a world of ", world_size_);
+  } else if (hello && ranks_[static_cast<std::size_t>(rank)] != RankStatus::Absent) {
+    refusal = cat("rank ", rank, " already joined the store (two processes with the same rank?)");
+  } else if (!hello && ranks_[static_cast<std::size_t>(rank)] != RankStatus::Joined) {
+    refusal = cat("rank ", rank, " sent Attach but is not a member of the store (it never joined, left, or was lost)");
   }
-  if (!refusal.empty()) {
-    PICKLE_LOG(Warn, "bootstrap", "store: refused a client at " << peer << ": " << refusal);
-    fail(conn, ErrorCode::InvalidArgument, -1, refusal, out, true);
-    return;
-  }
+  if (refusal.empty()) return true;
+  PICKLE_LOG(Warn, "bootstrap", "store: refused a client at " << peer << ": " << refusal);
+  fail(conn, ErrorCode::InvalidArgument, -1, refusal, out, true);
+  return false;
+}
+
+void StoreState::on_attach(ConnId conn, const AttachRequest& attach, const std::string& peer,
+                           std::vector<Outgoing>& out) {
+  if (!admit(conn, attach.token, attach.rank, attach.world_size, "Attach", peer, out)) return;
+  Connection& c = conns_[conn];
+  c.rank = attach.rank;
+  c.attached = true;
+  PICKLE_LOG(Debug, "bootstrap", "store: rank " << attach.rank << " attached a further connection from " << peer);
+  reply(conn, OkResponse{}, out);
+}
+
+void StoreState::on_hello(ConnId conn, HelloRequest hello, TimePoint now, const std::string& peer,
+                          std::vector<Outgoing>& out) {
+  if (!admit(conn, hello.token, hello.rank, hello.world_size, "Hello", peer, out)) return;
 
   Connection& c = conns_[conn];
   c.rank = hello.rank;
@@ -226,6 +249,7 @@ void StoreState::on_gather(ConnId conn, int rank, GatherRequest gather, TimePoin
 
 void StoreState::on_bye(ConnId conn, int rank, std::vector<Outgoing>& out) {
   conns_[conn].left = true;
+  if (conns_[conn].attached) return;  // one of the rank's further connections: the rank is still here
   ranks_[static_cast<std::size_t>(rank)] = RankStatus::Left;
   PICKLE_LOG(Debug, "bootstrap", "store: rank " << rank << " left");
   rank_gone(rank, false, out);
@@ -293,7 +317,9 @@ void StoreState::on_disconnect(ConnId conn, std::vector<Outgoing>& out) {
   if (it == conns_.end()) return;
   const Connection c = std::move(it->second);
   conns_.erase(it);
-  if (c.rank < 0 || c.left || ranks_[static_cast<std::size_t>(c.rank)] != RankStatus::Joined) return;
+  // A further connection (Attach) closing loses its parked request, not the rank: the rank's first connection
+  // tells whether it is alive.
+  if (c.rank < 0 || c.attached || c.left || ranks_[static_cast<std::size_t>(c.rank)] != RankStatus::Joined) return;
   ranks_[static_cast<std::size_t>(c.rank)] = RankStatus::Lost;
   if (first_lost_ < 0) first_lost_ = c.rank;
   // Before the rendezvous completes, ranks whose join failed (timeout, refusal) leave this way: not news.

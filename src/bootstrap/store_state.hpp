@@ -64,7 +64,8 @@ class StoreState {
   };
   struct Connection {
     int rank = -1;
-    bool left = false;  // sent Bye
+    bool attached = false;  // a further connection of the rank (Attach): its loss or Bye is not the rank's
+    bool left = false;      // sent Bye
     std::optional<Parked> parked;
   };
   struct Gathering {
@@ -73,6 +74,10 @@ class StoreState {
   };
 
   void on_hello(ConnId conn, HelloRequest hello, TimePoint now, const std::string& peer, std::vector<Outgoing>& out);
+  void on_attach(ConnId conn, const AttachRequest& attach, const std::string& peer, std::vector<Outgoing>& out);
+  /// Checks a Hello's or Attach's token, world size and rank; false after queuing the refusal (and the close).
+  bool admit(ConnId conn, const std::string& token, int rank, int world_size, const char* what,
+             const std::string& peer, std::vector<Outgoing>& out);
   void on_gather(ConnId conn, int rank, GatherRequest gather, TimePoint now, std::vector<Outgoing>& out);
   void on_bye(ConnId conn, int rank, std::vector<Outgoing>& out);
   /// Answers Get and Wait requests parked on this key.

@@ -135,6 +135,37 @@ PICKLE_CHILD(store_late_get) {
   return 0;
 }
 
+/// Two threads of rank 1 use the store at once: one waits in a get for a key that rank 0 sets only after the other
+/// thread's set arrived. Over one shared connection the set queued behind the get until the timeout.
+PICKLE_CHILD(store_threads) {
+  Store store(discover_rank_info());
+  if (store.self().rank == 0) {
+    store.wait({"from-rank-1"});
+    store.set("from-rank-0", "answer");
+  } else {
+    std::string got;
+    std::thread waiter([&] { got = store.get_string("from-rank-0"); });
+    std::this_thread::sleep_for(200ms);  // the get is parked on the store by now
+    store.set("from-rank-1", "question");
+    waiter.join();
+    require(got == "answer", cat("the waiting thread got '", got, "'"));
+  }
+  // Several threads at once, each with its own keys, and barriers from both threads of each rank in turn.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&store, t] {
+      const int rank = store.self().rank, other = 1 - rank;
+      for (int i = 0; i < 20; ++i) {
+        store.set(cat("t", t, "/r", rank, "/", i), cat(i * 7 + t));
+        require(store.get_string(cat("t", t, "/r", other, "/", i)) == cat(i * 7 + t), "a thread's value");
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  store.barrier("end");
+  return 0;
+}
+
 /// args: scenario, result file [, go file]. Records the outcome of one scenario in the result file.
 PICKLE_CHILD(store_scenario) {
   const std::string scenario = args.at(0);
@@ -207,6 +238,15 @@ TEST(Store, AHugeTimeoutMeansALongWaitNotAnInstantFailure) {
   Child rank0("store_late_get", {}, env_for(0, 2, port, "1e9"));
   std::this_thread::sleep_for(300ms);
   Child rank1("store_late_get", {}, env_for(1, 2, port, "1e9"));
+  EXPECT_TRUE(rank1.wait(30s).ok());
+  EXPECT_TRUE(rank0.wait(30s).ok());
+}
+
+TEST(Store, ThreadsOfOneRankDoNotWaitBehindEachOther) {
+  const int port = free_tcp_port();
+  Child rank0("store_threads", {}, env_for(0, 2, port, "10"));
+  Child rank1("store_threads", {}, env_for(1, 2, port, "10"));
+  // Before: rank 1's get held the connection until its 10 s timeout, and the rank failed.
   EXPECT_TRUE(rank1.wait(30s).ok());
   EXPECT_TRUE(rank0.wait(30s).ok());
 }

@@ -96,6 +96,10 @@ TEST(BootstrapFrame, RequestsRoundTrip) {
   EXPECT_EQ(gather.name, "barrier|x|1");
   EXPECT_EQ(gather.blob, bytes_of("blob"));
   round_trip_request<ByeRequest>(ByeRequest{});
+  auto attach = round_trip_request<AttachRequest>(AttachRequest{2, 4, "secret"});
+  EXPECT_EQ(attach.rank, 2);
+  EXPECT_EQ(attach.world_size, 4);
+  EXPECT_EQ(attach.token, "secret");
 }
 
 TEST(BootstrapFrame, ResponsesRoundTrip) {
@@ -144,7 +148,7 @@ TEST(BootstrapFrame, BadMagicVersionAndType) {
   expect_rejected(raw_header(0x12345678, kFrameVersion, 3, 0), "bad magic");
   expect_rejected(raw_header(kFrameMagic, 2, 3, 0), "version 2");
   expect_rejected(raw_header(kFrameMagic, 0, 3, 0), "version 0");
-  for (std::uint16_t type : {0, 9, 63, 70, 0xFFFF}) expect_rejected(raw_header(kFrameMagic, 1, type, 0), "unknown message type");
+  for (std::uint16_t type : {0, 10, 63, 70, 0xFFFF}) expect_rejected(raw_header(kFrameMagic, 1, type, 0), "unknown message type");
 }
 
 TEST(BootstrapFrame, TruncatedHeaderAndPayload) {
@@ -258,6 +262,7 @@ TEST(BootstrapFrame, RandomAndMutatedBuffersOnlyEverFailWithProtocolError) {
       encode(AddRequest{"n", 1}),
       encode(GatherRequest{"allgather|1", bytes_of("blob"), 5}),
       encode(ByeRequest{}),
+      encode(AttachRequest{1, 4, "job-0123456789abcdef"}),
       encode(ValueResponse{bytes_of("value")}),
       encode(IntegerResponse{7}),
       encode(BoolResponse{true}),

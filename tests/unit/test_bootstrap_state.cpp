@@ -234,5 +234,46 @@ TEST(StoreState, RankThatLeftFailsOnlyCollectivesItMissed) {
   EXPECT_TRUE(h.state.no_rank_connected());
 }
 
+TEST(StoreState, AnAttachedConnectionServesItsRankWithoutStandingForIt) {
+  StateHarness h(2);
+  // Before the rank joined, and with a wrong token: refused and closed.
+  auto early = h.send(7, AttachRequest{1, 2, "tok"});
+  ASSERT_EQ(early.size(), 1u);
+  EXPECT_EQ(error_of(early[0]).code, static_cast<std::uint32_t>(ErrorCode::InvalidArgument));
+  EXPECT_NE(error_of(early[0]).message.find("not a member"), std::string::npos) << error_of(early[0]).message;
+  EXPECT_TRUE(early[0].close_after);
+  h.join_all(2);
+  auto wrong = h.send(8, AttachRequest{1, 2, "nope"});
+  EXPECT_EQ(error_of(wrong.at(0)).message, kWrongTokenMessage);
+
+  // Rank 1's first connection waits for a key; its attached one sets it (the case a single connection deadlocked).
+  auto attached = h.send(9, AttachRequest{1, 2, "tok"});
+  ASSERT_EQ(attached.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<OkResponse>(attached[0].response));
+  EXPECT_TRUE(h.send(101, GetRequest{"k", 5000}).empty());
+  auto set = h.send(9, SetRequest{"k", bytes_of("v")});
+  ASSERT_EQ(set.size(), 2u);  // Ok to the setter, the value to the waiting get
+  EXPECT_EQ(set[1].conn, 101u);
+  EXPECT_EQ(std::get<ValueResponse>(set[1].response).value, bytes_of("v"));
+
+  // A gather from the attached connection counts as its rank's.
+  EXPECT_TRUE(h.send(100, GatherRequest{"g", bytes_of("0"), 5000}).empty());
+  EXPECT_EQ(h.send(9, GatherRequest{"g", bytes_of("1"), 5000}).size(), 2u);
+
+  // Its Bye and its loss are not the rank's: rank 1's parked get on its first connection keeps waiting.
+  EXPECT_TRUE(h.send(101, GetRequest{"later", 5000}).empty());
+  h.send(9, ByeRequest{});
+  EXPECT_TRUE(h.disconnect(9).empty());
+  auto other = h.send(10, AttachRequest{1, 2, "tok"});
+  EXPECT_TRUE(h.disconnect(10).empty());
+  EXPECT_TRUE(std::holds_alternative<OkResponse>(other.at(0).response));
+  EXPECT_EQ(h.send(100, SetRequest{"later", {}}).size(), 2u);
+  // The first connection's loss still is.
+  EXPECT_TRUE(h.send(100, GetRequest{"never", 5000}).empty());
+  auto lost = h.disconnect(101);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(error_of(lost[0]).peer, 1);
+}
+
 }  // namespace
 }  // namespace pickle::bootstrap
