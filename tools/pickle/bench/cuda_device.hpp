@@ -4,6 +4,7 @@
 // when `--memory cuda` asks for GPU memory on fewer GPUs than ranks. Ranks that share a GPU move data between two
 // processes on one GPU: a check that the GPU code paths work, not a measurement of a link (and NCCL refuses it).
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <string_view>
@@ -35,7 +36,10 @@ template <class Report>
 void record_shared_gpu(Report& report, std::string note) {
   if (note.empty()) return;
   report.gpus_shared = true;
-  report.notes.insert(report.notes.begin(), std::move(note));
+  // push_back + rotate rather than insert(begin()): GCC 13 reports a false "potential null pointer dereference"
+  // (-Werror=null-dereference) inside vector<string>::insert inlined here.
+  report.notes.push_back(std::move(note));
+  std::rotate(report.notes.rbegin(), report.notes.rbegin() + 1, report.notes.rend());
 }
 
 /// cudaSetDevice(device): binds the device's primary context to this thread, for pickle's device layer and for
