@@ -241,6 +241,43 @@ TEST(Launch, SigtermIsForwardedWhenALibraryThreadTakesIt) {
   signal_the_launcher(SIGTERM, {std::string("LD_PRELOAD=") + PICKLE_TEST_PRELOAD});
 }
 
+// With stdout and stderr one file (`2>&1`), a rank's last lines come before the launcher's news of its exit: the
+// two streams once had a writer thread each, and the news could overtake the lines (2 runs in 30).
+TEST(Launch, WithStderrIntoStdoutTheRanksLastLinesComeBeforeItsExit) {
+  TempDir dir("launch");
+  const std::string out = dir / "both.txt";
+  for (int run = 0; run < 10; ++run) {
+    pid_t launcher = spawn_program({"/bin/sh", "-c", "exec \"$0\" launch -n 1 -- sh -c 'seq 1 20000; exit 3' >\"$1\" 2>&1",
+                                    PICKLE_CLI_PATH, out});
+    auto status = wait_pid(launcher, 20s);
+    ASSERT_EQ(status.code, 3) << status.describe();
+    const std::string text = read_file(out);
+    const auto last = text.find("[0] 20000\n"), news = text.find("pickle launch: rank 0");
+    ASSERT_NE(last, std::string::npos) << "run " << run;
+    ASSERT_NE(news, std::string::npos) << "run " << run;
+    EXPECT_LT(last, news) << "run " << run << ": the exit was reported before the rank's last line";
+  }
+}
+
+// Started with SIGHUP ignored (nohup), the launcher leaves it ignored: it neither forwards it nor stops the job.
+TEST(Launch, ASignalIgnoredAtStartStaysIgnored) {
+  TempDir dir("launch");
+  std::string rank_script = std::string(kWritePid) + "sleep 1";
+  pid_t launcher = spawn_program({"/bin/sh", "-c", "trap '' HUP; exec \"$0\" launch -n 1 -- sh -c \"$1\" sh \"$2\"",
+                                  PICKLE_CLI_PATH, rank_script, dir.str()},
+                                 {}, dir / "launcher.out", dir / "launcher.err");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (published_pids(dir, 1).empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(published_pids(dir, 1).size(), 1u) << "the rank did not start";
+  ::kill(launcher, SIGHUP);
+  auto status = wait_pid(launcher, 20s);
+  const std::string err = read_file(dir / "launcher.err");
+  EXPECT_TRUE(status.ok()) << status.describe() << "\n" << err;
+  EXPECT_FALSE(contains(err, "received signal")) << err;
+}
+
 // stdout is a FIFO that nobody reads (a pager the user stopped). The ranks fill it and the launcher's queue; a
 // SIGTERM must still be forwarded at once and the launcher must end, not wait for a reader that never comes.
 TEST(Launch, AStdoutNobodyReadsDoesNotKeepSignalsOut) {

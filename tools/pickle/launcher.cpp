@@ -16,6 +16,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -185,6 +186,13 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 
 std::string ranks_word(int n) { return n == 1 ? "rank" : "ranks"; }
 
+/// Whether two descriptors lead to the same file (the same terminal, pipe or regular file).
+bool same_file(int a, int b) {
+  struct stat sa {}, sb {};
+  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /// One started rank.
 struct Rank {
   int index = 0;
@@ -198,7 +206,11 @@ struct Rank {
 class Job {
  public:
   explicit Job(const LaunchOptions& options)
-      : options_(options), stdout_(STDOUT_FILENO), stderr_(STDERR_FILENO), ranks_(static_cast<std::size_t>(options.nproc)) {}
+      : options_(options),
+        stdout_(STDOUT_FILENO),
+        separate_stderr_(same_file(STDOUT_FILENO, STDERR_FILENO) ? nullptr : std::make_unique<OutputSink>(STDERR_FILENO)),
+        stderr_(separate_stderr_ ? *separate_stderr_ : stdout_),
+        ranks_(static_cast<std::size_t>(options.nproc)) {}
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
@@ -440,7 +452,11 @@ class Job {
     while (true) {
       const auto slice = std::chrono::milliseconds(kReapIntervalMs);
       if (stdout_.flush(Deadline(slice)) && stderr_.flush(Deadline(slice))) return;
-      if (deadline.expired()) return;
+      if (deadline.expired()) {
+        stdout_.give_up();
+        stderr_.give_up();
+        return;
+      }
       while (auto sig = signals_.next()) {
         if (*sig == SIGCHLD) continue;
         if (!exit_code_) exit_code_ = 128 + *sig;
@@ -452,7 +468,10 @@ class Job {
   const LaunchOptions& options_;
   SignalChannel signals_;
   OutputSink stdout_;
-  OutputSink stderr_;
+  // stderr's own sink, unless fds 1 and 2 are one file (`2>&1`, one terminal): then one sink writes both, so that
+  // what reaches that file keeps the order it happened in (a rank's last lines before the news of its exit).
+  std::unique_ptr<OutputSink> separate_stderr_;
+  OutputSink& stderr_;
   std::vector<Rank> ranks_;
   pid_t pgid_ = 0;  // 0 until rank 0 exists: setpgid(0, 0) makes rank 0 the group's leader
   Phase phase_ = Phase::Running;

@@ -14,7 +14,12 @@ OutputSink::OutputSink(int fd) : state_(std::make_shared<State>()) {
 
 OutputSink::~OutputSink() {
   // Normally flushed already (the launcher's last step); on an error path give the reader a moment, then drop.
-  flush(Deadline(kLastFlush));
+  bool given_up;
+  {
+    std::lock_guard lock(state_->mutex);
+    given_up = state_->given_up;
+  }
+  if (!given_up) flush(Deadline(kLastFlush));
   bool blocked = false;
   {
     std::lock_guard lock(state_->mutex);
@@ -52,6 +57,11 @@ bool OutputSink::backlogged() const {
 bool OutputSink::broken() const {
   std::lock_guard lock(state_->mutex);
   return state_->broken;
+}
+
+void OutputSink::give_up() {
+  std::lock_guard lock(state_->mutex);
+  state_->given_up = true;
 }
 
 bool OutputSink::flush(const Deadline& deadline) {

@@ -39,6 +39,8 @@ class OutputSink {
   bool broken() const;
   /// Waits until everything queued is written (or the sink broke); false when `deadline` passed first.
   bool flush(const Deadline& deadline);
+  /// The reader is not coming back: the destructor drops what is queued without waiting kLastFlush.
+  void give_up();
 
  private:
   // Shared with the writer thread, which may outlive the sink while blocked in write() (see the destructor).
@@ -50,6 +52,7 @@ class OutputSink {
     bool writing = false;
     bool broken = false;
     bool stopping = false;
+    bool given_up = false;
   };
   static void writer(int fd, std::shared_ptr<State> state);
 

@@ -5,15 +5,20 @@
 
 #include <atomic>
 #include <cerrno>
+#include <mutex>
 
 #include <pickle/error.hpp>
 
 namespace pickle::launch {
 namespace {
 
-// The write end of the live channel's pipe, for the handler. -1: no channel.
+// The pipe the handlers write to, made once and kept for the life of the process: a handler that runs on another
+// thread just as a channel closes must never write into a descriptor number that has meanwhile been reused.
+std::once_flag g_pipe_once;
+int g_pipe[2] = {-1, -1};
 std::atomic<int> g_write_fd{-1};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads it");
+std::atomic<bool> g_in_use{false};
 
 extern "C" void on_signal(int sig) {
   const int saved = errno;
@@ -26,39 +31,61 @@ extern "C" void on_signal(int sig) {
   errno = saved;
 }
 
-void install(int sig, struct sigaction& original) {
+void make_pipe() {
+  std::call_once(g_pipe_once, [] {
+    if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("launch: pipe for signals", errno);
+    g_write_fd.store(g_pipe[1]);
+  });
+}
+
+/// Installs the handler for `sig`, saving the disposition it replaces. A forwarded signal that the launcher was
+/// started with ignored (SIGHUP under nohup, SIGINT of a background job) stays ignored: the user asked for that.
+void install(int sig, struct sigaction& original, bool keep_ignored) {
+  if (::sigaction(sig, nullptr, &original) != 0) throw SystemError("launch: sigaction", errno);
+  if (keep_ignored && original.sa_handler == SIG_IGN) return;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  if (::sigaction(sig, &action, &original) != 0) throw SystemError("launch: sigaction", errno);
+  if (::sigaction(sig, &action, nullptr) != 0) throw SystemError("launch: sigaction", errno);
 }
 
 }  // namespace
 
 SignalChannel::SignalChannel() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("launch: pipe for signals", errno);
-  read_ = UniqueFd(fds[0]);
-  write_ = UniqueFd(fds[1]);
-  int expected = -1;
-  if (!g_write_fd.compare_exchange_strong(expected, write_.get())) {
+  if (g_in_use.exchange(true)) {
     throw InvalidArgument("launch: a second launcher in one process (the signal channel is in use)");
   }
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  ::sigaction(SIGPIPE, &ignore, &original_sigpipe_);
   try {
-    install(SIGCHLD, original_sigchld_);
-    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) install(kForwardedSignals[i], original_forwarded_[i]);
+    make_pipe();
+    while (next()) {
+    }  // what an earlier launcher in this process left unread
+    // Everything is saved before anything is changed, so that restore() puts back only what was there.
+    ::sigaction(SIGPIPE, nullptr, &original_sigpipe_);
+    ::sigaction(SIGCHLD, nullptr, &original_sigchld_);
+    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
+      ::sigaction(kForwardedSignals[i], nullptr, &original_forwarded_[i]);
+    }
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+    // SIGCHLD always: an inherited SIG_IGN would make the kernel reap the ranks before the launcher could wait.
+    install(SIGCHLD, original_sigchld_, false);
+    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) install(kForwardedSignals[i], original_forwarded_[i], true);
   } catch (...) {
     restore();
+    g_in_use.store(false);
     throw;
   }
 }
 
-SignalChannel::~SignalChannel() { restore(); }
+SignalChannel::~SignalChannel() {
+  restore();
+  g_in_use.store(false);
+}
+
+int SignalChannel::fd() const { return g_pipe[0]; }
 
 void SignalChannel::restore() {
   ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
@@ -66,13 +93,12 @@ void SignalChannel::restore() {
     ::sigaction(kForwardedSignals[i], &original_forwarded_[i], nullptr);
   }
   ::sigaction(SIGPIPE, &original_sigpipe_, nullptr);
-  g_write_fd.store(-1);
 }
 
 std::optional<int> SignalChannel::next() {
   unsigned char byte = 0;
   ssize_t n;
-  do n = ::read(read_.get(), &byte, 1);
+  do n = ::read(g_pipe[0], &byte, 1);
   while (n < 0 && errno == EINTR);
   if (n != 1) return std::nullopt;
   return static_cast<int>(byte);

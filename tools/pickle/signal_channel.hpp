@@ -11,7 +11,6 @@
 #include <array>
 #include <optional>
 
-#include "core/unique_fd.hpp"
 
 namespace pickle::launch {
 
@@ -20,8 +19,9 @@ inline constexpr std::array kForwardedSignals = {SIGINT, SIGTERM, SIGHUP};
 
 class SignalChannel {
  public:
-  /// Installs the handlers (SIGCHLD and kForwardedSignals) and ignores SIGPIPE, so that a closed stdout cannot kill
-  /// the launcher and orphan the ranks. One channel at a time per process.
+  /// Installs the handlers (SIGCHLD, and each of kForwardedSignals that the launcher was not started with ignored:
+  /// under nohup SIGHUP stays ignored) and ignores SIGPIPE, so that a closed stdout cannot kill the launcher and
+  /// orphan the ranks. One channel at a time per process.
   SignalChannel();
   /// Restores the dispositions the process had.
   ~SignalChannel();
@@ -29,7 +29,7 @@ class SignalChannel {
   SignalChannel& operator=(const SignalChannel&) = delete;
 
   /// Readable when a signal arrived.
-  int fd() const { return read_.get(); }
+  int fd() const;
   /// The next signal that arrived, if any.
   std::optional<int> next();
 
@@ -44,8 +44,6 @@ class SignalChannel {
  private:
   void restore();
 
-  UniqueFd read_;
-  UniqueFd write_;
   struct sigaction original_sigchld_ {};
   std::array<struct sigaction, kForwardedSignals.size()> original_forwarded_{};
   struct sigaction original_sigpipe_ {};
