@@ -34,7 +34,9 @@ RankInfo discover_rank_info();
 
 /// A key-value store shared by all ranks of a job. Rank 0 hosts it (a background thread polling every connection)
 /// and every rank, rank 0 included, is a client. All waits are bounded by the timeout; a rank that dies turns the
-/// other ranks' pending waits into PeerError naming it. Thread-safe: calls from several threads are serialised.
+/// other ranks' pending waits into PeerError naming it. Thread-safe: a call that finds the rank's connection busy
+/// with another thread's call opens a further one (at most 16 per rank), so threads never wait behind each other's
+/// waits. Every call must have returned before the Store is destroyed.
 class Store {
  public:
   struct Options {

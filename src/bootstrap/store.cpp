@@ -66,6 +66,8 @@ struct Store::Impl {
       return client->call(request, what_text);
     }
     if (!extra) {
+      // The first connection broke (rank 0 went away): a further one would only find out the slow way.
+      if (client->broken()) return client->call(request, what_text);  // throws, naming the earlier break
       extra = std::make_unique<bootstrap::StoreClient>(self, token, timeout_seconds,
                                                        bootstrap::StoreClient::Role::Attach);
     }

@@ -32,9 +32,16 @@ StoreClient::StoreClient(const RankInfo& self, const std::string& token, double 
       wait_ms_(static_cast<std::uint32_t>(std::clamp(timeout_seconds * 1000.0, 1.0, 4294967295.0))),
       parser_(kMaxPayloadBytes),
       recv_buffer_(256 * 1024) {
-  const Deadline deadline = Deadline::after_seconds(timeout_seconds);
+  // A further connection goes to a store that is known to be up: a few seconds of retries, not the whole timeout,
+  // before a refusal means that rank 0 went away.
+  const Deadline deadline = Deadline::after_seconds(role == Role::Join ? timeout_seconds : std::min(timeout_seconds, 5.0));
   std::string last_error;
   fd_ = connect_tcp(self.master_addr, self.master_port, deadline, last_error);
+  if (!fd_.valid() && role == Role::Attach) {
+    throw PeerError(cat("rank ", self.rank, ": could not open a further connection to the store at ", address_,
+                        " (rank 0; is it gone?): ", last_error),
+                    0);
+  }
   if (!fd_.valid()) {
     throw TimeoutError(cat("rank ", self.rank, ": rank 0 at ", address_, " never answered within ", timeout_seconds,
                            " s (last attempt: ", last_error, ")"));

@@ -59,7 +59,7 @@ struct StoreServer::Impl {
       : listener(std::move(l)),
         wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         hello_timeout(static_cast<std::int64_t>(timeout_seconds * 1000.0)),
-        max_connections(static_cast<std::size_t>(world) * 4 + 64),
+        max_connections(static_cast<std::size_t>(world) * 2 + 64),
         state(world, std::move(token)) {
     if (!wake.valid()) throw SystemError("rank 0: eventfd for the store server", errno);
   }
@@ -188,9 +188,14 @@ void StoreServer::Impl::accept_all(TimePoint now) {
       return;
     }
     UniqueFd fd(raw);
-    if (conns.size() >= max_connections) {
+    // Only connections that have not said Hello or Attach count: the ranks' own are bounded by the state (one per
+    // rank, plus StoreState::kMaxAttachedPerRank), strangers by this.
+    const auto strangers = static_cast<std::size_t>(
+        std::count_if(conns.begin(), conns.end(), [](const auto& entry) { return !entry.second.member; }));
+    if (strangers >= max_connections) {
       PICKLE_LOG(Warn, "bootstrap",
-                 "store: refusing a connection from " << peer_address(raw) << ": " << conns.size() << " already open");
+                 "store: refusing a connection from " << peer_address(raw) << ": " << strangers
+                                                      << " connections that are not ranks yet already open");
       continue;
     }
     make_nonblocking_nodelay(raw);

@@ -70,6 +70,11 @@ void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const 
   }
   if (c.rank < 0) throw ProtocolError(cat("a ", type_name(frame.type), " request before Hello"));
   if (c.left) throw ProtocolError(cat("rank ", c.rank, " sent a ", type_name(frame.type), " request after Bye"));
+  if (c.attached && ranks_[static_cast<std::size_t>(c.rank)] != RankStatus::Joined) {
+    // The rank's first connection is gone (it left, or it was lost): its further ones speak for nobody.
+    fail(conn, ErrorCode::Peer, c.rank, cat("rank ", c.rank, "'s first connection to the store is gone"), out);
+    return;
+  }
   if (c.parked) {
     throw ProtocolError(cat("rank ", c.rank, " sent a ", type_name(frame.type),
                             " request while its previous request still waits for an answer"));
@@ -159,6 +164,11 @@ bool StoreState::admit(ConnId conn, const std::string& token, int rank, int worl
     refusal = cat("rank ", rank, " already joined the store (two processes with the same rank?)");
   } else if (!hello && ranks_[static_cast<std::size_t>(rank)] != RankStatus::Joined) {
     refusal = cat("rank ", rank, " sent Attach but is not a member of the store (it never joined, left, or was lost)");
+  } else if (!hello && std::count_if(conns_.begin(), conns_.end(), [&](const auto& entry) {
+                         return entry.second.attached && entry.second.rank == rank;
+                       }) >= kMaxAttachedPerRank) {
+    refusal = cat("rank ", rank, " already holds ", kMaxAttachedPerRank, " further connections to the store: at most ",
+                  kMaxAttachedPerRank, " threads of one rank may use the store at once");
   }
   if (refusal.empty()) return true;
   PICKLE_LOG(Warn, "bootstrap", "store: refused a client at " << peer << ": " << refusal);

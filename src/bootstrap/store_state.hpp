@@ -33,6 +33,9 @@ inline constexpr std::string_view kWrongTokenMessage = "wrong token";
 
 class StoreState {
  public:
+  /// Most further connections (Attach) one rank may hold: threads of one rank waiting in the store at once.
+  static constexpr int kMaxAttachedPerRank = 16;
+
   StoreState(int world_size, std::string token);
 
   /// Handles one frame from a connection (`peer` names it in log lines). A frame that is not a valid request in the

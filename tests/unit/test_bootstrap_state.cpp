@@ -275,5 +275,24 @@ TEST(StoreState, AnAttachedConnectionServesItsRankWithoutStandingForIt) {
   EXPECT_EQ(error_of(lost[0]).peer, 1);
 }
 
+TEST(StoreState, AttachedConnectionsAreCappedPerRankAndSpeakForNobodyOnceTheRankLeft) {
+  StateHarness h(2);
+  h.join_all(2);
+  for (int i = 0; i < StoreState::kMaxAttachedPerRank; ++i) {
+    auto ok = h.send(200 + static_cast<ConnId>(i), AttachRequest{1, 2, "tok"});
+    ASSERT_TRUE(std::holds_alternative<OkResponse>(ok.at(0).response)) << "attach " << i;
+  }
+  auto refused = h.send(300, AttachRequest{1, 2, "tok"});
+  EXPECT_NE(error_of(refused.at(0)).message.find("at most 16 threads"), std::string::npos)
+      << error_of(refused.at(0)).message;
+  EXPECT_TRUE(refused.at(0).close_after);
+  // Rank 0 may still attach; rank 1's first connection leaves, and its further ones are answered with a Peer error.
+  EXPECT_TRUE(std::holds_alternative<OkResponse>(h.send(301, AttachRequest{0, 2, "tok"}).at(0).response));
+  h.send(101, ByeRequest{});
+  auto orphan = h.send(200, SetRequest{"k", {}});
+  EXPECT_EQ(error_of(orphan.at(0)).code, static_cast<std::uint32_t>(ErrorCode::Peer));
+  EXPECT_EQ(error_of(orphan.at(0)).peer, 1);
+}
+
 }  // namespace
 }  // namespace pickle::bootstrap
