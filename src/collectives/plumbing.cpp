@@ -152,7 +152,9 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   fork(peer, lane);
   started_ = true;
   wait_for_post(peer, tag);
-  return comm_.send(peer, tag, ptr, bytes, &side);
+  Request request = comm_.send(peer, tag, ptr, bytes, &side);
+  sends_.push_back(request);
+  return request;
 }
 
 void Call::wait_for_post(int peer, int tag) {
@@ -229,6 +231,16 @@ void Call::finish() {
 }
 
 void Call::abandon() noexcept {
+  // Sends whose data a transport's own stream copies (shm: into the staging ring, after the side stream's point)
+  // read the caller's buffers until they complete; they complete, or fail and are released, even when the call
+  // failed, since every send of a call was matched before it was issued.
+  for (auto& send : sends_) {
+    try {
+      send.on_stream(stream_);
+    } catch (const std::exception& e) {
+      PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, a send could not be waited for: " << e.what());
+    }
+  }
   for (const auto& lane : state_.side) {
     for (const auto& side : lane) {
       if (!side) continue;

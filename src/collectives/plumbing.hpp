@@ -134,8 +134,8 @@ class Call {
   void stream_wait_later(Request request);
   /// Adds the deferred stream waits and the error check. The call's results are ready when the stream gets there.
   void finish();
-  /// After a failure: the caller's stream waits for everything this call queued on side streams (copies that read
-  /// the caller's buffers), so that synchronizing it before freeing them is enough. Never throws.
+  /// After a failure: the caller's stream waits for everything this call queued on side streams and for its sends
+  /// (copies that read the caller's buffers), so that synchronizing it before freeing them is enough. Never throws.
   void abandon() noexcept;
 
  private:
@@ -159,6 +159,7 @@ class Call {
   std::vector<bool> side_forked_[2];
   std::vector<Request> deferred_;
   std::vector<Request> recvs_;
+  std::vector<Request> sends_;  // for abandon()
 };
 
 /// The same error (same class, code, peer) with "<prefix>: " in front of its message.

@@ -153,6 +153,11 @@ struct Communicator::Impl {
   void net_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
                std::size_t bytes);
   void net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value);
+  /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
+  /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
+  void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
+               std::size_t bytes);
+  void shm_signal(device::Stream& stream, int peer, int slot, std::uint32_t value);
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
@@ -173,11 +178,12 @@ struct Communicator::Impl {
   void handle_shm(int peer, const ShmSendMessage& message);
   void handle_shm(int peer, const ShmPutMessage& message);
   void handle_shm(int peer, const ShmSignalMessage& message);
+  /// The peer is gone: every pending operation with it fails and every stream wait on it is released. Over shm the
+  /// pair's queued copies are let run through first (ShmTransport::release), so that nothing touches the failed
+  /// operations' buffers once the application hears of the failure.
   void fail_peer(int peer, const std::string& reason);
-  /// fail_peer's state changes (mutex held), the first time only (then true); the released signal words go to
-  /// `released_signals`.
-  bool fail_peer_locked(int peer, const std::string& reason,
-                        std::vector<transport::shm::ShmTransport::ReleasedWord>& released_signals);
+  /// fail_peer's state changes (mutex held), the first time only (then true).
+  bool fail_peer_locked(int peer, const std::string& reason);
   /// Stops and joins the progress thread.
   void stop_progress();
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
@@ -249,6 +255,8 @@ struct Communicator::Impl {
     std::uint64_t net_puts_sent = 0;
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
+    // shm transport: puts this rank issued to the peer (put n's "source read" word is n % kShmPutSlots).
+    std::uint64_t shm_puts = 0;
     // net and shm sends under way (they complete on this rank's "sent" words), by the receiver's slot: a failure of
     // the peer completes them with an error and releases their words. Owned here, not weakly: a
     // collective drops its Requests but leaves its stream waiting on their words. An entry goes when its slot is

@@ -385,14 +385,7 @@ void Communicator::put(Stream& stream, const Window& window, int peer, std::size
     return;
   }
   if (c.uses_shm(peer)) {
-    // Staged: the transport's stream copies the source into the ring after the stream's earlier work; the peer's
-    // receiving stream copies it out. The stream goes on once the source has been read (it may then be reused).
-    auto after = std::shared_ptr<device::Event>(device::make_event(c.kind, std::max(0, c.device)));
-    stream.impl().record(*after);
-    auto reserved = c.shm->send(peer, src, bytes, after);
-    c.send_control(peer, ShmPutMessage{.window = state->id, .offset = dst_offset, .bytes = bytes,
-                                       .first_chunk = reserved.first_chunk});
-    stream.impl().wait_value(reserved.read_word, reserved.read_value);
+    c.shm_put(stream.impl(), *state, peer, dst_offset, src, bytes);
     return;
   }
   void* dst = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + dst_offset, bytes, ctx);
@@ -418,13 +411,7 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
     return;
   }
   if (c.uses_shm(peer)) {
-    // A marker in the ring behind this rank's earlier puts to the peer: the peer's receiving stream sets the signal
-    // once everything before it arrived.
-    auto after = std::shared_ptr<device::Event>(device::make_event(c.kind, std::max(0, c.device)));
-    stream.impl().record(*after);
-    auto reserved = c.shm->send(peer, nullptr, 0, after);
-    c.send_control(peer, ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value,
-                                          .first_chunk = reserved.first_chunk});
+    c.shm_signal(stream.impl(), peer, slot, value);
     return;
   }
   stream.impl().write_value(c.signals->remote_word_for_streams(peer, slot), value);

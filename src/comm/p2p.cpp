@@ -193,7 +193,7 @@ std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const 
   if ((send->shm_state.fetch_or(step) & other) == 0) return std::nullopt;  // the other step comes later
   // Both steps are done, and this thread did the last: the send takes its place in the ring now. (A peer that
   // failed meanwhile drops the copies; its control message is lost with the channel.)
-  const std::uint64_t first = shm->send(peer, send->src, send->ctx.bytes, nullptr).first_chunk;
+  const std::uint64_t first = shm->send(peer, send->src, send->ctx.bytes);
   return ShmSendMessage{.tag = send->tag, .seq = send->seq, .bytes = send->ctx.bytes, .first_chunk = first};
 }
 

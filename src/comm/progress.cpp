@@ -175,19 +175,15 @@ void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
 }
 
 void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
-  std::vector<transport::shm::ShmTransport::ReleasedWord> released_signals;
-  bool first;
-  {
-    std::lock_guard lock(mutex);
-    first = fail_peer_locked(peer, reason, released_signals);
-  }
-  // Streams waiting on the pair's staging rings go on; the rings stay mapped until the communicator closes. The
-  // signal words just released are written again behind the copies the ring's receiving stream still has queued.
-  if (first && uses_shm(peer)) shm->release(peer, std::move(released_signals));
+  // Streams waiting on the pair's staging rings go on, and their copies run through, before the failure is
+  // reported: a failed send's source or receive's buffer may be freed once it is. The rings stay mapped until the
+  // communicator closes.
+  if (uses_shm(peer)) shm->release(peer, Deadline::after_seconds(timeout_seconds));
+  std::lock_guard lock(mutex);
+  fail_peer_locked(peer, reason);
 }
 
-bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
-                                          std::vector<transport::shm::ShmTransport::ReleasedWord>& released_signals) {
+bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   PeerState& state = peers[peer];
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
   // would move the words 2^31 or more ahead, where a wait reads them as behind again.
@@ -211,6 +207,15 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
     ++failed;
   }
   state.sends_in_flight.clear();
+  // shm puts whose streams may still wait for their source to be read: the sending stream stops copying to the
+  // peer, so release each slot's latest put here (earlier ones on a slot had completed: puts reuse a slot only
+  // then). Their queued writes, if any still run, carry the same values.
+  for (int slot = 0; uses_shm(peer) && slot < comm::kShmPutSlots && static_cast<std::uint64_t>(slot) < state.shm_puts;
+       ++slot) {
+    const std::uint64_t latest = slot + (state.shm_puts - 1 - slot) / comm::kShmPutSlots * comm::kShmPutSlots;
+    signals->advance_sent(peer, comm::kShmPutWordBase + slot,
+                          static_cast<std::uint32_t>(latest / comm::kShmPutSlots + 1));
+  }
   for (auto& [key, request] : state.posted_recvs) {
     if (request->error || request->landed ||
         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
@@ -230,11 +235,7 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason,
   }
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
   // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError.
-  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
-    const std::uint32_t released = signals->load(peer, slot) + 0x7fffffffu;
-    signals->store(peer, slot, released);
-    released_signals.push_back({signals->local_word_for_streams(peer, slot), released});
-  }
+  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
   // (our import holds it) until the communicator is destroyed.
   return true;

@@ -25,7 +25,11 @@ namespace pickle::comm {
 
 inline constexpr int kUserSignalSlots = 64;
 inline constexpr int kCompletionSlots = 4096;
-inline constexpr int kWordsPerPeer = kUserSignalSlots + kCompletionSlots;
+/// shm puts' "source read" words, in the "sent" block only: this rank's shm sending stream writes word
+/// kShmPutWordBase + (n % kShmPutSlots) once put n's source has been read, and the put's stream waits on it.
+inline constexpr int kShmPutSlots = 1024;
+inline constexpr int kShmPutWordBase = kUserSignalSlots + kCompletionSlots;
+inline constexpr int kWordsPerPeer = kShmPutWordBase + kShmPutSlots;
 
 class SignalArea {
  public:

@@ -13,6 +13,7 @@ SerialWorker::~SerialWorker() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    finished_ += jobs_.size();
     jobs_.clear();
   }
   changed_.notify_all();
@@ -23,13 +24,15 @@ void SerialWorker::post(std::function<void()> job) {
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(job));
+    ++posted_;
   }
   changed_.notify_all();
 }
 
 bool SerialWorker::drain(const Deadline& deadline) {
   std::unique_lock lock(mutex_);
-  while (!jobs_.empty() || busy_) {
+  const std::uint64_t target = posted_;
+  while (finished_ < target) {
     if (deadline.expired()) return false;
     changed_.wait_for(lock, std::chrono::milliseconds(10));
   }
@@ -43,7 +46,6 @@ void SerialWorker::run() {
     if (stopping_) return;
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
-    busy_ = true;
     lock.unlock();
     try {
       job();
@@ -51,7 +53,7 @@ void SerialWorker::run() {
       PICKLE_LOG(Error, "core", name_ << ": " << e.what());
     }
     lock.lock();
-    busy_ = false;
+    ++finished_;
     changed_.notify_all();
   }
 }

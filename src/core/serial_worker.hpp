@@ -7,6 +7,7 @@
 // to each other would never read again).
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -28,8 +29,10 @@ class SerialWorker {
 
   /// Runs `job` after every job posted before it. A job that throws is logged and the next one runs.
   void post(std::function<void()> job);
-  /// Waits until every job posted so far has run; false when `deadline` passed first.
+  /// Waits until every job posted so far has run (not those posted meanwhile); false when `deadline` passed first.
   bool drain(const Deadline& deadline);
+  /// Whether the caller is this worker's own thread (inside a job), which must not wait for the worker.
+  bool on_worker_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void run();
@@ -38,7 +41,8 @@ class SerialWorker {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::function<void()>> jobs_;
-  bool busy_ = false;
+  std::uint64_t posted_ = 0;    // jobs posted so far
+  std::uint64_t finished_ = 0;  // jobs run (or dropped) so far: they finish in the order they were posted
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -594,7 +595,10 @@ PICKLE_CHILD(coll_errors) {
 // rank's collective call or stream synchronize fails with PeerError or TimeoutError, promptly, and later calls fail
 // fast. Rank 0 dies (its store goes with it, so that the survivors' teardown does not wait). args: memory.
 PICKLE_CHILD(coll_peer_death) {
-  Communicator comm = make_comm(args.at(0));
+  // The communicator goes before the buffers (see the end): after a failed collective, peers that finished their
+  // side may still write into this rank's receive buffer until the communicator is destroyed (collectives.md).
+  std::optional<Communicator> held(make_comm(args.at(0)));
+  Communicator& comm = *held;
   const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(comm.world_size());
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 5);  // everything set up and working
@@ -633,6 +637,14 @@ PICKLE_CHILD(coll_peer_death) {
     if (e.code() != ErrorCode::Peer && e.code() != ErrorCode::Timeout) return 5;
   }
   if (again.seconds() > 2) return 6;
+  // What a failed collective leaves on the stream (waits on its side streams and sends) runs out first: streams
+  // are synchronized before their communicator goes. Then the communicator, then the buffers.
+  try {
+    h.stream().synchronize();
+  } catch (const Error&) {
+    // the failure already reported
+  }
+  held.reset();
   return 0;
 }
 

@@ -246,6 +246,42 @@ PICKLE_CHILD(comm_put_signal) {
   return 0;
 }
 
+// A put and a signal whose stream waits on the peer must not hold up a later message to that peer: the peer sends
+// the signal that the stream waits for only after it has received that message (rank 0's host send). Over ipc
+// nothing orders them; over shm the staging ring did once (puts and signals took their ring places at call time).
+PICKLE_CHILD(comm_put_held_by_stream) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr std::size_t kBytes = 200003, kMessage = 4096;
+  Buffer window_memory = comm.alloc(kBytes);
+  Window window = comm.register_memory(window_memory.data(), kBytes);
+  Buffer src = comm.alloc(kBytes);
+  Buffer message = comm.alloc(kMessage);
+  Stream stream = comm.make_stream();
+  for (std::uint32_t round = 1; round <= 3; ++round) {
+    if (rank == 0) {
+      fill(comm, src.data(), kBytes, 40 + round);
+      fill(comm, message.data(), kMessage, 80 + round);
+      comm.wait(stream, 1, 0, round);  // held until rank 1 has the message sent below
+      comm.put(stream, window, 1, 0, src.data(), kBytes);
+      comm.signal(stream, 1, 1);
+      comm.send(1, 7, message.data(), kMessage).wait();
+      stream.synchronize();
+    } else {
+      comm.recv(0, 7, message.data(), kMessage).wait();
+      std::size_t wrong = count_wrong(comm, message.data(), kMessage, 80 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": the message has ", wrong, " wrong bytes");
+      comm.signal(stream, 0, 0);
+      comm.wait(stream, 0, 1, round);
+      stream.synchronize();
+      wrong = count_wrong(comm, window.local(), kBytes, 40 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": the put left ", wrong, " wrong bytes");
+    }
+    comm.barrier();  // rank 0 refills its buffers only after rank 1 has read
+  }
+  return 0;
+}
+
 // Bad input is a clear error naming rank, peer, operation and size.
 PICKLE_CHILD(comm_errors) {
   Communicator comm = make_comm(args.at(0));

@@ -44,6 +44,9 @@ TEST_F(Net, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
   expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, net_env(2)));
 }
 TEST_F(Net, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, net_env(3))); }
+TEST_F(Net, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
+  expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, net_env(2)));
+}
 TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, net_env(2))); }
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));

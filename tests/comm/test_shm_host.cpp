@@ -33,6 +33,12 @@ TEST(Shm, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
 
 TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
 
+TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
+  auto env = kShm;
+  env[0] = "PICKLE_TIMEOUT=15";  // the deadlock this guards against lasted until the timeout
+  expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, env));
+}
+
 TEST(Shm, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, kShm)); }
 
 TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {

@@ -63,8 +63,7 @@ void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> jo
   });
 }
 
-ShmTransport::Reservation ShmTransport::send(int peer, const void* src, std::size_t bytes,
-                                             std::shared_ptr<device::Event> after) {
+std::uint64_t ShmTransport::send(int peer, const void* src, std::size_t bytes, std::optional<StreamWord> source_read) {
   if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
   Peer& state = *peers_[peer];
   std::lock_guard lock(mutex_);
@@ -72,16 +71,16 @@ ShmTransport::Reservation ShmTransport::send(int peer, const void* src, std::siz
   state.next_send_chunk += chunks_of(*state.outgoing, bytes);
   // Posted under the lock: the worker enqueues messages in the order their chunks were reserved, so every stream's
   // waits on the ring point backwards only.
-  post(send_worker_, peer, [this, &state, first, src, bytes, after = std::move(after)] {
-    if (after) state.send_stream->wait(*after);
-    enqueue_send(state, first, static_cast<const std::byte*>(src), bytes);
+  post(send_worker_, peer, [this, &state, first, src, bytes, source_read] {
+    enqueue_send(state, first, static_cast<const std::byte*>(src), bytes, source_read);
   });
   bytes_ += bytes;
   ++operations_;
-  return {first, state.outgoing->sent_for_streams(), static_cast<std::uint32_t>(state.next_send_chunk)};
+  return first;
 }
 
-void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes) {
+void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes,
+                                std::optional<StreamWord> source_read) {
   const StagingRing& ring = *peer.outgoing;
   device::Stream& stream = *peer.send_stream;
   const std::uint64_t slots = static_cast<std::uint64_t>(ring.slots());
@@ -96,7 +95,7 @@ void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte
     if (length != 0) stream.copy(ring.slot_for_streams(slot), src + offset, length);
     stream.write_value(ring.full_for_streams(slot), use);
   }
-  stream.write_value(ring.sent_for_streams(), static_cast<std::uint32_t>(first + chunks));
+  if (source_read) stream.write_value(source_read->word, source_read->value);
 }
 
 void ShmTransport::receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
@@ -136,27 +135,41 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
   if (message.sender_word != nullptr) stream.write_value(message.sender_word, message.done_value);
 }
 
-void ShmTransport::release(int peer, std::vector<ReleasedWord> done_words) {
+void ShmTransport::release(int peer, const Deadline& deadline) {
   if (!uses(peer)) return;
   Peer& state = *peers_[peer];
   state.failed = true;
-  const std::uint32_t sent = state.outgoing->release();
+  const bool on_worker = send_worker_.on_worker_thread() || recv_worker_.on_worker_thread();
+  std::unique_lock lock(state.release_mutex, std::defer_lock);
+  if (on_worker) {
+    if (!lock.try_lock()) return;  // another thread is releasing, and may be waiting for this very worker
+  } else {
+    lock.lock();
+  }
+  if (state.released) return;
+  state.released = true;
+  state.outgoing->release();
   state.incoming->release();
-  // Copies already queued on the pair's streams run after this and end with write-values of older values: the sent
-  // word (which the caller's streams wait on for a source to be reusable) and the receive side's done words. Write
-  // the released values once more at the end of each stream. Through the workers directly, not post(): after any
-  // job they are running, and not skipped because the peer failed.
-  auto write_last = [this, peer](device::Stream& stream, const std::vector<ReleasedWord>& words) {
+  // The pair's queued copies now run through the released flags (into and out of the ring, from sources and into
+  // buffers the application may free once it hears of the failure): let them finish first. Jobs posted from here on
+  // are skipped (failed), and a worker that called this is inside a job that queues nothing more for the pair.
+  bool drained = true;
+  for (SerialWorker* worker : {&send_worker_, &recv_worker_}) {
+    if (!worker->on_worker_thread()) drained = worker->drain(deadline) && drained;
+  }
+  for (device::Stream* stream : {state.send_stream.get(), state.recv_stream.get()}) {
     try {
-      for (const auto& w : words) stream.write_value(w.word, w.value);
+      stream->synchronize_until(deadline);
     } catch (const Error& e) {
-      PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer << ": releasing stream waits: " << e.what());
+      drained = false;
+      PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer << ": after the failure: " << e.what());
     }
-  };
-  send_worker_.post([&state, write_last, sent] {
-    write_last(*state.send_stream, {{state.outgoing->sent_for_streams(), sent}});
-  });
-  recv_worker_.post([&state, write_last, words = std::move(done_words)] { write_last(*state.recv_stream, words); });
+  }
+  if (!drained) {
+    PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer
+                                    << ": copies of the failed pair still queued at the deadline; they may still "
+                                       "touch the buffers of its operations");
+  }
 }
 
 bool ShmTransport::synchronize_all(const Deadline& deadline) {

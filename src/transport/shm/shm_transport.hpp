@@ -42,14 +42,16 @@ class ShmTransport {
 
   bool uses(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer] != nullptr; }
 
-  struct Reservation {
-    std::uint64_t first_chunk = 0;      ///< where the message starts in the ring: the receiver needs it
-    std::uint32_t* read_word = nullptr;  ///< reaches read_value (stream-waitable) once the source has been read
-    std::uint32_t read_value = 0;
+  /// A word as streams address it, and a value for it (to write, or that a failure leaves in it).
+  struct StreamWord {
+    std::uint32_t* word;
+    std::uint32_t value;
   };
   /// Sender: reserves the ring chunks of a message of `bytes` to `peer` (0 bytes: one chunk that carries no data,
-  /// an ordering marker) and queues their copies from `src`, after `after` (when set) has completed.
-  Reservation send(int peer, const void* src, std::size_t bytes, std::shared_ptr<device::Event> after);
+  /// an ordering marker) and queues their copies from `src`, which must be ready: the caller reserves once it is.
+  /// Then `source_read` (when set) is written, in stream order after the last chunk's copy: `src` may be reused.
+  /// Returns where the message starts in the ring, which the receiver needs.
+  std::uint64_t send(int peer, const void* src, std::size_t bytes, std::optional<StreamWord> source_read = std::nullopt);
 
   /// Receiver: the message of `bytes` at `first_chunk` of `peer`'s ring goes to `dst` (nullptr: consume and drop),
   /// then `*done_word = done_value` and `*sender_word = done_value` (each when set: this rank's completion word,
@@ -57,15 +59,13 @@ class ShmTransport {
   void receive(int peer, std::uint64_t first_chunk, void* dst, std::size_t bytes, std::uint32_t* done_word,
                std::uint32_t done_value, std::uint32_t* sender_word = nullptr);
 
-  /// A word as streams address it and the value a failure leaves in it.
-  struct ReleasedWord {
-    std::uint32_t* word;
-    std::uint32_t value;
-  };
-  /// The peer failed: release every stream wait on its rings and drop its later work. `done_words` (the caller's
-  /// words that this pair's receiving stream writes, such as signal words, already released from the host) are
-  /// written once more after the copies already queued, which would otherwise store older values over them.
-  void release(int peer, std::vector<ReleasedWord> done_words = {});
+  /// The peer failed: releases every stream wait on its rings, drops its later work, and waits (until `deadline`)
+  /// for the pair's queued copies to run through, so that once the caller reports the failure no copy still reads a
+  /// send's source or writes a receive's buffer that the application may then free. Then the caller releases, from
+  /// the host, the words its streams wait on (nothing queued will write older values over them). The first call
+  /// does it; later ones wait for it, except from this transport's own worker threads, which cannot wait for
+  /// themselves and return at once.
+  void release(int peer, const Deadline& deadline);
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
 
@@ -85,11 +85,14 @@ class ShmTransport {
     std::uint64_t next_send_chunk = 0;            // guarded by mutex_
     std::uint64_t next_recv_chunk = 0;            // guarded by mutex_
     std::map<std::uint64_t, Pending> out_of_order;  // guarded by mutex_: announced ahead of an earlier message
-    std::atomic<bool> failed{false};
+    std::atomic<bool> failed{false};                 // set first: the workers skip the pair's later jobs
+    std::mutex release_mutex;                        // held through release(): later callers wait for it
+    bool released = false;                           // guarded by release_mutex
   };
 
   std::uint64_t chunks_of(const StagingRing& ring, std::size_t bytes) const;
-  void enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes);
+  void enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes,
+                    std::optional<StreamWord> source_read);
   void enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message);
   void post(SerialWorker& worker, int peer, std::function<void()> job);
 

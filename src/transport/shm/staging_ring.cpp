@@ -95,15 +95,7 @@ std::uint32_t* StagingRing::free_for_streams(int slot) const noexcept {
   return static_cast<std::uint32_t*>(registration_->device_address(free_host(slot)));
 }
 
-std::uint32_t* StagingRing::sent_host() const noexcept {
-  return reinterpret_cast<std::uint32_t*>(base_ + kFlagsOffset + static_cast<std::size_t>(2 * kMaxSlots) * kFlagStride);
-}
-
-std::uint32_t* StagingRing::sent_for_streams() const noexcept {
-  return static_cast<std::uint32_t*>(registration_->device_address(sent_host()));
-}
-
-std::uint32_t StagingRing::release() noexcept {
+void StagingRing::release() noexcept {
   auto advance = [](std::uint32_t* flag) {
     std::atomic_ref<std::uint32_t> word(*flag);
     word.store(word.load(std::memory_order_acquire) + (1u << 30), std::memory_order_release);
@@ -112,8 +104,6 @@ std::uint32_t StagingRing::release() noexcept {
     advance(full_host(slot));
     advance(free_host(slot));
   }
-  advance(sent_host());
-  return std::atomic_ref<std::uint32_t>(*sent_host()).load(std::memory_order_acquire);
 }
 
 }  // namespace pickle::transport::shm

@@ -45,13 +45,9 @@ class StagingRing {
   /// The flags of slot `slot` as streams address them.
   std::uint32_t* full_for_streams(int slot) const noexcept;
   std::uint32_t* free_for_streams(int slot) const noexcept;
-  /// The sender's own progress word (the receiver never touches it): chunks whose source has been read, so that a
-  /// stream can wait until a message's source buffer may be reused.
-  std::uint32_t* sent_for_streams() const noexcept;
-
   /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
-  /// failed, so that no stream stays blocked on a rank that will never write). Returns the sent word's new value.
-  std::uint32_t release() noexcept;
+  /// failed, so that no stream stays blocked on a rank that will never write).
+  void release() noexcept;
 
   ~StagingRing();
 
@@ -60,7 +56,6 @@ class StagingRing {
   void attach(MemoryKind streams_kind, int device);
   std::uint32_t* full_host(int slot) const noexcept;
   std::uint32_t* free_host(int slot) const noexcept;
-  std::uint32_t* sent_host() const noexcept;
 
   std::unique_ptr<device::Allocation> owned_;      // create()
   std::unique_ptr<device::ImportedMemory> mapped_;  // import()
