@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
+#include <string>
 
 #include <pickle/error.hpp>
 
@@ -18,8 +20,16 @@ std::atomic<int> g_rank{-1};
 const std::int64_t g_start_ns = now_ns();
 
 const Config& config() {
-  // Read once: logging sits on paths where a getenv per call would show.
-  static const Config parsed = parse_config(env::get("PICKLE_LOG"), env::get("PICKLE_LOG_SUBSYS"));
+  // Read once: logging sits on paths where a getenv per call would show. A bad level must not turn the first log
+  // line (anywhere, in any thread) into an exception: say so once and log at the default level.
+  static const Config parsed = [] {
+    try {
+      return parse_config(env::get("PICKLE_LOG"), env::get("PICKLE_LOG_SUBSYS"));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "pickle: %s; logging at warn\n", e.what());
+      return parse_config("warn", env::get("PICKLE_LOG_SUBSYS"));
+    }
+  }();
   return parsed;
 }
 
@@ -44,13 +54,15 @@ bool Config::allows(Level message_level, std::string_view subsystem) const {
   return false;
 }
 
-Config parse_config(std::string_view level, std::string_view subsystems) {
+Config parse_config(std::string_view level_text, std::string_view subsystems) {
   Config result;
+  std::string level(level_text);  // any case: PICKLE_LOG=INFO means info
+  for (char& c : level) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (level == "error") result.level = Level::Error;
   else if (level == "warn" || level.empty()) result.level = Level::Warn;
   else if (level == "info") result.level = Level::Info;
   else if (level == "debug") result.level = Level::Debug;
-  else throw InvalidArgument(cat("PICKLE_LOG='", level, "': use error, warn, info or debug"));
+  else throw InvalidArgument(cat("PICKLE_LOG='", level_text, "': use error, warn, info or debug"));
 
   while (!subsystems.empty()) {
     auto comma = subsystems.find(',');

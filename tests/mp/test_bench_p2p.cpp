@@ -10,6 +10,7 @@
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
+#include "device/backends.hpp"
 #include "netns_pair.hpp"
 #include "subprocess.hpp"
 
@@ -101,6 +102,18 @@ TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
   EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
   ASSERT_EQ(root.at("results").size(), 1u);  // ce's only
   EXPECT_TRUE(root.at("results").at(0).at("wrong").is_null());
+}
+
+// --memory cuda where there is no GPU: one clear refusal before any rank starts (it used to say "running 2
+// host-memory ranks" and then fail in each rank's cudaSetDevice).
+TEST(BenchP2p, MemoryCudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
+  if (device::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, "p2p", {"--memory", "cuda", "-b", "4K", "-e", "4K"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_NE(run.err.find("--memory cuda needs a GPU, and this machine has none"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("running 2 host-memory ranks"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("cudaSetDevice"), std::string::npos) << run.err;
 }
 
 TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {

@@ -447,6 +447,16 @@ TEST(Launch, MissingProgramIsAClearError) {
   EXPECT_TRUE(contains(not_executable.err, "rank 0: cannot execute /dev/null")) << not_executable.err;
 }
 
+// A PICKLE_LOG value that is not a level is said once, and the command runs (the first log line used to throw from
+// inside logging and abort the process).
+TEST(Launch, ABadLogLevelIsSaidNotFatal) {
+  TempDir dir("launch");
+  auto result = launch(dir, {"-n", "1", "--", "sh", "-c", "echo ran"}, {"PICKLE_LOG=verbose"});
+  EXPECT_TRUE(result.status.ok()) << result.status.describe() << "\n" << result.err;
+  EXPECT_TRUE(contains(result.out, "[0] ran")) << result.out;
+  EXPECT_TRUE(contains(result.err, "PICKLE_LOG='verbose': use error, warn, info or debug; logging at warn")) << result.err;
+}
+
 TEST(Launch, HelpDescribesTheOptions) {
   TempDir dir("launch");
   auto result = launch(dir, {"--help"});

@@ -30,11 +30,32 @@ TEST(Selftest, ThreeHostRanksMoveAnOddSizedPatternIntact) {
   EXPECT_NE(out.find("selftest: passed"), std::string::npos) << out;
 }
 
-TEST(Selftest, BadOptionIsAnErrorNotACrash) {
+TEST(Selftest, SizesTakeUnitsLikeTheBench) {
+  // `--bytes 1M` once read as 1 byte (std::stoull stops at the 'M') and "passed".
   TempDir dir("selftest");
-  ExitStatus status = run_selftest(dir, {"--bytes", "0"});
-  EXPECT_TRUE(status.exited && status.code == 1) << status.describe();
-  EXPECT_NE(read_file(dir / "err").find("--bytes must be at least 1"), std::string::npos);
+  ExitStatus status = run_selftest(dir, {"--ranks", "2", "--bytes", "1M", "--memory", "host"});
+  std::string out = read_file(dir / "out");
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << out << read_file(dir / "err");
+  EXPECT_NE(out.find("received 1 MiB from rank 1"), std::string::npos) << out;
+}
+
+TEST(Selftest, BadOptionsExitWithTwoNamingTheFlag) {
+  TempDir dir("selftest");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bytes", "0"}, "--bytes '0'"},
+      {{"--bytes", "abc"}, "--bytes 'abc'"},
+      {{"--bytes", "-5"}, "--bytes '-5'"},
+      {{"--ranks", "1"}, "--ranks 1: must be between 2"},
+      {{"--ranks", "two"}, "--ranks 'two'"},
+      {{"--frobnicate"}, "unknown option '--frobnicate'"},
+  };
+  for (const auto& [args, message] : cases) {
+    ExitStatus status = run_selftest(dir, args);
+    const std::string err = read_file(dir / "err");
+    EXPECT_TRUE(status.exited && status.code == 2) << args[0] << ": " << status.describe() << "\n" << err;
+    EXPECT_NE(err.find(message), std::string::npos) << args[0] << ": " << err;
+    EXPECT_EQ(err.find("unexpected error"), std::string::npos) << err;
+  }
 }
 
 }  // namespace

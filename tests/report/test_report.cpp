@@ -202,6 +202,14 @@ TEST(Report, MalformedJsonFailsNamingTheFile) {
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
 }
 
+TEST(Report, APythonThatWritesNothingIsNotASuccess) {
+  // PICKLE_PYTHON=/bin/true "ran the report" and exited 0 with nothing written.
+  TempDir dir("report-not-python");
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", kDeviceRun}, std::chrono::seconds(60), {"PICKLE_PYTHON=/bin/true"});
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find("wrote no"), std::string::npos) << r.err;
+}
+
 TEST(Report, UsageErrorsExitTwo) {
   TempDir dir("report-usage");
   Result r = run_pickle(dir, {"report"}, std::chrono::seconds(30));

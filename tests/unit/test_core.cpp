@@ -67,6 +67,7 @@ TEST(Log, ParseConfigLevelsAndSubsystems) {
   EXPECT_TRUE(config.allows(log::Level::Error, "topology"));  // errors always pass the filter
   EXPECT_FALSE(log::parse_config("", "").allows(log::Level::Info, "x"));
   EXPECT_THROW(log::parse_config("loud", ""), InvalidArgument);
+  EXPECT_TRUE(log::parse_config("INFO", "").allows(log::Level::Info, "x"));  // any case
 }
 
 TEST(Clock, AHugeTimeoutIsClampedNotWrapped) {

@@ -214,6 +214,11 @@ int cmd_report(const Args& args) {
       continue;
     }
     // The script has said what went wrong on stderr; 0, 1 and 2 keep their meaning, anything else is a failure.
+    // A success that wrote no report.md was not our script (PICKLE_PYTHON pointing at something else).
+    if (code == 0 && !is_regular_file(parsed.output + "/report.md")) {
+      throw Error(ErrorCode::System, cat(python, " ", script, " exited 0 but wrote no ", parsed.output,
+                                         "/report.md (is it a Python? PICKLE_PYTHON chooses it)"));
+    }
     return code == 0 || code == 2 ? code : 1;
   }
   std::string list;

@@ -11,7 +11,10 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
 
+#include "bench/lockstep.hpp"
 #include "bench/pattern.hpp"
+#include "bench/sizes.hpp"
+#include "bench/sweep_options.hpp"
 #include "commands.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
@@ -48,15 +51,14 @@ Options parse(const Args& args) {
       if (i + 1 >= args.size()) throw InvalidArgument(cat("selftest: ", args[i], " needs a value"));
       return args[++i];
     };
-    if (args[i] == "--ranks") options.ranks = std::stoi(value());
-    else if (args[i] == "--bytes") options.bytes = std::stoull(value());
+    if (args[i] == "--ranks") options.ranks = static_cast<int>(bench::parse_int(value(), "--ranks", 2, 4096));
+    else if (args[i] == "--bytes") options.bytes = bench::parse_size(value(), "--bytes");
     else if (args[i] == "--memory") options.memory = value();
     else if (args[i] == "-h" || args[i] == "--help") options.help = true;
     else {
       throw InvalidArgument(cat("selftest: unknown option '", args[i], "'\n", kUsage));
     }
   }
-  if (options.bytes == 0) throw InvalidArgument("selftest: --bytes must be at least 1");
   if (!options.memory.empty() && options.memory != "host" && options.memory != "cuda") {
     throw InvalidArgument(cat("selftest: --memory ", options.memory, ": use host or cuda"));
   }
@@ -141,14 +143,21 @@ int run_rank(const Options& options) {
 }  // namespace
 
 int cmd_selftest(const Args& args) {
-  Options options = parse(args);
+  Options options;
+  try {
+    options = parse(args);
+  } catch (const InvalidArgument& e) {
+    // Usage errors exit 2, as every other command's do.
+    std::fprintf(stderr, "pickle selftest: %s\n\n%s", bench::plain_message(e).c_str(), kUsage);
+    return 2;
+  }
   if (options.help) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   if (running_as_rank()) return run_rank(options);
   std::string why;
-  int ranks = default_rank_count(options.ranks, why);
+  int ranks = default_rank_count(options.ranks, options.memory, why);
   std::printf("selftest: %s\n", why.c_str());
   std::fflush(stdout);
   int code = relaunch_as_ranks(ranks, "selftest", args);

@@ -6,6 +6,7 @@
 #include <pickle/error.hpp>
 #include <pickle/version.hpp>
 
+#include "bench/lockstep.hpp"
 #include "commands.hpp"
 
 namespace pickle::cli {
@@ -22,7 +23,8 @@ constexpr Command kCommands[] = {
     {"info", cmd_info, "describe this host: CPU, GPUs, links between them, library versions (--json)"},
     {"launch", cmd_launch, "start N local ranks of a command with torchrun's variables"},
     {"selftest", cmd_selftest, "move checked data between ranks through exported memory and stream flags"},
-    {"bench", cmd_bench, "benchmark suites (p2p): pickle beside NCCL and the raw copy engine, checked data"},
+    {"bench", cmd_bench, "benchmark suites (p2p, memcpy, ipc, coll, scenario, interference, compute, transports, "
+                         "matrix): pickle beside NCCL, checked data"},
     {"report", cmd_report, "plots and a Markdown report (report.md) from `pickle bench --json` result files"},
 };
 
@@ -47,12 +49,14 @@ int main(int argc, char** argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (std::strcmp(argv[1], "--version") == 0) return cmd_version(Args());
   for (const auto& command : kCommands) {
     if (std::strcmp(argv[1], command.name) != 0) continue;
     try {
       return command.run(Args(argv + 2, argv + argc));
     } catch (const pickle::Error& e) {
-      std::fprintf(stderr, "pickle %s: %s\n", command.name, e.what());
+      // "pickle bench: <what went wrong>", without the error's own "pickle <Code> error: " head.
+      std::fprintf(stderr, "pickle %s: %s\n", command.name, pickle::bench::plain_message(e).c_str());
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pickle %s: unexpected error: %s\n", command.name, e.what());

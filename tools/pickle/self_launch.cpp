@@ -29,12 +29,16 @@ int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<
   return launch::run(options);
 }
 
-int default_rank_count(int requested, std::string& why) {
+int default_rank_count(int requested, const std::string& memory, std::string& why) {
+  // Counting GPUs initialises CUDA in this process; that is safe because the ranks are started by fork + exec.
+  if (memory == "cuda" && device::cuda_device_count() == 0) {
+    throw UnavailableError(cat("--memory cuda needs a GPU, and this machine has none (", device::cuda_unavailable_reason(),
+                               "); leave --memory out, or use --memory host"));
+  }
   if (requested > 0) {
     why = cat(requested, " ranks (--ranks)");
     return requested;
   }
-  // Counting GPUs initialises CUDA in this process; that is safe because the ranks are started by fork + exec.
   int gpus = device::cuda_device_count();
   if (gpus >= 2) {
     why = cat(gpus, " ranks, one per GPU");

@@ -16,7 +16,8 @@ int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<
                       bool prefix_output = true);
 
 /// How many local ranks a command started alone should use: `requested` when > 0, else one per GPU when there are
-/// at least two, else 2 host-memory ranks. `why` says which, for the user.
-int default_rank_count(int requested, std::string& why);
+/// at least two, else 2 host-memory ranks. `why` says which, for the user. `memory` is the command's --memory:
+/// "cuda" on a machine without a GPU is an UnavailableError saying why, before any rank starts.
+int default_rank_count(int requested, const std::string& memory, std::string& why);
 
 }  // namespace pickle::cli

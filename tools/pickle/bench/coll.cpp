@@ -26,7 +26,7 @@ int run_coll(const std::vector<std::string>& args) {
   if (cli::running_as_rank()) return run_coll_rank(options, args);
 
   std::string why;
-  int ranks = cli::default_rank_count(options.ranks, why);
+  int ranks = cli::default_rank_count(options.ranks, options.memory, why);
   if (options.root >= ranks) {
     std::fprintf(stderr, "pickle bench coll: -r %d: the root must be a rank below %d\n\n%s", options.root, ranks,
                  kCollUsage);

@@ -2,7 +2,7 @@
 // bootstrapped through pickle's store (rank 0's ncclUniqueId under one key), kernels enqueued on the same timing
 // stream as pickle's work. A run without NCCL or without GPUs reports the backend as unavailable, not failed.
 //
-// Two modes, both measured because pickle is judged against the better (DESIGN.md section 3): "nccl", NCCL as it
+// Two modes, both measured because pickle is judged against the better (docs/design.md section 3): "nccl", NCCL as it
 // comes, and "nccl-zero", its zero-SM mode since 2.27: a communicator configured with CTAPolicy =
 // NCCL_CTA_POLICY_ZERO whose buffers come from ncclMemAlloc and are registered as symmetric windows
 // (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC), so that NCCL may move allgather's data with copy engines.

@@ -64,7 +64,7 @@ int launch_count(const InterferenceOptions& options, int gpus, std::string& why)
     why = "only 1 GPU: 2 ranks sharing it (--share-gpus)";
     return 2;
   }
-  return cli::default_rank_count(options.ranks, why);
+  return cli::default_rank_count(options.ranks, options.memory, why);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ int run_scenario(const std::vector<std::string>& args) {
   if (cli::running_as_rank()) return run_scenario_rank(options, args);
 
   std::string why;
-  int ranks = cli::default_rank_count(options.ranks, why);
+  int ranks = cli::default_rank_count(options.ranks, options.memory, why);
   std::fprintf(stderr, "bench scenario: %s\n", why.c_str());
   std::fflush(stderr);
   std::vector<std::string> rank_args = {"scenario"};
