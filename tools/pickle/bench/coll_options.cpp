@@ -110,7 +110,8 @@ std::vector<Collective> parse_collectives(const std::string& text, const std::st
                               [&](Collective c) { return collective_name(c) == name; });
     if (found == std::end(kAllCollectives)) {
       throw InvalidArgument(cat(flag, ": unknown collective '", name,
-                                "' (choose from allreduce, allgather, broadcast, alltoall, reduce_scatter, all)"));
+                                "' (choose from allreduce, allgather, broadcast, alltoall, reduce_scatter, all",
+                                flag == "-c" ? "; -c 0 or -c 1 turns the check off or on" : "", ")"));
     }
     out.push_back(*found);
   }
