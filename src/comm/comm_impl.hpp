@@ -236,6 +236,7 @@ struct Communicator::Impl {
   std::unique_ptr<transport::net::NetTransport> net;  // null when no pair uses it
 #endif
 
+  std::mutex shm_put_mutex;  // one shm put at a time takes its "source read" word (shm_path.cpp)
   mutable std::mutex mutex;  // everything below
   struct PeerState {
     bool failed = false;
@@ -255,8 +256,10 @@ struct Communicator::Impl {
     std::uint64_t net_puts_sent = 0;
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
-    // shm transport: puts this rank issued to the peer (put n's "source read" word is n % kShmPutSlots).
+    // shm transport: puts this rank issued to the peer (put n takes "source read" word n % kShmPutSlots), and each
+    // word's generation as of its latest queued put (what a failure of the peer releases it to).
     std::uint64_t shm_puts = 0;
+    std::vector<std::uint32_t> shm_put_generation = std::vector<std::uint32_t>(comm::kShmPutSlots, 0);
     // net and shm sends under way (they complete on this rank's "sent" words), by the receiver's slot: a failure of
     // the peer completes them with an error and releases their words. Owned here, not weakly: a
     // collective drops its Requests but leaves its stream waiting on their words. An entry goes when its slot is

@@ -399,7 +399,9 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
   // The count is taken and its write enqueued under the pair's channel lock: two threads signalling the slot must
-  // not enqueue their counts in the opposite order (the later write would move the peer's word back).
+  // not enqueue their counts in the opposite order (the later write would move the peer's word back). Signals of
+  // one slot from streams that nothing orders may still reach the peer in either order (over ipc the two streams'
+  // writes race, over shm their callbacks do): the contract asks for ordered streams (communicator.hpp).
   std::lock_guard signal_lock(*c.channel_send_mutex[peer]);
   std::uint32_t value;
   {

@@ -210,11 +210,9 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   // shm puts whose streams may still wait for their source to be read: the sending stream stops copying to the
   // peer, so release each slot's latest put here (earlier ones on a slot had completed: puts reuse a slot only
   // then). Their queued writes, if any still run, carry the same values.
-  for (int slot = 0; uses_shm(peer) && slot < comm::kShmPutSlots && static_cast<std::uint64_t>(slot) < state.shm_puts;
-       ++slot) {
-    const std::uint64_t latest = slot + (state.shm_puts - 1 - slot) / comm::kShmPutSlots * comm::kShmPutSlots;
-    signals->advance_sent(peer, comm::kShmPutWordBase + slot,
-                          static_cast<std::uint32_t>(latest / comm::kShmPutSlots + 1));
+  for (int slot = 0; slot < comm::kShmPutSlots; ++slot) {
+    const std::uint32_t latest = state.shm_put_generation[static_cast<std::size_t>(slot)];
+    if (latest != 0) signals->advance_sent(peer, comm::kShmPutWordBase + slot, latest);
   }
   for (auto& [key, request] : state.posted_recvs) {
     if (request->error || request->landed ||

@@ -15,24 +15,32 @@ namespace pickle {
 void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset,
                                  const void* src, std::size_t bytes) {
   const OpContext ctx{.rank = info.rank, .peer = peer, .op = "put", .bytes = bytes};
-  std::uint64_t n;
-  {
-    std::lock_guard lock(mutex);
-    n = peers[peer].shm_puts++;
-  }
   // The stream goes on once the source has been read into the ring (it may then be reused), as after an ipc put's
   // copy. Where the put lands in the ring, and so which progress it waits for, is known only once the stream gets
   // to it, so the wait is on a word of its own, which the transport's sending stream writes after the put's last
-  // chunk: put n uses word n % kShmPutSlots at generation n / kShmPutSlots + 1.
-  const int index = comm::kShmPutWordBase + static_cast<int>(n % comm::kShmPutSlots);
-  const auto generation = static_cast<std::uint32_t>(n / comm::kShmPutSlots + 1);
-  // The word's previous put must be done first: a later put writing the next generation would otherwise release
-  // this put's stream early. That is kShmPutSlots puts ago, so this waits only when that many puts to the peer are
+  // chunk: the puts to a peer take the words kShmPutWordBase + 0, 1, ... in turn, each at one generation more than
+  // its previous put. One put at a time takes a word (shm_put_mutex): the generation is read, waited for and
+  // advanced in turn.
+  std::lock_guard put_lock(shm_put_mutex);
+  int slot;
+  std::uint32_t previous;
+  {
+    std::lock_guard lock(mutex);
+    PeerState& state = peers[peer];
+    // Checked with the word taken: a put that passed put()'s check while the peer failed would otherwise wait on a
+    // word that fail_peer did not release, and that no transport stream will write.
+    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    slot = static_cast<int>(state.shm_puts++ % comm::kShmPutSlots);
+    previous = state.shm_put_generation[static_cast<std::size_t>(slot)];
+  }
+  const int index = comm::kShmPutWordBase + slot;
+  // The word's previous put must have been read first: this put writing the next generation would otherwise release
+  // that put's stream early. It was kShmPutSlots puts ago, so this waits only when that many puts to the peer are
   // held up by their streams at once.
-  if (generation > 1) {
+  if (previous > 0) {
     const bool free = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
       check_peer_alive(peer, ctx);
-      return device::host::flag_reached(signals->load_sent(peer, index), generation - 1);
+      return device::host::flag_reached(signals->load_sent(peer, index), previous);
     });
     if (!free) {
       throw TimeoutError(cat(describe(ctx), ": the put issued ", comm::kShmPutSlots, " puts earlier to this peer has "
@@ -40,12 +48,27 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
                              comm::kShmPutSlots, " shm puts to one peer may wait for their streams at once"));
     }
   }
+  const std::uint32_t generation = previous + 1;
+  {
+    // Recorded before the put is queued, so that a failure of the peer from here on releases this word too.
+    std::lock_guard lock(mutex);
+    PeerState& state = peers[peer];
+    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    state.shm_put_generation[static_cast<std::size_t>(slot)] = generation;
+  }
   std::uint32_t* word = signals->sent_word_for_streams(peer, index);
   const std::int32_t window_id = window.id;
-  on_application_stream(stream, [this, peer, src, bytes, dst_offset, window_id, word, generation] {
-    const std::uint64_t first = shm->send(peer, src, bytes, transport::shm::ShmTransport::StreamWord{word, generation});
-    post_control(peer, ShmPutMessage{.window = window_id, .offset = dst_offset, .bytes = bytes, .first_chunk = first});
-  });
+  try {
+    on_application_stream(stream, [this, peer, src, bytes, dst_offset, window_id, word, generation] {
+      const std::uint64_t first = shm->send(peer, src, bytes, transport::shm::ShmTransport::StreamWord{word, generation});
+      post_control(peer, ShmPutMessage{.window = window_id, .offset = dst_offset, .bytes = bytes, .first_chunk = first});
+    });
+  } catch (...) {
+    // Not queued: the word's next put waits for the previous generation again, not for one that never comes.
+    std::lock_guard lock(mutex);
+    peers[peer].shm_put_generation[static_cast<std::size_t>(slot)] = previous;
+    throw;
+  }
   stream.wait_value(word, generation);
 }
 

@@ -31,8 +31,6 @@ class SerialWorker {
   void post(std::function<void()> job);
   /// Waits until every job posted so far has run (not those posted meanwhile); false when `deadline` passed first.
   bool drain(const Deadline& deadline);
-  /// Whether the caller is this worker's own thread (inside a job), which must not wait for the worker.
-  bool on_worker_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void run();

@@ -282,6 +282,35 @@ PICKLE_CHILD(comm_put_held_by_stream) {
   return 0;
 }
 
+// More puts to one peer than it has "source read" words for shm puts (1024): the words are reused in turn, each at
+// a new generation; every put's bytes land where they should. args: memory.
+PICKLE_CHILD(comm_put_many) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr std::size_t kPuts = 2600, kPiece = 8, kBytes = kPuts * kPiece;
+  Buffer window_memory = comm.alloc(kBytes);
+  Window window = comm.register_memory(window_memory.data(), kBytes);
+  Buffer src = comm.alloc(kBytes);
+  Stream stream = comm.make_stream();
+  for (std::uint32_t round = 1; round <= 2; ++round) {
+    if (rank == 0) {
+      fill(comm, src.data(), kBytes, 60 + round);
+      for (std::size_t i = 0; i < kPuts; ++i) {
+        comm.put(stream, window, 1, i * kPiece, static_cast<char*>(src.data()) + i * kPiece, kPiece);
+      }
+      comm.signal(stream, 1, 2);
+      stream.synchronize();
+    } else {
+      comm.wait(stream, 0, 2, round);
+      stream.synchronize();
+      const std::size_t wrong = count_wrong(comm, window.local(), kBytes, 60 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": ", kPuts, " puts left ", wrong, " wrong bytes");
+    }
+    comm.barrier();
+  }
+  return 0;
+}
+
 // Bad input is a clear error naming rank, peer, operation and size.
 PICKLE_CHILD(comm_errors) {
   Communicator comm = make_comm(args.at(0));

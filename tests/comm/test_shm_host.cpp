@@ -39,6 +39,10 @@ TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
   expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, env));
 }
 
+TEST(Shm, MorePutsThanPutWordsReuseThemInTurn) {
+  expect_all_ok(run_ranks("comm_put_many", 2, {"host"}, kShm));
+}
+
 TEST(Shm, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, kShm)); }
 
 TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {

@@ -27,6 +27,9 @@ TEST_F(ShmCuda, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put
 TEST_F(ShmCuda, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
   expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"cuda"}, kShm));
 }
+TEST_F(ShmCuda, MorePutsThanPutWordsReuseThemInTurn) {
+  expect_all_ok(run_ranks("comm_put_many", 2, {"cuda"}, kShm));
+}
 TEST_F(ShmCuda, PeerKilledMidPipelineFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"cuda"}, kShm, std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_transport.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include <pickle/error.hpp>
 
@@ -8,6 +9,7 @@
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "device/descriptor.hpp"
+#include "device/host/backoff.hpp"
 
 namespace pickle::transport::shm {
 
@@ -54,11 +56,26 @@ std::uint64_t ShmTransport::chunks_of(const StagingRing& ring, std::size_t bytes
 
 void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> job) {
   worker.post([this, peer, job = std::move(job)] {
-    if (peers_[peer]->failed.load()) return;
-    try {
-      job();
-    } catch (const Error& e) {
-      fail_peer_(peer, cat("rank ", rank_, " -> peer ", peer, ": shm transport: queuing copies failed: ", e.what()));
+    Peer& state = *peers_[peer];
+    std::string failure;
+    {
+      // Counted as running before `failed` is read, and release() sets `failed` before it reads the count: either
+      // release() waits for this job, or this job sees the failure and queues nothing (both atomics seq_cst).
+      state.running_jobs.fetch_add(1);
+      struct Done {
+        std::atomic<int>& count;
+        ~Done() { count.fetch_sub(1); }
+      } done{state.running_jobs};
+      if (state.failed.load()) return;
+      try {
+        job();
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    }
+    // After the job stopped counting as running: fail_peer waits for the pair's running jobs.
+    if (!failure.empty()) {
+      fail_peer_(peer, cat("rank ", rank_, " -> peer ", peer, ": shm transport: queuing copies failed: ", failure));
     }
   });
 }
@@ -138,24 +155,23 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
 void ShmTransport::release(int peer, const Deadline& deadline) {
   if (!uses(peer)) return;
   Peer& state = *peers_[peer];
-  state.failed = true;
-  const bool on_worker = send_worker_.on_worker_thread() || recv_worker_.on_worker_thread();
-  std::unique_lock lock(state.release_mutex, std::defer_lock);
-  if (on_worker) {
-    if (!lock.try_lock()) return;  // another thread is releasing, and may be waiting for this very worker
-  } else {
-    lock.lock();
-  }
+  state.failed = true;  // the pair's jobs that have not started yet queue nothing (post())
+  std::lock_guard lock(state.release_mutex);
   if (state.released) return;
   state.released = true;
   state.outgoing->release();
   state.incoming->release();
   // The pair's queued copies now run through the released flags (into and out of the ring, from sources and into
-  // buffers the application may free once it hears of the failure): let them finish first. Jobs posted from here on
-  // are skipped (failed), and a worker that called this is inside a job that queues nothing more for the pair.
+  // buffers the application may free once it hears of the failure): let them finish first. Only a job of this pair
+  // that is running now can still queue more, and it finishes soon: its stream drains through the released flags.
+  // Jobs of other pairs are not waited for (they may wait on healthy peers whose progress threads are themselves
+  // here), nor is a worker that called this (its job no longer counts as running).
   bool drained = true;
-  for (SerialWorker* worker : {&send_worker_, &recv_worker_}) {
-    if (!worker->on_worker_thread()) drained = worker->drain(deadline) && drained;
+  for (device::host::Backoff backoff; state.running_jobs.load() != 0; backoff.pause()) {
+    if (deadline.expired()) {
+      drained = false;
+      break;
+    }
   }
   for (device::Stream* stream : {state.send_stream.get(), state.recv_stream.get()}) {
     try {
@@ -166,9 +182,10 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
     }
   }
   if (!drained) {
+    // Something is badly stuck (a hung device): the failure is reported anyway, rather than never.
     PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer
                                     << ": copies of the failed pair still queued at the deadline; they may still "
-                                       "touch the buffers of its operations");
+                                       "touch the buffers of its operations, and write older values into its words");
   }
 }
 

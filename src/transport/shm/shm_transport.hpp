@@ -63,8 +63,7 @@ class ShmTransport {
   /// for the pair's queued copies to run through, so that once the caller reports the failure no copy still reads a
   /// send's source or writes a receive's buffer that the application may then free. Then the caller releases, from
   /// the host, the words its streams wait on (nothing queued will write older values over them). The first call
-  /// does it; later ones wait for it, except from this transport's own worker threads, which cannot wait for
-  /// themselves and return at once.
+  /// does it; later ones wait until it is done.
   void release(int peer, const Deadline& deadline);
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
@@ -86,6 +85,7 @@ class ShmTransport {
     std::uint64_t next_recv_chunk = 0;            // guarded by mutex_
     std::map<std::uint64_t, Pending> out_of_order;  // guarded by mutex_: announced ahead of an earlier message
     std::atomic<bool> failed{false};                 // set first: the workers skip the pair's later jobs
+    std::atomic<int> running_jobs{0};                // the pair's worker jobs running now (post())
     std::mutex release_mutex;                        // held through release(): later callers wait for it
     bool released = false;                           // guarded by release_mutex
   };
