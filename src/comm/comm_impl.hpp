@@ -92,6 +92,7 @@ struct RequestState {
 };
 
 struct WindowState {
+  const Communicator::Impl* owner = nullptr;  // the communicator that registered it: a window works there only
   int id = -1;
   void* local = nullptr;
   struct Entry {

@@ -303,6 +303,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
   Impl& c = *impl_;
   OpContext ctx{.rank = c.info.rank, .op = "register_memory", .bytes = bytes};
   auto state = std::make_shared<WindowState>();
+  state->owner = &c;
   state->local = ptr;
   state->ranks.resize(static_cast<std::size_t>(c.info.world_size));
   WindowState::Entry mine;
@@ -372,6 +373,9 @@ void Communicator::put(Stream& stream, const Window& window, int peer, std::size
   c.check_peer(peer, ctx);
   const WindowState* state = window.state();
   if (state == nullptr) throw InvalidArgument(cat(describe(ctx), ": the window is empty (not registered)"));
+  if (state->owner != &c) {
+    throw InvalidArgument(cat(describe(ctx), ": window ", state->id, " was registered on another communicator"));
+  }
   const auto& entry = state->ranks[static_cast<std::size_t>(peer)];
   if (dst_offset > entry.bytes || bytes > entry.bytes - dst_offset) {
     throw InvalidArgument(cat(describe(ctx), ": offset ", dst_offset, " + ", bytes, " bytes is past the ",

@@ -36,7 +36,7 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
     throw InvalidArgument(cat(describe(ctx), ": the buffer is ", memory_kind_name(found.kind),
                               " memory but this communicator moves ", memory_kind_name(kind), " memory"));
   }
-  if (found.offset + bytes > found.bytes) {
+  if (found.offset > found.bytes || bytes > found.bytes - found.offset) {  // no overflow for any size
     throw InvalidArgument(cat(describe(ctx), ": the buffer's allocation has only ", found.bytes - found.offset,
                               " bytes from the pointer on"));
   }
@@ -47,7 +47,16 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
     std::lock_guard lock(mutex);
     if (peers[peer].announced.count(found.id) != 0) return {found.id, found.offset};
   }
-  auto exported = device::export_memory(ptr);
+  device::ExportedMemory exported;
+  try {
+    exported = device::export_memory(ptr);
+  } catch (const Error& e) {
+    // Memory that find_allocation knows but cannot be shared (a cudaMallocAsync pool, say): say for which call.
+    const std::string message = cat(describe(ctx), ": the buffer cannot be shared with peer ", peer, " (", e.what(),
+                                    "); use Communicator::alloc or cudaMalloc memory");
+    if (e.code() == ErrorCode::InvalidArgument) throw InvalidArgument(message);
+    throw Error(e.code(), message);
+  }
   send_control(peer, ExportMessage{device::serialize(exported.descriptor)}, exported.fd.get());
   std::lock_guard lock(mutex);
   peers[peer].announced.insert(found.id);

@@ -2,7 +2,7 @@
 // Sharing memory with another process on the same host: the exporter turns a pointer into a descriptor plus (for
 // memfd and VMM memory) a file descriptor, sends both over an FdChannel, and the importer maps the allocation.
 // Importing is the expensive step (1-10 ms per CUDA mapping on H200); callers cache ImportedMemory per
-// (peer, descriptor.base, descriptor.id).
+// (peer, descriptor.id).
 
 #include <cstddef>
 #include <cstdint>

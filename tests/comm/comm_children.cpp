@@ -420,11 +420,55 @@ PICKLE_CHILD(comm_two_communicators) {
     std::size_t wrong_second = exchange(second, 2000);
     std::size_t wrong_first = exchange(first, 1000);
     CHILD_CHECK(wrong_first == 0 && wrong_second == 0, wrong_first, " and ", wrong_second, " wrong bytes");
+    // A window belongs to the communicator that registered it: using it on another is a clear error, not a read of
+    // that communicator's state by index.
+    Buffer window_memory = first.alloc(64);
+    Window window = first.register_memory(window_memory.data(), 64);
+    Stream stream = second.make_stream();
+    std::string what;
+    CHILD_CHECK(throws_with([&] { second.put(stream, window, peer, 0, window_memory.data(), 8); },
+                            ErrorCode::InvalidArgument, "registered on another communicator", what),
+                what);
+    first.barrier();
   }
   Communicator third = make_comm(args.at(0));
   std::size_t wrong_third = exchange(third, 3000);
   CHILD_CHECK(wrong_third == 0, wrong_third, " wrong bytes");
   third.barrier();
+  return 0;
+}
+
+// Two live communicators of one process receive into two parts of one allocation (a caching allocator's segment
+// shared by, say, a data-parallel and a pipeline group): each imports the same peer allocation. args: memory,
+// method ("cudaMalloc" for legacy cudaIpc handles, else the communicator's own kind of memory).
+PICKLE_CHILD(comm_two_communicators_one_allocation) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  const int peer = 1 - rank;
+  Communicator first = make_comm(args.at(0));
+  Communicator second = make_comm(args.at(0));
+  constexpr std::size_t kBytes = 1 << 20;
+  const bool legacy = args.size() > 1 && args[1] == "cudaMalloc";
+  auto segment = device::allocate(first.memory_kind(), 4 * kBytes, std::max(0, first.device()),
+                                  legacy ? device::AllocMethod::CudaMalloc : device::AllocMethod::Default);
+  Buffer src = first.alloc(kBytes);
+  for (int round = 0; round < 2; ++round) {
+    char* part_first = static_cast<char*>(segment->data()) + round * kBytes;
+    char* part_second = static_cast<char*>(segment->data()) + 2 * kBytes + round * kBytes;
+    fill(first, src.data(), kBytes, 70 + round + rank);
+    Request r1 = first.recv(peer, 0, part_first, kBytes);
+    Request r2 = second.recv(peer, 0, part_second, kBytes);
+    Request s1 = first.send(peer, 0, src.data(), kBytes);
+    Request s2 = second.send(peer, 0, src.data(), kBytes);
+    r1.wait();
+    r2.wait();
+    s1.wait();
+    s2.wait();
+    const std::size_t wrong = count_wrong(first, part_first, kBytes, 70 + round + peer) +
+                              count_wrong(first, part_second, kBytes, 70 + round + peer);
+    CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+    first.barrier();
+  }
+  second.barrier();
   return 0;
 }
 

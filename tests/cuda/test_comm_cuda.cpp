@@ -22,6 +22,12 @@ TEST_F(CommCuda, BufferInsideALargerVmmAllocationOpensOnce) {
 TEST_F(CommCuda, BufferInsideALargerCudaMallocAllocationOpensOnce) {
   expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=60"}));
 }
+TEST_F(CommCuda, TwoCommunicatorsReceiveIntoOneCudaMallocAllocation) {
+  expect_all_ok(run_ranks("comm_two_communicators_one_allocation", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=30"}));
+}
+TEST_F(CommCuda, TwoCommunicatorsReceiveIntoOneVmmAllocation) {
+  expect_all_ok(run_ranks("comm_two_communicators_one_allocation", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=30"}));
+}
 TEST_F(CommCuda, SendsMatchedAtCallTimeArriveIntact) {
   expect_all_ok(run_ranks("comm_posted_receives", 2, {"cuda"}, {"PICKLE_TIMEOUT=30"}));
 }
