@@ -116,6 +116,18 @@ TEST(BenchP2p, MemoryCudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
   EXPECT_EQ(run.err.find("cudaSetDevice"), std::string::npos) << run.err;
 }
 
+// A backend whose set-up fails on a rank says so once per rank name (the error already named its rank, and the
+// lockstep used to add "rank 0: " again).
+TEST(BenchP2p, ASetUpFailureNamesItsRankOnce) {
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "pickle", "-b", "4K", "-e", "4K", "--memory", "host"},
+                           {"PICKLE_IPC_STREAMS=99"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  const std::string all = run.out + run.err;
+  EXPECT_NE(all.find("set-up: rank 0: PICKLE_IPC_STREAMS=99 must be between 1 and 8"), std::string::npos) << all;
+  EXPECT_EQ(all.find("rank 0: rank 0:"), std::string::npos) << all;
+}
+
 TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {
   TempDir dir("bench");
   BenchRun run = run_bench(dir, /*suite=*/"", {"--backend", "pickle", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1",

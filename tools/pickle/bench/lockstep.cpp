@@ -63,7 +63,10 @@ PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::str
       std::size_t bar = body.find('|');
       outcome.ok = false;
       outcome.code = static_cast<ErrorCode>(std::atoi(body.substr(0, bar).c_str()));
-      outcome.error = cat("rank ", r, ": ", bar == std::string::npos ? body : body.substr(bar + 1));
+      std::string reason = bar == std::string::npos ? body : body.substr(bar + 1);
+      // Most errors already name their rank ("rank 1: ..."): name it once.
+      const std::string head = cat("rank ", r, ": ");
+      outcome.error = reason.starts_with(head) ? reason : head + reason;
     }
   }
   if (!outcome.ok && !failed_) {
