@@ -183,8 +183,8 @@ struct Communicator::Impl {
   /// pair's queued copies are let run through first (ShmTransport::release), so that nothing touches the failed
   /// operations' buffers once the application hears of the failure.
   void fail_peer(int peer, const std::string& reason);
-  /// fail_peer's state changes (mutex held), the first time only (then true).
-  bool fail_peer_locked(int peer, const std::string& reason);
+  /// fail_peer's state changes (mutex held), the first time only.
+  void fail_peer_locked(int peer, const std::string& reason);
   /// Stops and joins the progress thread.
   void stop_progress();
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
@@ -212,6 +212,8 @@ struct Communicator::Impl {
   void check_peer(int peer, const OpContext& ctx) const;
   /// PeerError when `peer` failed or left (takes the state mutex).
   void check_peer_alive(int peer, const OpContext& ctx) const;
+  /// The same, with `mutex` already held.
+  void check_peer_alive_locked(int peer, const OpContext& ctx) const;
 
   RankInfo info;
   MemoryKind kind;

@@ -354,8 +354,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     const OpContext peer_ctx{.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes};
     bool mapped = Impl::poll_until(deadline, [&] {
       if (c.ipc->cache().contains(r, entry.alloc_id)) return true;
-      std::lock_guard lock(c.mutex);
-      if (c.peers[r].failed) throw PeerError(cat(describe(peer_ctx), ": ", c.peers[r].failure), r);
+      c.check_peer_alive(r, peer_ctx);
       return false;
     });
     if (!mapped) {

@@ -17,6 +17,10 @@ using device::host::flag_reached;
 
 void Communicator::Impl::check_peer_alive(int peer, const OpContext& ctx) const {
   std::lock_guard lock(mutex);
+  check_peer_alive_locked(peer, ctx);
+}
+
+void Communicator::Impl::check_peer_alive_locked(int peer, const OpContext& ctx) const {
   const PeerState& state = peers[static_cast<std::size_t>(peer)];
   if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
 }
@@ -108,7 +112,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   int slot;
   {
     std::unique_lock lock(mutex);
-    if (peers[peer].failed) throw PeerError(cat(describe(ctx), ": ", peers[peer].failure), peer);
+    check_peer_alive_locked(peer, ctx);
     slot = next_completion_slot(peer, lock, ctx);
   }
   RecvPostMessage post;
@@ -159,8 +163,8 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   std::optional<ControlMessage> reply;
   {
     std::lock_guard lock(mutex);
+    check_peer_alive_locked(peer, ctx);
     PeerState& state = peers[peer];
-    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
     request->seq = state.send_seq[tag]++;
     auto& posts = state.pending_posts[tag];
     // With one copy stream per peer, an ipc send matched now joins the caller's stream: ordered after the producer

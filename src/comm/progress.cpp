@@ -183,11 +183,11 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
   fail_peer_locked(peer, reason);
 }
 
-bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
+void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   PeerState& state = peers[peer];
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
   // would move the words 2^31 or more ahead, where a wait reads them as behind again.
-  if (state.failed) return false;
+  if (state.failed) return;
   state.failed = true;
   state.failure = reason;
   int failed = 0;
@@ -233,10 +233,11 @@ bool Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   }
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
   // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError.
-  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
+  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
+    signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
+  }
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
   // (our import holds it) until the communicator is destroyed.
-  return true;
 }
 
 }  // namespace pickle

@@ -26,10 +26,10 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
   std::uint32_t previous;
   {
     std::lock_guard lock(mutex);
-    PeerState& state = peers[peer];
     // Checked with the word taken: a put that passed put()'s check while the peer failed would otherwise wait on a
     // word that fail_peer did not release, and that no transport stream will write.
-    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+    check_peer_alive_locked(peer, ctx);
+    PeerState& state = peers[peer];
     slot = static_cast<int>(state.shm_puts++ % comm::kShmPutSlots);
     previous = state.shm_put_generation[static_cast<std::size_t>(slot)];
   }
@@ -52,9 +52,8 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
   {
     // Recorded before the put is queued, so that a failure of the peer from here on releases this word too.
     std::lock_guard lock(mutex);
-    PeerState& state = peers[peer];
-    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
-    state.shm_put_generation[static_cast<std::size_t>(slot)] = generation;
+    check_peer_alive_locked(peer, ctx);
+    peers[peer].shm_put_generation[static_cast<std::size_t>(slot)] = generation;
   }
   std::uint32_t* word = signals->sent_word_for_streams(peer, index);
   const std::int32_t window_id = window.id;

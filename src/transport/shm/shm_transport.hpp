@@ -42,7 +42,7 @@ class ShmTransport {
 
   bool uses(int peer) const { return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer] != nullptr; }
 
-  /// A word as streams address it, and a value for it (to write, or that a failure leaves in it).
+  /// A word as streams address it, and the value to write there.
   struct StreamWord {
     std::uint32_t* word;
     std::uint32_t value;
