@@ -38,10 +38,9 @@ void make_pipe() {
   });
 }
 
-/// Installs the handler for `sig`, saving the disposition it replaces. A forwarded signal that the launcher was
+/// Installs the handler for `sig` over `original`, its saved disposition. A forwarded signal that the launcher was
 /// started with ignored (SIGHUP under nohup, SIGINT of a background job) stays ignored: the user asked for that.
-void install(int sig, struct sigaction& original, bool keep_ignored) {
-  if (::sigaction(sig, nullptr, &original) != 0) throw SystemError("launch: sigaction", errno);
+void install(int sig, const struct sigaction& original, bool keep_ignored) {
   if (keep_ignored && original.sa_handler == SIG_IGN) return;
   struct sigaction action {};
   action.sa_handler = on_signal;
@@ -61,11 +60,12 @@ SignalChannel::SignalChannel() {
     while (next()) {
     }  // what an earlier launcher in this process left unread
     // Everything is saved before anything is changed, so that restore() puts back only what was there.
-    ::sigaction(SIGPIPE, nullptr, &original_sigpipe_);
-    ::sigaction(SIGCHLD, nullptr, &original_sigchld_);
-    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
-      ::sigaction(kForwardedSignals[i], nullptr, &original_forwarded_[i]);
-    }
+    auto save = [](int sig, struct sigaction& original) {
+      if (::sigaction(sig, nullptr, &original) != 0) throw SystemError("launch: sigaction", errno);
+    };
+    save(SIGPIPE, original_sigpipe_);
+    save(SIGCHLD, original_sigchld_);
+    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) save(kForwardedSignals[i], original_forwarded_[i]);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
@@ -87,7 +87,7 @@ SignalChannel::~SignalChannel() {
 
 int SignalChannel::fd() const { return g_pipe[0]; }
 
-void SignalChannel::restore() {
+void SignalChannel::restore() const {
   ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
   for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
     ::sigaction(kForwardedSignals[i], &original_forwarded_[i], nullptr);
@@ -116,11 +116,7 @@ sigset_t SignalChannel::block_handled() {
 }
 
 void SignalChannel::restore_in_child(const sigset_t& mask) const {
-  ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
-  for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
-    ::sigaction(kForwardedSignals[i], &original_forwarded_[i], nullptr);
-  }
-  ::sigaction(SIGPIPE, &original_sigpipe_, nullptr);
+  restore();  // sigaction only: async-signal-safe
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
 }
 

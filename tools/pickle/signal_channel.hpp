@@ -42,7 +42,8 @@ class SignalChannel {
   void restore_in_child(const sigset_t& mask) const;
 
  private:
-  void restore();
+  /// Puts back the saved dispositions (sigaction only, so that a child may call it between fork and exec).
+  void restore() const;
 
   struct sigaction original_sigchld_ {};
   std::array<struct sigaction, kForwardedSignals.size()> original_forwarded_{};
