@@ -145,7 +145,7 @@ void StoreState::on_frame(ConnId conn, const Frame& frame, TimePoint now, const 
       request);
 }
 
-bool StoreState::admit(ConnId conn, const std::string& token, int rank, int world_size, const char* what,
+bool StoreState::admit(ConnId conn, const std::string& token, int rank, int world_size, bool hello,
                        const std::string& peer, std::vector<Outgoing>& out) {
   if (!constant_time_equal(token, token_)) {
     PICKLE_LOG(Warn, "bootstrap",
@@ -154,7 +154,6 @@ bool StoreState::admit(ConnId conn, const std::string& token, int rank, int worl
     fail(conn, ErrorCode::Protocol, -1, std::string(kWrongTokenMessage), out, true);
     return false;
   }
-  const bool hello = std::string_view(what) == "Hello";
   std::string refusal;
   if (world_size != world_size_) {
     refusal = cat("world size ", world_size, " differs from rank 0's ", world_size_);
@@ -178,7 +177,7 @@ bool StoreState::admit(ConnId conn, const std::string& token, int rank, int worl
 
 void StoreState::on_attach(ConnId conn, const AttachRequest& attach, const std::string& peer,
                            std::vector<Outgoing>& out) {
-  if (!admit(conn, attach.token, attach.rank, attach.world_size, "Attach", peer, out)) return;
+  if (!admit(conn, attach.token, attach.rank, attach.world_size, /*hello=*/false, peer, out)) return;
   Connection& c = conns_[conn];
   c.rank = attach.rank;
   c.attached = true;
@@ -188,7 +187,7 @@ void StoreState::on_attach(ConnId conn, const AttachRequest& attach, const std::
 
 void StoreState::on_hello(ConnId conn, HelloRequest hello, TimePoint now, const std::string& peer,
                           std::vector<Outgoing>& out) {
-  if (!admit(conn, hello.token, hello.rank, hello.world_size, "Hello", peer, out)) return;
+  if (!admit(conn, hello.token, hello.rank, hello.world_size, /*hello=*/true, peer, out)) return;
 
   Connection& c = conns_[conn];
   c.rank = hello.rank;

@@ -78,8 +78,9 @@ class StoreState {
 
   void on_hello(ConnId conn, HelloRequest hello, TimePoint now, const std::string& peer, std::vector<Outgoing>& out);
   void on_attach(ConnId conn, const AttachRequest& attach, const std::string& peer, std::vector<Outgoing>& out);
-  /// Checks a Hello's or Attach's token, world size and rank; false after queuing the refusal (and the close).
-  bool admit(ConnId conn, const std::string& token, int rank, int world_size, const char* what,
+  /// Checks a Hello's (`hello`) or Attach's token, world size and rank; false after queuing the refusal (and the
+  /// close).
+  bool admit(ConnId conn, const std::string& token, int rank, int world_size, bool hello,
              const std::string& peer, std::vector<Outgoing>& out);
   void on_gather(ConnId conn, int rank, GatherRequest gather, TimePoint now, std::vector<Outgoing>& out);
   void on_bye(ConnId conn, int rank, std::vector<Outgoing>& out);
