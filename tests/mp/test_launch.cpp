@@ -203,26 +203,44 @@ TEST(Launch, RankIgnoringSigtermIsKilledAfterGracePeriod) {
   expect_all_dead(published_pids(dir, 2));
 }
 
+// Waits (up to 10 s) until ranks 0..world-1 have published their pids (kWritePid); returns those that did.
+std::vector<pid_t> wait_for_pids(const TempDir& dir, int world) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (published_pids(dir, world).size() < static_cast<std::size_t>(world) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  return published_pids(dir, world);
+}
+
+struct Stopped {
+  ExitStatus status;
+  double seconds = 0;  // from the signal to the launcher's exit
+};
+
+// Sends `sig` to the launcher and waits up to 10 s for it to exit (then kills it, so that no test leaves it behind).
+Stopped signal_and_wait(pid_t launcher, int sig) {
+  auto start = std::chrono::steady_clock::now();
+  ::kill(launcher, sig);
+  Stopped stopped;
+  stopped.status = wait_pid(launcher, 10s);
+  stopped.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stopped.status.timed_out) {
+    ::kill(launcher, SIGKILL);
+    wait_pid(launcher, 5s);
+  }
+  return stopped;
+}
+
 // `env` lets a test preload a library into the launcher.
 void signal_the_launcher(int sig, const std::vector<std::string>& env = {}) {
   TempDir dir("launch");
   std::string script = std::string(kWritePid) + "exec sleep 60";
   pid_t launcher = spawn_program(launch_argv({"-n", "3", "--", "sh", "-c", script, "sh", dir.str()}), env,
                                  dir / "launcher.out", dir / "launcher.err");
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (published_pids(dir, 3).size() < 3 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  auto pids = published_pids(dir, 3);
+  auto pids = wait_for_pids(dir, 3);
   ASSERT_EQ(pids.size(), 3u) << "ranks did not start";
-  auto start = std::chrono::steady_clock::now();
-  ::kill(launcher, sig);
-  auto status = wait_pid(launcher, 10s);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (status.timed_out) {
-    ::kill(launcher, SIGKILL);
-    wait_pid(launcher, 5s);
-  }
+  auto [status, seconds] = signal_and_wait(launcher, sig);
   std::string err = read_file(dir / "launcher.err");
   EXPECT_TRUE(status.exited) << status.describe();
   EXPECT_EQ(status.code, 128 + sig) << err;
@@ -266,11 +284,7 @@ TEST(Launch, ASignalIgnoredAtStartStaysIgnored) {
   pid_t launcher = spawn_program({"/bin/sh", "-c", "trap '' HUP; exec \"$0\" launch -n 1 -- sh -c \"$1\" sh \"$2\"",
                                   PICKLE_CLI_PATH, rank_script, dir.str()},
                                  {}, dir / "launcher.out", dir / "launcher.err");
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (published_pids(dir, 1).empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_EQ(published_pids(dir, 1).size(), 1u) << "the rank did not start";
+  ASSERT_EQ(wait_for_pids(dir, 1).size(), 1u) << "the rank did not start";
   ::kill(launcher, SIGHUP);
   auto status = wait_pid(launcher, 20s);
   const std::string err = read_file(dir / "launcher.err");
@@ -290,21 +304,10 @@ TEST(Launch, AStdoutNobodyReadsDoesNotKeepSignalsOut) {
   std::string script = std::string(kWritePid) + "yes pickle | head -c 8000000; exec sleep 60";
   pid_t launcher = spawn_program(launch_argv({"-n", "2", "--", "sh", "-c", script, "sh", dir.str()}), {}, fifo,
                                  dir / "launcher.err");
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (published_pids(dir, 2).size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  auto pids = published_pids(dir, 2);
+  auto pids = wait_for_pids(dir, 2);
   ASSERT_EQ(pids.size(), 2u) << "ranks did not start";
   std::this_thread::sleep_for(500ms);  // let the output back up
-  auto start = std::chrono::steady_clock::now();
-  ::kill(launcher, SIGTERM);
-  auto status = wait_pid(launcher, 10s);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (status.timed_out) {
-    ::kill(launcher, SIGKILL);
-    wait_pid(launcher, 5s);
-  }
+  auto [status, seconds] = signal_and_wait(launcher, SIGTERM);
   ::close(reader);
   std::string err = read_file(dir / "launcher.err");
   EXPECT_TRUE(status.exited) << status.describe() << "\n" << err;
