@@ -24,6 +24,7 @@ struct TransportStats {
   std::uint64_t bytes = 0;        ///< payload bytes this rank wrote into peers' memory
   std::uint64_t operations = 0;   ///< puts and matched sends
   std::uint64_t ipc_opens = 0;    ///< peer allocations mapped (the 1-10 ms step)
+  std::uint64_t ipc_closes = 0;   ///< of those, unmapped again because the peer freed them (ipc only)
   std::uint64_t cache_hits = 0;   ///< transfers that found the peer allocation already mapped
 };
 struct CommStats {

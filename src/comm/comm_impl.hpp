@@ -44,6 +44,7 @@ using comm::GoodbyeMessage;
 using comm::RecvPostMessage;
 using comm::SendFailedMessage;
 using comm::NetEmptySendMessage;
+using comm::ReleaseMessage;
 using comm::NetPutMessage;
 using comm::NetSignalMessage;
 using comm::ShmPutMessage;
@@ -78,6 +79,7 @@ struct RequestState {
   std::uint64_t copied_on = 0;  // device::Stream::serial(); 0: none
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
+  std::uint64_t alloc_id = 0;  // Recv over ipc: the announced allocation the data goes into
   std::shared_ptr<std::byte> staging;  // Recv over net, staged (GPU memory): the pinned buffer the data lands in
   // Recv over net, staged: all of it landed and its copy into place is queued (guarded by Impl::mutex). A peer that
   // fails after that does not fail the receive: it completes when the copy does, so the copy never writes into a
@@ -164,6 +166,10 @@ struct Communicator::Impl {
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
   /// Announces (once per peer) the allocation that contains `ptr`; returns its id and the pointer's offset.
   std::pair<std::uint64_t, std::uint64_t> announce(int peer, const void* ptr, std::size_t bytes, const OpContext& ctx);
+  /// Before a new announcement to `peer`: tells it to unmap the allocations announced earlier that are gone (freed),
+  /// except those that a window uses or an outstanding receive still waits on. The caller holds the peer's channel
+  /// send lock. Without this a peer's mappings, and the memory they hold, grow with every buffer ever received into.
+  void release_freed_allocations(int peer);
   bool test(RequestState& request);
   void wait(RequestState& request);
   void on_stream(RequestState& request, device::Stream& stream);
@@ -249,7 +255,7 @@ struct Communicator::Impl {
     std::map<int, std::deque<std::shared_ptr<RequestState>>> pending_sends;   // per tag, not yet matched
     std::map<int, std::deque<RecvPostMessage>> pending_posts;                 // per tag, not yet matched
     std::map<std::pair<int, std::uint64_t>, std::shared_ptr<RequestState>> posted_recvs;  // (tag, seq)
-    std::set<std::uint64_t> announced;                                        // allocation ids sent to this peer
+    std::map<std::uint64_t, const void*> announced;  // allocations announced to this peer: id -> base address
     std::vector<std::uint32_t> slot_generation = std::vector<std::uint32_t>(kCompletionSlots, 0);
     std::vector<std::shared_ptr<RequestState>> slot_owner = std::vector<std::shared_ptr<RequestState>>(kCompletionSlots);
     std::vector<int> free_slots;

@@ -20,6 +20,7 @@ enum class ControlType : std::uint8_t {
   NetPut = 8,
   NetSignal = 9,
   NetEmptySend = 10,
+  Release = 11,
 };
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
@@ -58,6 +59,7 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                  [&](const NetEmptySendMessage& m) {
                    w.u8(static_cast<std::uint8_t>(ControlType::NetEmptySend)).u32(m.slot).u32(m.generation);
                  },
+                 [&](const ReleaseMessage& m) { w.u8(static_cast<std::uint8_t>(ControlType::Release)).u64(m.alloc_id); },
              },
              message);
   return w.take();
@@ -148,6 +150,7 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       result = m;
       break;
     }
+    case ControlType::Release: result = ReleaseMessage{r.u64("alloc_id")}; break;
     default: throw ProtocolError(cat("control message of unknown type ", static_cast<int>(type)));
   }
   r.expect_end();

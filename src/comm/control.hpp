@@ -87,9 +87,15 @@ struct NetEmptySendMessage {
   std::uint32_t generation = 0;
 };
 
+/// "The allocation `alloc_id` that I announced is gone (freed, and no receive into it is outstanding): unmap it."
+/// Sent before the announcement of a new allocation, so that a peer's mappings follow the allocations that live.
+struct ReleaseMessage {
+  std::uint64_t alloc_id = 0;
+};
+
 using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage, ShmSendMessage,
                                     ShmPutMessage, ShmSignalMessage, NetPutMessage, NetSignalMessage,
-                                    NetEmptySendMessage>;
+                                    NetEmptySendMessage, ReleaseMessage>;
 
 std::vector<std::byte> encode(const ControlMessage& message);
 /// Length-checked: anything malformed is a ProtocolError.

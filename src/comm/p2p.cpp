@@ -2,7 +2,9 @@
 // on the control channel; the sender's i-th send on (peer, tag) meets the peer's i-th post on that tag, and the copy
 // engine writes the data straight into the receiver's memory, followed by a stream write-value of the completion
 // word. Whoever sees the second half of a pair (the send() call or the progress thread) starts the copy.
+#include <algorithm>
 #include <tuple>
+#include <vector>
 
 #include <pickle/error.hpp>
 
@@ -51,6 +53,7 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
     std::lock_guard lock(mutex);
     if (peers[peer].announced.count(found.id) != 0) return {found.id, found.offset};
   }
+  release_freed_allocations(peer);
   device::ExportedMemory exported;
   try {
     exported = device::export_memory(ptr);
@@ -63,8 +66,44 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::announce(int peer, c
   }
   send_control(peer, ExportMessage{device::serialize(exported.descriptor)}, exported.fd.get());
   std::lock_guard lock(mutex);
-  peers[peer].announced.insert(found.id);
+  peers[peer].announced.emplace(found.id, found.base);
   return {found.id, found.offset};
+}
+
+void Communicator::Impl::release_freed_allocations(int peer) {
+  // Which allocations are gone is asked of CUDA (or the host registry) without the state lock: a lookup costs a
+  // driver call, and this runs once per new allocation, next to an export that costs milliseconds anyway.
+  std::vector<std::pair<std::uint64_t, const void*>> candidates;
+  {
+    std::lock_guard lock(mutex);
+    candidates.assign(peers[peer].announced.begin(), peers[peer].announced.end());
+  }
+  std::erase_if(candidates, [](const auto& entry) { return device::allocation_alive(entry.second, entry.first); });
+  if (candidates.empty()) return;
+
+  std::vector<std::uint64_t> released;
+  {
+    std::lock_guard lock(mutex);
+    PeerState& state = peers[peer];
+    for (const auto& [id, base] : candidates) {
+      // A window keeps its allocation mapped for the communicator's life (the application must not free it first).
+      const bool in_window = std::any_of(windows.begin(), windows.end(), [&](const auto& window) {
+        return window->ranks[static_cast<std::size_t>(info.rank)].alloc_id == id;
+      });
+      // A receive into freed memory that has not completed is the application's error; its copy may still come, so
+      // the peer keeps the mapping (and the memory it holds), and the copy lands there rather than faulting.
+      const bool awaited = std::any_of(state.slot_owner.begin(), state.slot_owner.end(), [&](const auto& owner) {
+        return owner && owner->alloc_id == id && !owner->error &&
+               !flag_reached(signals->load(peer, comm::kUserSignalSlots + owner->slot), owner->generation);
+      });
+      if (in_window || awaited) continue;
+      state.announced.erase(id);
+      released.push_back(id);
+    }
+  }
+  // Every receive into a released allocation completed, so its copy is done: the peer can unmap at once. The channel
+  // send lock (held by the caller) puts these ahead of the next announcement, and after every post naming them.
+  for (std::uint64_t id : released) send_control(peer, ReleaseMessage{id});
 }
 
 int Communicator::Impl::next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx) {
@@ -107,6 +146,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   request->ctx = ctx;
   request->tag = tag;
   request->dst = ptr;
+  request->alloc_id = alloc_id;
   // A completion slot first: waiting for one (when thousands of receives are outstanding) must not hold the
   // channel's send lock, which the progress thread may need to answer this peer.
   int slot;

@@ -61,4 +61,14 @@ AllocationInfo find_allocation(const void* ptr) {
   throw InvalidArgument(cat("pointer ", ptr, " is not inside memory allocated by pickle or CUDA"));
 }
 
+bool allocation_alive(const void* base, std::uint64_t id) noexcept {
+  try {
+    return find_allocation(base).id == id;
+  } catch (const InvalidArgument&) {
+    return false;
+  } catch (...) {
+    return true;
+  }
+}
+
 }  // namespace pickle::device

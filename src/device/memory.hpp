@@ -69,6 +69,11 @@ struct AllocationInfo {
 /// from allocate(Host), or any CUDA device allocation in this process. Anything else is an InvalidArgument.
 AllocationInfo find_allocation(const void* ptr);
 
+/// Whether allocation `id`, which began at `base`, still exists: find_allocation(base) names it. False once it was
+/// freed, even if another allocation now holds that address (it has another id). Errors other than "no allocation
+/// there" answer true: a caller that unmaps what is gone must not unmap what it could not ask about.
+bool allocation_alive(const void* base, std::uint64_t id) noexcept;
+
 /// Keeps the pickle host allocation holding `ptr` mapped at its address for as long as the handle lives, even after
 /// the Allocation itself is freed (the address is then not reused either). For registrations that a peer's writes
 /// may still reach (the net transport's, over a software provider that copies into the registered range): the user

@@ -213,6 +213,75 @@ PICKLE_CHILD(comm_cache) {
   return 0;
 }
 
+// Buffers allocated, received into and freed in turn, as a program without a caching allocator does: the sender
+// unmaps each freed one when the receiver announces its next allocation, so its mappings (and the receiver's memory
+// they hold) follow what lives. A freed buffer that a receive still waits on stays mapped until that receive is done.
+PICKLE_CHILD(comm_cache_release) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  const bool legacy = args.size() > 1 && args[1] == "cudaMalloc";
+  constexpr int kRounds = 12;
+  constexpr std::size_t kBytes = (1 << 20) + 3;
+  auto fresh_buffer = [&] {
+    return device::allocate(comm.memory_kind(), kBytes, std::max(0, comm.device()),
+                            legacy ? device::AllocMethod::CudaMalloc : device::AllocMethod::Default);
+  };
+  auto expect_mappings = [&](std::uint64_t opens, std::uint64_t closes, const char* when) {  // 1 when wrong
+    CommStats stats = comm.stats();
+    CHILD_CHECK(stats.ipc.ipc_opens == opens && stats.ipc.ipc_closes == closes, when, ": ", stats.ipc.ipc_opens,
+                " opens and ", stats.ipc.ipc_closes, " closes, expected ", opens, " and ", closes);
+    return 0;
+  };
+  Buffer src = comm.alloc(kBytes);
+  for (int round = 0; round < kRounds; ++round) {
+    if (rank == 1) {
+      auto dst = fresh_buffer();
+      comm.recv(0, 1, dst->data(), kBytes).wait();
+      std::size_t wrong = count_wrong(comm, dst->data(), kBytes, 100 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+    } else {
+      fill(comm, src.data(), kBytes, 100 + round);
+      comm.send(1, 1, src.data(), kBytes).wait();
+      // Round r's post came after the release of round r - 1's buffer on the control channel.
+      if (expect_mappings(round + 1, round, "after round") != 0) return 1;
+    }
+  }
+  comm.barrier();
+  if (legacy) return 0;  // freeing a cudaMalloc buffer that a peer may still write into is undefined: not tried
+
+  // A receive posted into a buffer that is then freed (the application's error) keeps that buffer mapped: the
+  // sender's copy may still come, and must land in memory that its mapping holds, not fault.
+  if (rank == 1) {
+    auto early = fresh_buffer();  // its announcement releases the last round's buffer
+    Request into_freed = comm.recv(0, 2, early->data(), kBytes);
+    early.reset();
+    auto next = fresh_buffer();  // its announcement finds `early` freed but awaited
+    Request into_next = comm.recv(0, 3, next->data(), kBytes);
+    comm.barrier();
+    into_freed.wait();
+    into_next.wait();
+    std::size_t wrong = count_wrong(comm, next->data(), kBytes, 3);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes after a receive into a freed buffer");
+    next.reset();
+    auto last = fresh_buffer();  // now both are released
+    comm.recv(0, 4, last->data(), kBytes).wait();
+    wrong = count_wrong(comm, last->data(), kBytes, 4);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes in the last buffer");
+  } else {
+    comm.barrier();
+    fill(comm, src.data(), kBytes, 2);
+    comm.send(1, 2, src.data(), kBytes).wait();
+    fill(comm, src.data(), kBytes, 3);
+    comm.send(1, 3, src.data(), kBytes).wait();
+    if (expect_mappings(kRounds + 2, kRounds, "after the receive into a freed buffer") != 0) return 1;
+    fill(comm, src.data(), kBytes, 4);
+    comm.send(1, 4, src.data(), kBytes).wait();
+    if (expect_mappings(kRounds + 3, kRounds + 2, "at the end") != 0) return 1;
+  }
+  comm.barrier();
+  return 0;
+}
+
 // One-sided: rank 0 puts into rank 1's window and signals; rank 1's stream waits for the signal and reads.
 PICKLE_CHILD(comm_put_signal) {
   Communicator comm = make_comm(args.at(0));

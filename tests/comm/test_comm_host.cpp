@@ -35,6 +35,10 @@ TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
 
+TEST(Comm, FreedReceiveBuffersAreUnmappedByTheSender) {
+  expect_all_ok(run_ranks("comm_cache_release", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
+}
+
 TEST(Comm, PutSignalWaitThroughAWindow) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

@@ -22,6 +22,12 @@ TEST_F(CommCuda, BufferInsideALargerVmmAllocationOpensOnce) {
 TEST_F(CommCuda, BufferInsideALargerCudaMallocAllocationOpensOnce) {
   expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=60"}));
 }
+TEST_F(CommCuda, FreedVmmReceiveBuffersAreUnmappedByTheSender) {
+  expect_all_ok(run_ranks("comm_cache_release", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST_F(CommCuda, FreedCudaMallocReceiveBuffersAreUnmappedByTheSender) {
+  expect_all_ok(run_ranks("comm_cache_release", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=60"}));
+}
 TEST_F(CommCuda, TwoCommunicatorsReceiveIntoOneCudaMallocAllocation) {
   expect_all_ok(run_ranks("comm_two_communicators_one_allocation", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=30"}));
 }

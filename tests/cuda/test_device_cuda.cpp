@@ -11,6 +11,8 @@
 #include "core/clock.hpp"
 #include "cuda_test_util.hpp"
 #include "device/backends.hpp"
+#include "device/cuda/driver_api.hpp"
+#include "device/cuda/vmm.hpp"
 #include "device/export.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
@@ -173,6 +175,62 @@ TEST(CudaMemory, FindAllocationFromInteriorPointers) {
   }
   int on_stack = 0;
   EXPECT_THROW(find_allocation(&on_stack), InvalidArgument);
+}
+
+// A growing caching allocator (PyTorch's expandable segments) unmaps a physical block and maps another at the same
+// address. The allocation id must change with it: peers key their mappings by id (transport/ipc/mapping_cache.hpp),
+// and an id that survived the remapping would send their copies into the old block.
+TEST(CudaMemory, AnotherBlockMappedAtTheSameAddressHasAnotherId) {
+  PICKLE_REQUIRE_GPUS(1);
+  const cuda::DriverApi& api = cuda::driver();
+  test::cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+  CUmemAllocationProp prop = cuda::VmmMapping::properties(0);
+  std::size_t granularity = 0;
+  ASSERT_EQ(api.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  CUdeviceptr address = 0;
+  ASSERT_EQ(api.cuMemAddressReserve(&address, granularity, granularity, CUdeviceptr{0}, 0ull), CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  auto map_block = [&] {
+    CUmemGenericAllocationHandle handle{};
+    EXPECT_EQ(api.cuMemCreate(&handle, granularity, &prop, 0ull), CUDA_SUCCESS);
+    EXPECT_EQ(api.cuMemMap(address, granularity, 0, handle, 0ull), CUDA_SUCCESS);
+    EXPECT_EQ(api.cuMemSetAccess(address, granularity, &access, 1), CUDA_SUCCESS);
+    return handle;
+  };
+  auto unmap_block = [&](CUmemGenericAllocationHandle handle) {
+    EXPECT_EQ(api.cuMemUnmap(address, granularity), CUDA_SUCCESS);
+    EXPECT_EQ(api.cuMemRelease(handle), CUDA_SUCCESS);
+  };
+  void* pointer = reinterpret_cast<void*>(address);
+  CUmemGenericAllocationHandle first = map_block();
+  AllocationInfo before = find_allocation(pointer);
+  EXPECT_TRUE(allocation_alive(before.base, before.id));
+  unmap_block(first);
+  EXPECT_FALSE(allocation_alive(before.base, before.id)) << "nothing is mapped at the address now";
+  CUmemGenericAllocationHandle second = map_block();
+  AllocationInfo after = find_allocation(pointer);
+  EXPECT_EQ(after.base, before.base);
+  EXPECT_NE(after.id, before.id) << "the same id for another physical block at the same address";
+  EXPECT_FALSE(allocation_alive(before.base, before.id));
+  EXPECT_TRUE(allocation_alive(after.base, after.id));
+  unmap_block(second);
+  EXPECT_EQ(api.cuMemAddressFree(address, granularity), CUDA_SUCCESS);
+}
+
+// What liveness says of pickle's own allocations of each kind, before and after they are freed.
+TEST(CudaMemory, AFreedAllocationIsNoLongerAlive) {
+  PICKLE_REQUIRE_GPUS(1);
+  for (AllocMethod method : {AllocMethod::CudaMalloc, AllocMethod::CudaVmm}) {
+    SCOPED_TRACE(alloc_method_name(method));
+    auto a = allocate(MemoryKind::Cuda, 1 << 20, 0, method);
+    AllocationInfo info = find_allocation(a->data());
+    EXPECT_TRUE(allocation_alive(info.base, info.id));
+    a.reset();
+    EXPECT_FALSE(allocation_alive(info.base, info.id));
+  }
 }
 
 }  // namespace

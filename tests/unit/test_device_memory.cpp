@@ -89,6 +89,27 @@ TEST(DeviceMemory, UnknownAndFreedPointersAreInvalidArguments) {
   EXPECT_THROW(find_allocation(gone), InvalidArgument);
 }
 
+// What the ipc transport's releases rely on: an allocation is alive until freed, and a new allocation at the same
+// address (the host allocator may hand it out again) is another allocation.
+TEST(DeviceMemory, AFreedHostAllocationIsNoLongerAliveEvenAtTheSameAddress) {
+  auto a = allocate(MemoryKind::Host, 4096);
+  AllocationInfo info = find_allocation(static_cast<char*>(a->data()) + 100);
+  EXPECT_TRUE(allocation_alive(info.base, info.id));
+  a.reset();
+  EXPECT_FALSE(allocation_alive(info.base, info.id));
+  std::vector<std::unique_ptr<Allocation>> later;  // until one lands at the freed address, or 64 tries
+  for (int i = 0; i < 64; ++i) {
+    later.push_back(allocate(MemoryKind::Host, 4096));
+    if (later.back()->data() == info.base) break;
+  }
+  EXPECT_FALSE(allocation_alive(info.base, info.id));
+  if (later.back()->data() == info.base) {
+    EXPECT_TRUE(allocation_alive(info.base, later.back()->id()));
+  }
+  int on_stack = 0;
+  EXPECT_FALSE(allocation_alive(&on_stack, info.id));
+}
+
 // What the net transport's registrations rely on: a kept mapping outlives the Allocation (its bytes stay readable and
 // writable at the same address, though the allocation is gone), and the memory is unmapped once the last handle goes.
 TEST(DeviceMemory, AKeptHostMappingOutlivesItsAllocationAndThenGoes) {

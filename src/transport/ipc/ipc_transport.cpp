@@ -35,7 +35,8 @@ void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t off
                                    const OpContext& ctx) {
   device::ImportedMemory* mapping = cache_.find(peer, id);
   if (mapping == nullptr) {
-    throw ProtocolError(cat(describe(ctx), ": peer ", peer, " named allocation ", id, " that it never announced"));
+    throw ProtocolError(cat(describe(ctx), ": peer ", peer, " named allocation ", id,
+                               " that it never announced (or released as freed)"));
   }
   if (offset > mapping->bytes() || bytes > mapping->bytes() - offset) {
     throw InvalidArgument(cat(describe(ctx), ": offset ", offset, " + ", bytes, " bytes is past the end of peer ",
@@ -61,6 +62,7 @@ TransportStats IpcTransport::stats() const {
   stats.bytes = bytes_.load(std::memory_order_relaxed);
   stats.operations = operations_.load(std::memory_order_relaxed);
   stats.ipc_opens = cache_.opens();
+  stats.ipc_closes = cache_.closes();
   stats.cache_hits = cache_.hits();
   return stats;
 }

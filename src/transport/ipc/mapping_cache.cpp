@@ -31,9 +31,29 @@ bool MappingCache::contains(int peer, std::uint64_t id) const {
   return mappings_.count({peer, id}) != 0;
 }
 
+void MappingCache::release(int peer, std::uint64_t id) {
+  std::unique_ptr<device::ImportedMemory> mapping;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = mappings_.find({peer, id});
+    if (it == mappings_.end()) return;
+    mapping = std::move(it->second);
+    mappings_.erase(it);
+    ++closes_;
+  }
+  // Unmapped outside the lock, like insert's mapping: it may take a while.
+  mapping.reset();
+  PICKLE_LOG(Debug, "ipc", "unmapped peer " << peer << "'s allocation " << id << ", which it released");
+}
+
 std::uint64_t MappingCache::opens() const {
   std::lock_guard lock(mutex_);
   return opens_;
+}
+
+std::uint64_t MappingCache::closes() const {
+  std::lock_guard lock(mutex_);
+  return closes_;
 }
 
 std::uint64_t MappingCache::hits() const {

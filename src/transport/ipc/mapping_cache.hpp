@@ -3,7 +3,8 @@
 // whichever handle carries it (reference/h200x2-anchors.md); the cache makes it a one-time cost per allocation, so
 // that a buffer inside a larger allocation (PyTorch's caching allocator) and every later transfer to it open
 // nothing. Ids are unique per allocation, so memory freed and allocated again at the same address gets a new id
-// and can never hit a stale mapping.
+// and can never hit a stale mapping. A mapping goes when its owner says the allocation is gone (ReleaseMessage):
+// a mapping holds the peer's memory, which would otherwise stay allocated until the communicator is destroyed.
 
 #include <cstdint>
 #include <map>
@@ -27,8 +28,13 @@ class MappingCache {
   device::ImportedMemory* find(int peer, std::uint64_t id);
   /// Whether `peer`'s allocation `id` is mapped; not counted as a hit (no transfer uses it).
   bool contains(int peer, std::uint64_t id) const;
+  /// Unmaps `peer`'s allocation `id` (counted as a close); nothing when it is not mapped. The caller guarantees that
+  /// no copy into it is queued or still running: the owner releases an allocation only once every receive into it
+  /// completed, and a receive completes after its copy did.
+  void release(int peer, std::uint64_t id);
 
   std::uint64_t opens() const;
+  std::uint64_t closes() const;
   std::uint64_t hits() const;
 
  private:
@@ -36,6 +42,7 @@ class MappingCache {
   mutable std::mutex mutex_;
   std::map<std::pair<int, std::uint64_t>, std::unique_ptr<device::ImportedMemory>> mappings_;
   std::uint64_t opens_ = 0;
+  std::uint64_t closes_ = 0;
   std::uint64_t hits_ = 0;
 };
 
