@@ -1,7 +1,8 @@
 // CUDA memory shared between two processes on two GPUs, both ways pickle exports it: cudaMalloc + cudaIpc handle,
 // and VMM + POSIX file descriptor. Rank 0 (GPU 0) exports 1 GiB plus a flag; rank 1 (GPU 1) imports it, copies a
 // pattern in over P2P with its stream and raises the flag with write_value; rank 0's stream waits on the flag,
-// copies the buffer to the host, and every word is checked. Import time and copy bandwidth are printed (not asserted).
+// copies the buffer to the host, and every word is checked. Rank 1 imports the allocation twice and writes the flag
+// through the second import after closing the first: imports of one allocation in a process share its mapping. Import time and copy bandwidth are printed (not asserted).
 // On a machine of one GPU both processes use GPU 0: import and stream memory operations are the same, the copy is
 // device-to-device.
 
@@ -17,6 +18,7 @@
 #include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/format.hpp"
+#include "core/unique_fd.hpp"
 #include "cuda_test_util.hpp"
 #include "device/backends.hpp"
 #include "device/export.hpp"
@@ -97,9 +99,14 @@ PICKLE_CHILD(cuda_ipc_rank1) {
   stream->copy(local->data(), host.data(), kDataBytes);
   stream->synchronize();
 
+  UniqueFd second_fd(message.fd.valid() ? ::dup(message.fd.get()) : -1);
   Stopwatch import_watch;
   auto imported = import_memory(descriptor, std::move(message.fd), kDevice);
   double import_ms = import_watch.micros() / 1000.0;
+  // The same allocation imported again in this process, as a second communicator receiving from it does. CUDA opens
+  // a cudaIpc handle only once per process ("resource already mapped"): the two imports must share that mapping,
+  // and it must outlive the first (the flag below is written through the second after the first is gone).
+  auto again = import_memory(descriptor, std::move(second_fd), kDevice);
   if (imported->bytes() < kDataBytes + kFlagBytes) throw Error(ErrorCode::Internal, "imported size too small");
   auto* peer = static_cast<std::byte*>(imported->data());
 
@@ -108,14 +115,16 @@ PICKLE_CHILD(cuda_ipc_rank1) {
   stream->record(*start);
   stream->copy(peer, local->data(), kDataBytes);  // GPU 1 -> GPU 0 over P2P
   stream->record(*end);
-  stream->write_value(reinterpret_cast<std::uint32_t*>(peer + kDataBytes), 1);
+  stream->synchronize();
+  imported.reset();
+  stream->write_value(reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(again->data()) + kDataBytes), 1);
   stream->synchronize();
   float ms = end->elapsed_ms(*start);
   std::printf("[info] %s: import of %s took %.2f ms; P2P copy GPU1 -> GPU0 of 1 GiB: %.3f ms = %.1f GB/s\n",
               method.c_str(), human_bytes(descriptor.bytes).c_str(), import_ms, ms, kDataBytes / (ms * 1e6));
   std::fflush(stdout);
 
-  imported.reset();
+  again.reset();
   std::byte closed{1};
   channel.send(std::span(&closed, 1), peer_deadline());
   return 0;

@@ -4,7 +4,11 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include <pickle/error.hpp>
 
@@ -17,16 +21,57 @@ namespace {
 
 static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(MemoryDescriptor::ipc_handle));
 
+// CUDA opens a cudaIpcMemHandle once per process and device: opening it again while it is open fails with
+// "resource already mapped" (CUDA's documentation: a handle may be opened by one context per device per other
+// process). Two communicators of one process may both receive from one peer allocation, so the imports of one
+// handle share one mapping, closed when the last of them goes.
+struct SharedIpcMapping {
+  void* data = nullptr;
+  std::uint64_t allocation_id = 0;  // the exporter's allocation, to tell a handle that came round again
+  int users = 0;
+};
+using IpcMappingKey = std::pair<std::array<std::byte, 64>, int>;  // the handle, the local device
+
+std::mutex& ipc_mappings_mutex() {
+  static auto* mutex = new std::mutex;  // never destroyed, like the map it guards
+  return *mutex;
+}
+std::map<IpcMappingKey, SharedIpcMapping>& ipc_mappings() {
+  static auto* mappings = new std::map<IpcMappingKey, SharedIpcMapping>;  // never destroyed: imports may outlive exit
+  return *mappings;
+}
+
 class IpcImport final : public ImportedMemory {
  public:
   IpcImport(const MemoryDescriptor& descriptor, int local_device, const OpContext& ctx)
-      : descriptor_(descriptor), device_(local_device) {
-    cudaIpcMemHandle_t handle;
-    std::memcpy(&handle, descriptor.ipc_handle.data(), sizeof handle);
-    // Lazy peer access: the driver enables P2P between the two devices when the mapping is first used.
-    PICKLE_CUDA(ctx, cudaIpcOpenMemHandle(&data_, handle, cudaIpcMemLazyEnablePeerAccess));
+      : descriptor_(descriptor), device_(local_device), key_(descriptor.ipc_handle, local_device) {
+    // The lock is held across the open (milliseconds) so that two threads never open one handle at once.
+    std::lock_guard lock(ipc_mappings_mutex());
+    SharedIpcMapping& shared = ipc_mappings()[key_];
+    if (shared.users > 0 && shared.allocation_id != descriptor.id) {
+      throw InvalidArgument(cat(describe(ctx), ": the handle of allocation ", descriptor.id, " is still open "
+                                "for the exporter's freed allocation ", shared.allocation_id, " (another "
+                                "communicator of this process keeps it mapped)"));
+    }
+    if (shared.users == 0) {
+      cudaIpcMemHandle_t handle;
+      std::memcpy(&handle, descriptor.ipc_handle.data(), sizeof handle);
+      // Lazy peer access: the driver enables P2P between the two devices when the mapping is first used.
+      cudaError_t opened = cudaIpcOpenMemHandle(&shared.data, handle, cudaIpcMemLazyEnablePeerAccess);
+      if (opened != cudaSuccess) {
+        ipc_mappings().erase(key_);
+        runtime_check(opened, "cudaIpcOpenMemHandle(&data, handle, cudaIpcMemLazyEnablePeerAccess)", ctx);
+      }
+      shared.allocation_id = descriptor.id;
+    }
+    ++shared.users;
+    data_ = shared.data;
   }
   ~IpcImport() override {
+    std::lock_guard lock(ipc_mappings_mutex());
+    auto it = ipc_mappings().find(key_);
+    if (it == ipc_mappings().end() || --it->second.users > 0) return;
+    ipc_mappings().erase(it);
     DeviceGuard guard(device_, std::nothrow);
     if (cudaIpcCloseMemHandle(data_) != cudaSuccess) cudaGetLastError();
   }
@@ -37,6 +82,7 @@ class IpcImport final : public ImportedMemory {
  private:
   MemoryDescriptor descriptor_;
   int device_;
+  IpcMappingKey key_;
   void* data_ = nullptr;
 };
 
