@@ -172,12 +172,7 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
                                  const void* src, std::size_t bytes) {
   const auto& entry = window.ranks[static_cast<std::size_t>(peer)];
   const transport::net::RemoteRegion dst{entry.net_addr + dst_offset, entry.net_key};
-  std::uint32_t message;
-  {
-    std::lock_guard lock(mutex);
-    message = 0x80000000u | static_cast<std::uint32_t>(peers[peer].net_puts_sent++ & 0x7fffffffu);
-  }
-  send_control(peer, NetPutMessage{.message = message, .window = window.id, .offset = dst_offset, .bytes = bytes});
+  const int window_id = window.id;
   transport::net::NetTransport* transport = net.get();
   // Staged: the source goes through a pinned buffer, copied on the caller's stream before the write.
   std::shared_ptr<std::byte> staged;
@@ -187,8 +182,17 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
     src = staged.get();
   }
   const OpContext ctx{.rank = info.rank, .peer = peer, .op = "put", .bytes = bytes};
-  // The stream goes on once the source has been read (it may then be reused), as after an ipc put's copy.
-  on_application_stream(stream, [this, transport, peer, src, bytes, dst, message, ctx, staged] {
+  // The put takes its number, and is announced, when the stream gets here, not at call time: a signal counts the
+  // puts numbered before it, and must not count one that its own stream never waits for (a put on another stream,
+  // held up by a wait on the peer that waits for this signal, would hold it back forever). The stream goes on once
+  // the source has been read (it may then be reused), as after an ipc put's copy.
+  on_application_stream(stream, [this, transport, peer, src, bytes, dst, window_id, dst_offset, ctx, staged] {
+    std::uint32_t message;
+    {
+      std::lock_guard lock(mutex);
+      message = 0x80000000u | static_cast<std::uint32_t>(peers[peer].net_puts_sent++ & 0x7fffffffu);
+    }
+    send_control(peer, NetPutMessage{.message = message, .window = window_id, .offset = dst_offset, .bytes = bytes});
     auto sent = std::make_shared<std::atomic<bool>>(false);
     transport->write(peer, src, bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
     bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
@@ -201,13 +205,17 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
 }
 
 void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value) {
-  NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
-  {
-    std::lock_guard lock(mutex);
-    message.puts_before = peers[peer].net_puts_sent;
-  }
-  // Sent when the stream gets here: after the puts before it have left (each put's callback waits for that).
-  on_application_stream(stream, [this, peer, message] { send_control(peer, message); });
+  // Sent when the stream gets here, counting the puts numbered by then: this stream's earlier puts (each put's
+  // callback has sent it by the time the next callback runs), and other streams' puts already under way, which
+  // land without waiting for anything. Puts that other streams have not reached yet are not waited for.
+  on_application_stream(stream, [this, peer, slot, value] {
+    NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
+    {
+      std::lock_guard lock(mutex);
+      message.puts_before = peers[peer].net_puts_sent;
+    }
+    send_control(peer, message);
+  });
 }
 
 #else  // built without libfabric: uses_net() is always false, so none of these is reached

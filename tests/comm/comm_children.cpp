@@ -351,6 +351,47 @@ PICKLE_CHILD(comm_put_held_by_stream) {
   return 0;
 }
 
+// A signal is ordered after the puts of its own stream only: a put on another stream, held up by a wait on the very
+// peer that waits for the signal, must not hold the signal back. Rank 0's stream A waits for rank 1, then puts the
+// first half; stream B puts the second half and signals; rank 1 waits for B's signal before it releases A. args: memory.
+PICKLE_CHILD(comm_signal_independent_of_other_streams) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr std::size_t kHalf = 65537;
+  Buffer window_memory = comm.alloc(2 * kHalf);
+  Window window = comm.register_memory(window_memory.data(), 2 * kHalf);
+  Buffer src = comm.alloc(2 * kHalf);
+  if (rank == 0) {
+    fill(comm, src.data(), 2 * kHalf, 90);
+    Stream a = comm.make_stream(), b = comm.make_stream();
+    comm.wait(a, 1, 0, 1);
+    comm.put(a, window, 1, 0, src.data(), kHalf);
+    comm.signal(a, 1, 2);
+    comm.put(b, window, 1, kHalf, static_cast<char*>(src.data()) + kHalf, kHalf);
+    comm.signal(b, 1, 1);
+    b.synchronize();
+    a.synchronize();
+  } else {
+    Stream stream = comm.make_stream();
+    comm.wait(stream, 0, 1, 1);  // stream B's put and signal
+    stream.synchronize();
+    Buffer expected = comm.alloc(2 * kHalf);
+    fill(comm, expected.data(), 2 * kHalf, 90);
+    const auto* got = static_cast<const char*>(window.local());
+    const auto* want = static_cast<const char*>(expected.data());
+    if (comm.memory_kind() == MemoryKind::Host) {  // GPU memory is compared below, after both halves
+      CHILD_CHECK(std::memcmp(got + kHalf, want + kHalf, kHalf) == 0, "stream B's put did not land before its signal");
+    }
+    comm.signal(stream, 0, 0);   // releases rank 0's stream A
+    comm.wait(stream, 0, 2, 1);  // stream A's put and signal
+    stream.synchronize();
+    std::size_t wrong = count_wrong(comm, window.local(), 2 * kHalf, 90);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes in the window");
+  }
+  comm.barrier();
+  return 0;
+}
+
 // More puts to one peer than it has "source read" words for shm puts (1024): the words are reused in turn, each at
 // a new generation; every put's bytes land where they should. args: memory.
 PICKLE_CHILD(comm_put_many) {

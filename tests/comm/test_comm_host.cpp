@@ -47,6 +47,10 @@ TEST(Comm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
   expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, {"PICKLE_TIMEOUT=15"}));
 }
 
+TEST(Comm, ASignalWaitsOnlyForThePutsOfItsOwnStream) {
+  expect_all_ok(run_ranks("comm_signal_independent_of_other_streams", 2, {"host"}, {"PICKLE_TIMEOUT=15"}));
+}
+
 TEST(Comm, TwoCommunicatorsReceiveIntoOneAllocation) {
   expect_all_ok(run_ranks("comm_two_communicators_one_allocation", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
 }

@@ -47,6 +47,13 @@ TEST_F(Net, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_sig
 TEST_F(Net, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
   expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, net_env(2)));
 }
+TEST_F(Net, ASignalWaitsOnlyForThePutsOfItsOwnStream) {
+  // Before: the signal waited for stream A's put, which waited for rank 1, which waited for the signal (until the
+  // timeout).
+  auto env = net_env(2);
+  env[0] = "PICKLE_TIMEOUT=15";
+  expect_all_ok(run_ranks("comm_signal_independent_of_other_streams", 2, {"host"}, env));
+}
 TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, net_env(2))); }
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));

@@ -39,6 +39,12 @@ TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
   expect_all_ok(run_ranks("comm_put_held_by_stream", 2, {"host"}, env));
 }
 
+TEST(Shm, ASignalWaitsOnlyForThePutsOfItsOwnStream) {
+  auto env = kShm;
+  env[0] = "PICKLE_TIMEOUT=15";
+  expect_all_ok(run_ranks("comm_signal_independent_of_other_streams", 2, {"host"}, env));
+}
+
 TEST(Shm, MorePutsThanPutWordsReuseThemInTurn) {
   expect_all_ok(run_ranks("comm_put_many", 2, {"host"}, kShm));
 }
