@@ -111,18 +111,24 @@ UniqueFd try_connect(const addrinfo& ai, const Deadline& deadline, std::string& 
     error = "connected to itself (no listener yet)";
     return {};
   }
-  make_nonblocking_nodelay(fd.get());
+  configure_tcp_socket(fd.get());
   return fd;
 }
 
 }  // namespace
 
-void make_nonblocking_nodelay(int fd) {
+void configure_tcp_socket(int fd) {
   int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) throw SystemError("fcntl O_NONBLOCK", errno);
-  int one = 1;
-  // Fails harmlessly (ENOTSUP/EOPNOTSUPP) on non-TCP sockets.
+  // Each fails harmlessly (ENOTSUP/EOPNOTSUPP) on non-TCP sockets.
+  const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepaliveIdleSeconds, sizeof kKeepaliveIdleSeconds);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepaliveIntervalSeconds, sizeof kKeepaliveIntervalSeconds);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepaliveProbes, sizeof kKeepaliveProbes);
+  const unsigned int unacknowledged_ms = kUnacknowledgedSeconds * 1000u;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &unacknowledged_ms, sizeof unacknowledged_ms);
 }
 
 namespace {

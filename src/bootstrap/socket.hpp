@@ -24,11 +24,23 @@ Listener listen_tcp(const std::string& host, int port, bool other_hosts_connect 
 
 /// Connects to host:port, retrying refused or unreachable attempts with a short backoff until the deadline.
 /// Returns an invalid UniqueFd when the deadline passes; last_error then says what the last attempt got.
-/// The socket is non-blocking with TCP_NODELAY.
+/// The socket is set up by configure_tcp_socket.
 UniqueFd connect_tcp(const std::string& host, int port, const Deadline& deadline, std::string& last_error);
 
-/// Sets O_NONBLOCK and, for TCP sockets, TCP_NODELAY (store messages are small and latency-bound).
-void make_nonblocking_nodelay(int fd);
+/// Keepalive of the store's and the control channels' TCP connections: a peer host that vanishes without a reset
+/// (power loss, a partition) is noticed within about kKeepaliveIdleSeconds + kKeepaliveProbes *
+/// kKeepaliveIntervalSeconds of silence, or kUnacknowledgedSeconds after data it never acknowledged, and the
+/// connection fails (ETIMEDOUT), which fails that peer. Without them nothing that only waits (a posted receive, a
+/// stream waiting on a signal) would ever hear of it. A live host's kernel answers the probes however idle its
+/// process is, so no amount of idleness is taken for a death.
+inline constexpr int kKeepaliveIdleSeconds = 10;
+inline constexpr int kKeepaliveIntervalSeconds = 5;
+inline constexpr int kKeepaliveProbes = 3;
+inline constexpr int kUnacknowledgedSeconds = 30;
+
+/// Sets O_NONBLOCK and, for TCP sockets, TCP_NODELAY (store messages are small and latency-bound) and the keepalive
+/// above.
+void configure_tcp_socket(int fd);
 
 /// Outcome of a deadline-bounded socket operation.
 enum class IoStatus { Done, Closed, TimedOut };

@@ -198,7 +198,7 @@ void StoreServer::Impl::accept_all(TimePoint now) {
                                                       << " connections that are not ranks yet already open");
       continue;
     }
-    make_nonblocking_nodelay(raw);
+    configure_tcp_socket(raw);
     Connection c;
     c.peer = peer_address(raw);
     c.fd = std::move(fd);

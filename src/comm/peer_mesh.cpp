@@ -51,7 +51,7 @@ UniqueFd accept_tcp(int listener, const RankInfo& self, const Deadline& deadline
     if (ready > 0) {
       UniqueFd fd(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (fd) {
-        bootstrap::make_nonblocking_nodelay(fd.get());
+        bootstrap::configure_tcp_socket(fd.get());
         return fd;
       }
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {

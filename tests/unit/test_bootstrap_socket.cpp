@@ -5,11 +5,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <pickle/error.hpp>
 
 #include "bootstrap/socket.hpp"
+#include "core/clock.hpp"
 
 namespace pickle::bootstrap {
 namespace {
@@ -29,6 +31,33 @@ TEST(BootstrapSocket, ALoopbackStoreAddressListensOnEveryInterfaceWhenOtherHosts
   Listener shared = listen_tcp("127.0.0.1", 0, /*other_hosts_connect=*/true);
   EXPECT_EQ(bound_host(shared), "0.0.0.0");
   EXPECT_GT(shared.port, 0);
+}
+
+int int_option(int fd, int level, int name) {
+  int value = -1;
+  socklen_t length = sizeof value;
+  EXPECT_EQ(getsockopt(fd, level, name, &value, &length), 0) << "option " << name;
+  return value;
+}
+
+// The store's and the control channels' connections notice a peer host that vanished without a reset: keepalive
+// probes after 10 s of silence, and a 30 s limit on data left unacknowledged (socket.hpp says why).
+TEST(BootstrapSocket, ConnectionsProbeASilentPeerAndGiveUpOnUnacknowledgedData) {
+  Listener listener = listen_tcp("127.0.0.1", 0);
+  std::string error;
+  UniqueFd client = connect_tcp("127.0.0.1", listener.port, Deadline::after_seconds(10), error);
+  ASSERT_TRUE(client.valid()) << error;
+  UniqueFd accepted(::accept(listener.fd.get(), nullptr, nullptr));
+  ASSERT_TRUE(accepted.valid());
+  configure_tcp_socket(accepted.get());  // as the store server and the control listener do
+  for (int fd : {client.get(), accepted.get()}) {
+    EXPECT_EQ(int_option(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE), kKeepaliveIdleSeconds);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL), kKeepaliveIntervalSeconds);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPCNT), kKeepaliveProbes);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), kUnacknowledgedSeconds * 1000);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_NODELAY), 1);
+  }
 }
 
 TEST(BootstrapSocket, LoopbackAddressesAreRecognised) {
