@@ -108,6 +108,8 @@ std::vector<std::string> NetnsPair::exec_in(int side, const std::vector<std::str
   return argv;
 }
 
+bool NetnsPair::cut(int side) const { return run({ip_, "-n", ns_[side], "link", "set", iface_[side], "down"}); }
+
 std::string NetnsPair::drops() const {
   if (kind_ == Impairment::None) return "nothing drops packets";
   std::string report;

@@ -25,6 +25,9 @@ class NetnsPair {
   const std::string& impairment() const { return impairment_; }
   /// Packets the impairment dropped so far, per side ("side 0: 12 dropped, side 1: 9 dropped"), from tc or nft.
   std::string drops() const;
+  /// Takes side `side`'s end of the link down: from then on nothing crosses, and nothing says so (no reset, no FIN),
+  /// as when that host loses power or the network partitions. True when it worked.
+  bool cut(int side) const;
   /// argv that runs `command` inside namespace `side`.
   std::vector<std::string> exec_in(int side, const std::vector<std::string>& command) const;
 
