@@ -80,7 +80,10 @@ struct RequestState {
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
   std::uint64_t alloc_id = 0;  // Recv over ipc: the announced allocation the data goes into
-  std::shared_ptr<std::byte> staging;  // Recv over net, staged (GPU memory): the pinned buffer the data lands in
+  // Recv over net, staged (GPU memory): the pinned buffer the data lands in (guarded by Impl::mutex once posted).
+  // Handed to the staging stream when the data has landed, which returns it to the pool once copied into place; a
+  // failed receive's goes to Impl::quarantined instead.
+  std::shared_ptr<std::byte> staging;
   // Recv over net, staged: all of it landed and its copy into place is queued (guarded by Impl::mutex). A peer that
   // fails after that does not fail the receive: it completes when the copy does, so the copy never writes into a
   // buffer that the application freed after a PeerError.

@@ -108,6 +108,17 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int 
     owner->landed = true;
     staging_stream->copy(dst, landed, bytes);
     staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
+    // The buffer goes back to the pool once the copy out of it is done (a host callback after it on the staging
+    // stream), not when the RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots
+    // wrap, and a loop of receives would keep a pinned, registered buffer per receive. No peer writes into it any
+    // more: every chunk of the message has landed, and a landed receive is never failed (so never quarantined).
+    std::shared_ptr<std::byte> buffer = std::move(owner->staging);
+    try {
+      staging_stream->host_callback([buffer]() mutable { buffer.reset(); });
+    } catch (...) {
+      quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
+      throw;
+    }
   });
   return {region.addr, region.key};
 }

@@ -42,6 +42,7 @@ class StagingPool {
   struct State {
     std::mutex mutex;
     std::map<std::size_t, std::vector<std::unique_ptr<Buffer>>> free;  // by size
+    std::vector<std::unique_ptr<Buffer>> surplus;  // returned to a full pool: freed by the next take()
     std::size_t buffers = 0, bytes = 0;
   };
 

@@ -693,6 +693,37 @@ PICKLE_CHILD(comm_slot_reuse) {
   return 0;
 }
 
+// Staged net receives (GPU memory, or PICKLE_NET_STAGING=1), each waited on before the next is posted: each one's
+// pinned staging buffer goes back to the pool once its copy into place is done, so the loop reuses one or two of them
+// (the next receive may come before the previous one's return has run on the staging stream, never before the one
+// ahead of it) and registers no more memory with the net transport, whatever the number of receives.
+PICKLE_CHILD(comm_staged_recv_reuse) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr int kMessages = 100;
+  constexpr std::size_t kBytes = 1 << 20;
+  Buffer buffer = comm.alloc(kBytes);
+  if (comm.rank() == 0) {
+    for (int i = 0; i < kMessages; ++i) {
+      fill(comm, buffer.data(), kBytes, 700 + i);
+      comm.send(1, 0, buffer.data(), kBytes).wait();
+    }
+  } else {
+    const std::uint64_t registered_before = comm.stats().net.ipc_opens;
+    for (int i = 0; i < kMessages; ++i) {
+      comm.recv(0, 0, buffer.data(), kBytes).wait();
+      const std::size_t wrong = count_wrong(comm, buffer.data(), kBytes, 700 + i);
+      CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
+    }
+    const std::uint64_t registered = comm.stats().net.ipc_opens - registered_before;
+    std::fprintf(stderr, "rank 1: %d staged receives registered %llu staging buffers\n", kMessages,
+                 static_cast<unsigned long long>(registered));
+    CHILD_CHECK(registered <= 2, kMessages, " receives, one at a time, registered ", registered,
+                " staging buffers: they are not going back to the pool");
+  }
+  comm.barrier();
+  return 0;
+}
+
 // posted_receives: rank 0 hears of rank 1's posts, counts them down as its sends match them, and the data of the
 // sends that matched at call time (copied on the caller's stream) arrives intact.
 PICKLE_CHILD(comm_posted_receives) {

@@ -76,6 +76,11 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, staged_env(3)));
   expect_all_ok(run_ranks("comm_errors", 2, {"host"}, staged_env(2)));
 }
+// A loop of staged receives reuses its staging buffers (each goes back to the pool once copied into place) instead of
+// keeping one per receive until the peer's completion slots wrap.
+TEST_F(Net, StagedReceivesOneAtATimeReuseTheirStagingBuffers) {
+  expect_all_ok(run_ranks("comm_staged_recv_reuse", 2, {"host"}, staged_env(2)));
+}
 TEST_F(Net, StagedAllreduceAndPeerDeath) {
   expect_all_ok(run_ranks("comm_transport_and_allreduce", 3, {"host", "net"}, staged_env(2)));
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, staged_env(2), std::chrono::seconds(90));
