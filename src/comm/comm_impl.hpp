@@ -148,8 +148,12 @@ struct Communicator::Impl {
   /// writes nothing: when the stream reaches it, it completes and sends the message that completes the recv.
   std::optional<ControlMessage> start_net_send(int peer, const std::shared_ptr<RequestState>& send,
                                                const RecvPostMessage& post, device::Stream& stream);
-  /// The receiver's side of a net recv: registers the buffer (cached) and expects the message.
-  std::pair<std::uint64_t, std::uint64_t> expect_net_recv(int peer, RequestState& recv);
+  /// The receiver's side of a net recv, in two steps. First, before the recv takes its slot and sequence number
+  /// (what may fail for want of resources, and must then fail this recv alone): registers the buffer (cached) or,
+  /// staged, takes a pinned buffer from the pool into `recv.staging` and registers that; returns the posted region's
+  /// address and key. Then, once the slot is taken: expects the message, and completes the recv when it landed.
+  std::pair<std::uint64_t, std::uint64_t> prepare_net_recv(RequestState& recv);
+  void expect_net_recv(int peer, RequestState& recv);
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
   void handle_net(int peer, const NetEmptySendMessage& message);

@@ -83,21 +83,29 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   return std::nullopt;
 }
 
-std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
+std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(RequestState& recv) {
+  if (!stage_net) {
+    const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
+    return {region.addr, region.key};
+  }
+  // Staged: the data lands in a pinned buffer of the pool, exposed instead of the destination.
+  recv.staging = staging->take(recv.ctx.bytes);
+  const transport::net::RemoteRegion region = net->expose(recv.staging.get(), recv.ctx.bytes);
+  return {region.addr, region.key};
+}
+
+void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const int slot = recv.slot;
   const std::uint32_t generation = recv.generation;
   const int index = comm::kUserSignalSlots + slot;
   if (!stage_net) {
-    const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
     net->expect(peer, net_recv_message(slot, generation), recv.ctx.bytes, [this, peer, index, generation] {
       signals->store(peer, index, generation);  // the data is all here
     });
-    return {region.addr, region.key};
+    return;
   }
-  // Staged: the data lands in a pinned buffer; once all of it is there, the copy engine copies it into place and then
-  // moves the completion word, in that order on the staging stream (the caller's streams may wait on the word).
-  recv.staging = staging->take(recv.ctx.bytes);
-  const transport::net::RemoteRegion region = net->expose(recv.staging.get(), recv.ctx.bytes);
+  // Staged: once all of the data is in the staging buffer, the copy engine copies it into place and then moves the
+  // completion word, in that order on the staging stream (the caller's streams may wait on the word).
   std::byte* landed = recv.staging.get();
   void* dst = recv.dst;
   const std::size_t bytes = recv.ctx.bytes;
@@ -120,7 +128,6 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int 
       throw;
     }
   });
-  return {region.addr, region.key};
 }
 
 void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
@@ -239,7 +246,8 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int, const std:
                                                                 const RecvPostMessage&, device::Stream&) {
   no_net();
 }
-std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::expect_net_recv(int, RequestState&) { no_net(); }
+std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(RequestState&) { no_net(); }
+void Communicator::Impl::expect_net_recv(int, RequestState&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetPutMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetSignalMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetEmptySendMessage&) { no_net(); }

@@ -3,7 +3,6 @@
 // engine writes the data straight into the receiver's memory, followed by a stream write-value of the completion
 // word. Whoever sees the second half of a pair (the send() call or the progress thread) starts the copy.
 #include <algorithm>
-#include <tuple>
 #include <vector>
 
 #include <pickle/error.hpp>
@@ -147,6 +146,17 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   request->tag = tag;
   request->dst = ptr;
   request->alloc_id = alloc_id;
+  // Over net, what can fail for want of resources (a pinned staging buffer, a memory registration) comes before the
+  // receive takes its slot and sequence number: it then fails alone, and the pair stays in step. (Failing later
+  // would leave a sequence number the peer never hears of, and so fail the peer.)
+  std::pair<std::uint64_t, std::uint64_t> net_region{0, 0};
+  if (uses_net(peer) && bytes != 0) {
+    try {
+      net_region = prepare_net_recv(*request);
+    } catch (const Error& e) {
+      throw Error(e.code(), cat(describe(ctx), ": the net transport cannot take the receive (", e.what(), ")"));
+    }
+  }
   // A completion slot first: waiting for one (when thousands of receives are outstanding) must not hold the
   // channel's send lock, which the progress thread may need to answer this peer.
   int slot;
@@ -171,11 +181,13 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
     state.slot_owner[request->slot] = request;
     state.posted_recvs[{tag, request->seq}] = request;
     post = RecvPostMessage{.tag = tag, .seq = request->seq, .alloc_id = alloc_id, .offset = offset, .bytes = bytes,
-                           .slot = static_cast<std::uint32_t>(request->slot), .generation = request->generation};
+                           .slot = static_cast<std::uint32_t>(request->slot), .generation = request->generation,
+                           .net_addr = net_region.first, .net_key = net_region.second};
   }
   try {
-    if (uses_net(peer) && bytes != 0) std::tie(post.net_addr, post.net_key) = expect_net_recv(peer, *request);
-    // (A zero-byte recv over net completes on the sender's NetEmptySendMessage.)
+    // (Expecting fails only when the transport saw the peer fail. A zero-byte recv over net completes on the
+    // sender's NetEmptySendMessage.)
+    if (uses_net(peer) && bytes != 0) expect_net_recv(peer, *request);
     send_control(peer, post);
   } catch (const Error& e) {
     // The post is half-committed (slot, sequence number): the pair can no longer stay in step.

@@ -1,6 +1,7 @@
 #include "comm_children.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -719,6 +720,44 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
                  static_cast<unsigned long long>(registered));
     CHILD_CHECK(registered <= 2, kMessages, " receives, one at a time, registered ", registered,
                 " staging buffers: they are not going back to the pool");
+  }
+  comm.barrier();
+  return 0;
+}
+
+// A net receive whose preparation fails for want of a resource fails alone, naming itself, and the pair stays in
+// step: the same receive posted again gets the peer's message. The resource here is its staging buffer (host memory,
+// PICKLE_NET_STAGING=1): the process may not make files as large as the buffer (RLIMIT_FSIZE), so the memfd behind
+// it cannot be sized; on a GPU the same place fails when pinned memory runs out.
+PICKLE_CHILD(comm_net_recv_refused) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr std::size_t kBytes = (2u << 20) + 1;  // staged through a 4 MiB buffer
+  Buffer buffer = comm.alloc(kBytes);
+  if (comm.rank() == 0) {
+    fill(comm, buffer.data(), kBytes, 31);
+    comm.barrier();
+    comm.send(1, 0, buffer.data(), kBytes).wait();
+  } else {
+    ::signal(SIGXFSZ, SIG_IGN);  // ftruncate past the limit fails with EFBIG instead of killing the process
+    rlimit saved{};
+    CHILD_CHECK(::getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit");
+    rlimit low = saved;
+    low.rlim_cur = 3u << 20;
+    CHILD_CHECK(::setrlimit(RLIMIT_FSIZE, &low) == 0, "setrlimit");
+    std::string what;
+    const bool refused = throws_with([&] { comm.recv(0, 0, buffer.data(), kBytes); }, ErrorCode::System,
+                                     cat("rank 1 -> peer 0: recv of ", kBytes, " bytes"), what);
+    CHILD_CHECK(::setrlimit(RLIMIT_FSIZE, &saved) == 0, "setrlimit back");
+    CHILD_CHECK(refused, what);
+    std::fprintf(stderr, "rank 1: refused: %s\n", what.c_str());
+    comm.barrier();
+    try {
+      comm.recv(0, 0, buffer.data(), kBytes).wait();
+    } catch (const Error& e) {
+      CHILD_CHECK(false, "the receive posted again failed: ", e.what());
+    }
+    const std::size_t wrong = count_wrong(comm, buffer.data(), kBytes, 31);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes");
   }
   comm.barrier();
   return 0;

@@ -81,6 +81,10 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
 TEST_F(Net, StagedReceivesOneAtATimeReuseTheirStagingBuffers) {
   expect_all_ok(run_ranks("comm_staged_recv_reuse", 2, {"host"}, staged_env(2)));
 }
+// A receive whose staging buffer cannot be had fails alone, with its own error; the pair keeps working.
+TEST_F(Net, StagedReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
+  expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"host"}, staged_env(2)));
+}
 TEST_F(Net, StagedAllreduceAndPeerDeath) {
   expect_all_ok(run_ranks("comm_transport_and_allreduce", 3, {"host", "net"}, staged_env(2)));
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, staged_env(2), std::chrono::seconds(90));
