@@ -721,6 +721,23 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
     CHILD_CHECK(registered <= 2, kMessages, " receives, one at a time, registered ", registered,
                 " staging buffers: they are not going back to the pool");
   }
+  // Then more receives at once than the pool keeps free buffers (8 per size): the surplus ones are returned to a full
+  // pool, on GPU memory from a CUDA host callback, where they must not be freed (cudaHostUnregister) there and then.
+  constexpr int kBurst = 12;
+  for (int round = 0; round < 2; ++round) {
+    Buffer burst = comm.alloc(kBurst * kBytes);
+    std::vector<Request> requests;
+    for (int i = 0; i < kBurst; ++i) {
+      char* part = static_cast<char*>(burst.data()) + i * kBytes;
+      if (comm.rank() == 0) fill(comm, part, kBytes, 900 + i);
+      requests.push_back(comm.rank() == 0 ? comm.send(1, 1, part, kBytes) : comm.recv(0, 1, part, kBytes));
+    }
+    for (auto& request : requests) request.wait();
+    for (int i = 0; i < kBurst && comm.rank() == 1; ++i) {
+      const std::size_t wrong = count_wrong(comm, static_cast<char*>(burst.data()) + i * kBytes, kBytes, 900 + i);
+      CHILD_CHECK(wrong == 0, "round ", round, ", burst message ", i, ": ", wrong, " wrong bytes");
+    }
+  }
   comm.barrier();
   return 0;
 }
