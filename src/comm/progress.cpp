@@ -176,10 +176,15 @@ void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
 }
 
 void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
-  // Streams waiting on the pair's staging rings go on, and their copies run through, before the failure is
-  // reported: a failed send's source or receive's buffer may be freed once it is. The rings stay mapped until the
-  // communicator closes.
+  // The transport lets go of the peer before the failure is reported: a failed send's source or receive's buffer
+  // may be freed once it is. shm: streams waiting on the pair's staging rings go on, and their copies run through
+  // (the rings stay mapped until the communicator closes). net: the peer's unfinished writes are dropped and its
+  // endpoints closed, so that no write still reads a source and no late byte lands in a receive's buffer, and the
+  // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete.
   if (uses_shm(peer)) shm->release(peer, Deadline::after_seconds(timeout_seconds));
+#ifdef PICKLE_HAVE_LIBFABRIC
+  if (uses_net(peer)) net->release(peer, Deadline::after_seconds(timeout_seconds));
+#endif
   std::lock_guard lock(mutex);
   fail_peer_locked(peer, reason);
 }

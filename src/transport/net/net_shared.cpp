@@ -39,7 +39,7 @@ void SharedState::touch(int peer) {
   if (PeerLink* link = this->peer(peer)) link->last_progress_ns = now_ns();
 }
 
-bool SharedState::fail(int peer, const std::string& reason) {
+bool SharedState::fail(int peer, const std::string& reason, bool report) {
   std::map<std::uint32_t, Expectation> dropped;  // destroyed after the lock: they hold user callbacks
   std::string message;
   {
@@ -53,8 +53,13 @@ bool SharedState::fail(int peer, const std::string& reason) {
     link->unfinished_writes = 0;
     message = cat("rank ", rank_, " -> peer ", peer, ": net transport: ", reason);
     link->failure = message;
+    link->report_failure = report;
   }
-  PICKLE_LOG(Warn, "transport", message);
+  if (report) {
+    PICKLE_LOG(Warn, "transport", message);
+  } else {
+    PICKLE_LOG(Debug, "transport", message);
+  }
   if (wake_rails) wake_rails();  // each rail closes its endpoints to the peer, then calls rail_closed
   return true;
 }
@@ -64,12 +69,18 @@ void SharedState::rail_closed(int peer, Callbacks& callbacks) {
   {
     std::lock_guard lock(mutex);
     PeerLink* link = this->peer(peer);
-    if (link == nullptr || --link->rails_open != 0) return;
+    if (link == nullptr || --link->rails_open != 0 || !link->report_failure) return;
     message = link->failure;
   }
   callbacks.push_back([this, peer, message] {
     if (on_peer_failed_) on_peer_failed_(peer, message);
   });
+}
+
+bool SharedState::closed(int peer) {
+  std::lock_guard lock(mutex);
+  const PeerLink* link = this->peer(peer);
+  return link == nullptr || link->rails_open == 0;
 }
 
 bool SharedState::check_timeouts() {

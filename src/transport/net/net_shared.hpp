@@ -55,6 +55,7 @@ struct PeerLink {
   std::int64_t last_progress_ns = 0;               // last completion or arrival, or when a write came to an idle peer
   std::atomic<bool> failed{false};                 // written under the mutex, read by rails without it
   int rails_open = 0;                              // rails whose endpoints to the peer are still open
+  bool report_failure = true;                      // false when the owner failed the peer itself (release)
   std::string failure;                             // why it failed, for on_peer_failed
   std::atomic<unsigned> next_rail{0};              // rotates the rail of a message's first chunk
 };
@@ -84,11 +85,14 @@ class SharedState {
   /// Something completed for `peer`: it is alive.
   void touch(int peer);
   /// Marks `peer` failed (once: later calls return false) and drops its expectations and pending writes' callbacks.
-  /// Every rail then closes its endpoints to the peer and calls rail_closed.
-  bool fail(int peer, const std::string& reason);
+  /// Every rail then closes its endpoints to the peer and calls rail_closed. `report` false: the owner failed the
+  /// peer (NetTransport::release) and already knows, so on_peer_failed is not called and the log line is a debug one.
+  bool fail(int peer, const std::string& reason, bool report = true);
   /// A rail closed its endpoints to a failed peer; after the last one, on_peer_failed is queued (with a message
   /// naming rank and peer): by then no provider touches a buffer of the peer's dropped operations.
   void rail_closed(int peer, Callbacks& callbacks);
+  /// Whether every rail has closed its endpoints to `peer` (a failed one).
+  bool closed(int peer);
   /// Fails the peers that owe progress (owes_progress) and made none for the timeout; true if it failed any.
   bool check_timeouts();
   /// Whether the peer has operations pending (state mutex held): the rails poll sooner while it does.

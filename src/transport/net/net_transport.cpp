@@ -239,6 +239,28 @@ void NetTransport::forget(int peer, std::uint32_t message) {
   link->arrived.erase(message);
 }
 
+bool NetTransport::release(int peer, const Deadline& deadline) {
+  Impl& s = *impl_;
+  if (s.shared->peer(peer) == nullptr) return true;
+  // Nothing happens when the transport failed the peer first: its rails are closing their endpoints already.
+  s.shared->fail(peer, "failed by the communicator (the peer's control channel closed)", /*report=*/false);
+  // Dropping the peer's writes takes closing its endpoints: fi_cancel reaches only receives in rxm and tcp, not
+  // RMA writes already handed to the provider. The rails close them once their queues went quiet (rail_close.cpp).
+  for (const auto& rail : s.rails) {
+    if (rail->on_own_thread()) return s.shared->closed(peer);
+  }
+  while (!s.shared->closed(peer)) {
+    if (deadline.expired()) {
+      PICKLE_LOG(Warn, "transport", "rank " << s.rank << " -> peer " << peer << ": net transport: the endpoints to "
+                                            "the failed peer were not closed in time; its writes may still read "
+                                            "their sources");
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 bool NetTransport::flush(const Deadline& deadline) {
   while (true) {
     {

@@ -44,7 +44,8 @@ class NetTransport {
   /// Called (on a progress thread) once per failed peer: its endpoint reported an error, or it made no progress
   /// for PICKLE_TIMEOUT seconds while it owed some (unfinished writes, partly landed messages; a message merely
   /// expected is not owed). Its pending writes and expected messages
-  /// are dropped without their callbacks; later write/expect calls for it throw PeerError.
+  /// are dropped without their callbacks; later write/expect calls for it throw PeerError. Not called for a peer that
+  /// the owner failed first (release()).
   using PeerFailed = std::function<void(int peer, const std::string& reason)>;
 
   /// Collective over this rank and every peer with `uses[peer]` (each pair's two sides both construct): chooses
@@ -87,12 +88,22 @@ class NetTransport {
   /// its callback, so that the id may be expected again. Nothing when it is not expected.
   void forget(int peer, std::uint32_t message);
 
-  /// bytes: payload written to peers (completed writes); operations: messages whose writes all completed;
-  /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
+  /// The owner learnt that `peer` failed (its control channel closed: the provider may report nothing, tcp does
+  /// not). Fails the peer here too, unless the transport already did: its pending writes and expectations are
+  /// dropped without callbacks, later write/expect calls throw PeerError, flush() no longer waits for it, and
+  /// on_peer_failed is not called for it (the caller knows). Then waits, until `deadline`, for every rail to close
+  /// its endpoints to the peer: after that no write of the peer's still reads a source, and nothing the peer sent
+  /// lands in our memory, so the caller may report the failure and the application free those buffers. False when
+  /// the deadline passed first (or when called from one of this transport's callbacks, which cannot wait for their
+  /// own thread). Other peers' traffic goes on meanwhile: each peer has its own endpoints and queues.
+  bool release(int peer, const Deadline& deadline);
+
   /// Waits until every write accepted so far has completed (or was dropped with its failed peer); false when
   /// `deadline` passed first. The communicator calls it before telling its peers that it is closing.
   bool flush(const Deadline& deadline);
 
+  /// bytes: payload written to peers (completed writes); operations: messages whose writes all completed;
+  /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
   TransportStats stats() const;
 
   struct Impl;

@@ -62,6 +62,8 @@ class Rail {
   fid_domain* domain() const noexcept { return domain_.get(); }
   /// Whether every completion queue has a wait descriptor (the thread sleeps in poll() rather than napping).
   bool sleeps_on_descriptors() const;
+  /// Whether the caller is this rail's thread (a callback it runs).
+  bool on_own_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   struct PostedOp;
