@@ -98,6 +98,26 @@ TEST_F(Net, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 
+// A receiver SIGKILLed during a burst of 4 MiB sends (the tcp provider reports nothing; the control channel closing
+// does): the sender's sends fail with PeerError within PICKLE_TIMEOUT / 2, and closing its communicator takes less
+// than that too, instead of waiting PICKLE_TIMEOUT for the dead peer's writes (net_failure_children.cpp).
+std::vector<std::string> death_env() {
+  auto env = net_env(2);
+  env[0] = "PICKLE_TIMEOUT=20";
+  return env;
+}
+TEST_F(Net, SenderSurvivesReceiverDeathAndClosesBeforeTheTimeout) {
+  auto statuses = run_ranks("net_sender_survives_receiver_death", 2, {"host"}, death_env(), std::chrono::seconds(120));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+TEST_F(Net, TwoRanksKeepExchangingIntactDataWhenAThirdDiesMidBurst) {
+  auto statuses = run_ranks("net_two_survive_third_death", 3, {"host"}, death_env(), std::chrono::seconds(120));
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+  EXPECT_EQ(statuses[2].signal, SIGKILL) << "rank 2 " << statuses[2].describe();
+}
+
 // Two "hosts": ranks in separate network namespaces joined by a veth link that drops and delays packets. Nothing is
 // forced: the communicator must see that the ranks share no host, pick net for the pair, join them with TCP control
 // channels (no Unix socket reaches across namespaces), and move exact data, in every rank program below.

@@ -1,0 +1,162 @@
+// Rank programs of test_net_host.cpp for a peer that dies while data moves over the net transport: the survivors'
+// operations must fail promptly, their traffic with each other must go on intact, and closing their communicators
+// must not wait for PICKLE_TIMEOUT (the transport drops the dead peer's writes when the communicator fails the peer).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "comm_children.hpp"
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+constexpr int kBurst = 32;                    // messages each survivor sends to the rank that dies
+constexpr std::size_t kBurstBytes = 4u << 20;  // large enough that most of the burst is still in flight at the kill
+
+std::uint64_t burst_seed(int from, int message) { return 100 + static_cast<std::uint64_t>(from) * 1000 + message; }
+
+/// The rank that dies: receives the first two messages of every sender's burst, checks them byte for byte, and
+/// SIGKILLs itself while the rest of the bursts are on their way.
+int receive_a_little_then_die(Communicator& comm, const std::vector<int>& senders) {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::vector<Request>> recvs(senders.size());
+  for (std::size_t s = 0; s < senders.size(); ++s) {
+    buffers.push_back(std::make_unique<Buffer>(comm.alloc(kBurst * kBurstBytes)));
+    for (int i = 0; i < kBurst; ++i) {
+      recvs[s].push_back(comm.recv(senders[s], 0, static_cast<char*>(buffers[s]->data()) + i * kBurstBytes, kBurstBytes));
+    }
+  }
+  comm.barrier();
+  for (std::size_t s = 0; s < senders.size(); ++s) {
+    for (int i = 0; i < 2; ++i) {
+      recvs[s][static_cast<std::size_t>(i)].wait();
+      const std::size_t wrong = count_wrong(comm, static_cast<char*>(buffers[s]->data()) + i * kBurstBytes, kBurstBytes,
+                                            burst_seed(senders[s], i));
+      CHILD_CHECK(wrong == 0, "message ", i, " from rank ", senders[s], ": ", wrong, " bytes wrong");
+    }
+  }
+  std::fprintf(stderr, "rank %d: first messages intact; dying with the bursts in flight\n", comm.rank());
+  ::kill(::getpid(), SIGKILL);
+  return 3;  // not reached
+}
+
+/// A survivor's burst to `dead`, already sent: waits for every send, and checks that they ended (completed or
+/// PeerError) within half the timeout, some of them failed, and nothing else was thrown.
+int expect_burst_to_fail(Communicator& comm, std::vector<Request>& sends, int dead, double timeout) {
+  Stopwatch watch;
+  int completed = 0, failed = 0;
+  for (auto& send : sends) {
+    try {
+      send.wait();
+      ++completed;
+    } catch (const PeerError& e) {
+      ++failed;
+      CHILD_CHECK(std::string(e.what()).find(cat("peer ", dead)) != std::string::npos, e.what());
+    }
+  }
+  std::fprintf(stderr, "rank %d: %d sends to rank %d completed, %d failed within %.2f s\n", comm.rank(), completed, dead,
+               failed, watch.seconds());
+  CHILD_CHECK(failed > 0 && completed + failed == kBurst, completed, " completed, ", failed, " failed");
+  CHILD_CHECK(watch.seconds() < timeout / 2, "the sends took ", watch.seconds(), " s to fail");
+  return 0;
+}
+
+/// Destroys the communicator and checks that it took less than half the timeout: a bound on a hang (before the fix
+/// the transport waited for the dead peer's writes until PICKLE_TIMEOUT), not a speed goal.
+int close_promptly(std::unique_ptr<Communicator>& comm, double timeout) {
+  const int rank = comm->rank();
+  Stopwatch watch;
+  comm.reset();
+  std::fprintf(stderr, "rank %d: communicator teardown took %.2f s (PICKLE_TIMEOUT=%.0f)\n", rank, watch.seconds(),
+               timeout);
+  CHILD_CHECK(watch.seconds() < timeout / 2, "teardown took ", watch.seconds(), " s");
+  return 0;
+}
+
+}  // namespace
+
+// Rank 0 receives two messages of rank 1's burst and dies. Rank 1's sends fail with PeerError; it frees their source
+// at once (the transport must no longer read it) and closes its communicator, well before PICKLE_TIMEOUT.
+PICKLE_CHILD(net_sender_survives_receiver_death) {
+  const double timeout = env::timeout_seconds();
+  auto comm = std::make_unique<Communicator>(make_comm(args.at(0)));
+  if (comm->rank() == 0) return receive_a_little_then_die(*comm, {1});
+  auto source = std::make_unique<Buffer>(comm->alloc(kBurst * kBurstBytes));
+  for (int i = 0; i < kBurst; ++i) {
+    fill(*comm, static_cast<char*>(source->data()) + i * kBurstBytes, kBurstBytes, burst_seed(1, i));
+  }
+  comm->barrier();
+  std::vector<Request> sends;
+  for (int i = 0; i < kBurst; ++i) {
+    sends.push_back(comm->send(0, 0, static_cast<char*>(source->data()) + i * kBurstBytes, kBurstBytes));
+  }
+  if (int rc = expect_burst_to_fail(*comm, sends, 0, timeout); rc != 0) return rc;
+  source.reset();  // the application frees the failed sends' source
+  return close_promptly(comm, timeout);
+}
+
+// Rank 2 dies while ranks 0 and 1 each have a burst in flight to it and exchange messages with each other. Their
+// sends to rank 2 fail; their own traffic goes on intact, during the failure and after it; both close promptly.
+PICKLE_CHILD(net_two_survive_third_death) {
+  const double timeout = env::timeout_seconds();
+  auto comm = std::make_unique<Communicator>(make_comm(args.at(0)));
+  const int rank = comm->rank();
+  if (rank == 2) return receive_a_little_then_die(*comm, {0, 1});
+  const int other = 1 - rank;
+  constexpr std::size_t kExchangeBytes = (1u << 20) + 12345;  // not a multiple of the chunk
+  Buffer source = comm->alloc(kBurst * kBurstBytes);
+  for (int i = 0; i < kBurst; ++i) {
+    fill(*comm, static_cast<char*>(source.data()) + i * kBurstBytes, kBurstBytes, burst_seed(rank, i));
+  }
+  Buffer out = comm->alloc(kExchangeBytes), in = comm->alloc(kExchangeBytes);
+  // One round: both ways between ranks 0 and 1, every byte checked.
+  auto exchange = [&](int round) -> std::size_t {
+    fill(*comm, out.data(), kExchangeBytes, 5000 + round * 2 + rank);
+    Request r = comm->recv(other, 1, in.data(), kExchangeBytes);
+    Request s = comm->send(other, 1, out.data(), kExchangeBytes);
+    r.wait();
+    s.wait();
+    return count_wrong(*comm, in.data(), kExchangeBytes, 5000 + round * 2 + other);
+  };
+  comm->barrier();
+  std::vector<Request> sends;
+  for (int i = 0; i < kBurst; ++i) {
+    sends.push_back(comm->send(2, 0, static_cast<char*>(source.data()) + i * kBurstBytes, kBurstBytes));
+  }
+  // While the burst is in flight and rank 2 dies.
+  for (int round = 0; round < 3; ++round) {
+    const std::size_t wrong = exchange(round);
+    CHILD_CHECK(wrong == 0, "round ", round, " during the failure: ", wrong, " bytes wrong");
+  }
+  if (int rc = expect_burst_to_fail(*comm, sends, 2, timeout); rc != 0) return rc;
+  // After it: the failed peer's release must have left the survivors' endpoints alone.
+  for (int round = 3; round < 13; ++round) {
+    const std::size_t wrong = exchange(round);
+    CHILD_CHECK(wrong == 0, "round ", round, " after the failure: ", wrong, " bytes wrong");
+  }
+  bool refused = false;
+  try {
+    comm->send(2, 3, out.data(), 8);
+  } catch (const PeerError&) {
+    refused = true;
+  }
+  CHILD_CHECK(refused, "a send to the dead rank was accepted");
+  // The close barrier, which normally keeps a rank from closing while its peers still receive from it, fails at once
+  // with rank 2 dead: a zero-byte message each way (carried on the control channel, ahead of the Goodbye) says that
+  // the other has received everything, so that neither closes while the other's last receive is still landing.
+  Request done_recv = comm->recv(other, 2, in.data(), 0);
+  comm->send(other, 2, out.data(), 0).wait();
+  done_recv.wait();
+  return close_promptly(comm, timeout);
+}
+
+}  // namespace pickle::test
