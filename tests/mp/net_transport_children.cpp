@@ -307,6 +307,79 @@ PICKLE_CHILD(net_peer_death) {
   return 0;
 }
 
+// As net_peer_death, but rank 0 hears of the death from elsewhere first (here the store; in the communicator its
+// control channel) and releases the peer, as the communicator does, long before the transport's own timeout would
+// fail it: release() returns once the endpoints to the peer are closed, on_peer_failed is not called (the caller
+// knows), flush() no longer waits for the dropped writes, the peer's calls throw PeerError, and the transport still
+// closes promptly.
+PICKLE_CHILD(net_release_dead_peer) {
+  constexpr std::size_t kMessages = 4;
+  constexpr std::size_t kBytes = 32u << 20;
+  Store store(discover_rank_info());
+  const int rank = store.self().rank;
+  const int peer = 1 - rank;
+  Tally tally;
+  auto net = make_transport(store, tally);
+  auto send = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  auto receive = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  std::memset(send->data(), 0x5A, kMessages * kBytes);
+  std::vector<RemoteRegion> mine;
+  for (std::size_t i = 0; i < kMessages; ++i) mine.push_back(net->expose(static_cast<std::byte*>(receive->data()) + i * kBytes, kBytes));
+  store.set(cat("regions/", peer, "<-", rank), encode_regions(mine));
+  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    net->expect(peer, static_cast<std::uint32_t>(i), kBytes, [&] {
+      tally.arrived();
+      if (rank == 1) ::raise(SIGKILL);  // mid-transfer: the other messages are still on the wire
+    });
+  }
+  store.barrier("net_release_dead_peer start");
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    net->write(peer, static_cast<std::byte*>(send->data()) + i * kBytes, kBytes, theirs[i], static_cast<std::uint32_t>(i),
+               [&] { tally.sent(); });
+  }
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // killed long before
+    return 3;
+  }
+  // The store (hosted here) sees rank 1's connection close: the barrier fails with PeerError.
+  bool died = false;
+  try {
+    store.barrier("net_release_dead_peer end");
+  } catch (const PeerError&) {
+    died = true;
+  }
+  NET_CHECK(died, "rank 1 reached the barrier instead of dying");
+  const double timeout = env::timeout_seconds();
+  Stopwatch clock;
+  NET_CHECK(net->release(peer, Deadline::after_seconds(timeout)), "release did not finish");
+  const double released = clock.seconds();
+  NET_CHECK(released < timeout / 2, "release took ", released, " s");
+  NET_CHECK(net->release(peer, Deadline::after_seconds(1)), "a second release did not return at once");
+  NET_CHECK(net->flush(Deadline::after_seconds(1)), "flush still waits for the released peer's writes");
+  NET_CHECK(tally.wait(0, 0, 0.5), "on_peer_failed ran for a released peer: ", tally.summary());
+  bool threw = false;
+  try {
+    net->write(peer, send->data(), 8, theirs[0], 99, [] {});
+  } catch (const PeerError&) {
+    threw = true;
+  }
+  NET_CHECK(threw, "write to a released peer did not throw PeerError");
+  threw = false;
+  try {
+    net->expect(peer, 77, 8, [] {});
+  } catch (const PeerError&) {
+    threw = true;
+  }
+  NET_CHECK(threw, "expect from a released peer did not throw PeerError");
+  Stopwatch closing;
+  net.reset();
+  NET_CHECK(closing.seconds() < timeout / 2, "closing the transport took ", closing.seconds(), " s");
+  std::printf("rank 0: released the dead peer in %.3f s, transport closed in %.3f s: %s\n", released,
+              closing.seconds(), tally.summary().c_str());
+  return 0;
+}
+
 // Rank 1 expects a message that rank 0 writes only after twice PICKLE_TIMEOUT: an early receive is not a fault,
 // so neither side may fail the other meanwhile, and the message must then arrive intact.
 PICKLE_CHILD(net_late_sender) {

@@ -93,6 +93,12 @@ TEST(NetTransport, PeerKilledMidTransferIsReportedWithinTheTimeout) {
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
 }
 
+TEST(NetTransport, ReleasingAKilledPeerDropsItsWritesAtOnceWithoutWaitingForTheTimeout) {
+  auto statuses = run_ranks("net_release_dead_peer", 2, {}, net_env(2, 1 << 20, 20), std::chrono::seconds(60));
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+}
+
 TEST(NetTransport, AReceiveExpectedLongBeforeItsSendIsNotAFault) {
   expect_all_ok(run_ranks("net_late_sender", 2, {}, net_env(2, 65536, 2), std::chrono::seconds(60)));
 }
