@@ -24,13 +24,14 @@ struct TransportStats {
   std::uint64_t bytes = 0;        ///< payload bytes this rank wrote into peers' memory
   std::uint64_t operations = 0;   ///< puts and matched sends
   std::uint64_t ipc_opens = 0;    ///< peer allocations mapped (the 1-10 ms step)
-  std::uint64_t ipc_closes = 0;   ///< of those, unmapped again because the peer freed them (ipc only)
+  std::uint64_t ipc_closes = 0;   ///< of those, unmapped (closed) again because their allocation was freed
   std::uint64_t cache_hits = 0;   ///< transfers that found the peer allocation already mapped
 };
 struct CommStats {
   TransportStats ipc;  ///< copy engine straight into the peer's mapped memory
   TransportStats shm;  ///< staged through pinned shared host memory (pairs without peer access)
-  TransportStats net;  ///< libfabric RMA writes (ipc_opens: memory registrations, cache_hits: registrations reused)
+  TransportStats net;  ///< libfabric RMA writes (ipc_opens: memory registrations, ipc_closes: those closed again,
+                       ///< cache_hits: registrations reused)
 };
 
 /// The completion of one send or recv. Cheap to copy (shared state).

@@ -283,6 +283,34 @@ PICKLE_CHILD(comm_cache_release) {
   return 0;
 }
 
+// The net transport's registrations follow the receiver's allocations: buffers allocated, received into and freed in
+// turn are each registered once, and each is closed (with the mapping it kept) when the next one is registered.
+PICKLE_CHILD(comm_net_registrations_released) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr int kRounds = 10;
+  constexpr std::size_t kBytes = (1 << 20) + 5;
+  Buffer src = comm.alloc(kBytes);
+  for (int round = 0; round < kRounds; ++round) {
+    if (rank == 1) {
+      Buffer dst = comm.alloc(kBytes);
+      comm.recv(0, 1, dst.data(), kBytes).wait();
+      std::size_t wrong = count_wrong(comm, dst.data(), kBytes, 200 + round);
+      CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+      CommStats stats = comm.stats();
+      CHILD_CHECK(stats.net.ipc_opens == static_cast<std::uint64_t>(round + 1) &&
+                      stats.net.ipc_closes == static_cast<std::uint64_t>(round),
+                  "round ", round, ": ", stats.net.ipc_opens, " registrations and ", stats.net.ipc_closes,
+                  " closed, expected ", round + 1, " and ", round);
+    } else {
+      fill(comm, src.data(), kBytes, 200 + round);
+      comm.send(1, 1, src.data(), kBytes).wait();
+    }
+  }
+  comm.barrier();
+  return 0;
+}
+
 // One-sided: rank 0 puts into rank 1's window and signals; rank 1's stream waits for the signal and reads.
 PICKLE_CHILD(comm_put_signal) {
   Communicator comm = make_comm(args.at(0));

@@ -54,6 +54,9 @@ TEST_F(Net, ASignalWaitsOnlyForThePutsOfItsOwnStream) {
   env[0] = "PICKLE_TIMEOUT=15";
   expect_all_ok(run_ranks("comm_signal_independent_of_other_streams", 2, {"host"}, env));
 }
+TEST_F(Net, FreedReceiveBuffersAreDeregistered) {
+  expect_all_ok(run_ranks("comm_net_registrations_released", 2, {"host"}, net_env(2)));
+}
 TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, net_env(2))); }
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));

@@ -83,6 +83,15 @@ bool SharedState::closed(int peer) {
   return link == nullptr || link->rails_open == 0;
 }
 
+bool SharedState::quiet() {
+  std::lock_guard lock(mutex);
+  for (const auto& link : peers) {
+    if (!link) continue;
+    if (link->failed.load() ? link->rails_open != 0 : has_pending(*link) || !link->arrived.empty()) return false;
+  }
+  return true;
+}
+
 bool SharedState::check_timeouts() {
   const std::int64_t now = now_ns();
   const auto limit = static_cast<std::int64_t>(timeout_seconds_ * 1e9);

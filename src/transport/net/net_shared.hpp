@@ -93,6 +93,11 @@ class SharedState {
   void rail_closed(int peer, Callbacks& callbacks);
   /// Whether every rail has closed its endpoints to `peer` (a failed one).
   bool closed(int peer);
+  /// Whether no provider can be touching our memory for any peer now: nothing expected or partly landed, no write
+  /// unfinished, and every failed peer's endpoints closed. Only then may registrations of freed memory be closed
+  /// (RegistrationCache): a write still landing in a buffer that the application freed (its error) would otherwise
+  /// meet unmapped memory.
+  bool quiet();
   /// Fails the peers that owe progress (owes_progress) and made none for the timeout; true if it failed any.
   bool check_timeouts();
   /// Whether the peer has operations pending (state mutex held): the rails poll sooner while it does.

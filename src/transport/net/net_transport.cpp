@@ -111,8 +111,9 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
   }
   std::vector<RegistrationCache::Domain> domains;
   for (auto& rail : s.rails) domains.push_back({rail->domain(), &rail->fabric_mutex()});
-  s.registrations = std::make_unique<RegistrationCache>(std::move(domains),
-                                                        (info.domain_attr->mr_mode & FI_MR_PROV_KEY) != 0, rank);
+  s.registrations = std::make_unique<RegistrationCache>(
+      std::move(domains), (info.domain_attr->mr_mode & FI_MR_PROV_KEY) != 0, rank,
+      [shared = s.shared.get()] { return shared->quiet(); });
   s.shared->wake_rails = [&s] {
     for (auto& rail : s.rails) rail->wake();
   };
@@ -279,6 +280,7 @@ TransportStats NetTransport::stats() const {
   stats.bytes = impl_->shared->bytes.load();
   stats.operations = impl_->shared->operations.load();
   stats.ipc_opens = impl_->registrations->registrations();
+  stats.ipc_closes = impl_->registrations->releases();
   stats.cache_hits = impl_->registrations->hits();
   return stats;
 }

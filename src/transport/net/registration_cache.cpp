@@ -7,21 +7,38 @@
 
 namespace pickle::transport::net {
 
-RegistrationCache::RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank)
-    : domains_(std::move(domains)), prov_key_(prov_key), rank_(rank) {
+RegistrationCache::RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> quiet)
+    : domains_(std::move(domains)), prov_key_(prov_key), rank_(rank), quiet_(std::move(quiet)) {
   if (prov_key_ && domains_.size() > 1) {
     throw Error(ErrorCode::Internal, "net transport: provider-chosen keys cannot be shared by several domains");
   }
 }
 
 RegistrationCache::~RegistrationCache() {
-  // Each registration is closed under its domain's lock: the rail's thread may still be polling that domain.
   std::lock_guard lock(mutex_);
-  for (auto& [id, entry] : by_allocation_) {
-    for (std::size_t d = 0; d < entry.mrs.size(); ++d) {
-      std::lock_guard domain_lock(*domains_[d].lock);
-      entry.mrs[d].reset();
+  for (auto& [id, entry] : by_allocation_) close(entry);
+}
+
+void RegistrationCache::close(Entry& entry) {
+  // Each registration is closed under its domain's lock: the rail's thread may still be polling that domain (and a
+  // software provider copies arriving data while it polls).
+  for (std::size_t d = 0; d < entry.mrs.size(); ++d) {
+    std::lock_guard domain_lock(*domains_[d].lock);
+    entry.mrs[d].reset();
+  }
+}
+
+void RegistrationCache::release_freed() {
+  if (by_allocation_.empty() || !quiet_()) return;
+  // Host allocations are looked up in pickle's own registry: no system call per entry.
+  for (auto it = by_allocation_.begin(); it != by_allocation_.end();) {
+    if (device::allocation_alive(it->second.base, it->first)) {
+      ++it;
+      continue;
     }
+    close(it->second);
+    ++releases_;
+    it = by_allocation_.erase(it);  // the mapping (keep_mapped) goes with the entry, after its registrations
   }
 }
 
@@ -49,6 +66,7 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
     ++hits_;
     return found->second;
   }
+  release_freed();
   Entry entry;
   entry.keep_mapped = device::keep_host_mapping(allocation.base);
   if (!entry.keep_mapped) {
@@ -73,11 +91,7 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
       }
     }
   } catch (...) {
-    // Undo the domains already done, each under its own lock.
-    for (std::size_t d = 0; d < entry.mrs.size(); ++d) {
-      std::lock_guard domain_lock(*domains_[d].lock);
-      entry.mrs[d].reset();
-    }
+    close(entry);  // the domains already done
     throw;
   }
   ++registrations_;
@@ -87,6 +101,11 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
 std::uint64_t RegistrationCache::registrations() const {
   std::lock_guard lock(mutex_);
   return registrations_;
+}
+
+std::uint64_t RegistrationCache::releases() const {
+  std::lock_guard lock(mutex_);
+  return releases_;
 }
 
 std::uint64_t RegistrationCache::hits() const {

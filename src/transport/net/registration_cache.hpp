@@ -3,8 +3,10 @@
 // (tens of microseconds to milliseconds on verbs/efa), so it is done once per allocation, over the whole
 // allocation: a buffer inside a larger allocation (a caching allocator's block) and every later transfer to or from
 // it register nothing. Allocation ids are unique, so memory freed and allocated again at the same address gets a
-// new id and can never hit a stale registration. Registrations live as long as the transport, and keep the
-// allocation's mapping alive as long (Entry::keep_mapped).
+// new id and can never hit a stale registration. A registration keeps the allocation's mapping alive
+// (Entry::keep_mapped) until it is closed: when the cache goes, or when a later registration finds that the
+// allocation was freed (release_freed), so that an application that allocates, receives into and frees buffers in
+// turn does not keep every one of them pinned and mapped.
 //
 // A transport with several rails (rail.hpp) registers each allocation in every rail's domain under one key, which it
 // chooses itself (such transports only exist for providers without FI_MR_PROV_KEY), so that a peer's write carries
@@ -12,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,8 +31,10 @@ class RegistrationCache {
     fid_domain* domain = nullptr;
     std::mutex* lock = nullptr;
   };
-  /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them.
-  RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank);
+  /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them. `quiet`: whether
+  /// no peer's write can be landing in our memory right now (SharedState::quiet); registrations of freed memory are
+  /// closed only then.
+  RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> quiet);
   ~RegistrationCache();
 
   struct Entry {
@@ -46,20 +51,32 @@ class RegistrationCache {
 
   /// The registration of the host allocation holding [ptr, ptr + bytes) (device::find_allocation), made on first
   /// use. Memory outside any pickle host allocation, GPU memory, or a range that runs past its allocation is an
-  /// InvalidArgument naming `op`. Thread-safe. The entry stays valid as long as the cache.
+  /// InvalidArgument naming `op`. Thread-safe. The entry stays valid until its allocation is freed (the caller uses it
+  /// at once, while the memory is in use).
   const Entry& find_or_register(const void* ptr, std::size_t bytes, const char* op);
 
   std::uint64_t registrations() const;
+  std::uint64_t releases() const;
   std::uint64_t hits() const;
 
  private:
   std::vector<Domain> domains_;
   bool prov_key_;
   int rank_;
+  std::function<bool()> quiet_;
   mutable std::mutex mutex_;
   std::uint64_t next_key_ = 1;
+  /// Before a new registration (mutex_ held), when the transport is quiet: closes the registrations of allocations
+  /// that were freed, and lets their mappings go. Not while anything is under way: a software provider that already
+  /// took a write into a range goes on copying into it after the registration closed, and the application may have
+  /// freed that range early (its error) or after a failed operation (its right). Deferred to a later registration
+  /// then.
+  void release_freed();
+  void close(Entry& entry);
+
   std::map<std::uint64_t, Entry> by_allocation_;  // allocation id -> registration
   std::uint64_t registrations_ = 0;
+  std::uint64_t releases_ = 0;
   std::uint64_t hits_ = 0;
 };
 
