@@ -240,11 +240,13 @@ PICKLE_CHILD(comm_cache_release) {
       comm.recv(0, 1, dst->data(), kBytes).wait();
       std::size_t wrong = count_wrong(comm, dst->data(), kBytes, 100 + round);
       CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
+      comm.barrier();  // the next buffer (whose announcement releases this one) only once rank 0 has counted
     } else {
       fill(comm, src.data(), kBytes, 100 + round);
       comm.send(1, 1, src.data(), kBytes).wait();
       // Round r's post came after the release of round r - 1's buffer on the control channel.
       if (expect_mappings(round + 1, round, "after round") != 0) return 1;
+      comm.barrier();
     }
   }
   comm.barrier();
@@ -263,6 +265,7 @@ PICKLE_CHILD(comm_cache_release) {
     into_next.wait();
     std::size_t wrong = count_wrong(comm, next->data(), kBytes, 3);
     CHILD_CHECK(wrong == 0, wrong, " wrong bytes after a receive into a freed buffer");
+    comm.barrier();  // rank 0 has counted
     next.reset();
     auto last = fresh_buffer();  // now both are released
     comm.recv(0, 4, last->data(), kBytes).wait();
@@ -275,6 +278,7 @@ PICKLE_CHILD(comm_cache_release) {
     fill(comm, src.data(), kBytes, 3);
     comm.send(1, 3, src.data(), kBytes).wait();
     if (expect_mappings(kRounds + 2, kRounds, "after the receive into a freed buffer") != 0) return 1;
+    comm.barrier();
     fill(comm, src.data(), kBytes, 4);
     comm.send(1, 4, src.data(), kBytes).wait();
     if (expect_mappings(kRounds + 3, kRounds + 2, "at the end") != 0) return 1;
