@@ -250,36 +250,57 @@ PICKLE_CHILD(net_exchange) {
 // Rank 1 kills itself (SIGKILL) once its first message arrived, while both ranks still have large writes in flight
 // and messages expected. Rank 0 must learn it through on_peer_failed within PICKLE_TIMEOUT (plus slack), and later
 // calls for the peer must throw PeerError.
-PICKLE_CHILD(net_peer_death) {
-  constexpr std::size_t kMessages = 4;
-  constexpr std::size_t kBytes = 32u << 20;
-  Store store(discover_rank_info());
+// The two ranks of a peer-death program: a transport, and kMessages of kBytes each way, exposed, exchanged through the
+// store and expected; rank 1 kills itself (SIGKILL) when its first message arrives, with the others on the wire.
+struct DyingPair {
+  static constexpr std::size_t kMessages = 4;
+  static constexpr std::size_t kBytes = 32u << 20;
+  Store store{discover_rank_info()};
   const int rank = store.self().rank;
   const int peer = 1 - rank;
   Tally tally;
-  auto net = make_transport(store, tally);
-  auto send = device::allocate(MemoryKind::Host, kMessages * kBytes);
-  auto receive = device::allocate(MemoryKind::Host, kMessages * kBytes);
-  std::memset(send->data(), 0x5A, kMessages * kBytes);
-  std::vector<RemoteRegion> mine;
-  for (std::size_t i = 0; i < kMessages; ++i) mine.push_back(net->expose(static_cast<std::byte*>(receive->data()) + i * kBytes, kBytes));
-  store.set(cat("regions/", peer, "<-", rank), encode_regions(mine));
-  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
-  for (std::size_t i = 0; i < kMessages; ++i) {
-    net->expect(peer, static_cast<std::uint32_t>(i), kBytes, [&] {
-      tally.arrived();
-      if (rank == 1) ::raise(SIGKILL);  // mid-transfer: the other messages are still on the wire
-    });
+  std::unique_ptr<NetTransport> net = make_transport(store, tally);
+  std::unique_ptr<device::Allocation> send = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  std::unique_ptr<device::Allocation> receive = device::allocate(MemoryKind::Host, kMessages * kBytes);
+  std::vector<RemoteRegion> theirs;
+
+  explicit DyingPair(const std::string& name) {
+    std::memset(send->data(), 0x5A, kMessages * kBytes);
+    std::vector<RemoteRegion> mine;
+    for (std::size_t i = 0; i < kMessages; ++i) {
+      mine.push_back(net->expose(static_cast<std::byte*>(receive->data()) + i * kBytes, kBytes));
+    }
+    store.set(cat("regions/", peer, "<-", rank), encode_regions(mine));
+    theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
+    for (std::size_t i = 0; i < kMessages; ++i) {
+      net->expect(peer, static_cast<std::uint32_t>(i), kBytes, [this] {
+        tally.arrived();
+        if (rank == 1) ::raise(SIGKILL);
+      });
+    }
+    store.barrier(name + " start");
   }
-  store.barrier("net_peer_death start");
+  /// Writes the first `count` messages to the peer.
+  void write(std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      net->write(peer, static_cast<std::byte*>(send->data()) + i * kBytes, kBytes, theirs[i],
+                 static_cast<std::uint32_t>(i), [this] { tally.sent(); });
+    }
+  }
+};
+
+PICKLE_CHILD(net_peer_death) {
+  DyingPair pair("net_peer_death");
+  constexpr std::size_t kMessages = DyingPair::kMessages;
+  const int rank = pair.rank, peer = pair.peer;
+  Tally& tally = pair.tally;
+  auto& net = pair.net;
+  auto& send = pair.send;
+  auto& theirs = pair.theirs;
   Stopwatch clock;
   // Rank 1 writes one message fewer than rank 0 expects, so that rank 0 can never see them all arrive, however
   // early rank 1's writes land before it dies.
-  const std::size_t writes = rank == 1 ? kMessages - 1 : kMessages;
-  for (std::size_t i = 0; i < writes; ++i) {
-    net->write(peer, static_cast<std::byte*>(send->data()) + i * kBytes, kBytes, theirs[i], static_cast<std::uint32_t>(i),
-               [&] { tally.sent(); });
-  }
+  pair.write(rank == 1 ? kMessages - 1 : kMessages);
   if (rank == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(60));  // killed long before
     return 3;
@@ -313,31 +334,14 @@ PICKLE_CHILD(net_peer_death) {
 // knows), flush() no longer waits for the dropped writes, the peer's calls throw PeerError, and the transport still
 // closes promptly.
 PICKLE_CHILD(net_release_dead_peer) {
-  constexpr std::size_t kMessages = 4;
-  constexpr std::size_t kBytes = 32u << 20;
-  Store store(discover_rank_info());
-  const int rank = store.self().rank;
-  const int peer = 1 - rank;
-  Tally tally;
-  auto net = make_transport(store, tally);
-  auto send = device::allocate(MemoryKind::Host, kMessages * kBytes);
-  auto receive = device::allocate(MemoryKind::Host, kMessages * kBytes);
-  std::memset(send->data(), 0x5A, kMessages * kBytes);
-  std::vector<RemoteRegion> mine;
-  for (std::size_t i = 0; i < kMessages; ++i) mine.push_back(net->expose(static_cast<std::byte*>(receive->data()) + i * kBytes, kBytes));
-  store.set(cat("regions/", peer, "<-", rank), encode_regions(mine));
-  auto theirs = decode_regions(store.get(cat("regions/", rank, "<-", peer)));
-  for (std::size_t i = 0; i < kMessages; ++i) {
-    net->expect(peer, static_cast<std::uint32_t>(i), kBytes, [&] {
-      tally.arrived();
-      if (rank == 1) ::raise(SIGKILL);  // mid-transfer: the other messages are still on the wire
-    });
-  }
-  store.barrier("net_release_dead_peer start");
-  for (std::size_t i = 0; i < kMessages; ++i) {
-    net->write(peer, static_cast<std::byte*>(send->data()) + i * kBytes, kBytes, theirs[i], static_cast<std::uint32_t>(i),
-               [&] { tally.sent(); });
-  }
+  DyingPair pair("net_release_dead_peer");
+  const int rank = pair.rank, peer = pair.peer;
+  Store& store = pair.store;
+  Tally& tally = pair.tally;
+  auto& net = pair.net;
+  auto& send = pair.send;
+  auto& theirs = pair.theirs;
+  pair.write(DyingPair::kMessages);
   if (rank == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(60));  // killed long before
     return 3;
