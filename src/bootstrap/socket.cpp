@@ -13,11 +13,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
 #include <pickle/error.hpp>
 
+#include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 
@@ -117,6 +119,17 @@ UniqueFd try_connect(const addrinfo& ai, const Deadline& deadline, std::string& 
 
 }  // namespace
 
+int unacknowledged_limit_seconds() {
+  constexpr int kAtLeast = kKeepaliveIdleSeconds + kKeepaliveProbes * kKeepaliveIntervalSeconds;
+  double timeout = 60;
+  try {
+    timeout = env::timeout_seconds();
+  } catch (const Error&) {
+    // A bad PICKLE_TIMEOUT is reported by whoever waits; the socket keeps the default.
+  }
+  return static_cast<int>(std::clamp(std::ceil(timeout), static_cast<double>(kAtLeast), 2e6));
+}
+
 void configure_tcp_socket(int fd) {
   int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) throw SystemError("fcntl O_NONBLOCK", errno);
@@ -127,7 +140,7 @@ void configure_tcp_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepaliveIdleSeconds, sizeof kKeepaliveIdleSeconds);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepaliveIntervalSeconds, sizeof kKeepaliveIntervalSeconds);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepaliveProbes, sizeof kKeepaliveProbes);
-  const unsigned int unacknowledged_ms = kUnacknowledgedSeconds * 1000u;
+  const unsigned int unacknowledged_ms = static_cast<unsigned int>(unacknowledged_limit_seconds()) * 1000u;
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &unacknowledged_ms, sizeof unacknowledged_ms);
 }
 

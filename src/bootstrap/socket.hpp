@@ -28,15 +28,17 @@ Listener listen_tcp(const std::string& host, int port, bool other_hosts_connect 
 UniqueFd connect_tcp(const std::string& host, int port, const Deadline& deadline, std::string& last_error);
 
 /// Keepalive of the store's and the control channels' TCP connections: a peer host that vanishes without a reset
-/// (power loss, a partition) is noticed within about kKeepaliveIdleSeconds + kKeepaliveProbes *
-/// kKeepaliveIntervalSeconds of silence, or kUnacknowledgedSeconds after data it never acknowledged, and the
-/// connection fails (ETIMEDOUT), which fails that peer. Without them nothing that only waits (a posted receive, a
-/// stream waiting on a signal) would ever hear of it. A live host's kernel answers the probes however idle its
-/// process is, so no amount of idleness is taken for a death.
+/// (power loss, a partition) is found, and the connection fails (ETIMEDOUT), which fails that peer. Without it nothing
+/// that only waits (a posted receive, a stream waiting on a signal) would ever hear of it. Probes start after
+/// kKeepaliveIdleSeconds of silence, kKeepaliveIntervalSeconds apart; a live host's kernel answers them however idle
+/// or stopped its process is. The connection is given up once the peer's kernel has acknowledged nothing for
+/// unacknowledged_limit_seconds() (TCP_USER_TIMEOUT): probes unanswered, data never acknowledged, or a receive window
+/// that stays shut (a process stopped in a debugger stops reading). That is PICKLE_TIMEOUT, the limit every wait of
+/// pickle has, and at least kKeepaliveIdleSeconds + 3 probes.
 inline constexpr int kKeepaliveIdleSeconds = 10;
 inline constexpr int kKeepaliveIntervalSeconds = 5;
 inline constexpr int kKeepaliveProbes = 3;
-inline constexpr int kUnacknowledgedSeconds = 30;
+int unacknowledged_limit_seconds();
 
 /// Sets O_NONBLOCK and, for TCP sockets, TCP_NODELAY (store messages are small and latency-bound) and the keepalive
 /// above.

@@ -88,7 +88,9 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(Req
     const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
     return {region.addr, region.key};
   }
-  // Staged: the data lands in a pinned buffer of the pool, exposed instead of the destination.
+  // Staged: the data lands in a pinned buffer of the pool, exposed instead of the destination. (On the application's
+  // thread, without the communicator's locks: the place to free what receives gave back to a full pool.)
+  staging->free_surplus();
   recv.staging = staging->take(recv.ctx.bytes);
   const transport::net::RemoteRegion region = net->expose(recv.staging.get(), recv.ctx.bytes);
   return {region.addr, region.key};
@@ -195,6 +197,7 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
   // Staged: the source goes through a pinned buffer, copied on the caller's stream before the write.
   std::shared_ptr<std::byte> staged;
   if (stage_net) {
+    staging->free_surplus();
     staged = staging->take(bytes);
     stream.copy(staged.get(), src, bytes);
     src = staged.get();

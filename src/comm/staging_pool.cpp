@@ -19,10 +19,8 @@ StagingPool::~StagingPool() = default;
 std::shared_ptr<std::byte> StagingPool::take(std::size_t bytes) {
   const std::size_t size = std::bit_ceil(std::max(bytes, kSmallest));
   std::unique_ptr<Buffer> buffer;
-  std::vector<std::unique_ptr<Buffer>> surplus;  // freed at the end of this call, on the caller's thread, unlocked
   {
     std::lock_guard lock(state_->mutex);
-    surplus.swap(state_->surplus);
     auto& free = state_->free[size];
     if (!free.empty()) {
       buffer = std::move(free.back());
@@ -41,7 +39,7 @@ std::shared_ptr<std::byte> StagingPool::take(std::size_t bytes) {
   std::weak_ptr<State> pool = state_;
   // The deleter owns the buffer while it is out, and hands it back (or frees it, when the pool is gone). It may run
   // in a CUDA host callback (a receive's buffer returns from the staging stream once copied out), where CUDA must
-  // not be called: a buffer beyond what the pool keeps is left for the next take() to free (cudaHostUnregister).
+  // not be called: a buffer beyond what the pool keeps is left for free_surplus() (cudaHostUnregister).
   return std::shared_ptr<std::byte>(data, [pool, size, owned = std::shared_ptr<Buffer>(std::move(buffer))](std::byte*) mutable {
     auto state = pool.lock();
     if (!state) return;
@@ -55,6 +53,15 @@ std::shared_ptr<std::byte> StagingPool::take(std::size_t bytes) {
     }
     free.push_back(std::make_unique<Buffer>(std::move(*owned)));
   });
+}
+
+void StagingPool::free_surplus() {
+  std::vector<std::unique_ptr<Buffer>> surplus;
+  {
+    std::lock_guard lock(state_->mutex);
+    surplus.swap(state_->surplus);
+  }
+  // Freed here, on the caller's thread, without the pool's lock.
 }
 
 std::size_t StagingPool::buffers() const {

@@ -30,6 +30,11 @@ class StagingPool {
 
   /// A buffer of at least `bytes` bytes (at least 1): back to the pool when the last copy of the pointer is dropped.
   std::shared_ptr<std::byte> take(std::size_t bytes);
+  /// Frees the buffers returned to a full pool (cudaHostUnregister). Their deleter cannot: it may run in a CUDA host
+  /// callback. Nor does take(): a send takes its buffer under the communicator's lock, and a CUDA call that may wait
+  /// for the device must not run there (a host callback on a stream may be waiting for that lock). Called from the
+  /// application's threads, outside every lock of the communicator.
+  void free_surplus();
   /// Buffers allocated so far, and the bytes they hold (for tests and stats).
   std::size_t buffers() const;
   std::size_t bytes() const;
@@ -42,7 +47,7 @@ class StagingPool {
   struct State {
     std::mutex mutex;
     std::map<std::size_t, std::vector<std::unique_ptr<Buffer>>> free;  // by size
-    std::vector<std::unique_ptr<Buffer>> surplus;  // returned to a full pool: freed by the next take()
+    std::vector<std::unique_ptr<Buffer>> surplus;  // returned to a full pool: freed by free_surplus()
     std::size_t buffers = 0, bytes = 0;
   };
 

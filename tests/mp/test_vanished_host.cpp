@@ -1,8 +1,8 @@
 // A peer host that vanishes without a word (power loss, a partition): no reset, no FIN, its sockets never close.
 // Ranks 0 and 1 run on two "hosts" (network namespaces joined by a veth link); once rank 1 waits for rank 0 (a
 // posted receive, and a stream waiting on it), the test takes rank 0's end of the link down. Rank 1 must hear of it
-// from its control channel's TCP keepalive (bootstrap/socket.hpp: about 25-30 s), well before PICKLE_TIMEOUT (120 s),
-// and its stream must be released: a stream wait has no timeout of its own.
+// from its control channel's TCP keepalive (bootstrap/socket.hpp), after about PICKLE_TIMEOUT of silence, and its
+// stream must then be released: a stream wait has no timeout of its own, and nothing else would ever end it.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -24,8 +24,8 @@
 namespace pickle::test {
 namespace {
 
-constexpr double kTimeoutSeconds = 120;
-constexpr double kNoticedWithinSeconds = 60;  // keepalive takes 25-30 s; the timeout would take 120
+constexpr int kTimeoutSeconds = 30;  // PICKLE_TIMEOUT: the connection is given up after that much silence
+constexpr double kNoticedWithinSeconds = kTimeoutSeconds + 10;  // probes are 5 s apart
 
 // args: directory for the "ready" files.
 PICKLE_CHILD(vanished_host_rank) {
@@ -43,28 +43,35 @@ PICKLE_CHILD(vanished_host_rank) {
     ::pause();  // the host "vanishes" with this process still in it; the test kills it at the end
     return 1;
   }
+  // The receive's own wait would give up after PICKLE_TIMEOUT whatever happened to the peer: poll instead, and
+  // expect the peer's failure, and nothing else, to end it.
   Stopwatch watch;
-  try {
-    stream.synchronize();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "rank 1: the stream's synchronize failed: %s\n", e.what());
+  double noticed = 0;
+  while (true) {
+    try {
+      if (receive.test()) {
+        std::fprintf(stderr, "rank 1: the receive from a vanished host completed\n");
+        return 2;
+      }
+    } catch (const PeerError& e) {
+      noticed = watch.seconds();
+      std::fprintf(stderr, "rank 1: the receive failed after %.1f s: %s\n", noticed, e.what());
+      break;
+    }
+    if (watch.seconds() > 3 * kTimeoutSeconds) {
+      std::fprintf(stderr, "rank 1: nothing noticed that rank 0's host vanished in %.0f s\n", watch.seconds());
+      return 3;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const double released_after = watch.seconds();
-  try {
-    std::fprintf(stderr, "rank 1: after %.1f s the receive from a vanished host %s\n", released_after,
-                 receive.test() ? "completed" : "is still pending");
-    return 2;
-  } catch (const PeerError& e) {
-    std::fprintf(stderr, "rank 1: stream released after %.1f s; the receive failed: %s\n", released_after, e.what());
-  }
-  if (released_after > kNoticedWithinSeconds) {
-    std::fprintf(stderr, "rank 1: noticed only after %.1f s\n", released_after);
-    return 3;
-  }
-  return 0;
+  if (noticed > kNoticedWithinSeconds) return 4;
+  Stopwatch released;
+  stream.synchronize();  // the failure released the stream's wait: no TimeoutError after PICKLE_TIMEOUT
+  std::fprintf(stderr, "rank 1: stream released %.3f s after the failure\n", released.seconds());
+  return released.seconds() < 5 ? 0 : 5;
 }
 
-TEST(VanishedHost, ARankWaitingOnAPeerHostThatVanishedFailsItWithinHalfAMinute) {
+TEST(VanishedHost, ARankWaitingOnAPeerHostThatVanishedFailsItAndReleasesItsStream) {
 #ifndef PICKLE_HAVE_LIBFABRIC
   GTEST_SKIP() << "ranks on two hosts need the net transport (libfabric)";
 #endif
@@ -78,7 +85,7 @@ TEST(VanishedHost, ARankWaitingOnAPeerHostThatVanishedFailsItWithinHalfAMinute) 
     std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
                                     "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=" + pair->address(0),
                                     "MASTER_PORT=" + std::to_string(port),
-                                    "PICKLE_TIMEOUT=" + std::to_string(static_cast<int>(kTimeoutSeconds)),
+                                    "PICKLE_TIMEOUT=" + std::to_string(kTimeoutSeconds),
                                     "PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=" + pair->iface(rank),
                                     "PATH=/usr/bin:/bin"};
     pids.push_back(spawn_program(pair->exec_in(rank, {self_exe(), "--pickle-child", "vanished_host_rank", dir.str()}),
@@ -91,7 +98,7 @@ TEST(VanishedHost, ARankWaitingOnAPeerHostThatVanishedFailsItWithinHalfAMinute) 
   ASSERT_TRUE(std::filesystem::exists(dir / "ready1")) << read_file(dir / "err0") << read_file(dir / "err1");
   ASSERT_TRUE(pair->cut(0));
   Stopwatch watch;
-  auto status = wait_pid(pids[1], std::chrono::seconds(static_cast<int>(kTimeoutSeconds) + 30));
+  auto status = wait_pid(pids[1], std::chrono::seconds(4 * kTimeoutSeconds));
   const double seconds = watch.seconds();
   for (pid_t pid : pids) ::kill(pid, SIGKILL);
   wait_pid(pids[0], std::chrono::seconds(10));

@@ -8,6 +8,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
+
 #include <pickle/error.hpp>
 
 #include "bootstrap/socket.hpp"
@@ -41,7 +43,18 @@ int int_option(int fd, int level, int name) {
 }
 
 // The store's and the control channels' connections notice a peer host that vanished without a reset: keepalive
-// probes after 10 s of silence, and a 30 s limit on data left unacknowledged (socket.hpp says why).
+// probes after 10 s of silence, given up after PICKLE_TIMEOUT without an acknowledgement (socket.hpp says why).
+TEST(BootstrapSocket, TheUnacknowledgedLimitIsPickleTimeoutAndAtLeastTheProbes) {
+  EXPECT_EQ(unacknowledged_limit_seconds(), 60);  // PICKLE_TIMEOUT's default
+  setenv("PICKLE_TIMEOUT", "7", 1);
+  EXPECT_EQ(unacknowledged_limit_seconds(), kKeepaliveIdleSeconds + kKeepaliveProbes * kKeepaliveIntervalSeconds);
+  setenv("PICKLE_TIMEOUT", "90.5", 1);
+  EXPECT_EQ(unacknowledged_limit_seconds(), 91);
+  setenv("PICKLE_TIMEOUT", "nonsense", 1);
+  EXPECT_EQ(unacknowledged_limit_seconds(), 60);
+  unsetenv("PICKLE_TIMEOUT");
+}
+
 TEST(BootstrapSocket, ConnectionsProbeASilentPeerAndGiveUpOnUnacknowledgedData) {
   Listener listener = listen_tcp("127.0.0.1", 0);
   std::string error;
@@ -55,7 +68,7 @@ TEST(BootstrapSocket, ConnectionsProbeASilentPeerAndGiveUpOnUnacknowledgedData) 
     EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE), kKeepaliveIdleSeconds);
     EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL), kKeepaliveIntervalSeconds);
     EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPCNT), kKeepaliveProbes);
-    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), kUnacknowledgedSeconds * 1000);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), unacknowledged_limit_seconds() * 1000);
     EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_NODELAY), 1);
   }
 }

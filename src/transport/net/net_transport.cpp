@@ -262,6 +262,10 @@ bool NetTransport::release(int peer, const Deadline& deadline) {
   return true;
 }
 
+void NetTransport::release_closed_peer(int peer) {
+  if (impl_->shared->peer(peer) != nullptr) impl_->shared->fail(peer, "closed its communicator", /*report=*/false);
+}
+
 bool NetTransport::flush(const Deadline& deadline) {
   while (true) {
     {

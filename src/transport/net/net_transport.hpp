@@ -97,6 +97,9 @@ class NetTransport {
   /// the deadline passed first (or when called from one of this transport's callbacks, which cannot wait for their
   /// own thread). Other peers' traffic goes on meanwhile: each peer has its own endpoints and queues.
   bool release(int peer, const Deadline& deadline);
+  /// release() without the wait, for a peer that closed normally (it said goodbye after every rank's writes were
+  /// done): nothing of its is in flight, and a closing job must not wait for each peer's queue to go quiet in turn.
+  void release_closed_peer(int peer);
 
   /// Waits until every write accepted so far has completed (or was dropped with its failed peer); false when
   /// `deadline` passed first. The communicator calls it before telling its peers that it is closing.

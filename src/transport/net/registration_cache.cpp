@@ -3,6 +3,7 @@
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "device/backends.hpp"
 #include "device/memory.hpp"
 
 namespace pickle::transport::net {
@@ -30,9 +31,12 @@ void RegistrationCache::close(Entry& entry) {
 
 void RegistrationCache::release_freed() {
   if (by_allocation_.empty() || !quiet_()) return;
-  // Host allocations are looked up in pickle's own registry: no system call per entry.
+  // Registrations are of pickle host allocations only, so their liveness is asked of pickle's host registry alone:
+  // never of CUDA, since this may run in a CUDA host callback (a staged put's write registers its source there on
+  // providers that want local registrations), where CUDA must not be called.
   for (auto it = by_allocation_.begin(); it != by_allocation_.end();) {
-    if (device::allocation_alive(it->second.base, it->first)) {
+    const auto found = device::host::find_allocation(it->second.base);
+    if (found && found->id == it->first) {
       ++it;
       continue;
     }
