@@ -21,17 +21,18 @@ namespace {
 
 constexpr int kBurst = 32;                    // messages each survivor sends to the rank that dies
 constexpr std::size_t kBurstBytes = 4u << 20;  // large enough that most of the burst is still in flight at the kill
+constexpr int kPosted = 4;  // receives the dying rank posts: the rest of each burst can only fail, however fast the host
 
 std::uint64_t burst_seed(int from, int message) { return 100 + static_cast<std::uint64_t>(from) * 1000 + message; }
 
-/// The rank that dies: receives the first two messages of every sender's burst, checks them byte for byte, and
-/// SIGKILLs itself while the rest of the bursts are on their way.
+/// The rank that dies: posts kPosted receives per sender, checks the first two messages of every sender's burst byte
+/// for byte, and SIGKILLs itself while the rest of the bursts are on their way or waiting for a receive.
 int receive_a_little_then_die(Communicator& comm, const std::vector<int>& senders) {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<std::vector<Request>> recvs(senders.size());
   for (std::size_t s = 0; s < senders.size(); ++s) {
     buffers.push_back(std::make_unique<Buffer>(comm.alloc(kBurst * kBurstBytes)));
-    for (int i = 0; i < kBurst; ++i) {
+    for (int i = 0; i < kPosted; ++i) {
       recvs[s].push_back(comm.recv(senders[s], 0, static_cast<char*>(buffers[s]->data()) + i * kBurstBytes, kBurstBytes));
     }
   }
@@ -65,7 +66,7 @@ int expect_burst_to_fail(Communicator& comm, std::vector<Request>& sends, int de
   }
   std::fprintf(stderr, "rank %d: %d sends to rank %d completed, %d failed within %.2f s\n", comm.rank(), completed, dead,
                failed, watch.seconds());
-  CHILD_CHECK(failed > 0 && completed + failed == kBurst, completed, " completed, ", failed, " failed");
+  CHILD_CHECK(failed >= kBurst - kPosted && completed + failed == kBurst, completed, " completed, ", failed, " failed");
   CHILD_CHECK(watch.seconds() < timeout / 2, "the sends took ", watch.seconds(), " s to fail");
   return 0;
 }
