@@ -60,7 +60,8 @@ constexpr std::array kTable = {
              "Chunks the shm transport's staging ring holds per direction and pair (at least 2: double buffering)."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
-             "naming the peer. Values above 2e6 (23 days) mean 2e6."},
+             "naming the peer; also how long a TCP connection to a peer host that acknowledges nothing lives (at "
+             "least 25 s). Values above 2e6 (23 days) mean 2e6."},
     Variable{"PICKLE_TOKEN", "",
              "Shared secret that store clients present to rank 0; unset: derived from the job (MASTER_ADDR, "
              "MASTER_PORT, WORLD_SIZE, and the Slurm/Open MPI job id when present)."},
