@@ -101,9 +101,10 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const std::uint32_t generation = recv.generation;
   const int index = comm::kUserSignalSlots + slot;
   if (!stage_net) {
-    net->expect(peer, net_recv_message(slot, generation), recv.ctx.bytes, [this, peer, index, generation] {
-      signals->store(peer, index, generation);  // the data is all here
-    });
+    net->expect(
+        peer, net_recv_message(slot, generation), recv.ctx.bytes,
+        [this, peer, index, generation] { signals->store(peer, index, generation); },  // the data is all here
+        recv.dst);
     return;
   }
   // Staged: once all of the data is in the staging buffer, the copy engine copies it into place and then moves the
@@ -129,7 +130,7 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
       quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
       throw;
     }
-  });
+  }, landed);
 }
 
 void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {

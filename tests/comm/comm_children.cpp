@@ -315,6 +315,49 @@ PICKLE_CHILD(comm_net_registrations_released) {
   return 0;
 }
 
+// As comm_net_registrations_released, with the next receive always posted before the previous one is waited for and
+// its buffer freed (a pipeline): something is always expected, and the freed buffers are still deregistered, each at
+// the second registration after it was freed (the one in between is still expected).
+PICKLE_CHILD(comm_net_registrations_released_pipelined) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  constexpr int kRounds = 10;
+  constexpr std::size_t kBytes = (1 << 20) + 7;
+  // Rank 0 sends each message only when rank 1 says "go" (a zero-byte message), which it does after posting the
+  // next receive: so that registration always finds the pending receive still expected.
+  if (rank == 0) {
+    Buffer src = comm.alloc(kBytes);
+    for (int round = 0; round <= kRounds; ++round) {
+      comm.recv(1, 2, nullptr, 0).wait();
+      fill(comm, src.data(), kBytes, 300 + round);
+      comm.send(1, 1, src.data(), kBytes).wait();
+    }
+  } else {
+    std::unique_ptr<Buffer> pending = std::make_unique<Buffer>(comm.alloc(kBytes));
+    Request receive = comm.recv(0, 1, pending->data(), kBytes);
+    for (int round = 1; round <= kRounds + 1; ++round) {
+      std::unique_ptr<Buffer> next;
+      Request next_receive;
+      if (round <= kRounds) {  // posted before the pending one is waited for: its registration sees that one expected
+        next = std::make_unique<Buffer>(comm.alloc(kBytes));
+        next_receive = comm.recv(0, 1, next->data(), kBytes);
+      }
+      comm.send(0, 2, nullptr, 0).wait();  // go: the pending receive's message may come now
+      receive.wait();
+      std::size_t wrong = count_wrong(comm, pending->data(), kBytes, 300 + round - 1);
+      CHILD_CHECK(wrong == 0, "message ", round - 1, ": ", wrong, " wrong bytes");
+      pending = std::move(next);  // frees the buffer just checked
+      receive = next_receive;
+    }
+    // kRounds + 1 buffers registered; at the registration of buffer r, buffers 0 .. r - 2 were freed.
+    CommStats stats = comm.stats();
+    CHILD_CHECK(stats.net.ipc_opens == kRounds + 1 && stats.net.ipc_closes == kRounds - 1, stats.net.ipc_opens,
+                " registrations and ", stats.net.ipc_closes, " closed, expected ", kRounds + 1, " and ", kRounds - 1);
+  }
+  comm.barrier();
+  return 0;
+}
+
 // One-sided: rank 0 puts into rank 1's window and signals; rank 1's stream waits for the signal and reads.
 PICKLE_CHILD(comm_put_signal) {
   Communicator comm = make_comm(args.at(0));

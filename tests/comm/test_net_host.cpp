@@ -57,6 +57,9 @@ TEST_F(Net, ASignalWaitsOnlyForThePutsOfItsOwnStream) {
 TEST_F(Net, FreedReceiveBuffersAreDeregistered) {
   expect_all_ok(run_ranks("comm_net_registrations_released", 2, {"host"}, net_env(2)));
 }
+TEST_F(Net, FreedReceiveBuffersAreDeregisteredWhileLaterReceivesAreUnderWay) {
+  expect_all_ok(run_ranks("comm_net_registrations_released_pipelined", 2, {"host"}, net_env(2)));
+}
 TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, net_env(2))); }
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));

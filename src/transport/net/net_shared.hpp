@@ -31,6 +31,7 @@ struct OutMessage {
   std::vector<void*> descs;  // per rail: local registration descriptor (FI_MR_LOCAL providers), else empty
   std::function<void()> on_sent;
   std::atomic<std::uint64_t> completed{0};
+  std::shared_ptr<const void> pin;  // keeps the source's registration open while the message lives (FI_MR_LOCAL)
 };
 
 /// The chunks of a message one rail posts: first, first + step, first + 2 step, ... below message->chunks.
@@ -43,6 +44,7 @@ struct Stripe {
 struct Expectation {
   std::uint64_t chunks = 0;
   std::function<void()> on_arrived;
+  std::shared_ptr<const void> pin;  // keeps the target's registration open until the message landed or was dropped
 };
 
 /// One peer as every rail sees it. Guarded by SharedState::mutex except where noted.
@@ -93,10 +95,9 @@ class SharedState {
   void rail_closed(int peer, Callbacks& callbacks);
   /// Whether every rail has closed its endpoints to `peer` (a failed one).
   bool closed(int peer);
-  /// Whether no provider can be touching our memory for any peer now: nothing expected or partly landed, no write
-  /// unfinished, and every failed peer's endpoints closed. Only then may registrations of freed memory be closed
-  /// (RegistrationCache): a write still landing in a buffer that the application freed (its error) would otherwise
-  /// meet unmapped memory.
+  /// Whether every failed peer's endpoints are closed: until then a failed peer's late writes may still land, in
+  /// registrations whose operations were dropped (and unpinned) with it, so none of freed memory may be closed
+  /// (RegistrationCache). A live peer writes only into what an expectation pins.
   bool quiet();
   /// Fails the peers that owe progress (owes_progress) and made none for the timeout; true if it failed any.
   bool check_timeouts();

@@ -183,7 +183,11 @@ void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteReg
   out->chunk_bytes = s.options.chunk;
   out->chunks = chunks_of(bytes, s.options.chunk);
   out->on_sent = std::move(on_sent);
-  if (bytes > 0 && s.local_mr) out->descs = s.registrations->find_or_register(src, bytes, "net write source").descs;
+  if (bytes > 0 && s.local_mr) {
+    const auto& entry = s.registrations->find_or_register(src, bytes, "net write source");
+    out->descs = entry.descs;
+    out->pin = entry.in_use;
+  }
   {
     std::lock_guard lock(s.shared->mutex);
     if (link->failed.load()) throw PeerError(cat(describe(where), ": the peer failed earlier"), peer);
@@ -198,8 +202,10 @@ void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteReg
   }
 }
 
-void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived) {
+void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived,
+                          const void* target) {
   Impl& s = *impl_;
+  std::shared_ptr<const void> pin = target != nullptr ? s.registrations->pin(target) : nullptr;
   const OpContext where{s.rank, peer, "net expect", bytes};
   PeerLink* link = s.shared->peer(peer);
   if (link == nullptr) throw InvalidArgument(cat(describe(where), ": the net transport does not join these ranks"));
@@ -222,7 +228,7 @@ void NetTransport::expect(int peer, std::uint32_t message, std::size_t bytes, st
       s.shared->ready.push_back(std::move(on_arrived));
       due = true;
     } else {
-      link->expected.emplace(message, Expectation{chunks, std::move(on_arrived)});
+      link->expected.emplace(message, Expectation{chunks, std::move(on_arrived), std::move(pin)});
     }
   }
   if (due) s.rails.front()->wake();  // rail 0 runs the callbacks API calls find due

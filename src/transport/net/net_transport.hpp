@@ -83,7 +83,11 @@ class NetTransport {
   /// Receiver side: `on_arrived` runs on a progress thread once all chunks of `message` from `peer` (a message of
   /// `bytes`, cut at the sender's chunk size) have landed; it may be called before or after they arrive.
   /// InvalidArgument when `message` from `peer` is already expected, PeerError when the peer already failed.
-  void expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived);
+  /// `target` (any byte of the exposed memory the message lands in; null for a window, which lives as long as the
+  /// transport) keeps that memory's registration open until the message landed or was dropped, even if the
+  /// application frees the memory meanwhile.
+  void expect(int peer, std::uint32_t message, std::size_t bytes, std::function<void()> on_arrived,
+              const void* target = nullptr);
   /// Receiver side: `message` from `peer` will never come (its send failed): drops its expectation, without running
   /// its callback, so that the id may be expected again. Nothing when it is not expected.
   void forget(int peer, std::uint32_t message);

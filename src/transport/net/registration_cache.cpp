@@ -36,7 +36,7 @@ void RegistrationCache::release_freed() {
   // providers that want local registrations), where CUDA must not be called.
   for (auto it = by_allocation_.begin(); it != by_allocation_.end();) {
     const auto found = device::host::find_allocation(it->second.base);
-    if (found && found->id == it->first) {
+    if ((found && found->id == it->first) || it->second.in_use.use_count() > 1) {
       ++it;
       continue;
     }
@@ -100,6 +100,14 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
   }
   ++registrations_;
   return by_allocation_.emplace(allocation.id, std::move(entry)).first->second;
+}
+
+std::shared_ptr<const void> RegistrationCache::pin(const void* ptr) const {
+  const auto found = device::host::find_allocation(ptr);
+  if (!found) return nullptr;
+  std::lock_guard lock(mutex_);
+  auto it = by_allocation_.find(found->id);
+  return it == by_allocation_.end() ? nullptr : it->second.in_use;
 }
 
 std::uint64_t RegistrationCache::registrations() const {

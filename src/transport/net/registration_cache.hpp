@@ -32,8 +32,8 @@ class RegistrationCache {
     std::mutex* lock = nullptr;
   };
   /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them. `quiet`: whether
-  /// no peer's write can be landing in our memory right now (SharedState::quiet); registrations of freed memory are
-  /// closed only then.
+  /// every failed peer's endpoints are closed (SharedState::quiet); registrations of freed memory are closed only
+  /// then.
   RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> quiet);
   ~RegistrationCache();
 
@@ -47,6 +47,9 @@ class RegistrationCache {
     std::byte* base = nullptr;      ///< first byte of the registered allocation
     std::size_t bytes = 0;
     std::uint64_t key = 0;          ///< what a peer's RMA write names
+    /// Copied by every operation that a provider may still carry out in the allocation (an expected message, a
+    /// write from it): the entry is in use while a copy exists beyond this one, and is not closed then.
+    std::shared_ptr<const void> in_use = std::make_shared<int>(0);
   };
 
   /// The registration of the host allocation holding [ptr, ptr + bytes) (device::find_allocation), made on first
@@ -54,6 +57,10 @@ class RegistrationCache {
   /// InvalidArgument naming `op`. Thread-safe. The entry stays valid until its allocation is freed (the caller uses it
   /// at once, while the memory is in use).
   const Entry& find_or_register(const void* ptr, std::size_t bytes, const char* op);
+
+  /// What keeps the registration of the allocation holding `ptr` from being closed while an operation on it is
+  /// under way (Entry::in_use); null when no registration holds it.
+  std::shared_ptr<const void> pin(const void* ptr) const;
 
   std::uint64_t registrations() const;
   std::uint64_t releases() const;
@@ -66,11 +73,11 @@ class RegistrationCache {
   std::function<bool()> quiet_;
   mutable std::mutex mutex_;
   std::uint64_t next_key_ = 1;
-  /// Before a new registration (mutex_ held), when the transport is quiet: closes the registrations of allocations
-  /// that were freed, and lets their mappings go. Not while anything is under way: a software provider that already
-  /// took a write into a range goes on copying into it after the registration closed, and the application may have
-  /// freed that range early (its error) or after a failed operation (its right). Deferred to a later registration
-  /// then.
+  /// Before a new registration (mutex_ held): closes the registrations of allocations that were freed and that no
+  /// operation pins (Entry::in_use), and lets their mappings go; none while a failed peer's endpoints are still open
+  /// (`quiet`). A software provider that took a write into a range goes on copying into it after the registration
+  /// closed, and the application may have freed that range early (its error) or after a failed operation (its
+  /// right): such a registration waits for a later one.
   void release_freed();
   void close(Entry& entry);
 
