@@ -239,13 +239,16 @@ Communicator::Impl::~Impl() {
 void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn) {
   application_callbacks.fetch_add(1);
   try {
-    stream.host_callback([this, fn = std::move(fn)] {
-      // The count drops last, after every use of this communicator, even when fn throws (the stream reports it).
+    stream.host_callback([this, fn = std::move(fn)]() mutable {
+      // The count drops last, after every use of this communicator, even when fn throws (the stream reports it):
+      // after what fn captured is gone too (a staged put's pinned buffer goes back to the communicator's pool), so
+      // `call` is declared after `done` and destroyed before it.
       struct Done {
         std::atomic<int>& count;
         ~Done() { count.fetch_sub(1); }
       } done{application_callbacks};
-      fn();
+      std::function<void()> call = std::move(fn);
+      call();
     });
   } catch (...) {
     application_callbacks.fetch_sub(1);
