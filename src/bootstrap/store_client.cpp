@@ -7,6 +7,7 @@
 #include <pickle/error.hpp>
 
 #include "bootstrap/store_state.hpp"
+#include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 
@@ -16,12 +17,6 @@ namespace {
 /// Extra time the client gives the server beyond the server-side wait: the server answers a parked request with a
 /// timeout that names what is missing; the client's own timeout only fires when rank 0 itself stopped answering.
 std::chrono::milliseconds grace(std::uint32_t wait_ms) { return std::chrono::milliseconds(1000 + wait_ms / 20); }
-
-std::string bare_message(const Error& e) {
-  std::string text = e.what();
-  auto colon = text.find(" error: ");
-  return colon == std::string::npos ? text : text.substr(colon + 8);
-}
 
 }  // namespace
 
@@ -103,7 +98,8 @@ Response StoreClient::exchange(const Request& request, const std::string& what, 
       if (auto frame = parser_.next()) response = decode_response(*frame);
     } catch (const ProtocolError& e) {
       broken_ = true;
-      throw ProtocolError(cat(what, ": the store at ", address_, " answered with a malformed frame: ", bare_message(e)));
+      throw ProtocolError(
+          cat(what, ": the store at ", address_, " answered with a malformed frame: ", without_head(e.what())));
     }
     if (response) {
       if (auto* error = std::get_if<ErrorResponse>(&*response)) throw_remote(*error, what, hello);

@@ -19,6 +19,7 @@
 #include "bootstrap/messages.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store_state.hpp"
+#include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 
@@ -29,15 +30,6 @@ namespace {
 constexpr auto kLingerOnClose = std::chrono::seconds(1);
 /// Longest poll sleep: the loop re-checks its deadlines at least this often.
 constexpr int kMaxPollMs = 1000;
-
-/// Error::what() is "pickle Protocol error: <message>"; the wire carries only <message>.
-std::string bare_message(const std::exception& e) {
-  std::string text = e.what();
-  if (text.rfind("pickle ", 0) == 0) {
-    if (auto colon = text.find(" error: "); colon != std::string::npos) return text.substr(colon + 8);
-  }
-  return text;
-}
 
 struct Connection {
   UniqueFd fd;
@@ -243,7 +235,7 @@ void StoreServer::Impl::read_from(ConnId id, Connection& c, TimePoint now, std::
 }
 
 void StoreServer::Impl::reject(ConnId id, Connection& c, const std::exception& e, std::vector<Outgoing>& out) {
-  const std::string message = bare_message(e);
+  const std::string message = without_head(e.what());  // the wire carries the message without its head
   PICKLE_LOG(Warn, "bootstrap",
              "store: dropping the connection from " << c.peer << (c.member ? "" : " (not a rank)") << ": " << message);
   c.closing = true;

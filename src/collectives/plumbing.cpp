@@ -44,15 +44,6 @@ int read_reduce_ctas() {
   return static_cast<int>(ctas);
 }
 
-/// "pickle Peer error: rank 0 ..." -> "rank 0 ...": the outer error gets its own head.
-std::string without_head(const char* what) {
-  std::string text = what;
-  if (auto head = text.find(" error: "); text.rfind("pickle ", 0) == 0 && head != std::string::npos) {
-    text.erase(0, head + 8);
-  }
-  return text;
-}
-
 }  // namespace
 
 // --- state
@@ -253,20 +244,6 @@ void Call::abandon() noexcept {
                                             "streams: " << e.what());
       }
     }
-  }
-}
-
-[[noreturn]] void rethrow_with_prefix(const Error& error, const std::string& prefix) {
-  std::string message = without_head(error.what());
-  if (message.rfind(prefix, 0) != 0) message = cat(prefix, ": ", message);  // not twice
-  if (const auto* peer = dynamic_cast<const PeerError*>(&error)) throw PeerError(message, peer->peer());
-  if (const auto* cuda = dynamic_cast<const CudaError*>(&error)) throw CudaError(message, cuda->cuda_code());
-  switch (error.code()) {
-    case ErrorCode::InvalidArgument: throw InvalidArgument(message);
-    case ErrorCode::Timeout: throw TimeoutError(message);
-    case ErrorCode::Unavailable: throw UnavailableError(message);
-    case ErrorCode::Protocol: throw ProtocolError(message);
-    default: throw Error(error.code(), message);
   }
 }
 

@@ -20,6 +20,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
@@ -161,9 +162,6 @@ class Call {
   std::vector<Request> recvs_;
   std::vector<Request> sends_;  // for abandon()
 };
-
-/// The same error (same class, code, peer) with "<prefix>: " in front of its message.
-[[noreturn]] void rethrow_with_prefix(const Error& error, const std::string& prefix);
 
 /// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,
 /// and names the collective in any error it raises.

@@ -8,6 +8,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "core/error_text.hpp"
 #include "core/log.hpp"
 #include "device/backends.hpp"
 #include "device/host/backoff.hpp"
@@ -296,11 +297,7 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
     return std::nullopt;
   } catch (const Error& e) {
     send.error = std::current_exception();
-    std::string reason = e.what();
-    // The receiver wraps it in an error of its own: drop the "pickle <Code> error: " head.
-    if (auto head = reason.find(" error: "); reason.rfind("pickle ", 0) == 0 && head != std::string::npos) {
-      reason.erase(0, head + 8);
-    }
+    std::string reason = without_head(e.what());  // the receiver wraps it in an error of its own
     if (reason.size() > 1024) reason.resize(1024);
     return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason};
   }
