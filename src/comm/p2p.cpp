@@ -155,7 +155,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
     try {
       net_region = prepare_net_recv(*request);
     } catch (const Error& e) {
-      throw Error(e.code(), cat(describe(ctx), ": the net transport cannot take the receive (", e.what(), ")"));
+      rethrow_with_prefix(e, cat(describe(ctx), ": the net transport cannot take the receive"));
     }
   }
   // A completion slot first: waiting for one (when thousands of receives are outstanding) must not hold the
