@@ -287,6 +287,12 @@ struct Communicator::Impl {
   int user_barriers = 0;
   int next_window_id = 0;
   int next_completion_slot(int peer, std::unique_lock<std::mutex>& lock, const OpContext& ctx);
+  /// Whether a receive from `peer` holding a completion slot is settled: it failed, or its completion word shows the
+  /// data delivered (mutex held).
+  bool receive_settled(int peer, const RequestState& recv) const {
+    return recv.error || device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + recv.slot),
+                                                    recv.generation);
+  }
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
   std::thread progress;

@@ -93,8 +93,7 @@ void Communicator::Impl::release_freed_allocations(int peer) {
       // A receive into freed memory that has not completed is the application's error; its copy may still come, so
       // the peer keeps the mapping (and the memory it holds), and the copy lands there rather than faulting.
       const bool awaited = std::any_of(state.slot_owner.begin(), state.slot_owner.end(), [&](const auto& owner) {
-        return owner && owner->alloc_id == id && !owner->error &&
-               !flag_reached(signals->load(peer, comm::kUserSignalSlots + owner->slot), owner->generation);
+        return owner && owner->alloc_id == id && !receive_settled(peer, *owner);
       });
       if (in_window || awaited) continue;
       state.announced.erase(id);
@@ -114,7 +113,7 @@ int Communicator::Impl::next_completion_slot(int peer, std::unique_lock<std::mut
     // Take back the slots of receives that completed (the user need not wait on every Request).
     for (int slot = 0; slot < comm::kCompletionSlots; ++slot) {
       auto& owner = state.slot_owner[slot];
-      if (owner && (owner->error || flag_reached(signals->load(peer, comm::kUserSignalSlots + slot), owner->generation))) {
+      if (owner && receive_settled(peer, *owner)) {
         state.posted_recvs.erase({owner->tag, owner->seq});
         owner.reset();
         state.free_slots.push_back(slot);
