@@ -83,7 +83,7 @@ bool SharedState::closed(int peer) {
   return link == nullptr || link->rails_open == 0;
 }
 
-bool SharedState::quiet() {
+bool SharedState::failed_peers_closed() {
   std::lock_guard lock(mutex);
   for (const auto& link : peers) {
     if (!link) continue;

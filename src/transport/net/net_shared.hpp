@@ -98,7 +98,7 @@ class SharedState {
   /// Whether every failed peer's endpoints are closed: until then a failed peer's late writes may still land, in
   /// registrations whose operations were dropped (and unpinned) with it, so none of freed memory may be closed
   /// (RegistrationCache). A live peer writes only into what an expectation pins.
-  bool quiet();
+  bool failed_peers_closed();
   /// Fails the peers that owe progress (owes_progress) and made none for the timeout; true if it failed any.
   bool check_timeouts();
   /// Whether the peer has operations pending (state mutex held): the rails poll sooner while it does.

@@ -113,7 +113,7 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
   for (auto& rail : s.rails) domains.push_back({rail->domain(), &rail->fabric_mutex()});
   s.registrations = std::make_unique<RegistrationCache>(
       std::move(domains), (info.domain_attr->mr_mode & FI_MR_PROV_KEY) != 0, rank,
-      [shared = s.shared.get()] { return shared->quiet(); });
+      [shared = s.shared.get()] { return shared->failed_peers_closed(); });
   s.shared->wake_rails = [&s] {
     for (auto& rail : s.rails) rail->wake();
   };

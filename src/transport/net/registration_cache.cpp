@@ -8,8 +8,12 @@
 
 namespace pickle::transport::net {
 
-RegistrationCache::RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> quiet)
-    : domains_(std::move(domains)), prov_key_(prov_key), rank_(rank), quiet_(std::move(quiet)) {
+RegistrationCache::RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank,
+                                     std::function<bool()> failed_peers_closed)
+    : domains_(std::move(domains)),
+      prov_key_(prov_key),
+      rank_(rank),
+      failed_peers_closed_(std::move(failed_peers_closed)) {
   if (prov_key_ && domains_.size() > 1) {
     throw Error(ErrorCode::Internal, "net transport: provider-chosen keys cannot be shared by several domains");
   }
@@ -30,7 +34,7 @@ void RegistrationCache::close(Entry& entry) {
 }
 
 void RegistrationCache::release_freed() {
-  if (by_allocation_.empty() || !quiet_()) return;
+  if (by_allocation_.empty() || !failed_peers_closed_()) return;
   // Registrations are of pickle host allocations only, so their liveness is asked of pickle's host registry alone:
   // never of CUDA, since this may run in a CUDA host callback (a staged put's write registers its source there on
   // providers that want local registrations), where CUDA must not be called.

@@ -31,10 +31,10 @@ class RegistrationCache {
     fid_domain* domain = nullptr;
     std::mutex* lock = nullptr;
   };
-  /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them. `quiet`: whether
-  /// every failed peer's endpoints are closed (SharedState::quiet); registrations of freed memory are closed only
-  /// then.
-  RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> quiet);
+  /// `prov_key`: the provider picks keys (FI_MR_PROV_KEY; one domain only), else we number them.
+  /// `failed_peers_closed`: whether every failed peer's endpoints are closed (SharedState::failed_peers_closed);
+  /// registrations of freed memory are closed only then.
+  RegistrationCache(std::vector<Domain> domains, bool prov_key, int rank, std::function<bool()> failed_peers_closed);
   ~RegistrationCache();
 
   struct Entry {
@@ -70,14 +70,14 @@ class RegistrationCache {
   std::vector<Domain> domains_;
   bool prov_key_;
   int rank_;
-  std::function<bool()> quiet_;
+  std::function<bool()> failed_peers_closed_;
   mutable std::mutex mutex_;
   std::uint64_t next_key_ = 1;
   /// Before a new registration (mutex_ held): closes the registrations of allocations that were freed and that no
   /// operation pins (Entry::in_use), and lets their mappings go; none while a failed peer's endpoints are still open
-  /// (`quiet`). A software provider that took a write into a range goes on copying into it after the registration
-  /// closed, and the application may have freed that range early (its error) or after a failed operation (its
-  /// right): such a registration waits for a later one.
+  /// (`failed_peers_closed`). A software provider that took a write into a range goes on copying into it after the
+  /// registration closed, and the application may have freed that range early (its error) or after a failed
+  /// operation (its right): such a registration waits for a later one.
   void release_freed();
   void close(Entry& entry);
 
