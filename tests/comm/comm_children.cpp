@@ -214,6 +214,13 @@ PICKLE_CHILD(comm_cache) {
   return 0;
 }
 
+/// Whether `stats` counts `opens` mappings (registrations, for net) and `closes` of them closed again; `counted` then
+/// says what it counts.
+bool opened_and_closed(const TransportStats& stats, int opens, int closes, std::string& counted) {
+  counted = cat(stats.ipc_opens, " opened and ", stats.ipc_closes, " closed, expected ", opens, " and ", closes);
+  return stats.ipc_opens == static_cast<std::uint64_t>(opens) && stats.ipc_closes == static_cast<std::uint64_t>(closes);
+}
+
 // Buffers allocated, received into and freed in turn, as a program without a caching allocator does: the sender
 // unmaps each freed one when the receiver announces its next allocation, so its mappings (and the receiver's memory
 // they hold) follow what lives. A freed buffer that a receive still waits on stays mapped until that receive is done.
@@ -227,12 +234,7 @@ PICKLE_CHILD(comm_cache_release) {
     return device::allocate(comm.memory_kind(), kBytes, std::max(0, comm.device()),
                             legacy ? device::AllocMethod::CudaMalloc : device::AllocMethod::Default);
   };
-  auto expect_mappings = [&](std::uint64_t opens, std::uint64_t closes, const char* when) {  // 1 when wrong
-    CommStats stats = comm.stats();
-    CHILD_CHECK(stats.ipc.ipc_opens == opens && stats.ipc.ipc_closes == closes, when, ": ", stats.ipc.ipc_opens,
-                " opens and ", stats.ipc.ipc_closes, " closes, expected ", opens, " and ", closes);
-    return 0;
-  };
+  std::string counted;
   Buffer src = comm.alloc(kBytes);
   for (int round = 0; round < kRounds; ++round) {
     if (rank == 1) {
@@ -245,7 +247,7 @@ PICKLE_CHILD(comm_cache_release) {
       fill(comm, src.data(), kBytes, 100 + round);
       comm.send(1, 1, src.data(), kBytes).wait();
       // Round r's post came after the release of round r - 1's buffer on the control channel.
-      if (expect_mappings(round + 1, round, "after round") != 0) return 1;
+      CHILD_CHECK(opened_and_closed(comm.stats().ipc, round + 1, round, counted), "after round ", round, ": ", counted);
       comm.barrier();
     }
   }
@@ -277,11 +279,12 @@ PICKLE_CHILD(comm_cache_release) {
     comm.send(1, 2, src.data(), kBytes).wait();
     fill(comm, src.data(), kBytes, 3);
     comm.send(1, 3, src.data(), kBytes).wait();
-    if (expect_mappings(kRounds + 2, kRounds, "after the receive into a freed buffer") != 0) return 1;
+    CHILD_CHECK(opened_and_closed(comm.stats().ipc, kRounds + 2, kRounds, counted),
+                "after the receive into a freed buffer: ", counted);
     comm.barrier();
     fill(comm, src.data(), kBytes, 4);
     comm.send(1, 4, src.data(), kBytes).wait();
-    if (expect_mappings(kRounds + 3, kRounds + 2, "at the end") != 0) return 1;
+    CHILD_CHECK(opened_and_closed(comm.stats().ipc, kRounds + 3, kRounds + 2, counted), "at the end: ", counted);
   }
   comm.barrier();
   return 0;
@@ -294,6 +297,7 @@ PICKLE_CHILD(comm_net_registrations_released) {
   const int rank = comm.rank();
   constexpr int kRounds = 10;
   constexpr std::size_t kBytes = (1 << 20) + 5;
+  std::string counted;
   Buffer src = comm.alloc(kBytes);
   for (int round = 0; round < kRounds; ++round) {
     if (rank == 1) {
@@ -301,11 +305,7 @@ PICKLE_CHILD(comm_net_registrations_released) {
       comm.recv(0, 1, dst.data(), kBytes).wait();
       std::size_t wrong = count_wrong(comm, dst.data(), kBytes, 200 + round);
       CHILD_CHECK(wrong == 0, "round ", round, ": ", wrong, " wrong bytes");
-      CommStats stats = comm.stats();
-      CHILD_CHECK(stats.net.ipc_opens == static_cast<std::uint64_t>(round + 1) &&
-                      stats.net.ipc_closes == static_cast<std::uint64_t>(round),
-                  "round ", round, ": ", stats.net.ipc_opens, " registrations and ", stats.net.ipc_closes,
-                  " closed, expected ", round + 1, " and ", round);
+      CHILD_CHECK(opened_and_closed(comm.stats().net, round + 1, round, counted), "round ", round, ": ", counted);
     } else {
       fill(comm, src.data(), kBytes, 200 + round);
       comm.send(1, 1, src.data(), kBytes).wait();
@@ -350,9 +350,8 @@ PICKLE_CHILD(comm_net_registrations_released_pipelined) {
       receive = next_receive;
     }
     // kRounds + 1 buffers registered; at the registration of buffer r, buffers 0 .. r - 2 were freed.
-    CommStats stats = comm.stats();
-    CHILD_CHECK(stats.net.ipc_opens == kRounds + 1 && stats.net.ipc_closes == kRounds - 1, stats.net.ipc_opens,
-                " registrations and ", stats.net.ipc_closes, " closed, expected ", kRounds + 1, " and ", kRounds - 1);
+    std::string counted;
+    CHILD_CHECK(opened_and_closed(comm.stats().net, kRounds + 1, kRounds - 1, counted), counted);
   }
   comm.barrier();
   return 0;
