@@ -1,6 +1,8 @@
 #include "device/stream.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include <pickle/error.hpp>
 
@@ -25,6 +27,104 @@ Stream::Stream() {
 }
 
 void Stream::synchronize() { synchronize_until(Deadline::after_seconds(env::timeout_seconds())); }
+
+bool Stream::query() {
+  const bool done = query_operations();
+  run_passed_checks();
+  return done;
+}
+
+void Stream::synchronize_until(const Deadline& deadline) {
+  synchronize_operations_until(deadline);
+  run_passed_checks();
+}
+
+std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> check) {
+  if (!check) throw InvalidArgument("stream check_when_passed: empty function");
+  std::lock_guard lock(checks_mutex_);  // records and the queue in the same order: the queue is in stream order
+  std::unique_ptr<Event> passed = make_event(kind(), std::max(0, device()));
+  record(*passed);
+  auto entry = std::make_shared<PassedCheck>(std::move(passed), std::move(check));
+  // Checks the stream has passed run now, so that a stream that is never queried holds only the checks still in
+  // flight; what they threw waits for the next query or synchronize.
+  run_passed_checks_locked();
+  checks_.push_back(entry);
+  return entry;
+}
+
+void Stream::run_passed_checks() {
+  std::exception_ptr first;
+  {
+    std::lock_guard lock(checks_mutex_);
+    run_passed_checks_locked();
+    first = std::exchange(check_error_, nullptr);
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void Stream::run_passed_checks_locked() {
+  // The stream passes its points in order: the first check it has not passed ends the scan.
+  while (!checks_.empty() && checks_.front()->run_if_passed()) {
+    std::exception_ptr error = checks_.front()->take_error();
+    if (error && !check_error_) check_error_ = error;
+    checks_.pop_front();
+  }
+}
+
+PassedCheck::PassedCheck(std::unique_ptr<Event> passed, std::function<void()> check)
+    : passed_(std::move(passed)), check_(std::move(check)) {}
+
+bool PassedCheck::run_if_passed() {
+  std::lock_guard lock(mutex_);
+  if (ran_) return true;
+  if (!passed_->query()) return false;
+  run_locked();
+  return true;
+}
+
+void PassedCheck::settle(const Deadline& deadline, const std::string& unsettled) {
+  std::shared_ptr<Event> passed;
+  {
+    std::lock_guard lock(mutex_);
+    if (ran_) return;
+    passed = passed_;
+  }
+  // Without the lock: a query() of the stream meanwhile must not wait for this.
+  std::string why;
+  try {
+    passed->synchronize_until(deadline);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  std::lock_guard lock(mutex_);
+  if (ran_) return;
+  if (why.empty()) {
+    run_locked();
+    return;
+  }
+  ran_ = true;
+  check_ = nullptr;
+  passed_.reset();
+  error_ = std::make_exception_ptr(TimeoutError(cat(unsettled, " (", why, ")")));
+}
+
+std::exception_ptr PassedCheck::take_error() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(error_, nullptr);
+}
+
+void PassedCheck::run_locked() {
+  ran_ = true;
+  // Whatever the check captured goes with it, now: its owner may be about to go.
+  std::function<void()> check = std::move(check_);
+  check_ = nullptr;
+  passed_.reset();
+  try {
+    check();
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+}
 
 std::unique_ptr<Stream> make_stream(MemoryKind kind, int device) {
   return kind == MemoryKind::Host ? host::make_stream() : cuda::make_stream(device);

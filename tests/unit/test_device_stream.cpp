@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,17 @@ std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
   std::vector<unsigned char> out(bytes);
   for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 8)) & 0xff);
   return out;
+}
+
+/// Calls `done` until it returns true (then true) or `seconds` passed (then false).
+template <class Done>
+bool poll_for_seconds(double seconds, Done&& done) {
+  const Deadline deadline = Deadline::after_seconds(seconds);
+  while (!done()) {
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 TEST(HostStream, FlagOrdersCopiesBetweenStreams) {
@@ -91,6 +104,97 @@ TEST(HostStream, CallbackExceptionSurfacesAtSynchronizeAndStreamGoesOn) {
   stream->host_callback([&] { after = 2; });
   stream->synchronize();  // the error was reported once
   EXPECT_EQ(after, 2);
+}
+
+// A passed check runs on the host once the stream has passed its point, never before, from query or synchronize;
+// what it throws is reported once.
+TEST(HostStream, ChecksRunOnceTheStreamPassedThem) {
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 0;
+  auto stream = make_stream(MemoryKind::Host);
+  std::atomic<int> ran{0};
+  stream->wait_value(flag, 1);
+  stream->check_when_passed([&] { ran.fetch_add(1); });
+  stream->check_when_passed([&] {
+    ran.fetch_add(10);
+    throw PeerError("rank 1: allreduce of 4 bytes: peer 0 died", 0);
+  });
+  stream->wait_value(flag, 2);
+  stream->check_when_passed([&] { ran.fetch_add(100); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(stream->query());
+  EXPECT_EQ(ran.load(), 0);  // the stream has not passed any of them
+  std::atomic_ref<std::uint32_t>(*flag).store(1);
+  // The first two are passed now, the third is not: the next query runs the first two and reports the error.
+  EXPECT_TRUE(poll_for_seconds(5, [&] {
+    try {
+      stream->query();
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("peer 0 died"), std::string::npos) << e.what();
+      return true;
+    }
+    return false;
+  }));
+  EXPECT_EQ(ran.load(), 11);
+  std::atomic_ref<std::uint32_t>(*flag).store(2);
+  stream->synchronize();  // the error was reported once
+  EXPECT_EQ(ran.load(), 111);
+}
+
+// A stream nobody queries does not pile up checks: each new one runs those already passed, and keeps what they threw
+// for the next query or synchronize.
+TEST(HostStream, ANewCheckRunsThePassedOnesAndKeepsTheirError) {
+  auto stream = make_stream(MemoryKind::Host);
+  auto captured = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = captured;
+  auto first = stream->check_when_passed([captured = std::move(captured)] { throw TimeoutError("first check"); });
+  first.reset();
+  auto event = make_event(MemoryKind::Host);
+  stream->record(*event);
+  event->synchronize();
+  bool second_ran = false;
+  stream->check_when_passed([&] { second_ran = true; });
+  EXPECT_TRUE(watch.expired());  // the first check ran, and what it captured is gone
+  EXPECT_FALSE(second_ran);      // (the second one's point may not be passed yet)
+  EXPECT_THROW(stream->synchronize(), TimeoutError);
+  EXPECT_TRUE(second_ran);
+  stream->synchronize();
+}
+
+// Whoever owns what a check looks at settles it before that goes: after the stream passed, the check runs then; if
+// the stream does not pass in time, the check never runs, lets go of what it captured, and the stream reports why.
+TEST(HostStream, SettlingRunsAPassedCheckOrReportsOneThatWasNotReached) {
+  ScopedTimeout timeout("2");
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 0;
+  auto stream = make_stream(MemoryKind::Host);
+  int ran = 0;
+  auto passed = stream->check_when_passed([&] { ran += 1; });
+  passed->settle(Deadline::after_seconds(5), "unused");
+  EXPECT_EQ(ran, 1);
+  EXPECT_TRUE(passed->run_if_passed());
+  EXPECT_EQ(ran, 1);  // once
+
+  stream->wait_value(flag, 1);
+  auto captured = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = captured;
+  auto held = stream->check_when_passed([&ran, captured = std::move(captured)] { ran += 10; });
+  Stopwatch clock;
+  held->settle(Deadline::after_seconds(0.2), "rank 3: allgather of 64 bytes: destroyed too early");
+  EXPECT_LT(clock.seconds(), 2.0);
+  EXPECT_TRUE(watch.expired());
+  std::atomic_ref<std::uint32_t>(*flag).store(1);
+  try {
+    stream->synchronize();
+    FAIL() << "the unsettled check was not reported";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3: allgather of 64 bytes: destroyed too early"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(ran, 1);  // never ran
+  stream->synchronize();
 }
 
 TEST(HostStream, SynchronizeOnAnUnsatisfiedWaitTimesOut) {

@@ -195,7 +195,7 @@ class CudaStream final : public Stream {
     PICKLE_CUDA((OpContext{.op = "CUDA stream wait"}), cudaStreamWaitEvent(stream_, cuda_event.handle(), 0));
   }
 
-  bool query() override {
+  bool query_operations() override {
     rethrow_callback_error();
     cudaError_t status = cudaStreamQuery(stream_);
     if (status == cudaSuccess) return true;
@@ -203,9 +203,9 @@ class CudaStream final : public Stream {
     throw_runtime_error(status, "cudaStreamQuery", {.op = "CUDA stream query"});
   }
 
-  void synchronize_until(const Deadline& deadline) override {
+  void synchronize_operations_until(const Deadline& deadline) override {
     host::Backoff backoff;
-    while (!query()) {
+    while (!query_operations()) {
       if (deadline.expired()) {
         std::optional<LastWait> wait;
         {

@@ -170,13 +170,13 @@ class HostStream final : public Stream {
     push(Op{.kind = Op::Kind::WaitEvent, .event = state, .sequence = sequence});
   }
 
-  bool query() override {
+  bool query_operations() override {
     std::lock_guard lock(mutex_);
     rethrow_error_locked();
     return idle_locked();
   }
 
-  void synchronize_until(const Deadline& deadline) override {
+  void synchronize_operations_until(const Deadline& deadline) override {
     std::unique_lock lock(mutex_);
     while (!idle_locked() && !deadline.expired()) {
       idle_.wait_for(lock, std::chrono::milliseconds(std::max(1, deadline.remaining_ms())));
