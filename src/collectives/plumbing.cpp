@@ -208,8 +208,9 @@ void Call::finish() {
   deferred_.clear();
   if (recvs_.empty()) return;
   // A peer that dies releases the stream's waits on its data (so that nothing hangs), and the data never came: this
-  // check, in stream order after those waits, makes the stream's next synchronize report it.
-  comm_.on_application_stream(stream(), [recvs = std::move(recvs_), prefix = prefix_]() mutable {
+  // check, run once the stream has passed those waits, makes the stream's next synchronize report it. Not a host
+  // callback: that would hold the stream for a round trip through a host thread at the end of every collective.
+  comm_.check_when_passed(stream(), prefix_, [recvs = std::move(recvs_), prefix = prefix_]() mutable {
     for (auto& request : recvs) {
       try {
         request.test();

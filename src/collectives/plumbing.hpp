@@ -92,8 +92,9 @@ struct CollectiveState {
 /// with it, before the mappings and signal words they may use.
 CollectiveState& state_of(Communicator::Impl& comm);
 
-/// One collective call: posts receives and sends, adds the stream waits, and at its end enqueues a check that turns
-/// a receive that failed (peer death) into an error of the stream, so that a synchronize after the call reports it.
+/// One collective call: posts receives and sends, adds the stream waits, and at its end adds a check (run on the host
+/// once the stream has passed the call: Stream::check_when_passed) that turns a receive that failed (peer death)
+/// into an error of the stream, so that a synchronize after the call reports it.
 class Call {
  public:
   Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx);

@@ -206,6 +206,14 @@ struct Communicator::Impl {
   void on_application_stream(device::Stream& stream, std::function<void()> fn);
   /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
   bool drain_application_callbacks(const Deadline& deadline) const;
+  /// Runs `check`, which uses this communicator (its Requests), on the host once `stream` has passed this point
+  /// (device::Stream::check_when_passed: from the stream's next query or synchronize), so that a failure found then
+  /// is reported by the stream; `what` names the operation. No host round trip on the stream, unlike
+  /// on_application_stream. Teardown settles the checks that have not run (settle_stream_checks).
+  void check_when_passed(device::Stream& stream, std::string what, std::function<void()> check);
+  /// Runs every check of check_when_passed that has not run, once its stream passed its point (until `deadline`;
+  /// one that never does becomes an error of its stream), so that none runs on a freed communicator.
+  void settle_stream_checks(const Deadline& deadline);
 
   /// Polls `done` (which may throw) with a spin-yield-sleep backoff until it returns true, or false once `deadline`
   /// passed: every host-side wait of the communicator goes through here.
@@ -299,6 +307,13 @@ struct Communicator::Impl {
   UniqueFd wake;  // eventfd: stops the progress thread
   std::atomic<bool> stopping{false};
   std::atomic<int> application_callbacks{0};  // enqueued by on_application_stream, not yet run
+  /// The checks of check_when_passed, with the operation each belongs to (mutex). A stream drops a check once it ran
+  /// it, so the expired entries are the checks that ran.
+  struct StreamCheck {
+    std::weak_ptr<device::PassedCheck> check;
+    std::string what;
+  };
+  std::vector<StreamCheck> stream_checks;
   bool unwinding = false;  // destroyed while an exception unwinds (Communicator::close says so)
 
   /// The collectives layer's per-communicator state (src/collectives: scratch, side streams), made on first use

@@ -176,13 +176,15 @@ Communicator::Impl::~Impl() {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": communicator teardown: " << e.what());
     }
   };
-  // The application's streams first: callbacks queued there (net writes and signals, collectives' checks) use this
-  // communicator, and may still have to issue transfers.
-  if (!drain_application_callbacks(Deadline::after_seconds(timeout_seconds))) {
+  // The application's streams first: callbacks queued there (net writes and signals) use this communicator, and may
+  // still have to issue transfers; the collectives' checks use its Requests.
+  const Deadline streams_deadline = Deadline::after_seconds(timeout_seconds);
+  if (!drain_application_callbacks(streams_deadline)) {
     PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) queued on "
                               "the application's streams had not run after " << timeout_seconds << " s; synchronize "
                               "the streams before destroying the communicator");
   }
+  attempt([&] { settle_stream_checks(streams_deadline); });
   attempt([&] { ipc->synchronize_all(); });
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
@@ -258,6 +260,29 @@ void Communicator::Impl::on_application_stream(device::Stream& stream, std::func
 
 bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {
   return poll_until(deadline, [&] { return application_callbacks.load() == 0; });
+}
+
+void Communicator::Impl::check_when_passed(device::Stream& stream, std::string what, std::function<void()> check) {
+  // Not under `mutex`: the stream runs the checks it has passed (this communicator's too, which lock it) here.
+  std::shared_ptr<device::PassedCheck> entry = stream.check_when_passed(std::move(check));
+  std::lock_guard lock(mutex);
+  std::erase_if(stream_checks, [](const StreamCheck& known) { return known.check.expired(); });
+  stream_checks.push_back(StreamCheck{entry, std::move(what)});
+}
+
+void Communicator::Impl::settle_stream_checks(const Deadline& deadline) {
+  std::vector<StreamCheck> checks;
+  {
+    std::lock_guard lock(mutex);
+    checks.swap(stream_checks);
+  }
+  for (const StreamCheck& known : checks) {
+    std::shared_ptr<device::PassedCheck> check = known.check.lock();
+    if (!check) continue;  // it ran, or its stream is gone
+    check->settle(deadline, cat(known.what, ": the communicator was destroyed before the stream had passed the end of "
+                                            "this operation, so whether all of its data arrived is unknown; "
+                                            "synchronize the stream before destroying the communicator"));
+  }
 }
 
 void Communicator::Impl::stop_progress() {

@@ -650,8 +650,12 @@ PICKLE_CHILD(coll_peer_death) {
 
 // A peer dies after its call returned but before its copies ran (its stream held back by a slow producer): this
 // rank's call returns normally, and the stream synchronize reports the lost data as a PeerError. Two ranks.
+// args: memory [destroy_first]: rank 1 destroys its communicator before it synchronizes the stream; the error must
+// survive it (the teardown runs the call's check, which uses the communicator, once the stream passed the call).
 PICKLE_CHILD(coll_death_after_call) {
-  Communicator comm = make_comm(args.at(0));
+  const bool destroy_first = args.size() > 1 && args[1] == "destroy_first";
+  std::optional<Communicator> held(make_comm(args.at(0)));
+  Communicator& comm = *held;
   const std::size_t count = 1000;
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 6);
@@ -669,6 +673,7 @@ PICKLE_CHILD(coll_death_after_call) {
   }
   comm.send(0, 0, note.data(), 64).wait();
   Stopwatch watch;
+  if (destroy_first) held.reset();
   try {
     h.stream().synchronize();
     std::fprintf(stderr, "rank 1: synchronize succeeded although the peer's data never came\n");

@@ -42,5 +42,14 @@ TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 
+// The check that finds the lost data runs once the stream has passed the call, from the stream's synchronize; a
+// communicator destroyed before that runs it at teardown, and the stream still reports the error afterwards.
+TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronizeAfterTheCommunicatorWent) {
+  auto statuses =
+      run_ranks("coll_death_after_call", 2, {"host", "destroy_first"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
 }  // namespace
 }  // namespace pickle::test

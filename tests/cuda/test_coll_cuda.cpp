@@ -46,6 +46,12 @@ TEST_F(CollCuda, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST_F(CollCuda, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronizeAfterTheCommunicatorWent) {
+  auto statuses =
+      run_ranks("coll_death_after_call", 2, {"cuda", "destroy_first"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
 
 }  // namespace
 }  // namespace pickle::test
