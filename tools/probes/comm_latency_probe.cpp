@@ -16,12 +16,6 @@
 // staging ring, over this GPU's PCIe link both ways, as two GPUs without peer access would use theirs). Output: one
 // line per (mode, order, size): rank 0's median over repeats with its min and max and the GB/s of the median, then
 // rank 1's median. Uni also runs "last": posted, with one stream wait per rank for the last message only.
-#include <arpa/inet.h>
-#include <cuda_runtime.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -36,30 +30,14 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/communicator.hpp>
 
+#include "two_rank_threads.hpp"
+
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-/// A free TCP port on the loopback interface for rank 0's store (bound to port 0, read back, released).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    std::perror("comm_latency_probe: picking a port");
-    std::exit(1);
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using probe::bounded_wait;
+using probe::check;
+using probe::free_port;
+using probe::gate_stream;
 
 /// LastOnly: posted, and in uni each stream waits only for its last message (one copy stream: completions land in
 /// order); the host waits for the others after the timing. It shows what a stream wait per message costs.
@@ -78,39 +56,6 @@ struct Shared {
   double rank1_median_us = 0;  // written by rank 1 before a barrier, read by rank 0 after it
 };
 
-
-/// One step of a spin that gives up after a minute: a rank that failed must not leave the other spinning forever.
-void bounded_wait(const char* what) {
-  static thread_local auto started = std::chrono::steady_clock::now();
-  static thread_local const char* waiting_for = nullptr;
-  if (waiting_for != what) {
-    waiting_for = what;
-    started = std::chrono::steady_clock::now();
-  }
-  if (std::chrono::steady_clock::now() - started > std::chrono::seconds(60)) {
-    std::fprintf(stderr, "comm_latency_probe: waited 60 s for %s; giving up\n", what);
-    std::_Exit(1);
-  }
-  std::this_thread::yield();
-}
-
-/// Blocks `stream` until `gate` reaches `value`: enqueue cost stays out of the timed chain.
-void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) {
-  struct Arg {
-    std::atomic<int>* gate;
-    int value;
-  };
-  auto* arg = new Arg{gate, value};
-  check(cudaLaunchHostFunc(
-            stream,
-            [](void* p) {
-              auto* a = static_cast<Arg*>(p);
-              while (a->gate->load(std::memory_order_acquire) < a->value) bounded_wait("the gate");
-              delete a;
-            },
-            arg),
-        "cudaLaunchHostFunc");
-}
 
 /// One timed repeat; returns this rank's microseconds (per hop for lat, per message for uni).
 double run_once(pickle::Communicator& comm, pickle::Stream& timing, Shared& shared, Mode mode, Order order,
