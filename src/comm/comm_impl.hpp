@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
 
 #include "comm/control.hpp"
 #include "comm/landed_prefix.hpp"
@@ -46,6 +47,7 @@ using comm::SendFailedMessage;
 using comm::NetEmptySendMessage;
 using comm::ReleaseMessage;
 using comm::NetPutMessage;
+using comm::NetPutFailedMessage;
 using comm::NetSignalMessage;
 using comm::ShmPutMessage;
 using comm::ShmSendMessage;
@@ -157,12 +159,23 @@ struct Communicator::Impl {
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
   void handle_net(int peer, const NetEmptySendMessage& message);
+  /// The peer could not write a put it had announced: the pair fails here too, with the peer's reason.
+  void handle_net(int peer, const NetPutFailedMessage& message);
   /// Sets the signals of `peer` whose puts have all landed (state mutex held).
   void release_net_signals(int peer);
   /// put and signal over the net transport, stream-ordered.
   void net_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
                std::size_t bytes);
   void net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value);
+#ifdef PICKLE_HAVE_LIBFABRIC
+  /// A net put's RMA write, from its stream callback: returns once the source has been read, throws when the write
+  /// cannot be made or the pair fails first.
+  void write_net_put(transport::net::NetTransport& transport, int peer, const void* src,
+                     transport::net::RemoteRegion dst, std::uint32_t message, const OpContext& ctx);
+#endif
+  /// A net put numbered and announced (message id `message`) that will never be written, for `cause`: fails the
+  /// pair, tells the peer why (NetPutFailedMessage), and rethrows the cause for the put's stream.
+  [[noreturn]] void fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,

@@ -21,6 +21,7 @@ enum class ControlType : std::uint8_t {
   NetSignal = 9,
   NetEmptySend = 10,
   Release = 11,
+  NetPutFailed = 12,
 };
 constexpr std::uint32_t kControlMagic = 0x50434B43;  // "PCKC"
 constexpr std::size_t kMaxDescriptorBytes = 4096;
@@ -60,6 +61,9 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                    w.u8(static_cast<std::uint8_t>(ControlType::NetEmptySend)).u32(m.slot).u32(m.generation);
                  },
                  [&](const ReleaseMessage& m) { w.u8(static_cast<std::uint8_t>(ControlType::Release)).u64(m.alloc_id); },
+                 [&](const NetPutFailedMessage& m) {
+                   w.u8(static_cast<std::uint8_t>(ControlType::NetPutFailed)).u32(m.message).u64(m.bytes).string(m.reason);
+                 },
              },
              message);
   return w.take();
@@ -151,6 +155,14 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       break;
     }
     case ControlType::Release: result = ReleaseMessage{r.u64("alloc_id")}; break;
+    case ControlType::NetPutFailed: {
+      NetPutFailedMessage m;
+      m.message = r.u32("message");
+      m.bytes = r.u64("bytes");
+      m.reason = r.string("reason", kMaxReasonBytes);
+      result = m;
+      break;
+    }
     default: throw ProtocolError(cat("control message of unknown type ", static_cast<int>(type)));
   }
   r.expect_end();

@@ -73,6 +73,15 @@ struct NetPutMessage {
   std::uint64_t bytes = 0;
 };
 
+/// net transport: "my put `message`, announced by a NetPutMessage, of `bytes` will never be written, for `reason`".
+/// Its number was taken, and every later signal of the sender counts it, so the pair cannot stay in step: the receiver
+/// fails the pair with this reason (the sender has failed it already), and the signals that waited for the put fail.
+struct NetPutFailedMessage {
+  std::uint32_t message = 0;
+  std::uint64_t bytes = 0;
+  std::string reason;  ///< the sender's error message, for the receiver's errors
+};
+
 /// net transport: "once my first `puts_before` puts to you have landed, set signal `slot` to `value`".
 struct NetSignalMessage {
   std::uint32_t slot = 0;
@@ -95,7 +104,7 @@ struct ReleaseMessage {
 
 using ControlMessage = std::variant<ExportMessage, RecvPostMessage, SendFailedMessage, GoodbyeMessage, ShmSendMessage,
                                     ShmPutMessage, ShmSignalMessage, NetPutMessage, NetSignalMessage,
-                                    NetEmptySendMessage, ReleaseMessage>;
+                                    NetEmptySendMessage, ReleaseMessage, NetPutFailedMessage>;
 
 std::vector<std::byte> encode(const ControlMessage& message);
 /// Length-checked: anything malformed is a ProtocolError.

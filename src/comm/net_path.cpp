@@ -10,6 +10,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "core/error_text.hpp"
 #include "core/log.hpp"
 
 namespace pickle {
@@ -146,7 +147,13 @@ void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " put ", m.bytes, " bytes at offset ", m.offset,
                             " into window ", m.window, ", which is not that large here"));
   }
-  auto landed = [this, peer, sequence = m.message & 0x7fffffffu] {
+  const std::uint32_t sequence = m.message & 0x7fffffffu;
+  {
+    std::lock_guard lock(mutex);
+    // A pair that failed (the sender may have announced this put before it heard): nothing of it will land.
+    if (peers[peer].failed) return;
+  }
+  auto landed = [this, peer, sequence] {
     std::lock_guard lock(mutex);
     peers[peer].net_puts_landed.land(sequence);
     release_net_signals(peer);
@@ -160,6 +167,14 @@ void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
     staging_stream->copy(static_cast<std::byte*>(window->local) + m.offset, window->staging.get() + m.offset, m.bytes);
     staging_stream->host_callback(landed);
   });
+}
+
+void Communicator::Impl::handle_net(int peer, const NetPutFailedMessage& m) {
+  if (!uses_net(peer)) {
+    throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " failed a net put but uses another transport"));
+  }
+  fail_peer(peer,
+            cat("peer ", peer, " failed its put #", m.message & 0x7fffffffu, " of ", m.bytes, " bytes: ", m.reason));
 }
 
 void Communicator::Impl::handle_net(int peer, const NetEmptySendMessage& m) {
@@ -212,18 +227,47 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
     std::uint32_t message;
     {
       std::lock_guard lock(mutex);
+      // A pair that failed meanwhile (an earlier put of this stream, say) gets nothing numbered or announced.
+      check_peer_alive_locked(peer, ctx);
       message = 0x80000000u | static_cast<std::uint32_t>(peers[peer].net_puts_sent++ & 0x7fffffffu);
     }
-    send_control(peer, NetPutMessage{.message = message, .window = window_id, .offset = dst_offset, .bytes = bytes});
-    auto sent = std::make_shared<std::atomic<bool>>(false);
-    transport->write(peer, src, bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
-    bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
-      if (sent->load(std::memory_order_acquire)) return true;
-      check_peer_alive(peer, ctx);
-      return false;
-    });
-    if (!done) throw TimeoutError(cat(describe(ctx), ": the net transport did not send within ", timeout_seconds, " s"));
+    try {
+      send_control(peer, NetPutMessage{.message = message, .window = window_id, .offset = dst_offset, .bytes = bytes});
+      write_net_put(*transport, peer, src, dst, message, ctx);
+    } catch (const Error& e) {
+      fail_net_put(peer, message, ctx, e);
+    }
   });
+}
+
+void Communicator::Impl::write_net_put(transport::net::NetTransport& transport, int peer, const void* src,
+                                       transport::net::RemoteRegion dst, std::uint32_t message, const OpContext& ctx) {
+  auto sent = std::make_shared<std::atomic<bool>>(false);
+  transport.write(peer, src, ctx.bytes, dst, message, [sent] { sent->store(true, std::memory_order_release); });
+  bool done = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
+    if (sent->load(std::memory_order_acquire)) return true;
+    check_peer_alive(peer, ctx);
+    return false;
+  });
+  if (!done) throw TimeoutError(cat(describe(ctx), ": the net transport did not send within ", timeout_seconds, " s"));
+}
+
+void Communicator::Impl::fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause) {
+  // The put was numbered and announced: the peer expects its data, and every later signal of this rank counts it, so
+  // no signal of ours could be honoured again. As for a receive posted halfway, the pair fails, here first (our
+  // writes to the peer are dropped, so none lands after the peer heard of the failure), then at the peer, told why,
+  // whose waits for our signals then fail instead of waiting for data that will never come.
+  std::string reason = without_head(cause.what());
+  if (reason.rfind(describe(ctx), 0) != 0) reason = cat(describe(ctx), ": ", reason);
+  if (reason.size() > 1024) reason.resize(1024);
+  fail_peer(peer, reason);
+  try {
+    send_control(peer, NetPutFailedMessage{.message = message, .bytes = ctx.bytes, .reason = reason});
+  } catch (const Error& e) {
+    // The channel is broken: the peer sees it close and fails the pair by itself.
+    PICKLE_LOG(Debug, "comm", describe(ctx) << ": the peer could not be told that the put failed: " << e.what());
+  }
+  rethrow_with_prefix(cause, describe(ctx));  // the stream's next synchronize reports it
 }
 
 void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, std::uint32_t value) {
@@ -234,6 +278,8 @@ void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, 
     NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
     {
       std::lock_guard lock(mutex);
+      // After a put of this stream failed (or the pair did), the signal would claim data that never came.
+      check_peer_alive_locked(peer, {.rank = info.rank, .peer = peer, .op = "signal"});
       message.puts_before = peers[peer].net_puts_sent;
     }
     send_control(peer, message);
@@ -255,10 +301,12 @@ void Communicator::Impl::expect_net_recv(int, RequestState&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetPutMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetSignalMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetEmptySendMessage&) { no_net(); }
+void Communicator::Impl::handle_net(int, const NetPutFailedMessage&) { no_net(); }
 void Communicator::Impl::release_net_signals(int) { no_net(); }
 void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::size_t, const void*, std::size_t) {
   no_net();
 }
+void Communicator::Impl::fail_net_put(int, std::uint32_t, const OpContext&, const Error&) { no_net(); }
 void Communicator::Impl::net_signal(device::Stream&, int, int, std::uint32_t) { no_net(); }
 
 #endif

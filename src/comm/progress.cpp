@@ -116,6 +116,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           [&](const NetPutMessage& m) { handle_net(peer, m); },
           [&](const NetSignalMessage& m) { handle_net(peer, m); },
           [&](const NetEmptySendMessage& m) { handle_net(peer, m); },
+          [&](const NetPutFailedMessage& m) { handle_net(peer, m); },
           [&](const ReleaseMessage& m) { ipc->cache().release(peer, m.alloc_id); },
           [&](const GoodbyeMessage&) {
             {
