@@ -176,6 +176,9 @@ struct Communicator::Impl {
   /// A net put numbered and announced (message id `message`) that will never be written, for `cause`: fails the
   /// pair, tells the peer why (NetPutFailedMessage), and rethrows the cause for the put's stream.
   [[noreturn]] void fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause);
+  /// After a wait on a net peer's signal, in stream order: a wait that the failure of the pair released, rather than
+  /// the signal, makes the stream's next synchronize throw PeerError (naming the put that had not landed, if any).
+  void check_net_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -293,6 +296,11 @@ struct Communicator::Impl {
     std::uint64_t net_puts_sent = 0;
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
+    std::map<std::uint32_t, std::uint64_t> net_puts_announced;  // the peer's puts not landed yet: sequence -> bytes
+    // When the pair failed: each user signal slot's value before the release (a wait for more was released, not
+    // signalled), and the first of the peer's puts that had not landed ("" if none).
+    std::vector<std::uint32_t> signals_at_failure = std::vector<std::uint32_t>(kUserSignalSlots, 0);
+    std::string net_put_missing;
     // shm transport: puts this rank issued to the peer (put n takes "source read" word n % kShmPutSlots), and each
     // word's generation as of its latest queued put (what a failure of the peer releases it to).
     std::uint64_t shm_puts = 0;
@@ -304,6 +312,8 @@ struct Communicator::Impl {
     std::map<int, std::shared_ptr<RequestState>> sends_in_flight;
   };
   std::vector<PeerState> peers;
+  /// "put #3 of 1024 bytes": the first of the peer's announced net puts that has not landed here, or "" (mutex held).
+  static std::string first_missing_net_put(const PeerState& state);
   std::vector<std::shared_ptr<WindowState>> windows;
   int user_barriers = 0;
   int next_window_id = 0;

@@ -457,6 +457,7 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
   stream.impl().wait_value(c.signals->local_word_for_streams(peer, slot), expected);
+  if (c.uses_net(peer)) c.check_net_wait(stream.impl(), peer, slot, expected);
 }
 
 Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {

@@ -252,9 +252,13 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
     PICKLE_LOG(Debug, "comm", reason);
   }
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
-  // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError.
+  // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError. What each slot
+  // had reached first tells a released wait from a signalled one (net waits check it: check_net_wait).
+  state.net_put_missing = first_missing_net_put(state);
   for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
-    signals->store(peer, slot, signals->load(peer, slot) + 0x7fffffffu);
+    const std::uint32_t reached = signals->load(peer, slot);
+    state.signals_at_failure[static_cast<std::size_t>(slot)] = reached;
+    signals->store(peer, slot, reached + 0x7fffffffu);
   }
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
   // (our import holds it) until the communicator is destroyed.
