@@ -1,12 +1,17 @@
 // Rank programs of test_net_host.cpp for a peer that dies while data moves over the net transport: the survivors'
 // operations must fail promptly, their traffic with each other must go on intact, and closing their communicators
 // must not wait for PICKLE_TIMEOUT (the transport drops the dead peer's writes when the communicator fails the peer).
+// And for a put whose write fails after it was announced: the receiver must hear of it, not wait for its data.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pickle/error.hpp>
@@ -14,6 +19,7 @@
 #include "comm_children.hpp"
 #include "core/clock.hpp"
 #include "core/env.hpp"
+#include "device/stream.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -81,6 +87,32 @@ int close_promptly(std::unique_ptr<Communicator>& comm, double timeout) {
                timeout);
   CHILD_CHECK(watch.seconds() < timeout / 2, "teardown took ", watch.seconds(), " s");
   return 0;
+}
+
+/// Synchronizes `stream` (waiting up to `seconds`, not PICKLE_TIMEOUT) and returns the error it reports: its code and
+/// text, or nullopt when it reports none.
+std::optional<std::pair<ErrorCode, std::string>> stream_error(Stream& stream, double seconds) {
+  try {
+    stream.impl().synchronize_until(Deadline::after_seconds(seconds));
+  } catch (const Error& e) {
+    return std::make_pair(e.code(), std::string(e.what()));
+  }
+  return std::nullopt;
+}
+
+/// The error `call` throws, as stream_error does.
+template <class Call>
+std::optional<std::pair<ErrorCode, std::string>> call_error(Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return std::make_pair(e.code(), std::string(e.what()));
+  }
+  return std::nullopt;
+}
+
+bool contains(const std::optional<std::pair<ErrorCode, std::string>>& error, const std::string& text) {
+  return error && error->second.find(text) != std::string::npos;
 }
 
 }  // namespace
@@ -158,6 +190,70 @@ PICKLE_CHILD(net_two_survive_third_death) {
   comm->send(other, 2, out.data(), 0).wait();
   done_recv.wait();
   return close_promptly(comm, timeout);
+}
+
+// A put announced to its receiver whose RMA write then fails: here a write that times out in the sender's transport,
+// because the receiver stops reading (rank 1 SIGSTOPs rank 0 before it puts 64 MiB and signals). Rank 1's
+// PICKLE_TIMEOUT is args[1] seconds, rank 0's args[2], much longer: only rank 1's word can end rank 0's wait in time.
+// Rank 1's stream reports the put's failure; rank 0, resumed, hears of it at once, and its stream, which waited for
+// the signal after the put, reports PeerError naming the put instead of going on as if the data had landed (before:
+// its wait held on until its own transport gave up on the partly landed put, after args[2] seconds, and was then
+// released without an error). Later put, signal and wait calls of the pair are PeerErrors.
+PICKLE_CHILD(net_put_write_fails_after_announcement) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  ::setenv("PICKLE_TIMEOUT", args.at(rank == 1 ? 1 : 2).c_str(), 1);  // before anything reads it
+  const double timeout = env::timeout_seconds();
+  Communicator comm = make_comm(args.at(0));
+  constexpr std::size_t kBytes = 64u << 20;  // far more than loopback's socket buffers hold
+  const std::string put_text = cat("put of ", kBytes, " bytes");
+  Buffer window_memory = comm.alloc(kBytes);
+  Window window = comm.register_memory(window_memory.data(), kBytes);
+  Buffer pid = comm.alloc(sizeof(pid_t));
+  Stream stream = comm.make_stream();
+  if (rank == 0) {
+    *static_cast<pid_t*>(pid.data()) = ::getpid();
+    comm.send(1, 0, pid.data(), sizeof(pid_t)).wait();
+    comm.wait(stream, 1, 0, 1);  // the signal after rank 1's put
+    comm.barrier();              // rank 1 stops this process, puts, signals, and resumes it once its put failed
+    Stopwatch watch;
+    const auto error = stream_error(stream, 2 * timeout);
+    std::fprintf(stderr, "rank 0: the wait ended after %.2f s: %s\n", watch.seconds(),
+                 error ? error->second.c_str() : "without an error");
+    CHILD_CHECK(error && error->first == ErrorCode::Peer, "the wait for a signal after a failed put did not fail");
+    CHILD_CHECK(contains(error, "rank 0 -> peer 1: wait for signal 0 to reach 1") && contains(error, put_text) &&
+                    contains(error, cat("peer 1 failed its put #0 of ", kBytes, " bytes")),
+                error->second);
+    CHILD_CHECK(watch.seconds() < timeout / 2, "the wait took ", watch.seconds(), " s to fail");
+    const auto later = call_error([&] { comm.wait(stream, 1, 0, 2); });
+    CHILD_CHECK(later && later->first == ErrorCode::Peer && contains(later, "rank 0 -> peer 1: wait"),
+                later ? later->second : "a later wait was accepted");
+  } else {
+    comm.recv(0, 0, pid.data(), sizeof(pid_t)).wait();
+    const pid_t receiver = *static_cast<const pid_t*>(pid.data());
+    Buffer src = comm.alloc(kBytes);
+    fill(comm, src.data(), kBytes, 77);
+    comm.barrier();
+    CHILD_CHECK(::kill(receiver, SIGSTOP) == 0, "SIGSTOP: ", std::strerror(errno));
+    comm.put(stream, window, 0, 0, src.data(), kBytes);
+    comm.signal(stream, 0, 0);
+    Stopwatch watch;
+    const auto error = stream_error(stream, 4 * timeout);
+    CHILD_CHECK(::kill(receiver, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
+    std::fprintf(stderr, "rank 1: the put failed after %.2f s: %s\n", watch.seconds(),
+                 error ? error->second.c_str() : "(no error)");
+    // Timeout when the put gave up first, Peer when the transport failed the peer for making no progress first.
+    CHILD_CHECK(error && (error->first == ErrorCode::Timeout || error->first == ErrorCode::Peer),
+                "the stream did not report the failed put");
+    CHILD_CHECK(contains(error, cat("rank 1 -> peer 0: ", put_text)), error->second);
+    const auto put = call_error([&] { comm.put(stream, window, 0, 0, src.data(), 8); });
+    CHILD_CHECK(put && put->first == ErrorCode::Peer && contains(put, "rank 1 -> peer 0: put of 8 bytes"),
+                put ? put->second : "a later put was accepted");
+    const auto signal = call_error([&] { comm.signal(stream, 0, 0); });
+    CHILD_CHECK(signal && signal->first == ErrorCode::Peer && contains(signal, "rank 1 -> peer 0: signal"),
+                signal ? signal->second : "a later signal was accepted");
+  }
+  comm.barrier();
+  return 0;
 }
 
 }  // namespace pickle::test

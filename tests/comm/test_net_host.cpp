@@ -124,6 +124,18 @@ TEST_F(Net, TwoRanksKeepExchangingIntactDataWhenAThirdDiesMidBurst) {
   EXPECT_EQ(statuses[2].signal, SIGKILL) << "rank 2 " << statuses[2].describe();
 }
 
+// A put whose RMA write fails after the put was announced (here: it times out in the sender's transport, PICKLE_TIMEOUT
+// of 4 s, while the receiver, whose PICKLE_TIMEOUT is 40 s, is SIGSTOPped): the sender's stream reports the put, the
+// receiver's wait for the signal after it fails with PeerError naming the put within seconds of resuming (before: it
+// held on for 40 s and was then released without an error), and the pair is failed on both sides.
+TEST_F(Net, APutWhoseWriteFailsAfterItWasAnnouncedFailsTheWaitForItsSignal) {
+  for (bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged" : "direct");
+    expect_all_ok(run_ranks("net_put_write_fails_after_announcement", 2, {"host", "4", "40"},
+                            staged ? staged_env(1) : net_env(1), std::chrono::seconds(150)));
+  }
+}
+
 // Two "hosts": ranks in separate network namespaces joined by a veth link that drops and delays packets. Nothing is
 // forced: the communicator must see that the ranks share no host, pick net for the pair, join them with TCP control
 // channels (no Unix socket reaches across namespaces), and move exact data, in every rank program below.
