@@ -213,5 +213,10 @@ void reduce_host(DataType type, ReduceOp op, int nranks, void* out, const void* 
 /// Enqueues `task` on the CUDA stream `cuda_stream` of `device`, on at most `max_ctas` CTAs (CudaError on a launch
 /// failure). Only in CUDA builds.
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas);
+/// Loads every reduction kernel on `device` (CudaError on failure). CUDA loads kernels lazily, at their first launch,
+/// and loading one may synchronize the whole context: a collective's first reduction would then wait for streams
+/// that may be waiting for peers that wait for this rank. Communicators on CUDA memory call it when they are made.
+/// Only in CUDA builds.
+void load_reduce_kernels(int device);
 
 }  // namespace pickle::coll

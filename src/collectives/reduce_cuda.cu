@@ -150,6 +150,32 @@ class LaunchDevice {
 
 }  // namespace
 
+void load_reduce_kernels(int device) {
+  LaunchDevice current(device);
+  for (DataType type : {DataType::F32, DataType::F16, DataType::BF16, DataType::F64, DataType::I32, DataType::I64,
+                        DataType::U8}) {
+    dispatch_type(type, [&](auto element) {
+      using E = decltype(element);
+      auto load = [&](const void* kernel, ReduceOp op) {
+        cudaFuncAttributes attributes{};
+        const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
+        if (status != cudaSuccess) {
+          cudaGetLastError();
+          throw CudaError(std::string("loading the reduction kernel (") + datatype_name(type) + " " +
+                              reduce_op_name(op) + ") on device " + std::to_string(device) + ": " +
+                              cudaGetErrorName(status) + ": " + cudaGetErrorString(status),
+                          static_cast<int>(status));
+        }
+      };
+      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Sum>), ReduceOp::Sum);
+      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Prod>), ReduceOp::Prod);
+      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Min>), ReduceOp::Min);
+      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Max>), ReduceOp::Max);
+      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Avg>), ReduceOp::Avg);
+    });
+  }
+}
+
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas) {
   if (task.count == 0 || task.ninputs <= 0) return;
   if (task.ninputs > kMaxReduceInputs) {

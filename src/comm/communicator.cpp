@@ -7,6 +7,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "collectives/reduce.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/host_identity.hpp"
 #include "comm/peer_mesh.hpp"
@@ -101,6 +102,12 @@ Communicator::Impl::Impl(Options options)
   if (kind == MemoryKind::Cuda && device::cuda_device_count() == 0) {
     throw UnavailableError(cat("rank ", info.rank, ": CUDA memory requested but ", device::cuda_unavailable_reason()));
   }
+#if PICKLE_HAVE_CUDA
+  // Now, while nothing of this communicator is in flight, rather than at the first collective's first reduction:
+  // loading a kernel may synchronize the context, and by then this rank's streams may wait for peers that wait for
+  // this rank (two ranks as threads of one process deadlocked there on one H100).
+  if (kind == MemoryKind::Cuda) coll::load_reduce_kernels(device);
+#endif
   Store::Options store_options;
   store_options.timeout_seconds = timeout_seconds;
   store = comm::shared_store(info, store_options);

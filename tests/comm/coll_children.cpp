@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -443,6 +445,36 @@ void run_back_to_back(Harness& h, std::size_t large) {
   }
 }
 
+/// `calls` allgathers back to back on one stream, synchronized once, then `calls` allreduces over the same buffers
+/// (as a benchmark sweeps one collective after another; coll_time_probe hung there on one GPU).
+void run_allgathers_then_allreduces(Harness& h, std::size_t count, int calls, std::uint64_t salt) {
+  const DataType type = DataType::F32;
+  const std::size_t bytes = count * datatype_size(type);
+  const auto rank = static_cast<std::size_t>(h.rank()), world = static_cast<std::size_t>(h.world());
+  if (world * bytes > h.capacity()) {
+    h.fail("allgathers then allreduces: buffers too small");
+    return;
+  }
+  const std::string name = cat("allgathers then allreduces of ", count, " f32 per rank");
+  const auto mine = pattern_bytes(bytes, rank, 0, salt);
+  const auto addends = reduction_input(type, ReduceOp::Sum, h.rank(), 0, world * count, salt + 1);
+  try {
+    h.upload(h.a(), mine);
+    for (int i = 0; i < calls; ++i) h.comm().allgather(h.stream(), h.a(), h.b(), count, type);
+    auto gathered = h.download(h.b(), world * bytes);
+    for (std::size_t r = 0; r < world; ++r) {
+      h.check_bytes(cat(name, ": block ", r), gathered, r * bytes, pattern_bytes(bytes, r, 0, salt));
+    }
+    h.upload(h.a(), addends);
+    for (int i = 0; i < calls; ++i) {
+      h.comm().allreduce(h.stream(), h.a(), h.b(), world * count, type, ReduceOp::Sum);
+    }
+    h.check_reduced(name, type, ReduceOp::Sum, h.download(h.b(), world * bytes), 0, salt + 1);
+  } catch (const Error& e) {
+    h.fail(name, e);
+  }
+}
+
 }  // namespace
 
 // Every collective x every datatype x every operator, counts 1 and 1003 (not divisible by 2, 3, 4 or 8), in place
@@ -485,6 +517,8 @@ PICKLE_CHILD(coll_matrix) {
     h.fail(cat("zero counts: ", e.what()));
   }
 
+  run_allgathers_then_allreduces(h, large / static_cast<std::size_t>(world), 20, ++salt);
+  ++salt;
   // Several pipeline chunks.
   run_allreduce(h, DataType::F32, ReduceOp::Sum, large, false, ++salt);
   run_allreduce(h, DataType::BF16, ReduceOp::Avg, large, true, ++salt);
@@ -589,6 +623,44 @@ PICKLE_CHILD(coll_errors) {
   run_allreduce(h, DataType::I32, ReduceOp::Sum, 333, false, 77);
   comm.barrier();
   return failures + h.failures() == 0 ? 0 : 1;
+}
+
+// Two ranks as two threads of this process, each with its Communicator (one CUDA context on one GPU): allgathers,
+// then allreduces. On CUDA the first reduction used to load its kernel lazily, which synchronizes the context, while
+// the other rank's stream waited for data that this rank sends only after that launch: a deadlock that separate
+// processes (a context each) never meet. args: memory.
+PICKLE_CHILD(coll_two_ranks_as_threads) {
+  const std::string memory = args.at(0);
+  // Both ranks' streams share one context: give them hardware queues enough not to share one (docs/p2p.md).
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  const int port = free_tcp_port();
+  std::atomic<int> failures{0};
+  auto rank_main = [&](int rank) {
+    try {
+      RankInfo info;
+      info.rank = rank;
+      info.world_size = 2;
+      info.local_rank = rank;
+      info.local_world_size = 2;
+      info.master_port = port;
+      Communicator::Options options;
+      options.rank_info = info;
+      options.memory = memory == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;
+      Communicator comm(options);
+      const std::size_t count = std::size_t{1} << 17;  // 512 KiB per rank: one chunk per call
+      Harness h(comm, 2 * count * 4);
+      run_allgathers_then_allreduces(h, count, 20, 41);
+      failures.fetch_add(h.failures());
+      comm.barrier();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d (a thread): %s\n", rank, e.what());
+      failures.fetch_add(1);
+    }
+  };
+  std::thread first(rank_main, 0), second(rank_main, 1);
+  first.join();
+  second.join();
+  return failures.load() == 0 ? 0 : 1;
 }
 
 // A rank dies (SIGKILL, from a thread, at an arbitrary point of a series of multi-chunk allreduces): every other

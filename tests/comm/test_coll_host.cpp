@@ -24,6 +24,10 @@ TEST(Coll, SendsTakingTurnsOverThreeCopyStreamsStillMatchTheReference) {
                           std::chrono::seconds(240)));
 }
 
+TEST(Coll, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
+  expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"host"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
+}
+
 TEST(Coll, BadArgumentsAreClearErrorsAndLeaveTheCollectivesUsable) {
   expect_all_ok(run_ranks("coll_errors", 3, {"host"}, {"PICKLE_TIMEOUT=30"}));
 }

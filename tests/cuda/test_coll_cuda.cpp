@@ -14,6 +14,11 @@ class CollCuda : public TwoGpuTest {};
 TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
 }
+// Both ranks in one process (threads, one CUDA context): bounded by the child's time limit, since the deadlock it
+// guards against (a lazily loaded reduction kernel) waits on no timeout of pickle's.
+TEST_F(CollCuda, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
+  expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"cuda"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
+}
 TEST_F(CollCuda, OneRankMatchesTheReference) {
   // A world of one copies instead of reducing: every type and operator must still give the reference.
   expect_all_ok(run_ranks("coll_matrix", 1, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
