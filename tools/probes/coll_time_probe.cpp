@@ -3,8 +3,10 @@
 // processes on one GPU take turns on it, which buries per-call costs of tens of microseconds under time-slicing;
 // two threads of one context see what the copy engines, the reduction and the stream operations cost.
 //
-// For each collective and size: `n` calls back to back on one stream, held on a gate until both ranks enqueued them
-// (enqueue cost excluded), timed with CUDA events; the slower rank's time per call, median of the repeats. The last
+// For each collective and size: `n` calls back to back on one stream, timed as `pickle bench coll` times them
+// (tools/pickle/bench/coll_step.hpp): after a barrier, a start event on the idle stream, the calls, a stop event; so
+// enqueue cost is included (a stream gate cannot be used: an allreduce's host waits for its own earlier chunks'
+// reductions). The slower rank's time per call, median of the repeats. The last
 // call's output is checked element by element (allgather: rank r's block holds r + 1; allreduce: every element is
 // 1 + 2 = 3), and a mismatch fails the probe.
 //
@@ -39,8 +41,8 @@ struct Shared {
   int repeats = 7;
   std::vector<Collective> collectives;
   std::vector<std::size_t> sizes;
-  std::atomic<int> gate{0};
-  std::atomic<int> enqueued{0};
+  std::atomic<int> gate{0};      // the repeat both ranks have reached
+  std::atomic<int> enqueued{0};  // ranks that reached a repeat, over all repeats
   double rank_us[2] = {0, 0};  // each rank's time per call of the current repeat (written before a barrier)
   std::atomic<int> wrong{0};
 };
@@ -76,12 +78,12 @@ double run_once(pickle::Communicator& comm, pickle::Stream& stream, Shared& shar
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
-  probe::gate_stream(native, &shared.gate, round);
+  // Both ranks start together (the previous repeat ended with a barrier; this spin is tighter than a store round).
+  if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
+  while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank");
   check(cudaEventRecord(start, native), "cudaEventRecord");
   for (int i = 0; i < shared.calls; ++i) call(comm, stream, collective, bytes, send, recv);
   check(cudaEventRecord(stop, native), "cudaEventRecord");
-  if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
-  while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank's enqueue");
   stream.synchronize();  // also runs the calls' error checks
   float ms = 0;
   check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
@@ -90,7 +92,7 @@ double run_once(pickle::Communicator& comm, pickle::Stream& stream, Shared& shar
   return ms * 1e3 / shared.calls;
 }
 
-void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
+void rank_main(int rank, Shared& shared) {
   try {
     check(cudaSetDevice(rank % shared.gpus), "cudaSetDevice");
     pickle::RankInfo info;
@@ -138,8 +140,11 @@ void rank_main(int rank, Shared& shared, std::exception_ptr& error) {
         std::fflush(stdout);
       }
     }
-  } catch (...) {
-    error = std::current_exception();
+  } catch (const std::exception& e) {
+    // At once: the other rank may be waiting for this one, and would only give up after a minute.
+    std::fprintf(stderr, "coll_time_probe: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 }
 
@@ -178,19 +183,9 @@ int main(int argc, char** argv) {
               "PICKLE_REDUCE_CTAS=%s\n",
               shared.gpus == 1 ? "GPU 0" : "GPUs 0 and 1", shared.calls, shared.repeats,
               std::getenv("PICKLE_REDUCE_CTAS") ? std::getenv("PICKLE_REDUCE_CTAS") : "(unset)");
-  std::exception_ptr errors[2];
-  std::thread t0(rank_main, 0, std::ref(shared), std::ref(errors[0]));
-  std::thread t1(rank_main, 1, std::ref(shared), std::ref(errors[1]));
+  std::thread t0(rank_main, 0, std::ref(shared));
+  std::thread t1(rank_main, 1, std::ref(shared));
   t0.join();
   t1.join();
-  for (auto& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      std::fprintf(stderr, "coll_time_probe: %s\n", ex.what());
-      return 1;
-    }
-  }
   return shared.wrong.load() == 0 ? 0 : 1;
 }
