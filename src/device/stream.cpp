@@ -39,10 +39,22 @@ void Stream::synchronize_until(const Deadline& deadline) {
   run_passed_checks();
 }
 
+namespace {
+/// Events of checks that ran, kept per stream for later checks: a stream rarely has more checks in flight.
+constexpr std::size_t kSpareEvents = 16;
+}  // namespace
+
 std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> check) {
   if (!check) throw InvalidArgument("stream check_when_passed: empty function");
   std::lock_guard lock(checks_mutex_);  // records and the queue in the same order: the queue is in stream order
-  std::unique_ptr<Event> passed = make_event(kind(), std::max(0, device()));
+  // An event per check in flight, reused once its check ran: creating one costs a driver call.
+  std::shared_ptr<Event> passed;
+  if (spare_events_.empty()) {
+    passed = make_event(kind(), std::max(0, device()));
+  } else {
+    passed = std::move(spare_events_.back());
+    spare_events_.pop_back();
+  }
   record(*passed);
   auto entry = std::make_shared<PassedCheck>(std::move(passed), std::move(check));
   // Checks the stream has passed run now, so that a stream that is never queried holds only the checks still in
@@ -67,11 +79,14 @@ void Stream::run_passed_checks_locked() {
   while (!checks_.empty() && checks_.front()->run_if_passed()) {
     std::exception_ptr error = checks_.front()->take_error();
     if (error && !check_error_) check_error_ = error;
+    if (auto event = checks_.front()->take_passed_event(); event && spare_events_.size() < kSpareEvents) {
+      spare_events_.push_back(std::move(event));
+    }
     checks_.pop_front();
   }
 }
 
-PassedCheck::PassedCheck(std::unique_ptr<Event> passed, std::function<void()> check)
+PassedCheck::PassedCheck(std::shared_ptr<Event> passed, std::function<void()> check)
     : passed_(std::move(passed)), check_(std::move(check)) {}
 
 bool PassedCheck::run_if_passed() {
@@ -113,12 +128,17 @@ std::exception_ptr PassedCheck::take_error() {
   return std::exchange(error_, nullptr);
 }
 
+std::shared_ptr<Event> PassedCheck::take_passed_event() {
+  std::lock_guard lock(mutex_);
+  return ran_ ? std::move(passed_) : nullptr;
+}
+
 void PassedCheck::run_locked() {
+  // Only once the stream passed the event (settle drops an event it gave up on): take_passed_event hands it on.
   ran_ = true;
   // Whatever the check captured goes with it, now: its owner may be about to go.
   std::function<void()> check = std::move(check_);
   check_ = nullptr;
-  passed_.reset();
   try {
     check();
   } catch (...) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "device/memory.hpp"
@@ -47,7 +48,7 @@ class Event {
 /// before that goes away. It runs once; the first caller runs it.
 class PassedCheck {
  public:
-  PassedCheck(std::unique_ptr<Event> passed, std::function<void()> check);
+  PassedCheck(std::shared_ptr<Event> passed, std::function<void()> check);
   PassedCheck(const PassedCheck&) = delete;
   PassedCheck& operator=(const PassedCheck&) = delete;
 
@@ -59,6 +60,9 @@ class PassedCheck {
   void settle(const Deadline& deadline, const std::string& unsettled);
   /// What the check threw, once (null when it passed or has not run).
   std::exception_ptr take_error();
+  /// The event of a check that ran after its stream passed it (complete, so it may be recorded again); null
+  /// otherwise, and once taken.
+  std::shared_ptr<Event> take_passed_event();
 
  private:
   void run_locked();
@@ -142,6 +146,7 @@ class Stream {
   std::uint64_t serial_;
   std::mutex checks_mutex_;
   std::deque<std::shared_ptr<PassedCheck>> checks_;  // in stream order, not yet run
+  std::vector<std::shared_ptr<Event>> spare_events_;  // of checks that ran: recorded again by later checks
   std::exception_ptr check_error_;                   // thrown by a check that ran outside query/synchronize
 };
 
