@@ -176,9 +176,9 @@ struct Communicator::Impl {
   /// A net put numbered and announced (message id `message`) that will never be written, for `cause`: fails the
   /// pair, tells the peer why (NetPutFailedMessage), and rethrows the cause for the put's stream.
   [[noreturn]] void fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause);
-  /// After a wait on a net peer's signal, in stream order: a wait that the failure of the pair released, rather than
-  /// the signal, makes the stream's next synchronize throw PeerError (naming the put that had not landed, if any).
-  void check_net_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected);
+  /// After a wait on a peer's signal (check_when_passed): a wait that the failure of the pair released, rather than
+  /// the signal, makes the stream's next synchronize throw PeerError (naming the net put that had not landed, if any).
+  void check_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,

@@ -464,7 +464,27 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
   stream.impl().wait_value(c.signals->local_word_for_streams(peer, slot), expected);
-  if (c.uses_net(peer)) c.check_net_wait(stream.impl(), peer, slot, expected);
+  c.check_wait(stream.impl(), peer, slot, expected);
+}
+
+void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
+  // A failed pair releases every stream wait on the peer's signals, so that none hangs; but a released wait did not
+  // see its signal, and the data the signal stands for may not be there. The check runs once the stream has passed
+  // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes.
+  const OpContext ctx{.rank = info.rank, .peer = peer, .op = "wait"};
+  std::string what = cat(describe(ctx), " for signal ", slot, " to reach ", expected);
+  check_when_passed(stream, what, [this, peer, slot, expected, what] {
+    std::lock_guard lock(mutex);
+    const PeerState& state = peers[peer];
+    const std::uint32_t reached = state.signals_at_failure[static_cast<std::size_t>(slot)];
+    if (!state.failed || device::host::flag_reached(reached, expected)) return;
+    // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
+    const bool named = state.net_put_missing.empty() || state.failure.find(state.net_put_missing) != std::string::npos;
+    const std::string missing = named ? "" : cat(", and its ", state.net_put_missing, " had not landed");
+    throw PeerError(cat(what, ": the pair with peer ", peer, " failed while it stood at ", reached, missing, ": ",
+                        state.failure),
+                    peer);
+  });
 }
 
 Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {

@@ -186,26 +186,6 @@ void Communicator::Impl::handle_net(int peer, const NetPutFailedMessage& m) {
             cat("peer ", peer, " failed its put #", m.message & 0x7fffffffu, " of ", m.bytes, " bytes: ", m.reason));
 }
 
-void Communicator::Impl::check_net_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
-  // A failed pair releases every stream wait on the peer's signals, so that none hangs; but a released wait did not
-  // see its signal, and the data the signal stands for may not be there. Like the collectives' checks, this one
-  // comes in stream order after the wait, so that the stream's next synchronize reports it. A wait that its signal
-  // satisfied before the failure passes.
-  on_application_stream(stream, [this, peer, slot, expected] {
-    const OpContext ctx{.rank = info.rank, .peer = peer, .op = "wait"};
-    std::lock_guard lock(mutex);
-    const PeerState& state = peers[peer];
-    const std::uint32_t reached = state.signals_at_failure[static_cast<std::size_t>(slot)];
-    if (!state.failed || device::host::flag_reached(reached, expected)) return;
-    // The put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
-    const bool named = state.net_put_missing.empty() || state.failure.find(state.net_put_missing) != std::string::npos;
-    const std::string missing = named ? "" : cat(", and its ", state.net_put_missing, " had not landed");
-    throw PeerError(cat(describe(ctx), " for signal ", slot, " to reach ", expected, ": the pair with peer ", peer,
-                        " failed while it stood at ", reached, missing, ": ", state.failure),
-                    peer);
-  });
-}
-
 void Communicator::Impl::handle_net(int peer, const NetEmptySendMessage& m) {
   if (!uses_net(peer) || m.slot >= static_cast<std::uint32_t>(comm::kCompletionSlots)) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " completed a zero-byte net recv in slot ", m.slot));
@@ -331,7 +311,6 @@ void Communicator::Impl::handle_net(int, const NetPutMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetSignalMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetEmptySendMessage&) { no_net(); }
 void Communicator::Impl::handle_net(int, const NetPutFailedMessage&) { no_net(); }
-void Communicator::Impl::check_net_wait(device::Stream&, int, int, std::uint32_t) { no_net(); }
 void Communicator::Impl::release_net_signals(int) { no_net(); }
 void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::size_t, const void*, std::size_t) {
   no_net();

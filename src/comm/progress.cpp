@@ -253,7 +253,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   }
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
   // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError. What each slot
-  // had reached first tells a released wait from a signalled one (net waits check it: check_net_wait).
+  // had reached first tells a released wait from a signalled one (check_wait).
   state.net_put_missing = first_missing_net_put(state);
   for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
     const std::uint32_t reached = signals->load(peer, slot);

@@ -716,7 +716,8 @@ PICKLE_CHILD(comm_unwind) {
   return 0;
 }
 
-// A stream waiting for a signal from a peer that dies is released; a wait named after the death is a PeerError.
+// A stream waiting for a signal from a peer that dies is released, and its synchronize reports the PeerError (the
+// signal never came, on every transport); a wait named after the death is a PeerError.
 PICKLE_CHILD(comm_signal_dead_peer) {
   Communicator comm = make_comm(args.at(0));
   if (comm.rank() == 1) {
@@ -727,9 +728,13 @@ PICKLE_CHILD(comm_signal_dead_peer) {
   comm.wait(stream, 1, 0, 1);  // enqueued while the peer lives; it never signals
   comm.barrier();
   Stopwatch watch;
-  stream.synchronize();  // released when the death is noticed, well before the timeout
-  CHILD_CHECK(watch.seconds() < env::timeout_seconds() / 2, "stream released after ", watch.seconds(), " s");
   std::string what;
+  // Released when the death is noticed, well before the timeout, and reported: the signal never came.
+  CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::Peer,
+                          "rank 0 -> peer 1: wait for signal 0 to reach 1: the pair with peer 1 failed", what),
+              what);
+  CHILD_CHECK(watch.seconds() < env::timeout_seconds() / 2, "stream released after ", watch.seconds(), " s");
+  stream.synchronize();  // reported once; the stream goes on
   CHILD_CHECK(throws_with([&] { comm.wait(stream, 1, 0, 2); }, ErrorCode::Peer, "rank 0 -> peer 1: wait", what), what);
   CHILD_CHECK(throws_with([&] { comm.signal(stream, 1, 0); }, ErrorCode::Peer, "peer 1", what), what);
   return 0;
