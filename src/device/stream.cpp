@@ -9,6 +9,7 @@
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "device/backends.hpp"
+#include "device/host/backoff.hpp"
 
 namespace pickle::device {
 
@@ -57,10 +58,14 @@ std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> che
   }
   record(*passed);
   auto entry = std::make_shared<PassedCheck>(std::move(passed), std::move(check));
-  // Checks the stream has passed run now, so that a stream that is never queried holds only the checks still in
-  // flight; what they threw waits for the next query or synchronize.
-  run_passed_checks_locked();
   checks_.push_back(entry);
+  // Checks the stream has passed run now, so that a stream that is never queried holds only the checks still in
+  // flight; what they threw (or a failed event query) waits for the next query or synchronize.
+  try {
+    run_passed_checks_locked();
+  } catch (...) {
+    if (!check_error_) check_error_ = std::current_exception();
+  }
   return entry;
 }
 
@@ -98,29 +103,31 @@ bool PassedCheck::run_if_passed() {
 }
 
 void PassedCheck::settle(const Deadline& deadline, const std::string& unsettled) {
-  std::shared_ptr<Event> passed;
-  {
-    std::lock_guard lock(mutex_);
-    if (ran_) return;
-    passed = passed_;
+  // Polled under the lock rather than waited for outside it: once the check ran (from a query of its stream, on
+  // another thread), its event goes back to the stream and may be recorded again, at a later point.
+  for (host::Backoff backoff;; backoff.pause()) {
+    {
+      std::lock_guard lock(mutex_);
+      if (ran_) return;
+      std::string why;
+      try {
+        if (passed_->query()) {
+          run_locked();
+          return;
+        }
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      if (why.empty() && deadline.expired()) why = "the stream had not passed it at the deadline";
+      if (!why.empty()) {
+        ran_ = true;
+        check_ = nullptr;
+        passed_.reset();
+        error_ = std::make_exception_ptr(TimeoutError(cat(unsettled, " (", why, ")")));
+        return;
+      }
+    }
   }
-  // Without the lock: a query() of the stream meanwhile must not wait for this.
-  std::string why;
-  try {
-    passed->synchronize_until(deadline);
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
-  std::lock_guard lock(mutex_);
-  if (ran_) return;
-  if (why.empty()) {
-    run_locked();
-    return;
-  }
-  ran_ = true;
-  check_ = nullptr;
-  passed_.reset();
-  error_ = std::make_exception_ptr(TimeoutError(cat(unsettled, " (", why, ")")));
 }
 
 std::exception_ptr PassedCheck::take_error() {

@@ -68,7 +68,7 @@ class PassedCheck {
   void run_locked();
 
   std::mutex mutex_;
-  std::shared_ptr<Event> passed_;  // shared: settle() waits on it without the lock
+  std::shared_ptr<Event> passed_;  // shared: handed on to the stream for a later check once the check ran
   std::function<void()> check_;
   bool ran_ = false;
   std::exception_ptr error_;
