@@ -56,6 +56,17 @@ using comm::kCompletionSlots;
 using comm::kUserSignalSlots;
 
 /// Shared by a Request and the communicator.
+/// A pair's failure as the checks after waits see it (Communicator::Impl::check_wait), written once when the pair
+/// fails: each user signal slot's value before the failure released it (a wait for more was released, not
+/// signalled), and the first of the peer's net puts that had not landed ("" if none).
+struct PairFailure {
+  std::mutex mutex;
+  bool failed = false;
+  std::string reason;
+  std::vector<std::uint32_t> signals = std::vector<std::uint32_t>(kUserSignalSlots, 0);
+  std::string net_put_missing;
+};
+
 struct RequestState {
   enum class Kind { Send, Recv };
   Kind kind = Kind::Send;
@@ -176,8 +187,9 @@ struct Communicator::Impl {
   /// A net put numbered and announced (message id `message`) that will never be written, for `cause`: fails the
   /// pair, tells the peer why (NetPutFailedMessage), and rethrows the cause for the put's stream.
   [[noreturn]] void fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause);
-  /// After a wait on a peer's signal (check_when_passed): a wait that the failure of the pair released, rather than
-  /// the signal, makes the stream's next synchronize throw PeerError (naming the net put that had not landed, if any).
+  /// After a wait on a peer's signal (device::Stream::check_when_passed; the check reads only the pair's
+  /// PairFailure, so it needs no settling at teardown): a wait that the failure of the pair released, rather than the
+  /// signal, makes the stream's next synchronize throw PeerError (naming the net put that had not landed, if any).
   void check_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
@@ -212,8 +224,19 @@ struct Communicator::Impl {
   /// pair's queued copies are let run through first (ShmTransport::release), so that nothing touches the failed
   /// operations' buffers once the application hears of the failure.
   void fail_peer(int peer, const std::string& reason);
-  /// fail_peer's state changes (mutex held), the first time only.
-  void fail_peer_locked(int peer, const std::string& reason);
+  /// What had not completed with a peer before its shm pair was released (fail_peer): the release lets the pair's
+  /// queued copies run through released ring flags, so receives whose chunks never came would complete with whatever
+  /// the ring held (and signals queued behind them would be stored, sends marked sent).
+  struct UnfinishedWithPeer {
+    std::set<const RequestState*> requests;  // sends in flight and posted receives
+    std::vector<std::uint32_t> signals;      // each user signal slot's value
+  };
+  /// The peer's unfinished requests and its signal slots' values as of now (mutex held). Until fail_peer_locked fails
+  /// them, test() does not take their words, which the release may move, for completion.
+  UnfinishedWithPeer unfinished_with_locked(int peer) const;
+  /// fail_peer's state changes (mutex held), the first time only. With `before`, what it lists fails even if the
+  /// release has since completed it, and the signals count as they stood then.
+  void fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before = nullptr);
   /// Stops and joins the progress thread.
   void stop_progress();
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
@@ -297,10 +320,11 @@ struct Communicator::Impl {
     comm::LandedPrefix net_puts_landed;
     std::deque<NetSignalMessage> net_signals_waiting;
     std::map<std::uint32_t, std::uint64_t> net_puts_announced;  // the peer's puts not landed yet: sequence -> bytes
-    // When the pair failed: each user signal slot's value before the release (a wait for more was released, not
-    // signalled), and the first of the peer's puts that had not landed ("" if none).
-    std::vector<std::uint32_t> signals_at_failure = std::vector<std::uint32_t>(kUserSignalSlots, 0);
-    std::string net_put_missing;
+    /// What the checks after waits on the peer's signals read (check_wait): shared with them, since they may run after
+    /// this communicator is gone.
+    std::shared_ptr<PairFailure> failure_record = std::make_shared<PairFailure>();
+    /// shm: what had not completed before the pair was first released (fail_peer).
+    std::optional<UnfinishedWithPeer> unfinished_at_release;
     // shm transport: puts this rank issued to the peer (put n takes "source read" word n % kShmPutSlots), and each
     // word's generation as of its latest queued put (what a failure of the peer releases it to).
     std::uint64_t shm_puts = 0;

@@ -191,7 +191,8 @@ Communicator::Impl::~Impl() {
                               "the application's streams had not run after " << timeout_seconds << " s; synchronize "
                               "the streams before destroying the communicator");
   }
-  attempt([&] { settle_stream_checks(streams_deadline); });
+  // Unwinding from an error, nothing waits: a check whose stream has not passed it becomes the stream's error at once.
+  attempt([&] { settle_stream_checks(unwinding ? Deadline::after_seconds(0) : streams_deadline); });
   attempt([&] { ipc->synchronize_all(); });
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
@@ -471,18 +472,22 @@ void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, 
   // A failed pair releases every stream wait on the peer's signals, so that none hangs; but a released wait did not
   // see its signal, and the data the signal stands for may not be there. The check runs once the stream has passed
   // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes.
-  const OpContext ctx{.rank = info.rank, .peer = peer, .op = "wait"};
-  std::string what = cat(describe(ctx), " for signal ", slot, " to reach ", expected);
-  check_when_passed(stream, what, [this, peer, slot, expected, what] {
+  std::shared_ptr<PairFailure> record;
+  {
     std::lock_guard lock(mutex);
-    const PeerState& state = peers[peer];
-    const std::uint32_t reached = state.signals_at_failure[static_cast<std::size_t>(slot)];
-    if (!state.failed || device::host::flag_reached(reached, expected)) return;
+    record = peers[peer].failure_record;
+  }
+  stream.check_when_passed([record, rank = info.rank, peer, slot, expected] {
+    std::lock_guard lock(record->mutex);
+    const std::uint32_t reached = record->signals[static_cast<std::size_t>(slot)];
+    if (!record->failed || device::host::flag_reached(reached, expected)) return;
     // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
-    const bool named = state.net_put_missing.empty() || state.failure.find(state.net_put_missing) != std::string::npos;
-    const std::string missing = named ? "" : cat(", and its ", state.net_put_missing, " had not landed");
-    throw PeerError(cat(what, ": the pair with peer ", peer, " failed while it stood at ", reached, missing, ": ",
-                        state.failure),
+    const bool named =
+        record->net_put_missing.empty() || record->reason.find(record->net_put_missing) != std::string::npos;
+    const std::string missing = named ? "" : cat(", and its ", record->net_put_missing, " had not landed");
+    throw PeerError(cat(describe(OpContext{.rank = rank, .peer = peer, .op = "wait"}), " for signal ", slot,
+                        " to reach ", expected, ": the pair with peer ", peer, " failed while it stood at ", reached,
+                        missing, ": ", record->reason),
                     peer);
   });
 }

@@ -326,6 +326,11 @@ bool Communicator::Impl::test(RequestState& request) {
   // have done both since the first look.
   std::lock_guard lock(mutex);
   if (request.error) std::rethrow_exception(request.error);
+  // shm: the release of a failed pair lets its queued copies run through, which moves the words of requests that did
+  // not complete before it; fail_peer fails them once the release is done (the application must not free their
+  // buffers earlier). Until then, their words say nothing.
+  const auto& before = peers[static_cast<std::size_t>(request.ctx.peer)].unfinished_at_release;
+  if (before && before->requests.count(&request) != 0) return false;
   return true;
 }
 

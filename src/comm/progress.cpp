@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <pickle/error.hpp>
 
@@ -182,7 +183,18 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
   // (the rings stay mapped until the communicator closes). net: the peer's unfinished writes are dropped and its
   // endpoints closed, so that no write still reads a source and no late byte lands in a receive's buffer, and the
   // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete.
-  if (uses_shm(peer)) shm->release(peer, Deadline::after_seconds(timeout_seconds));
+  if (uses_shm(peer)) {
+    {
+      // Once per pair, before the first release: a second caller (the progress thread and a transport's callback
+      // may both get here) must not take it while the first one's release is completing the pair's receives.
+      std::lock_guard lock(mutex);
+      PeerState& state = peers[peer];
+      if (!state.failed && !state.unfinished_at_release) {
+        state.unfinished_at_release = unfinished_with_locked(peer);
+      }
+    }
+    shm->release(peer, Deadline::after_seconds(timeout_seconds));
+  }
 #ifdef PICKLE_HAVE_LIBFABRIC
   if (uses_net(peer)) {
     bool closed_normally;
@@ -200,10 +212,30 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
   }
 #endif
   std::lock_guard lock(mutex);
-  fail_peer_locked(peer, reason);
+  const auto& before = peers[peer].unfinished_at_release;
+  fail_peer_locked(peer, reason, before ? &*before : nullptr);
 }
 
-void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
+Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locked(int peer) const {
+  const PeerState& state = peers[peer];
+  UnfinishedWithPeer unfinished;
+  for (const auto& [slot, send] : state.sends_in_flight) {
+    if (send && !send->error &&
+        !device::host::flag_reached(signals->load_sent(peer, comm::kUserSignalSlots + slot), send->generation)) {
+      unfinished.requests.insert(send.get());
+    }
+  }
+  for (const auto& [key, request] : state.posted_recvs) {
+    if (!request->error && !request->landed &&
+        !device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
+      unfinished.requests.insert(request.get());
+    }
+  }
+  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) unfinished.signals.push_back(signals->load(peer, slot));
+  return unfinished;
+}
+
+void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before) {
   PeerState& state = peers[peer];
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
   // would move the words 2^31 or more ahead, where a wait reads them as behind again.
@@ -221,8 +253,13 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   // completions with the peer; shm: the peer's stream will not copy them out), so release them from here.
   for (auto& [slot, send] : state.sends_in_flight) {
     const int index = comm::kUserSignalSlots + slot;
-    if (!send || send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation)) continue;
-    send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
+    if (!send) continue;
+    const bool unfinished_before = before != nullptr && before->requests.count(send.get()) != 0;
+    if (!unfinished_before &&
+        (send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation))) {
+      continue;
+    }
+    if (!send->error) send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
     signals->advance_sent(peer, index, send->generation);  // release stream waits
     ++failed;
   }
@@ -235,11 +272,16 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
     if (latest != 0) signals->advance_sent(peer, comm::kShmPutWordBase + slot, latest);
   }
   for (auto& [key, request] : state.posted_recvs) {
-    if (request->error || request->landed ||
-        device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
+    const bool unfinished_before = before != nullptr && before->requests.count(request.get()) != 0;
+    if (!unfinished_before &&
+        (request->error || request->landed ||
+         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot),
+                                    request->generation))) {
       continue;  // it completed (or failed) before the peer went away
     }
-    request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
+    if (!request->error) {
+      request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
+    }
     signals->store(peer, comm::kUserSignalSlots + request->slot, request->generation);  // release stream waits
     // Its staging buffer is never reused: writes of a peer that is slow rather than dead could still land in it.
     if (request->staging) quarantined.push_back(std::move(request->staging));
@@ -254,10 +296,15 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason) {
   // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
   // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError. What each slot
   // had reached first tells a released wait from a signalled one (check_wait).
-  state.net_put_missing = first_missing_net_put(state);
+  PairFailure& record = *state.failure_record;
+  std::lock_guard record_lock(record.mutex);
+  record.failed = true;
+  record.reason = reason;
+  record.net_put_missing = first_missing_net_put(state);
   for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
-    const std::uint32_t reached = signals->load(peer, slot);
-    state.signals_at_failure[static_cast<std::size_t>(slot)] = reached;
+    const std::uint32_t reached =
+        before != nullptr ? before->signals[static_cast<std::size_t>(slot)] : signals->load(peer, slot);
+    record.signals[static_cast<std::size_t>(slot)] = reached;
     signals->store(peer, slot, reached + 0x7fffffffu);
   }
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -737,6 +738,55 @@ PICKLE_CHILD(comm_signal_dead_peer) {
   stream.synchronize();  // reported once; the stream goes on
   CHILD_CHECK(throws_with([&] { comm.wait(stream, 1, 0, 2); }, ErrorCode::Peer, "rank 0 -> peer 1: wait", what), what);
   CHILD_CHECK(throws_with([&] { comm.signal(stream, 1, 0); }, ErrorCode::Peer, "peer 1", what), what);
+  return 0;
+}
+
+// A communicator destroyed while a stream still holds a wait on a peer's signal, behind work that has not run (a
+// gate): the teardown does not wait for that stream (the check after the wait reads a record of the pair, not the
+// communicator), and the stream is left at its gate. args: memory.
+PICKLE_CHILD(comm_teardown_with_a_pending_wait) {
+  std::optional<Communicator> held(make_comm(args.at(0)));
+  std::uint32_t gate = 0;  // host memory: only host streams wait on it
+  Stream stream = held->make_stream();
+  if (held->rank() == 1 && stream.kind() == MemoryKind::Host) {
+    stream.impl().wait_value(&gate, 1);
+    held->wait(stream, 0, 0, 1);  // rank 0 never signals
+  }
+  held->barrier();
+  Stopwatch teardown;
+  held.reset();
+  CHILD_CHECK(teardown.seconds() < env::timeout_seconds() / 2, "teardown took ", teardown.seconds(), " s");
+  return 0;  // the stream, never opened, is dropped at its gate when it goes
+}
+
+// Over shm, the sender dies while its stream is still copying a large message into the staging ring (small chunks,
+// two slots: it takes seconds). The release of the failed pair lets queued copies run through the released ring
+// flags; the receive must then fail with PeerError, not complete with whatever the ring held. (Were the message all
+// there before the death, the data must be exact.) args: memory.
+PICKLE_CHILD(shm_sender_dies_mid_copy) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t bytes = std::size_t{128} << 20;
+  const std::uint64_t seed = 77;
+  Buffer buffer = comm.alloc(bytes);
+  if (comm.rank() == 1) {
+    fill(comm, buffer.data(), bytes, seed + 1);  // not the sender's pattern
+    Request recv = comm.recv(0, 0, buffer.data(), bytes);
+    comm.barrier();
+    try {
+      recv.wait();
+    } catch (const PeerError& e) {
+      std::fprintf(stderr, "rank 1: the receive failed: %s\n", e.what());
+      return 0;
+    }
+    const std::size_t wrong = count_wrong(comm, buffer.data(), bytes, seed);
+    CHILD_CHECK(wrong == 0, "the receive completed, but ", wrong, " of ", bytes, " bytes are not the sender's");
+    return 0;
+  }
+  fill(comm, buffer.data(), bytes, seed);
+  comm.barrier();
+  Request send = comm.send(1, 0, buffer.data(), bytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(::getpid(), SIGKILL);
   return 0;
 }
 

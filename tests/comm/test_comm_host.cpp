@@ -83,6 +83,10 @@ TEST(Comm, ARankUnwindingFromAnErrorFailsItsPeersPendingOperationsAtOnce) {
   expect_all_ok(run_ranks("comm_unwind", 2, {"host"}, {"PICKLE_TIMEOUT=20"}));
 }
 
+TEST(Comm, TeardownDoesNotWaitForAStreamHoldingAWait) {
+  expect_all_ok(run_ranks("comm_teardown_with_a_pending_wait", 2, {"host"}, {"PICKLE_TIMEOUT=10"}));
+}
+
 TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
   auto statuses = run_ranks("comm_signal_dead_peer", 2, {"host"}, {"PICKLE_TIMEOUT=20"});
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();

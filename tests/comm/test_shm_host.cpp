@@ -61,6 +61,16 @@ TEST(Shm, PeerKilledMidPipelineFailsPendingOperationsPromptly) {
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 
+// The sender dies while its copies into the ring are still queued: the receive fails rather than completing with
+// what the released ring held.
+TEST(Shm, SenderKilledMidCopyFailsTheReceiveRatherThanCompletingIt) {
+  auto statuses = run_ranks("shm_sender_dies_mid_copy", 2, {"host"},
+                            {"PICKLE_TIMEOUT=20", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                            std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
 TEST(Shm, StreamWaitingOnADeadPeersSignalIsReleased) {
   auto env = kShm;
   env[0] = "PICKLE_TIMEOUT=20";
