@@ -194,6 +194,24 @@ inline void dispatch_type(DataType type, Fn&& fn) {
   }
 }
 
+/// Calls fn(std::integral_constant<ReduceOp, op>{}) for `op`: the one switch from the runtime operator to the
+/// template argument of the reductions.
+template <class Fn>
+inline void dispatch_op(ReduceOp op, Fn&& fn) {
+  switch (op) {
+    case ReduceOp::Sum: fn(std::integral_constant<ReduceOp, ReduceOp::Sum>{}); break;
+    case ReduceOp::Prod: fn(std::integral_constant<ReduceOp, ReduceOp::Prod>{}); break;
+    case ReduceOp::Min: fn(std::integral_constant<ReduceOp, ReduceOp::Min>{}); break;
+    case ReduceOp::Max: fn(std::integral_constant<ReduceOp, ReduceOp::Max>{}); break;
+    case ReduceOp::Avg: fn(std::integral_constant<ReduceOp, ReduceOp::Avg>{}); break;
+  }
+}
+
+/// Every datatype and operator the two dispatchers above know (to instantiate, or load, every reduction).
+inline constexpr DataType kReduceTypes[] = {DataType::F32, DataType::F16, DataType::BF16, DataType::F64,
+                                            DataType::I32, DataType::I64, DataType::U8};
+inline constexpr ReduceOp kReduceOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
+
 /// One reduction: `count` elements of `type` from `ninputs` inputs into `out` (which may be one of the inputs,
 /// element for element: in-place).
 struct ReduceTask {

@@ -152,27 +152,25 @@ class LaunchDevice {
 
 void load_reduce_kernels(int device) {
   LaunchDevice current(device);
-  for (DataType type : {DataType::F32, DataType::F16, DataType::BF16, DataType::F64, DataType::I32, DataType::I64,
-                        DataType::U8}) {
-    dispatch_type(type, [&](auto element) {
-      using E = decltype(element);
-      auto load = [&](const void* kernel, ReduceOp op) {
-        cudaFuncAttributes attributes{};
-        const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
-        if (status != cudaSuccess) {
-          cudaGetLastError();
-          throw CudaError(std::string("loading the reduction kernel (") + datatype_name(type) + " " +
-                              reduce_op_name(op) + ") on device " + std::to_string(device) + ": " +
-                              cudaGetErrorName(status) + ": " + cudaGetErrorString(status),
-                          static_cast<int>(status));
-        }
-      };
-      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Sum>), ReduceOp::Sum);
-      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Prod>), ReduceOp::Prod);
-      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Min>), ReduceOp::Min);
-      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Max>), ReduceOp::Max);
-      load(reinterpret_cast<const void*>(&reduce_kernel<E, ReduceOp::Avg>), ReduceOp::Avg);
-    });
+  for (DataType type : kReduceTypes) {
+    for (ReduceOp op : kReduceOps) {
+      dispatch_type(type, [&](auto element) {
+        dispatch_op(op, [&](auto which) {
+          cudaFuncAttributes attributes{};
+          using E = decltype(element);
+          constexpr ReduceOp kOp = decltype(which)::value;
+          const cudaError_t status =
+              cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&reduce_kernel<E, kOp>));
+          if (status != cudaSuccess) {
+            cudaGetLastError();
+            throw CudaError(std::string("loading the reduction kernel (") + datatype_name(type) + " " +
+                                reduce_op_name(op) + ") on device " + std::to_string(device) + ": " +
+                                cudaGetErrorName(status) + ": " + cudaGetErrorString(status),
+                            static_cast<int>(status));
+          }
+        });
+      });
+    }
   }
 }
 
@@ -186,14 +184,9 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
   cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);
   cudaError_t status = cudaSuccess;
   dispatch_type(task.type, [&](auto element) {
-    using E = decltype(element);
-    switch (task.op) {
-      case ReduceOp::Sum: status = launch<E, ReduceOp::Sum>(task, stream, max_ctas); break;
-      case ReduceOp::Prod: status = launch<E, ReduceOp::Prod>(task, stream, max_ctas); break;
-      case ReduceOp::Min: status = launch<E, ReduceOp::Min>(task, stream, max_ctas); break;
-      case ReduceOp::Max: status = launch<E, ReduceOp::Max>(task, stream, max_ctas); break;
-      case ReduceOp::Avg: status = launch<E, ReduceOp::Avg>(task, stream, max_ctas); break;
-    }
+    dispatch_op(task.op, [&](auto which) {
+      status = launch<decltype(element), decltype(which)::value>(task, stream, max_ctas);
+    });
   });
   if (status != cudaSuccess) {
     throw CudaError(std::string("reduction kernel launch (") + datatype_name(task.type) + " " +

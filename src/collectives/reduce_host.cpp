@@ -35,14 +35,9 @@ void reduce_host(DataType type, ReduceOp op, int nranks, void* out, const void* 
                  std::size_t count) {
   if (count == 0 || ninputs <= 0) return;
   dispatch_type(type, [&](auto element) {
-    using E = decltype(element);
-    switch (op) {
-      case ReduceOp::Sum: reduce_typed<E, ReduceOp::Sum>(nranks, out, inputs, ninputs, count); break;
-      case ReduceOp::Prod: reduce_typed<E, ReduceOp::Prod>(nranks, out, inputs, ninputs, count); break;
-      case ReduceOp::Min: reduce_typed<E, ReduceOp::Min>(nranks, out, inputs, ninputs, count); break;
-      case ReduceOp::Max: reduce_typed<E, ReduceOp::Max>(nranks, out, inputs, ninputs, count); break;
-      case ReduceOp::Avg: reduce_typed<E, ReduceOp::Avg>(nranks, out, inputs, ninputs, count); break;
-    }
+    dispatch_op(op, [&](auto which) {
+      reduce_typed<decltype(element), decltype(which)::value>(nranks, out, inputs, ninputs, count);
+    });
   });
 }
 
