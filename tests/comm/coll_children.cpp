@@ -35,6 +35,7 @@
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 #include "subprocess.hpp"
+#include "thread_ranks.hpp"
 
 namespace pickle::test {
 namespace {
@@ -637,14 +638,8 @@ PICKLE_CHILD(coll_two_ranks_as_threads) {
   std::atomic<int> failures{0};
   auto rank_main = [&](int rank) {
     try {
-      RankInfo info;
-      info.rank = rank;
-      info.world_size = 2;
-      info.local_rank = rank;
-      info.local_world_size = 2;
-      info.master_port = port;
       Communicator::Options options;
-      options.rank_info = info;
+      options.rank_info = thread_rank_info(rank, 2, port);
       options.memory = memory == "cuda" ? MemoryKind::Cuda : MemoryKind::Host;
       Communicator comm(options);
       const std::size_t count = std::size_t{1} << 17;  // 512 KiB per rank: one chunk per call

@@ -9,6 +9,7 @@
 
 #include "rank_statuses.hpp"
 #include "subprocess.hpp"
+#include "thread_ranks.hpp"
 
 namespace pickle::test {
 namespace {
@@ -106,14 +107,8 @@ TEST(Comm, RanksAsThreadsOfOneProcessExchangeData) {
   std::vector<unsigned char> received[2];
   auto rank_main = [&](int rank) {
     try {
-      RankInfo info;
-      info.rank = rank;
-      info.world_size = 2;
-      info.local_rank = rank;
-      info.local_world_size = 2;
-      info.master_port = port;
       Communicator::Options options;
-      options.rank_info = info;
+      options.rank_info = thread_rank_info(rank, 2, port);
       options.memory = MemoryKind::Host;
       options.timeout_seconds = 20;
       Communicator comm(options);

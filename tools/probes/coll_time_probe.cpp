@@ -95,17 +95,7 @@ double run_once(pickle::Communicator& comm, pickle::Stream& stream, Shared& shar
 void rank_main(int rank, Shared& shared) {
   try {
     check(cudaSetDevice(rank % shared.gpus), "cudaSetDevice");
-    pickle::RankInfo info;
-    info.rank = rank;
-    info.world_size = 2;
-    info.local_rank = rank;
-    info.local_world_size = 2;
-    info.master_port = shared.port;
-    pickle::Communicator::Options options;
-    options.rank_info = info;
-    options.memory = pickle::MemoryKind::Cuda;
-    options.device = rank % shared.gpus;
-    pickle::Communicator comm(options);
+    pickle::Communicator comm(probe::rank_options(rank, shared.port, shared.gpus));
     const std::size_t max_bytes = *std::max_element(shared.sizes.begin(), shared.sizes.end());
     pickle::Buffer send = comm.alloc(max_bytes), recv = comm.alloc(max_bytes);
     {

@@ -14,6 +14,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include <pickle/bootstrap.hpp>
+#include <pickle/communicator.hpp>
+
 namespace probe {
 
 inline void check(cudaError_t status, const char* what) {
@@ -70,6 +73,22 @@ inline void gate_stream(cudaStream_t stream, std::atomic<int>* gate, int value) 
             },
             arg),
         "cudaLaunchHostFunc");
+}
+
+/// Options of rank `rank` of two ranks that are threads of this process (rank r on GPU r modulo `gpus`), with the
+/// store at 127.0.0.1:`port`.
+inline pickle::Communicator::Options rank_options(int rank, int port, int gpus) {
+  pickle::RankInfo info;
+  info.rank = rank;
+  info.world_size = 2;
+  info.local_rank = rank;
+  info.local_world_size = 2;
+  info.master_port = port;
+  pickle::Communicator::Options options;
+  options.rank_info = info;
+  options.memory = pickle::MemoryKind::Cuda;
+  options.device = rank % gpus;
+  return options;
 }
 
 }  // namespace probe
