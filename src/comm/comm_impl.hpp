@@ -55,7 +55,6 @@ using comm::ShmSignalMessage;
 using comm::kCompletionSlots;
 using comm::kUserSignalSlots;
 
-/// Shared by a Request and the communicator.
 /// A pair's failure as the checks after waits see it (Communicator::Impl::check_wait), written once when the pair
 /// fails: each user signal slot's value before the failure released it (a wait for more was released, not
 /// signalled), and the first of the peer's net puts that had not landed ("" if none).
@@ -67,6 +66,7 @@ struct PairFailure {
   std::string net_put_missing;
 };
 
+/// Shared by a Request and the communicator.
 struct RequestState {
   enum class Kind { Send, Recv };
   Kind kind = Kind::Send;
@@ -322,7 +322,7 @@ struct Communicator::Impl {
     std::map<std::uint32_t, std::uint64_t> net_puts_announced;  // the peer's puts not landed yet: sequence -> bytes
     /// What the checks after waits on the peer's signals read (check_wait): shared with them, since they may run after
     /// this communicator is gone.
-    std::shared_ptr<PairFailure> failure_record = std::make_shared<PairFailure>();
+    const std::shared_ptr<PairFailure> failure_record = std::make_shared<PairFailure>();
     /// shm: what had not completed before the pair was first released (fail_peer).
     std::optional<UnfinishedWithPeer> unfinished_at_release;
     // shm transport: puts this rank issued to the peer (put n takes "source read" word n % kShmPutSlots), and each

@@ -472,12 +472,8 @@ void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, 
   // A failed pair releases every stream wait on the peer's signals, so that none hangs; but a released wait did not
   // see its signal, and the data the signal stands for may not be there. The check runs once the stream has passed
   // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes.
-  std::shared_ptr<PairFailure> record;
-  {
-    std::lock_guard lock(mutex);
-    record = peers[peer].failure_record;
-  }
-  stream.check_when_passed([record, rank = info.rank, peer, slot, expected] {
+  // The record is made with the peer's state and never replaced: no lock to take it.
+  stream.check_when_passed([record = peers[peer].failure_record, rank = info.rank, peer, slot, expected] {
     std::lock_guard lock(record->mutex);
     const std::uint32_t reached = record->signals[static_cast<std::size_t>(slot)];
     if (!record->failed || device::host::flag_reached(reached, expected)) return;
