@@ -64,7 +64,9 @@ CollectiveState& state_of(Communicator::Impl& comm) {
 void Scratch::prepare(MemoryKind kind, int device, std::size_t slot_bytes, int slots, const OpContext& ctx,
                       double timeout) {
   if (events_.empty()) {
-    for (int stage = 0; stage < kStages; ++stage) events_.push_back(device::make_event(kind, std::max(0, device)));
+    for (int stage = 0; stage < kStages; ++stage) {
+      events_.push_back(device::make_ordering_event(kind, std::max(0, device)));
+    }
   }
   const std::size_t needed = static_cast<std::size_t>(kStages) * static_cast<std::size_t>(slots) * slot_bytes;
   if (slot_bytes == slot_bytes_ && slots == slots_ && memory_ && memory_->bytes() >= needed) return;
@@ -167,7 +169,7 @@ void Call::fork(int peer, Lane lane) {
   if (side_forked_[lane][static_cast<std::size_t>(peer)]) return;
   // The send buffer's producer is the caller's stream: the side stream starts where that stream is now.
   if (!forked_) {
-    if (!state_.fork_event) state_.fork_event = device::make_event(comm_.kind, std::max(0, comm_.device));
+    if (!state_.fork_event) state_.fork_event = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
     stream().record(*state_.fork_event);
     forked_ = true;
   }
@@ -237,7 +239,7 @@ void Call::abandon() noexcept {
     for (const auto& side : lane) {
       if (!side) continue;
       try {
-        auto done = device::make_event(comm_.kind, std::max(0, comm_.device));
+        auto done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
         side->impl().record(*done);
         stream().wait(*done);
       } catch (const std::exception& e) {

@@ -229,7 +229,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     // the peer's copy stream), and an ipc send that takes turns. An shm send instead learns that its source is
     // ready from a host callback on the caller's stream (below), and only then takes its place in the ring.
     if (after != nullptr && !uses_shm(peer) && (posts.empty() || !join_caller)) {
-      request->after_event = device::make_event(kind, std::max(0, device));
+      request->after_event = device::make_ordering_event(kind, std::max(0, device));
       after->impl().record(*request->after_event);
     }
     if (uses_shm(peer) && after == nullptr) request->shm_state = RequestState::kShmSourceReady;

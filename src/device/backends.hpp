@@ -54,7 +54,8 @@ std::optional<AllocationInfo> find_allocation(const void* ptr);
 ExportedMemory export_memory(const AllocationInfo& info);
 std::unique_ptr<ImportedMemory> import_memory(const MemoryDescriptor& descriptor, UniqueFd fd, int local_device);
 std::unique_ptr<Stream> make_stream(int device);
-std::unique_ptr<Event> make_event(int device);
+/// `timing`: false for an event that only orders streams (cudaEventDisableTiming).
+std::unique_ptr<Event> make_event(int device, bool timing);
 std::unique_ptr<HostRegistration> register_host_memory(void* ptr, std::size_t bytes, int device);
 }  // namespace cuda
 

@@ -25,7 +25,7 @@ std::optional<AllocationInfo> find_allocation(const void*) { return std::nullopt
 ExportedMemory export_memory(const AllocationInfo&) { unavailable(); }
 std::unique_ptr<ImportedMemory> import_memory(const MemoryDescriptor&, UniqueFd, int) { unavailable(); }
 std::unique_ptr<Stream> make_stream(int) { unavailable(); }
-std::unique_ptr<Event> make_event(int) { unavailable(); }
+std::unique_ptr<Event> make_event(int, bool) { unavailable(); }
 std::unique_ptr<HostRegistration> register_host_memory(void*, std::size_t, int) { unavailable(); }
 }  // namespace cuda
 

@@ -41,8 +41,8 @@ void Stream::synchronize_until(const Deadline& deadline) {
 }
 
 namespace {
-/// Events of checks that ran, kept per stream for later checks: a stream rarely has more checks in flight.
-constexpr std::size_t kSpareEvents = 16;
+/// Events of checks that ran, kept per stream for later checks: as many as a benchmark loop has collectives in flight.
+constexpr std::size_t kSpareEvents = 64;
 }  // namespace
 
 std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> check) {
@@ -51,7 +51,7 @@ std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> che
   // An event per check in flight, reused once its check ran: creating one costs a driver call.
   std::shared_ptr<Event> passed;
   if (spare_events_.empty()) {
-    passed = make_event(kind(), std::max(0, device()));
+    passed = make_ordering_event(kind(), std::max(0, device()));
   } else {
     passed = std::move(spare_events_.back());
     spare_events_.pop_back();
@@ -158,7 +158,11 @@ std::unique_ptr<Stream> make_stream(MemoryKind kind, int device) {
 }
 
 std::unique_ptr<Event> make_event(MemoryKind kind, int device) {
-  return kind == MemoryKind::Host ? host::make_event() : cuda::make_event(device);
+  return kind == MemoryKind::Host ? host::make_event() : cuda::make_event(device, true);
+}
+
+std::unique_ptr<Event> make_ordering_event(MemoryKind kind, int device) {
+  return kind == MemoryKind::Host ? host::make_event() : cuda::make_event(device, false);
 }
 
 }  // namespace pickle::device

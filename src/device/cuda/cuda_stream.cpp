@@ -73,12 +73,12 @@ std::string seconds_text(const Deadline& deadline) {
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(int device) : device_(device) {
+  CudaEvent(int device, bool timing) : device_(device), timing_(timing) {
     std::string op = cat("create a CUDA event on device ", device);
     OpContext ctx{.op = op};
     require_device(device, ctx);
     DeviceGuard guard(device);
-    PICKLE_CUDA(ctx, cudaEventCreateWithFlags(&event_, cudaEventDefault));
+    PICKLE_CUDA(ctx, cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
   }
   ~CudaEvent() override {
     if (cudaEventDestroy(event_) != cudaSuccess) cudaGetLastError();
@@ -110,6 +110,9 @@ class CudaEvent final : public Event {
   float elapsed_ms(const Event& start) const override {
     const auto* other = dynamic_cast<const CudaEvent*>(&start);
     if (other == nullptr) throw InvalidArgument("CUDA event elapsed_ms: the start event is not a CUDA event");
+    if (!timing_ || !other->timing_) {
+      throw InvalidArgument("CUDA event elapsed_ms: an event made for ordering only (make_ordering_event) keeps no time");
+    }
     float ms = 0;
     cudaError_t status = cudaEventElapsedTime(&ms, other->event_, event_);
     if (status == cudaErrorNotReady || status == cudaErrorInvalidResourceHandle) {
@@ -123,6 +126,7 @@ class CudaEvent final : public Event {
 
  private:
   int device_;
+  bool timing_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -255,6 +259,6 @@ class CudaStream final : public Stream {
 }  // namespace
 
 std::unique_ptr<Stream> make_stream(int device) { return std::make_unique<CudaStream>(device); }
-std::unique_ptr<Event> make_event(int device) { return std::make_unique<CudaEvent>(device); }
+std::unique_ptr<Event> make_event(int device, bool timing) { return std::make_unique<CudaEvent>(device, timing); }
 
 }  // namespace pickle::device::cuda
