@@ -1,7 +1,5 @@
 // allgather: every rank's part goes by copy engine straight into its slot of every peer's recv buffer (no scratch,
 // no SM); the rank's own part is a local copy unless it is already in place.
-#include <vector>
-
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
@@ -33,18 +31,14 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
     // Every receive is posted before any send (each send waits for its post).
-    std::vector<Request> ready(static_cast<std::size_t>(world));
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
-      ready[peer] = call.post_ready(peer);
       call.stream_wait_later(call.recv(peer, coll::kTagAllgather, out + peer * bytes, bytes));
-    }
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.send_ready(peer);
+      call.send_ready(peer);
     }
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
-      call.await_ready(peer, ready[peer]);
+      call.await_ready(peer);
       call.stream_wait_later(call.send(peer, coll::kTagAllgather, send, bytes));
     }
     // Runs on the caller's stream while the peers' copies arrive.

@@ -3,7 +3,6 @@
 // the chunks land straight in recv. In place (send == recv), a block cannot be overwritten before it was sent, so
 // the chunks land in scratch and are copied into place once this rank's own chunk to that peer is out
 // (pipeline.cpp). No SM either way.
-#include <vector>
 
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
@@ -36,15 +35,11 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
     // Out of place, peers write straight into recv: not before this rank's stream reached the call, nor this rank
     // into theirs. In place needs no such handshake (chunks land in scratch), but has it too, so that the ranks'
     // message sequences do not depend on which of them work in place.
-    std::vector<Request> ready(static_cast<std::size_t>(world));
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) ready[peer] = call.post_ready(peer);
-    }
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer);
     }
     for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.await_ready(peer, ready[peer]);
+      if (peer != rank) call.await_ready(peer);
     }
     if (in_place) {
       coll::Exchange x;

@@ -1,7 +1,5 @@
 // broadcast: the root's copy engine writes its buffer straight into every peer's recv buffer (no SM). Non-root ranks
 // ignore `send`.
-#include <vector>
-
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
@@ -34,13 +32,9 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // The root writes straight into the peers' recv, each only once that peer's stream has reached the call.
     if (rank == root) {
-      std::vector<Request> ready(static_cast<std::size_t>(world));
-      for (int peer = 0; peer < world; ++peer) {
-        if (peer != rank) ready[peer] = call.post_ready(peer);
-      }
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
-        call.await_ready(peer, ready[peer]);
+        call.await_ready(peer);
         call.stream_wait_later(call.send(peer, coll::kTagBroadcast, send, bytes));
       }
       if (send != recv) call.stream().copy(recv, send, bytes);

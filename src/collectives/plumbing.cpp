@@ -54,6 +54,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     auto state = std::make_shared<CollectiveState>();
     state->reduce_ctas = read_reduce_ctas();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
+    state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;
   }
   return *static_cast<CollectiveState*>(comm.collectives.get());
@@ -180,22 +181,19 @@ void Call::fork(int peer, Lane lane) {
 void Call::side_wait(int peer, device::Event& event, Lane lane) { side_stream(peer, lane).impl().wait(event); }
 
 void Call::send_ready(int peer) {
-  // A 0-byte message still matches and still ends with the completion write-value, in stream order.
   Stream& side = side_stream(peer, kInput);
   fork(peer, kInput);
   started_ = true;
-  wait_for_post(peer, kTagReady);
-  comm_.send(peer, kTagReady, nullptr, 0, &side);
+  comm_.signal_peer(side.impl(), peer, comm::kCollectiveReadySlot);
 }
 
-Request Call::post_ready(int peer) {
+void Call::await_ready(int peer) {
   started_ = true;
-  Request ready = comm_.recv(peer, kTagReady, nullptr, 0);
-  recvs_.push_back(ready);
-  return ready;
+  const std::uint32_t expected = ++state_.ready_awaited[static_cast<std::size_t>(peer)];
+  side_stream(peer, kInput).impl().wait_value(
+      comm_.signals->local_word_for_streams(peer, comm::kCollectiveReadySlot), expected);
+  ready_waits_.push_back(ReadyWait{peer, expected});
 }
-
-void Call::await_ready(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
 
 void Call::stream_wait(Request& request) {
   if (request.valid()) request.on_stream(stream_);
@@ -208,20 +206,36 @@ void Call::stream_wait_later(Request request) {
 void Call::finish() {
   for (auto& request : deferred_) request.on_stream(stream_);
   deferred_.clear();
-  if (recvs_.empty()) return;
-  // A peer that dies releases the stream's waits on its data (so that nothing hangs), and the data never came: this
-  // check, run once the stream has passed those waits, makes the stream's next synchronize report it. Not a host
-  // callback: that would hold the stream for a round trip through a host thread at the end of every collective.
-  comm_.check_when_passed(stream(), prefix_, [recvs = std::move(recvs_), prefix = prefix_]() mutable {
-    for (auto& request : recvs) {
-      try {
-        request.test();
-      } catch (const Error& e) {
-        rethrow_with_prefix(e, prefix);
-      }
-    }
-  });
+  if (recvs_.empty() && ready_waits_.empty()) return;
+  // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
+  // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
+  // it. Not a host callback: that would hold the stream for a round trip through a host thread at the end of every
+  // collective. The pairs' failure records are taken now: the check may run after the communicator is gone.
+  struct ReadyCheck {
+    std::shared_ptr<PairFailure> record;
+    OpContext ctx;
+    std::uint32_t expected;
+  };
+  std::vector<ReadyCheck> ready;
+  for (const ReadyWait& wait : ready_waits_) {
+    // The record is made with the peer's state and never replaced: no lock to take it (as check_wait).
+    ready.push_back(ReadyCheck{comm_.peers[static_cast<std::size_t>(wait.peer)].failure_record,
+                               OpContext{.rank = rank(), .peer = wait.peer, .op = "wait"}, wait.expected});
+  }
+  comm_.check_when_passed(stream(), prefix_,
+                          [recvs = std::move(recvs_), ready = std::move(ready), prefix = prefix_]() mutable {
+                            try {
+                              for (auto& request : recvs) request.test();
+                              for (const ReadyCheck& wait : ready) {
+                                Communicator::Impl::throw_if_released(*wait.record, wait.ctx,
+                                                                      comm::kCollectiveReadySlot, wait.expected);
+                              }
+                            } catch (const Error& e) {
+                              rethrow_with_prefix(e, prefix);
+                            }
+                          });
   recvs_.clear();
+  ready_waits_.clear();
 }
 
 void Call::abandon() noexcept {

@@ -35,7 +35,6 @@ enum Tag : int {
   kTagReduceScatter = -4,
   kTagAllreduceReduce = -5,  ///< allreduce, first half: every rank's block to its owner
   kTagAllreduceGather = -6,  ///< allreduce, second half: each owner's reduced block to everyone
-  kTagReady = -7,            ///< "my stream reached this call: you may write into my recv buffer" (0 bytes)
 };
 
 /// Scratch stages of the pipelined collectives: chunk k lands in stage k % kStages, so that up to kStages chunks are
@@ -83,6 +82,9 @@ struct CollectiveState {
   /// input sends of later chunks do not queue behind those waits.
   std::vector<std::optional<Stream>> side[2];
   std::unique_ptr<device::Event> fork_event;
+  /// Per peer: the ready signals awaited so far (await_ready), so the count the next one expects. Every rank issues
+  /// the same collectives in the same order, so the i-th wait meets the peer's i-th signal.
+  std::vector<std::uint32_t> ready_awaited;
   Scratch scratch;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
 };
@@ -93,8 +95,9 @@ struct CollectiveState {
 CollectiveState& state_of(Communicator::Impl& comm);
 
 /// One collective call: posts receives and sends, adds the stream waits, and at its end adds a check (run on the host
-/// once the stream has passed the call: Stream::check_when_passed) that turns a receive that failed (peer death)
-/// into an error of the stream, so that a synchronize after the call reports it.
+/// once the stream has passed the call: Stream::check_when_passed) that turns a receive that failed, or a ready wait
+/// that a failed pair released (peer death), into an error of the stream, so that a synchronize after the call
+/// reports it.
 class Call {
  public:
   Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx);
@@ -120,16 +123,15 @@ class Call {
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane = kInput);
   /// Later sends to `peer` on `lane` also wait for `event` (its latest record as of now).
   void side_wait(int peer, device::Event& event, Lane lane);
-  /// Handshake of the collectives whose peers write straight into this rank's recv buffer, in three steps per peer,
-  /// each step for every peer before the next (a send waits for its post; a side stream that waited for the peer's
-  /// message before sending its own would deadlock with the peer):
-  /// post_ready: posts the receive of `peer`'s ready message.
-  Request post_ready(int peer);
-  /// send_ready: tells `peer` that this rank's stream has reached the call, by a 0-byte message from the input side
-  /// stream, so that it leaves after the stream's earlier work (which may still read or write recv).
+  /// Handshake of the collectives whose peers write straight into this rank's recv buffer: a count per pair of calls
+  /// reached, in the pair's collectives' ready signal slot (comm::kCollectiveReadySlot). No control message and no
+  /// host wait: a stream write of the count, and a stream wait for the peer's.
+  /// send_ready: tells `peer` that this rank's stream has reached the call: its input side stream raises the count
+  /// after the caller's stream's earlier work (which may still read or write recv).
   void send_ready(int peer);
-  /// await_ready: later input-lane sends to `peer` wait for its ready message (on the side stream, not the host).
-  void await_ready(int peer, Request& ready);
+  /// await_ready: later input-lane sends to `peer` wait (on the side stream, not the host) until its count shows this
+  /// call. A wait that the pair's failure released is reported by the call's end check (finish).
+  void await_ready(int peer);
   /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
   void stream_wait(Request& request);
   /// The caller's stream waits for `request` at the end of the call.
@@ -147,7 +149,7 @@ class Call {
   /// Waits until `peer`'s receive for this rank's next send on `tag` has arrived. A send issued before that is queued
   /// by the communicator on its one copy stream per peer, behind every other early send to that peer: a send that
   /// waits for a reduction (allreduce's results) would hold back the next chunks' input copies, and a send that waits
-  /// for the peer's ready message could deadlock against a peer doing the same. Matched at once, each send stays on
+  /// for the peer's ready signal could deadlock against a peer doing the same. Matched at once, each send stays on
   /// the side stream chosen for it. Every rank posts its receives before it waits here, so the wait is short.
   void wait_for_post(int peer, int tag);
 
@@ -161,6 +163,11 @@ class Call {
   std::vector<bool> side_forked_[2];
   std::vector<Request> deferred_;
   std::vector<Request> recvs_;
+  struct ReadyWait {
+    int peer;
+    std::uint32_t expected;
+  };
+  std::vector<ReadyWait> ready_waits_;  // for finish()'s check
   std::vector<Request> sends_;  // for abandon()
 };
 

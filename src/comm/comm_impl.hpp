@@ -53,7 +53,7 @@ using comm::ShmPutMessage;
 using comm::ShmSendMessage;
 using comm::ShmSignalMessage;
 using comm::kCompletionSlots;
-using comm::kUserSignalSlots;
+using comm::kPeerSignalSlots;
 
 /// A pair's failure as the checks after waits see it (Communicator::Impl::check_wait), written once when the pair
 /// fails: each user signal slot's value before the failure released it (a wait for more was released, not
@@ -62,7 +62,7 @@ struct PairFailure {
   std::mutex mutex;
   bool failed = false;
   std::string reason;
-  std::vector<std::uint32_t> signals = std::vector<std::uint32_t>(kUserSignalSlots, 0);
+  std::vector<std::uint32_t> signals = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
   std::string net_put_missing;
 };
 
@@ -191,6 +191,12 @@ struct Communicator::Impl {
   /// PairFailure, so it needs no settling at teardown): a wait that the failure of the pair released, rather than the
   /// signal, makes the stream's next synchronize throw PeerError (naming the net put that had not landed, if any).
   void check_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected);
+  /// What check_wait's check does, for any wait on `ctx.peer`'s signal `slot`: PeerError when the pair's failure
+  /// released the wait before the signal reached `expected`.
+  static void throw_if_released(PairFailure& record, const OpContext& ctx, int slot, std::uint32_t expected);
+  /// Raises `peer`'s signal `slot` (the application's, or the collectives' ready slot) by one, stream-ordered, over
+  /// the pair's transport; returns the new count (the value a wait for this signal expects).
+  std::uint32_t signal_peer(device::Stream& stream, int peer, int slot);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -313,7 +319,7 @@ struct Communicator::Impl {
     std::vector<std::uint32_t> slot_generation = std::vector<std::uint32_t>(kCompletionSlots, 0);
     std::vector<std::shared_ptr<RequestState>> slot_owner = std::vector<std::shared_ptr<RequestState>>(kCompletionSlots);
     std::vector<int> free_slots;
-    std::vector<std::uint32_t> signals_sent = std::vector<std::uint32_t>(kUserSignalSlots, 0);
+    std::vector<std::uint32_t> signals_sent = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
     // net transport: puts this rank wrote to the peer, puts of the peer that landed here, and the peer's signals
     // waiting for its earlier puts to land.
     std::uint64_t net_puts_sent = 0;
@@ -345,7 +351,7 @@ struct Communicator::Impl {
   /// Whether a receive from `peer` holding a completion slot is settled: it failed, or its completion word shows the
   /// data delivered (mutex held).
   bool receive_settled(int peer, const RequestState& recv) const {
-    return recv.error || device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + recv.slot),
+    return recv.error || device::host::flag_reached(signals->load(peer, comm::kPeerSignalSlots + recv.slot),
                                                     recv.generation);
   }
 

@@ -437,25 +437,28 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   c.check_peer(peer, ctx);
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
+  c.signal_peer(stream.impl(), peer, slot);
+}
+
+std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, int slot) {
   // The count is taken and its write enqueued under the pair's channel lock: two threads signalling the slot must
   // not enqueue their counts in the opposite order (the later write would move the peer's word back). Signals of
   // one slot from streams that nothing orders may still reach the peer in either order (over ipc the two streams'
   // writes race, over shm their callbacks do): the contract asks for ordered streams (communicator.hpp).
-  std::lock_guard signal_lock(*c.channel_send_mutex[peer]);
+  std::lock_guard signal_lock(*channel_send_mutex[peer]);
   std::uint32_t value;
   {
-    std::lock_guard lock(c.mutex);
-    value = ++c.peers[peer].signals_sent[slot];
+    std::lock_guard lock(mutex);
+    value = ++peers[peer].signals_sent[slot];
   }
-  if (c.uses_net(peer)) {
-    c.net_signal(stream.impl(), peer, slot, value);
-    return;
+  if (uses_net(peer)) {
+    net_signal(stream, peer, slot, value);
+  } else if (uses_shm(peer)) {
+    shm_signal(stream, peer, slot, value);
+  } else {
+    stream.write_value(signals->remote_word_for_streams(peer, slot), value);
   }
-  if (c.uses_shm(peer)) {
-    c.shm_signal(stream.impl(), peer, slot, value);
-    return;
-  }
-  stream.impl().write_value(c.signals->remote_word_for_streams(peer, slot), value);
+  return value;
 }
 
 void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expected) {
@@ -474,18 +477,23 @@ void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, 
   // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes.
   // The record is made with the peer's state and never replaced: no lock to take it.
   stream.check_when_passed([record = peers[peer].failure_record, rank = info.rank, peer, slot, expected] {
-    std::lock_guard lock(record->mutex);
-    const std::uint32_t reached = record->signals[static_cast<std::size_t>(slot)];
-    if (!record->failed || device::host::flag_reached(reached, expected)) return;
-    // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
-    const bool named =
-        record->net_put_missing.empty() || record->reason.find(record->net_put_missing) != std::string::npos;
-    const std::string missing = named ? "" : cat(", and its ", record->net_put_missing, " had not landed");
-    throw PeerError(cat(describe(OpContext{.rank = rank, .peer = peer, .op = "wait"}), " for signal ", slot,
-                        " to reach ", expected, ": the pair with peer ", peer, " failed while it stood at ", reached,
-                        missing, ": ", record->reason),
-                    peer);
+    throw_if_released(*record, OpContext{.rank = rank, .peer = peer, .op = "wait"}, slot, expected);
   });
+}
+
+void Communicator::Impl::throw_if_released(PairFailure& record, const OpContext& ctx, int slot,
+                                           std::uint32_t expected) {
+  std::lock_guard lock(record.mutex);
+  const std::uint32_t reached = record.signals[static_cast<std::size_t>(slot)];
+  if (!record.failed || device::host::flag_reached(reached, expected)) return;
+  // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
+  const bool named = record.net_put_missing.empty() || record.reason.find(record.net_put_missing) != std::string::npos;
+  const std::string missing = named ? "" : cat(", and its ", record.net_put_missing, " had not landed");
+  const std::string what = slot == comm::kCollectiveReadySlot ? std::string("the collectives' ready signal")
+                                                              : cat("signal ", slot);
+  throw PeerError(cat(describe(ctx), " for ", what, " to reach ", expected, ": the pair with peer ", ctx.peer,
+                      " failed while it stood at ", reached, missing, ": ", record.reason),
+                  ctx.peer);
 }
 
 Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {

@@ -37,7 +37,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   send.slot = slot;
   send.generation = post.generation;
   send.enqueued = true;
-  const int index = comm::kUserSignalSlots + slot;
+  const int index = comm::kPeerSignalSlots + slot;
   peers[peer].sends_in_flight[slot] = request;
   if (send.after_event) stream.wait(*send.after_event);
   if (post.bytes == 0) {
@@ -107,7 +107,7 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(Req
 void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const int slot = recv.slot;
   const std::uint32_t generation = recv.generation;
-  const int index = comm::kUserSignalSlots + slot;
+  const int index = comm::kPeerSignalSlots + slot;
   if (!stage_net) {
     net->expect(
         peer, net_recv_message(slot, generation), recv.ctx.bytes,
@@ -190,11 +190,11 @@ void Communicator::Impl::handle_net(int peer, const NetEmptySendMessage& m) {
   if (!uses_net(peer) || m.slot >= static_cast<std::uint32_t>(comm::kCompletionSlots)) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " completed a zero-byte net recv in slot ", m.slot));
   }
-  signals->store(peer, comm::kUserSignalSlots + static_cast<int>(m.slot), m.generation);
+  signals->store(peer, comm::kPeerSignalSlots + static_cast<int>(m.slot), m.generation);
 }
 
 void Communicator::Impl::handle_net(int peer, const NetSignalMessage& m) {
-  if (m.slot >= static_cast<std::uint32_t>(comm::kUserSignalSlots)) {
+  if (m.slot >= static_cast<std::uint32_t>(comm::kPeerSignalSlots)) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent a net signal for slot ", m.slot));
   }
   std::lock_guard lock(mutex);

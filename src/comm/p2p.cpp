@@ -303,13 +303,13 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
 }
 
 std::uint32_t Communicator::Impl::completion_value(const RequestState& request) const {
-  const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
+  const int peer = request.ctx.peer, index = comm::kPeerSignalSlots + request.slot;
   if (request.kind == RequestState::Kind::Recv) return signals->load(peer, index);
   return uses_net(peer) || uses_shm(peer) ? signals->load_sent(peer, index) : signals->load_remote(peer, index);
 }
 
 std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestState& request) const {
-  const int peer = request.ctx.peer, index = comm::kUserSignalSlots + request.slot;
+  const int peer = request.ctx.peer, index = comm::kPeerSignalSlots + request.slot;
   if (request.kind == RequestState::Kind::Recv) return signals->local_word_for_streams(peer, index);
   if (uses_net(peer) || uses_shm(peer)) return signals->sent_word_for_streams(peer, index);
   return signals->remote_word_for_streams(peer, index);

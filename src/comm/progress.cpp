@@ -102,7 +102,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               request.error = std::make_exception_ptr(InvalidArgument(
                   cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ", m.send_bytes,
                       " bytes failed: ", m.reason)));
-              signals->store(peer, comm::kUserSignalSlots + request.slot, request.generation);  // release stream waits
+              signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
               if (uses_net(peer) && request.ctx.bytes != 0) never_coming = net_recv_message(request.slot, request.generation);
             }
 #ifdef PICKLE_HAVE_LIBFABRIC
@@ -141,7 +141,7 @@ void Communicator::Impl::handle_shm(int peer, const ShmSendMessage& m) {
     return;
   }
   const RequestState& request = *it->second;
-  const int index = comm::kUserSignalSlots + request.slot;
+  const int index = comm::kPeerSignalSlots + request.slot;
   std::uint32_t* sender_word = signals->remote_sent_word_for_streams(peer, index);
   if (request.error || request.ctx.bytes != m.bytes) {
     // The receive failed meanwhile: consume the chunks, and complete the send (its data is dropped).
@@ -171,7 +171,7 @@ void Communicator::Impl::handle_shm(int peer, const ShmPutMessage& m) {
 }
 
 void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
-  if (!uses_shm(peer) || m.slot >= static_cast<std::uint32_t>(comm::kUserSignalSlots)) {
+  if (!uses_shm(peer) || m.slot >= static_cast<std::uint32_t>(comm::kPeerSignalSlots)) {
     throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " sent a bad shm signal (slot ", m.slot, ")"));
   }
   shm->receive(peer, m.first_chunk, nullptr, 0, signals->local_word_for_streams(peer, static_cast<int>(m.slot)), m.value);
@@ -221,17 +221,17 @@ Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locke
   UnfinishedWithPeer unfinished;
   for (const auto& [slot, send] : state.sends_in_flight) {
     if (send && !send->error &&
-        !device::host::flag_reached(signals->load_sent(peer, comm::kUserSignalSlots + slot), send->generation)) {
+        !device::host::flag_reached(signals->load_sent(peer, comm::kPeerSignalSlots + slot), send->generation)) {
       unfinished.requests.insert(send.get());
     }
   }
   for (const auto& [key, request] : state.posted_recvs) {
     if (!request->error && !request->landed &&
-        !device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot), request->generation)) {
+        !device::host::flag_reached(signals->load(peer, comm::kPeerSignalSlots + request->slot), request->generation)) {
       unfinished.requests.insert(request.get());
     }
   }
-  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) unfinished.signals.push_back(signals->load(peer, slot));
+  for (int slot = 0; slot < comm::kPeerSignalSlots; ++slot) unfinished.signals.push_back(signals->load(peer, slot));
   return unfinished;
 }
 
@@ -252,7 +252,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   // Net and shm sends under way: nothing will move their "sent" words now (net: the transport drops their writes'
   // completions with the peer; shm: the peer's stream will not copy them out), so release them from here.
   for (auto& [slot, send] : state.sends_in_flight) {
-    const int index = comm::kUserSignalSlots + slot;
+    const int index = comm::kPeerSignalSlots + slot;
     if (!send) continue;
     const bool unfinished_before = before != nullptr && before->requests.count(send.get()) != 0;
     if (!unfinished_before &&
@@ -275,14 +275,14 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
     const bool unfinished_before = before != nullptr && before->requests.count(request.get()) != 0;
     if (!unfinished_before &&
         (request->error || request->landed ||
-         device::host::flag_reached(signals->load(peer, comm::kUserSignalSlots + request->slot),
+         device::host::flag_reached(signals->load(peer, comm::kPeerSignalSlots + request->slot),
                                     request->generation))) {
       continue;  // it completed (or failed) before the peer went away
     }
     if (!request->error) {
       request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
     }
-    signals->store(peer, comm::kUserSignalSlots + request->slot, request->generation);  // release stream waits
+    signals->store(peer, comm::kPeerSignalSlots + request->slot, request->generation);  // release stream waits
     // Its staging buffer is never reused: writes of a peer that is slow rather than dead could still land in it.
     if (request->staging) quarantined.push_back(std::move(request->staging));
     ++failed;
@@ -301,7 +301,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   record.failed = true;
   record.reason = reason;
   record.net_put_missing = first_missing_net_put(state);
-  for (int slot = 0; slot < comm::kUserSignalSlots; ++slot) {
+  for (int slot = 0; slot < comm::kPeerSignalSlots; ++slot) {
     const std::uint32_t reached =
         before != nullptr ? before->signals[static_cast<std::size_t>(slot)] : signals->load(peer, slot);
     record.signals[static_cast<std::size_t>(slot)] = reached;

@@ -1,14 +1,14 @@
 #pragma once
-// Every rank keeps, in shared host memory, one block of 32-bit words per peer: user signal slots (signal/wait) and
-// completion slots (a posted recv completes when its slot reaches the generation the receiver chose). Peers on this
-// host map the block and bump words with stream write-values after their copies; the owner waits on them from a
-// stream or reads them from the host with an atomic load. On CUDA the memory is host-registered (pinned, mapped), so
-// copy engines write it and streams wait on it without any kernel. Peers on other hosts map nothing: their words
-// are set here, by the progress and transport threads, when their messages arrive. A second block per peer holds
-// "sent" words: a send over the net transport completes when its writes did, here, not when the receiver's word
-// (which this rank may not be able to read) moves; a send over shm when the receiver's stream, having copied the
-// message out of the ring, writes it. A sender's own word can be released from here when the peer fails, without
-// writing into the peer's memory.
+// Every rank keeps, in shared host memory, one block of 32-bit words per peer: signal slots (signal/wait, and the
+// collectives' ready slot) and completion slots (a posted recv completes when its slot reaches the generation the
+// receiver chose). Peers on this host map the block and bump words with stream write-values after their copies; the
+// owner waits on them from a stream or reads them from the host with an atomic load. On CUDA the memory is
+// host-registered (pinned, mapped), so copy engines write it and streams wait on it without any kernel. Peers on other
+// hosts map nothing: their words are set here, by the progress and transport threads, when their messages arrive. A
+// second block per peer holds "sent" words: a send over the net transport completes when its writes did, here, not when
+// the receiver's word (which this rank may not be able to read) moves; a send over shm when the receiver's stream,
+// having copied the message out of the ring, writes it. A sender's own word can be released from here when the peer
+// fails, without writing into the peer's memory.
 
 #include <atomic>
 #include <cstdint>
@@ -23,12 +23,16 @@
 
 namespace pickle::comm {
 
-inline constexpr int kUserSignalSlots = 64;
+/// Signal slots per peer: the application's (Communicator::kSignalSlots, slots 0..63), then the collectives' ready
+/// slot: a peer's stream counts there the calls it has reached whose data this rank writes into its buffers.
+inline constexpr int kApplicationSignalSlots = 64;
+inline constexpr int kCollectiveReadySlot = kApplicationSignalSlots;
+inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 1;
 inline constexpr int kCompletionSlots = 4096;
 /// shm puts' "source read" words, in the "sent" block only: this rank's shm sending stream writes word
 /// kShmPutWordBase + (n % kShmPutSlots) once put n's source has been read, and the put's stream waits on it.
 inline constexpr int kShmPutSlots = 1024;
-inline constexpr int kShmPutWordBase = kUserSignalSlots + kCompletionSlots;
+inline constexpr int kShmPutWordBase = kPeerSignalSlots + kCompletionSlots;
 inline constexpr int kWordsPerPeer = kShmPutWordBase + kShmPutSlots;
 
 class SignalArea {

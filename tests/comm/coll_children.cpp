@@ -754,6 +754,41 @@ PICKLE_CHILD(coll_death_after_call) {
   return 0;
 }
 
+// A broadcast's root receives nothing: only its stream's wait for each peer's ready signal tells it whether the peer
+// was there to take the data. Rank 1 holds its stream, calls broadcast (so its ready signal is queued behind the
+// hold), says so, and dies: the root's wait is released by the failure, its copy goes nowhere, and its stream's
+// synchronize must throw PeerError naming the broadcast and the peer, not succeed. args: memory.
+PICKLE_CHILD(coll_broadcast_root_peer_dies_before_ready) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t count = 1000;
+  Harness h(comm, count * 4);
+  comm.broadcast(h.stream(), h.a(), h.b(), count, DataType::F32, 0);  // one that works, first
+  h.stream().synchronize();
+  comm.barrier();
+  if (comm.rank() == 1) {
+    h.stream().impl().host_callback([] { std::this_thread::sleep_for(std::chrono::seconds(10)); });
+  }
+  comm.broadcast(h.stream(), h.a(), h.b(), count, DataType::F32, 0);  // both calls return
+  Buffer note = comm.alloc(64);
+  if (comm.rank() == 1) {
+    comm.send(0, 0, note.data(), 64).wait();
+    ::kill(::getpid(), SIGKILL);
+  }
+  comm.recv(1, 0, note.data(), 64).wait();
+  Stopwatch watch;
+  try {
+    h.stream().synchronize();
+    std::fprintf(stderr, "rank 0: synchronize succeeded although peer 1 died before it was ready for the data\n");
+    return 1;
+  } catch (const PeerError& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank 0: %s\n", message.c_str());
+    if (message.find("broadcast") == std::string::npos || message.find("peer 1") == std::string::npos) return 2;
+  }
+  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
+  return 0;
+}
+
 // The collectives whose peers write straight into this rank's receive buffer (allgather, alltoall, broadcast) after
 // this rank's earlier stream work: rank 1 holds its stream for 200 ms, then fills the receive buffer with poison,
 // then calls the collective. Peers may write only once the stream has reached the call, so the gathered data must

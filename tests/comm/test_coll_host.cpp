@@ -55,5 +55,14 @@ TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronizeAfterTheCommun
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
 
+// The root of a broadcast receives nothing, so a peer that died before it was ready shows only in the root's wait for
+// its ready signal, which the failure released: the root's stream must still report it.
+TEST(Coll, BroadcastRootsStreamReportsAPeerThatDiedBeforeItWasReady) {
+  auto statuses = run_ranks("coll_broadcast_root_peer_dies_before_ready", 2, {"host"}, {"PICKLE_TIMEOUT=10"},
+                            std::chrono::seconds(60));
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+}
+
 }  // namespace
 }  // namespace pickle::test

@@ -22,7 +22,7 @@ SignalArea lone_area() {
 
 TEST(SignalArea, ASentWordNeverMovesBack) {
   SignalArea area = lone_area();
-  const int index = kUserSignalSlots + 7;
+  const int index = kPeerSignalSlots + 7;
   area.advance_sent(1, index, 5);
   area.advance_sent(1, index, 4);  // the older send's completion, late
   EXPECT_EQ(area.load_sent(1, index), 5u);
@@ -41,7 +41,7 @@ TEST(SignalArea, ASentWordNeverMovesBack) {
 
 TEST(SignalArea, RacingCompletionsLeaveTheNewestGeneration) {
   SignalArea area = lone_area();
-  const int index = kUserSignalSlots;
+  const int index = kPeerSignalSlots;
   constexpr std::uint32_t kGenerations = 200000;
   // Two threads complete alternate generations; each waits until the word shows the generation two before its own,
   // so that both are often in flight at once and either may finish last.
