@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include <pickle/error.hpp>
 
@@ -40,16 +42,27 @@ void Communicator::Impl::progress_loop() {
     if (peer != info.rank) live.push_back(peer);
   }
   std::vector<pollfd> fds;
+  // For a short while after a message the thread polls without sleeping: a thread woken from poll() takes several
+  // microseconds to run, and a collective's sends wait on the host for the peer's post, which arrives here. Back to
+  // back calls keep it awake; an idle communicator costs no CPU.
+  constexpr auto kAwakeAfterMessage = std::chrono::microseconds(200);
+  auto awake_until = std::chrono::steady_clock::now();
   while (!stopping.load()) {
     fds.clear();
     fds.push_back({wake.get(), POLLIN, 0});
     for (int peer : live) fds.push_back({channels[peer]->native_handle(), POLLIN, 0});
-    int ready = ::poll(fds.data(), fds.size(), 1000);
+    const bool awake = std::chrono::steady_clock::now() < awake_until;
+    int ready = ::poll(fds.data(), fds.size(), awake ? 0 : 1000);
     if (ready < 0) {
       if (errno == EINTR) continue;
       PICKLE_LOG(Error, "comm", "progress thread: poll failed: " << std::strerror(errno));
       return;
     }
+    if (ready == 0) {
+      if (awake) std::this_thread::yield();
+      continue;
+    }
+    awake_until = std::chrono::steady_clock::now() + kAwakeAfterMessage;
     std::vector<int> closed;
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
