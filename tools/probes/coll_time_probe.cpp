@@ -6,15 +6,17 @@
 // For each collective and size: `n` calls back to back on one stream, timed as `pickle bench coll` times them
 // (tools/pickle/bench/coll_step.hpp): after a barrier, a start event on the idle stream, the calls, a stop event; so
 // enqueue cost is included (a stream gate cannot be used: an allreduce's host waits for its own earlier chunks'
-// reductions). The slower rank's time per call, median of the repeats. The last
-// call's output is checked element by element (allgather: rank r's block holds r + 1; allreduce: every element is
-// 1 + 2 = 3), and a mismatch fails the probe.
+// reductions). The slower rank's time per call, median of the repeats; beside it, the slower rank's host time per
+// call to enqueue the calls (median), which bounds the rate when the copies are short. The last call's output is
+// checked element by element (allgather: rank r's block holds r + 1; allreduce: every element is 1 + 2 = 3), and a
+// mismatch fails the probe.
 //
 // Usage: coll_time_probe [calls=20] [repeats=7] [collectives=allgather,allreduce] [bytes...=1M 16M 64M 256M]
 // (bytes: the output size, as nccl-tests' size column). On one GPU the copies are device-to-device within one HBM:
 // the figures are not link figures; they compare per-call overheads between builds.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -44,6 +46,7 @@ struct Shared {
   std::atomic<int> gate{0};      // the repeat both ranks have reached
   std::atomic<int> enqueued{0};  // ranks that reached a repeat, over all repeats
   double rank_us[2] = {0, 0};  // each rank's time per call of the current repeat (written before a barrier)
+  double rank_host_us[2] = {0, 0};  // each rank's host time per call to enqueue them, same repeat
   std::atomic<int> wrong{0};
 };
 
@@ -71,8 +74,9 @@ std::size_t count_wrong(Collective collective, std::size_t bytes, const void* re
   return wrong;
 }
 
-/// One timed repeat: `calls` calls back to back; returns this rank's microseconds per call.
-double run_once(pickle::Communicator& comm, pickle::Stream& stream, Shared& shared, Collective collective,
+/// One timed repeat: `calls` calls back to back; returns this rank's microseconds per call (stream time), and its
+/// host's time per call to enqueue them in `host_us`.
+double run_once(double& host_us, pickle::Communicator& comm, pickle::Stream& stream, Shared& shared, Collective collective,
                 std::size_t bytes, void* send, void* recv, int round) {
   auto native = static_cast<cudaStream_t>(stream.native_handle());
   cudaEvent_t start, stop;
@@ -82,7 +86,10 @@ double run_once(pickle::Communicator& comm, pickle::Stream& stream, Shared& shar
   if (shared.enqueued.fetch_add(1) + 1 == 2 * round) shared.gate.store(round, std::memory_order_release);
   while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank");
   check(cudaEventRecord(start, native), "cudaEventRecord");
+  const auto enqueue_start = std::chrono::steady_clock::now();
   for (int i = 0; i < shared.calls; ++i) call(comm, stream, collective, bytes, send, recv);
+  host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - enqueue_start).count() /
+            shared.calls;
   check(cudaEventRecord(stop, native), "cudaEventRecord");
   stream.synchronize();  // also runs the calls' error checks
   float ms = 0;
@@ -107,26 +114,32 @@ void rank_main(int rank, Shared& shared) {
     int round = 0;
     for (Collective collective : shared.collectives) {
       for (std::size_t bytes : shared.sizes) {
-        std::vector<double> us;
+        std::vector<double> us, host_us;
         for (int r = 0; r < shared.repeats + 1; ++r) {  // the first is a warm-up
           check(cudaMemset(recv.data(), 0, bytes), "cudaMemset");
-          shared.rank_us[rank] = run_once(comm, stream, shared, collective, bytes, send.data(), recv.data(), ++round);
+          shared.rank_us[rank] = run_once(shared.rank_host_us[rank], comm, stream, shared, collective, bytes, send.data(),
+                                          recv.data(), ++round);
           if (const std::size_t wrong = count_wrong(collective, bytes, recv.data()); wrong != 0) {
             std::fprintf(stderr, "rank %d: %s of %zu bytes: %zu wrong elements\n", rank, name_of(collective), bytes,
                          wrong);
             shared.wrong.fetch_add(1);
           }
           comm.barrier();
-          if (r > 0) us.push_back(std::max(shared.rank_us[0], shared.rank_us[1]));
+          if (r > 0) {
+            us.push_back(std::max(shared.rank_us[0], shared.rank_us[1]));
+            host_us.push_back(std::max(shared.rank_host_us[0], shared.rank_host_us[1]));
+          }
           comm.barrier();  // rank_us is rewritten in the next repeat only after both read it
         }
         if (rank != 0) continue;
         std::sort(us.begin(), us.end());
+        std::sort(host_us.begin(), host_us.end());
         const double median = us[us.size() / 2];
         // busbw as nccl-tests: allgather (n-1)/n of the output per call, allreduce 2(n-1)/n; n = 2.
         const double factor = collective == Collective::Allgather ? 0.5 : 1.0;
-        std::printf("%-9s %11zu  %9.1f us/call  (min %.1f max %.1f)  busbw %7.1f GB/s\n", name_of(collective), bytes,
-                    median, us.front(), us.back(), bytes * factor / (median * 1e3));
+        std::printf("%-9s %11zu  %9.1f us/call  (min %.1f max %.1f)  busbw %7.1f GB/s  host enqueue %.1f us/call\n",
+                    name_of(collective), bytes, median, us.front(), us.back(), bytes * factor / (median * 1e3),
+                    host_us[host_us.size() / 2]);
         std::fflush(stdout);
       }
     }
