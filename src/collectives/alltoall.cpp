@@ -54,7 +54,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
       return;
     }
     const std::size_t element = datatype_size(type);
-    const std::size_t chunk = coll::chunk_elements(c.kind, count, element, world) * element;
+    const std::size_t chunk = coll::chunk_elements(c.kind, count, element, world, call.state().chunk_bytes) * element;
     // Chunk by chunk, receives before sends: every rank's posts of chunk k precede its sends of chunk k, and the
     // completion slots of earlier chunks free up while later ones are posted.
     for (std::size_t begin = 0; begin < bytes; begin += chunk) {

@@ -66,7 +66,7 @@ void run_exchange(Call& call, const Exchange& x) {
     }
     return;
   }
-  const std::size_t chunk = chunk_elements(call.kind(), longest, element, world);
+  const std::size_t chunk = chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
   const std::size_t chunks = ceil_div(longest, chunk);
   Scratch& scratch = call.state().scratch;
   if (world > 1) scratch.prepare(call.kind(), call.device(), chunk * element, world - 1, call.ctx(), call.timeout());

@@ -36,6 +36,16 @@ constexpr std::size_t kChunksPerBlock = 8;
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
+std::size_t read_chunk_bytes() {
+  const std::optional<std::string> text = env::get_if_set("PICKLE_COLL_CHUNK");
+  if (!text) return 0;
+  const long long bytes = env::get_int("PICKLE_COLL_CHUNK");
+  if (bytes < static_cast<long long>(kChunkAlign) || bytes % static_cast<long long>(kChunkAlign) != 0) {
+    throw InvalidArgument(cat("PICKLE_COLL_CHUNK=", *text, " must be a positive multiple of ", kChunkAlign, " bytes"));
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
 int read_reduce_ctas() {
   long long ctas = env::get_int("PICKLE_REDUCE_CTAS");
   if (ctas < 1 || ctas > 1024) {
@@ -53,6 +63,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
   if (!comm.collectives) {
     auto state = std::make_shared<CollectiveState>();
     state->reduce_ctas = read_reduce_ctas();
+    state->chunk_bytes = read_chunk_bytes();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;
@@ -348,10 +359,11 @@ Blocks equal_blocks(std::size_t count, int world) {
   return blocks;
 }
 
-std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world) {
+std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
+                           std::size_t fixed_bytes) {
   const ChunkLimits limits = limits_of(kind);
   std::size_t bytes = ceil_div(ceil_div(max_block * element_size, kChunksPerBlock), kChunkAlign) * kChunkAlign;
-  bytes = std::clamp(bytes, limits.min_bytes, limits.max_bytes);
+  bytes = fixed_bytes != 0 ? fixed_bytes : std::clamp(bytes, limits.min_bytes, limits.max_bytes);
   // All stages of all peers within the ceiling (many ranks: smaller chunks).
   const std::size_t per_slot = limits.scratch_bytes / (static_cast<std::size_t>(kStages) *
                                                        static_cast<std::size_t>(std::max(1, world - 1)));

@@ -87,6 +87,7 @@ struct CollectiveState {
   std::vector<std::uint32_t> ready_awaited;
   Scratch scratch;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
+  std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
 
 /// The collectives' state of `comm`, created on first use. It is owned by the communicator (through an entry in its
@@ -202,9 +203,11 @@ struct Blocks {
 Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
-/// Elements per pipeline chunk for blocks of up to `max_block` elements. It depends only on arguments that every
-/// rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
-std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world);
+/// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,
+/// else about an eighth of the block within the kind's limits; then within the scratch ceiling. It depends only on
+/// arguments that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
+std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
+                           std::size_t fixed_bytes = 0);
 
 // --- template definition
 

@@ -19,6 +19,12 @@ constexpr std::array kTable = {
              "Test hook of `pickle bench` (p2p, memcpy): 1 makes every sender flip one byte of each message (coll, "
              "scenario: one rank's input element of each checked call), so that the check must report wrong data "
              "and the run must fail."},
+    Variable{"PICKLE_COLL_CHUNK", "",
+             "Bytes per pipeline chunk of reduce_scatter, allreduce and alltoall (a multiple of 4096, at least 4096), "
+             "to tune the pipeline against the host's cost per chunk; unset: about an eighth of a rank's block, "
+             "within 4-16 MiB on CUDA and 64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks "
+             "cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
+             "4 stages and all peers) still applies."},
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "

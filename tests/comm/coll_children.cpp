@@ -754,6 +754,25 @@ PICKLE_CHILD(coll_death_after_call) {
   return 0;
 }
 
+// PICKLE_COLL_CHUNK that is not a positive multiple of 4096: the first collective fails with an InvalidArgument naming
+// the variable, before any message (so every rank fails alike). args: memory.
+PICKLE_CHILD(coll_bad_chunk_setting) {
+  Communicator comm = make_comm(args.at(0));
+  Harness h(comm, 4096);
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), 16, DataType::F32, ReduceOp::Sum);
+    std::fprintf(stderr, "rank %d: allreduce accepted PICKLE_COLL_CHUNK=%s\n", comm.rank(),
+                 std::getenv("PICKLE_COLL_CHUNK"));
+    return 1;
+  } catch (const InvalidArgument& e) {
+    if (std::string(e.what()).find("PICKLE_COLL_CHUNK") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: the error does not name the variable: %s\n", comm.rank(), e.what());
+      return 2;
+    }
+  }
+  return 0;
+}
+
 // A broadcast's root receives nothing: only its stream's wait for each peer's ready signal tells it whether the peer
 // was there to take the data. Rank 1 holds its stream, calls broadcast (so its ready signal is queued behind the
 // hold), says so, and dies: the root's wait is released by the failure, its copy goes nowhere, and its stream's

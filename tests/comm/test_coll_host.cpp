@@ -24,6 +24,17 @@ TEST(Coll, SendsTakingTurnsOverThreeCopyStreamsStillMatchTheReference) {
                           std::chrono::seconds(240)));
 }
 
+// Chunks of one page (PICKLE_COLL_CHUNK): every pipeline runs through a hundred chunks and more, with blocks and
+// counts that do not divide into them.
+TEST(Coll, APageSizedChunkStillMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_COLL_CHUNK=4096"},
+                          std::chrono::seconds(240)));
+}
+
+TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
+  expect_all_ok(run_ranks("coll_bad_chunk_setting", 2, {"host"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
+}
+
 TEST(Coll, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
   expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"host"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
 }
