@@ -8,8 +8,8 @@
 #   link          issue 3 and 6: p2p pickle/NCCL/raw CE 4K-1G (uni, bi, lat); pickle with 2 and 4 copy streams per peer
 #                 (PICKLE_IPC_STREAMS: slower on one H100, docs/results/2026-11-24-h100x1.md; to confirm on two GPUs);
 #                 comm_latency_probe between the two GPUs (late vs posted receives); allreduce and allgather vs NCCL;
-#                 pickle's allreduce with 8 and 16 MiB pipeline chunks (PICKLE_COLL_CHUNK; by default 4-16 MiB, an
-#                 eighth of a block), to choose the default between two GPUs
+#                 pickle's allreduce with 4 and 8 MiB pipeline chunks (PICKLE_COLL_CHUNK; by default 16 MiB, the best
+#                 of the three on one H100), to confirm the default between two GPUs
 #   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
 #                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
@@ -34,8 +34,8 @@ case "$group" in
       env:PICKLE_IPC_STREAMS= \
       probe:comm_latency_probe:200+7 \
       bench:coll:-c+allreduce+-b+1M+-e+1G+-f+4 bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 \
+      env:PICKLE_COLL_CHUNK=4194304 bench:coll:-c+allreduce+--backend+pickle+-b+16M+-e+1G+-f+4 \
       env:PICKLE_COLL_CHUNK=8388608 bench:coll:-c+allreduce+--backend+pickle+-b+16M+-e+1G+-f+4 \
-      env:PICKLE_COLL_CHUNK=16777216 bench:coll:-c+allreduce+--backend+pickle+-b+16M+-e+1G+-f+4 \
       env:PICKLE_COLL_CHUNK= ;;
   transports)
     exec "${session[@]}" \

@@ -13,11 +13,15 @@ namespace pickle::coll {
 namespace {
 
 /// Chunk sizes and the scratch ceiling per memory kind. On CUDA a chunk costs the host a few control messages, a
-/// kernel launch and stream operations (tens of microseconds), so chunks must be large enough that the copy
-/// engines, not the host, set the pace (4 MiB takes ~11 us at NVLink speed, 16 MiB ~45 us) while a large message
-/// still cuts into enough chunks for the copies of one to overlap the reduction of the previous ones. Measured on
-/// 2 x H200 with 1 MiB chunks: a 16 MiB allreduce was host-bound (8 chunks). On host memory the copies are memcpy
-/// on stream threads: small chunks keep the CPU tests' pipelines deep.
+/// kernel launch and stream operations (25-50 us on one H100), and an allreduce's host runs in step with its
+/// reductions, so chunks must be large enough that the copy engines, not the host, set the pace (4 MiB takes ~11 us
+/// at NVLink speed, 16 MiB ~45 us); a large message still cuts into enough chunks for the copies of one to overlap
+/// the reduction of the previous ones. Measured: on 2 x H200 with 1 MiB chunks a 16 MiB allreduce was host-bound
+/// (8 chunks); on one H100 (docs/results/2026-11-24-h100x1.md, eighth session) 16 MiB chunks beat 4 and 8 MiB ones
+/// at every size from 16 MiB to 1 GiB (a 64 MiB allreduce: 265 us per call, against 423 us with the 4 MiB chunks
+/// of the earlier rule), so CUDA chunks are 16 MiB, or the whole block when it is smaller. PICKLE_COLL_CHUNK
+/// overrides it, to measure between two GPUs. On host memory the copies are memcpy on stream threads: small chunks
+/// keep the CPU tests' pipelines deep.
 struct ChunkLimits {
   std::size_t min_bytes;
   std::size_t max_bytes;
@@ -25,7 +29,7 @@ struct ChunkLimits {
 };
 
 constexpr ChunkLimits limits_of(MemoryKind kind) {
-  return kind == MemoryKind::Cuda ? ChunkLimits{4u << 20, 16u << 20, 256u << 20}
+  return kind == MemoryKind::Cuda ? ChunkLimits{16u << 20, 16u << 20, 256u << 20}
                                   : ChunkLimits{64u << 10, 1u << 20, 32u << 20};
 }
 

@@ -31,6 +31,12 @@ TEST_F(CollCuda, SendsTakingTurnsOverThreeCopyStreamsStillMatchTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_IPC_STREAMS=3"},
                           std::chrono::seconds(300)));
 }
+// CUDA chunks are 16 MiB, so the matrix's sizes (about 1 MiB) take one chunk each: 64 KiB chunks run the GPU
+// pipeline (scratch stages reused behind queued reductions) through several chunks per call.
+TEST_F(CollCuda, SmallChunksStillMatchTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_COLL_CHUNK=65536"},
+                          std::chrono::seconds(300)));
+}
 TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},
                           std::chrono::seconds(300)));
