@@ -53,29 +53,47 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
     const std::size_t vectors = count / kPerVector;
     for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
       A acc[kUnroll][kPerVector];
-      Vector<S> v[kUnroll];
+      Vector<S> v[kUnroll], w[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u].raw = make_uint4(0, 0, 0, 0);  // lanes past the end stay defined
+      for (int u = 0; u < kUnroll; ++u) {  // lanes past the end stay defined
+        v[u].raw = make_uint4(0, 0, 0, 0);
+        w[u].raw = make_uint4(0, 0, 0, 0);
+      }
+      // Inputs two at a time: both inputs' loads are in flight together, twice the bytes per thread that one input's
+      // would keep, which is what a few CTAs need to read near HBM speed (tools/probes/reduce_probe).
+      const bool pair = ninputs > 1;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::size_t index = base + static_cast<std::size_t>(u) * threads;
-        if (index < vectors) v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
+        if (index < vectors) {
+          v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
+          if (pair) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
+        }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-        for (int e = 0; e < kPerVector; ++e) acc[u][e] = E::load(v[u].element[e]);
+        for (int e = 0; e < kPerVector; ++e) {
+          acc[u][e] = pair ? combine<Op>(E::load(v[u].element[e]), E::load(w[u].element[e])) : E::load(v[u].element[e]);
+        }
       }
-      for (int j = 1; j < ninputs; ++j) {
+      for (int j = 2; j < ninputs; j += 2) {
+        const bool second = j + 1 < ninputs;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const std::size_t index = base + static_cast<std::size_t>(u) * threads;
-          if (index < vectors) v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j]) + index);
+          if (index < vectors) {
+            v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j]) + index);
+            if (second) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j + 1]) + index);
+          }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-          for (int e = 0; e < kPerVector; ++e) acc[u][e] = combine<Op>(acc[u][e], E::load(v[u].element[e]));
+          for (int e = 0; e < kPerVector; ++e) {
+            acc[u][e] = combine<Op>(acc[u][e], E::load(v[u].element[e]));
+            if (second) acc[u][e] = combine<Op>(acc[u][e], E::load(w[u].element[e]));
+          }
         }
       }
 #pragma unroll
