@@ -15,16 +15,19 @@
 namespace pickle::coll {
 namespace {
 
-constexpr int kThreads = 512;
+/// 1024 threads per CTA rather than 512 with twice the vectors each: the same bytes in flight per SM, but twice the
+/// warps to cover each other's combine-and-store phases (one H100, 8 CTAs: bf16 +15%, 8 inputs +23-29%, f32 equal;
+/// tools/probes/reduce_probe, docs/results/2026-11-24-h100x1.md).
+constexpr int kThreads = 1024;
 
-/// 16-byte vectors each thread keeps in flight per input: about 32 accumulators per thread (registers stay under the
-/// 128 that 512-thread CTAs allow), which for float means 128 bytes per input in flight per thread.
+/// 16-byte vectors each thread keeps in flight per input: about 16 accumulators per thread (registers stay under the
+/// 64 that 1024-thread CTAs allow), which for float means 64 bytes per input in flight per thread.
 template <class S>
 __host__ __device__ constexpr int unroll_of() {
   constexpr int per_vector = static_cast<int>(sizeof(uint4) / sizeof(S));
-  // 8-byte types: 4 vectors (8 accumulators of 2 registers each, plus 64-bit address math) stay within 128.
-  constexpr int unroll = per_vector <= 2 ? 4 : 32 / per_vector;
-  return unroll < 2 ? 2 : (unroll > 8 ? 8 : unroll);
+  // 8-byte types: 2 vectors (4 accumulators of 2 registers each, plus 64-bit address math).
+  constexpr int unroll = per_vector <= 2 ? 2 : 16 / per_vector;
+  return unroll < 1 ? 1 : (unroll > 8 ? 8 : unroll);
 }
 
 struct KernelInputs {
