@@ -39,7 +39,8 @@ std::vector<std::byte> encode(const ControlMessage& message) {
                        .i32(m.tag).u64(m.seq).u64(m.alloc_id).u64(m.offset).u64(m.bytes).u32(m.slot).u32(m.generation).u64(m.net_addr).u64(m.net_key);
                  },
                  [&](const SendFailedMessage& m) {
-                   w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes).string(m.reason);
+                   w.u8(static_cast<std::uint8_t>(ControlType::SendFailed)).i32(m.tag).u64(m.seq).u64(m.send_bytes).string(m.reason)
+                       .u8(static_cast<std::uint8_t>(m.failure));
                  },
                  [&](const GoodbyeMessage&) { w.u8(static_cast<std::uint8_t>(ControlType::Goodbye)); },
                  [&](const ShmSendMessage& m) {
@@ -100,6 +101,11 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.seq = r.u64("seq");
       m.send_bytes = r.u64("send_bytes");
       m.reason = r.string("reason", kMaxReasonBytes);
+      const std::uint8_t failure = r.u8("failure");
+      if (failure > static_cast<std::uint8_t>(SendFailedMessage::Failure::PartlyWritten)) {
+        throw ProtocolError(cat("control message: send failure of unknown kind ", static_cast<int>(failure)));
+      }
+      m.failure = static_cast<SendFailedMessage::Failure>(failure);
       result = m;
       break;
     }

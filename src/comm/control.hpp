@@ -30,12 +30,21 @@ struct RecvPostMessage {
   std::uint64_t net_key = 0;
 };
 
-/// "Your receive (tag, seq) cannot be served": the matching send failed (a size mismatch, a bad offset, ...).
+/// "Your receive (tag, seq) cannot be served": the matching send failed.
 struct SendFailedMessage {
+  /// Why, which decides what the receiver does.
+  enum class Failure : std::uint8_t {
+    Mismatch = 0,       ///< the send does not fit the post (sizes): the receive fails with InvalidArgument
+    NotWritten = 1,     ///< net: the send's write could not be made, and nothing of it was: the receive fails with
+                        ///< PeerError, and the pair goes on
+    PartlyWritten = 2,  ///< net: a later piece's write could not be made after earlier ones left, which may still
+                        ///< land: the receiver fails the pair (the sender has failed it already)
+  };
   std::int32_t tag = 0;
   std::uint64_t seq = 0;
   std::uint64_t send_bytes = 0;
   std::string reason;  ///< the sender's error message, for the receiver's error
+  Failure failure = Failure::Mismatch;
 };
 
 /// "I am closing normally": an end of stream after this is not a failure.

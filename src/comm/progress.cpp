@@ -105,6 +105,17 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
             if (reply) post_control(peer, std::move(*reply));
           },
           [&](const SendFailedMessage& m) {
+            using Failure = SendFailedMessage::Failure;
+            if (m.failure != Failure::Mismatch && !uses_net(peer)) {
+              throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " failed a net write but uses another transport"));
+            }
+            if (m.failure == Failure::PartlyWritten) {
+              // Chunks of the send may still land, in the receive's buffer and under its message id: only closing
+              // the pair's endpoints (fail_peer) stops them, as for a put that failed after its announcement.
+              fail_peer(peer, cat("peer ", peer, "'s send of ", m.send_bytes, " bytes (tag ", m.tag,
+                                  ") failed partway: ", m.reason));
+              return;
+            }
             std::optional<std::uint32_t> never_coming;  // the net message id the receive expected
             {
               std::lock_guard lock(mutex);
@@ -112,9 +123,11 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               auto it = state.posted_recvs.find({m.tag, m.seq});
               if (it == state.posted_recvs.end()) return;
               RequestState& request = *it->second;
-              request.error = std::make_exception_ptr(InvalidArgument(
-                  cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ", m.send_bytes,
-                      " bytes failed: ", m.reason)));
+              const std::string text = cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ",
+                                           m.send_bytes, " bytes failed: ", m.reason);
+              // A mismatch is both sides' arguments; a write the peer could not make is the peer's failure alone.
+              request.error = m.failure == Failure::Mismatch ? std::make_exception_ptr(InvalidArgument(text))
+                                                             : std::make_exception_ptr(PeerError(text, peer));
               signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
               if (uses_net(peer) && request.ctx.bytes != 0) never_coming = net_recv_message(request.slot, request.generation);
             }
