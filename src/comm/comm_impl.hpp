@@ -158,7 +158,8 @@ struct Communicator::Impl {
   /// The net path of a matched send (net_path.cpp, state mutex held): an RMA write of the data straight into the
   /// posted buffer, issued from `stream` once it reaches this point; the receiver's transport sees it land and
   /// completes the recv, this rank's sees the writes complete and sets the send's "sent" word. A zero-byte send
-  /// writes nothing: when the stream reaches it, it completes and sends the message that completes the recv.
+  /// writes nothing: when the stream reaches it, it completes and sends the message that completes the recv. A write
+  /// that the transport refuses fails the send there (fail_net_send).
   std::optional<ControlMessage> start_net_send(int peer, const std::shared_ptr<RequestState>& send,
                                                const RecvPostMessage& post, device::Stream& stream);
   /// The receiver's side of a net recv, in two steps. First, before the recv takes its slot and sequence number
@@ -184,6 +185,10 @@ struct Communicator::Impl {
   void write_net_put(transport::net::NetTransport& transport, int peer, const void* src,
                      transport::net::RemoteRegion dst, std::uint32_t message, const OpContext& ctx);
 #endif
+  /// A matched net send whose write could not be made (the transport threw `cause` from its stream callback):
+  /// fails the send, releases its "sent" word (streams waiting on it go on) and tells the receiver why. With
+  /// `partly_written` (a staged send's earlier pieces left) the pair fails too, on both sides.
+  void fail_net_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause, bool partly_written);
   /// A net put numbered and announced (message id `message`) that will never be written, for `cause`: fails the
   /// pair, tells the peer why (NetPutFailedMessage), and rethrows the cause for the put's stream.
   [[noreturn]] void fail_net_put(int peer, std::uint32_t message, const OpContext& ctx, const Error& cause);

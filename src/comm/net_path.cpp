@@ -5,7 +5,9 @@
 // PICKLE_TRANSPORT=net forces the transport between ranks of one host too.
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <memory>
+#include <string>
 
 #include <pickle/error.hpp>
 
@@ -28,6 +30,15 @@ namespace {
 // A staged send's source is copied and written in pieces of about this size, so that copying one overlaps writing
 // the one before: large enough that the copy engine runs near its rate, small enough to pipeline a 16 MiB message.
 constexpr std::size_t kStagingPieceBytes = 4u << 20;
+
+// A staged send's pieces, shared by their stream callbacks (which run one after another, in stream order) and by
+// their writes' completions (on the transport's threads).
+struct StagedPieces {
+  explicit StagedPieces(std::size_t count) : unsent(count) {}
+  std::atomic<std::size_t> unsent;  // pieces whose writes have not all completed
+  bool written = false;             // a piece's writes went to the transport
+  std::exception_ptr failed;        // the write that could not be made: the pieces after it write nothing
+};
 }  // namespace
 
 std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const std::shared_ptr<RequestState>& request,
@@ -59,11 +70,16 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const std::uint32_t generation = post.generation;
   if (!stage_net) {
     // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
-    // its progress threads. The Request completes when the writes did (the source may then be reused).
-    on_application_stream(stream, [transport, words, peer, src, bytes, dst, message, index, generation] {
-      transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
-        words->advance_sent(peer, index, generation);
-      });
+    // its progress threads. The Request completes when the writes did (the source may then be reused). A write
+    // that cannot be made fails the send from here: nothing else would ever move its word.
+    on_application_stream(stream, [this, request, transport, words, peer, src, bytes, dst, message, index, generation] {
+      try {
+        transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
+          words->advance_sent(peer, index, generation);
+        });
+      } catch (const Error& e) {
+        fail_net_send(peer, request, e, /*partly_written=*/false);
+      }
     });
     return std::nullopt;
   }
@@ -75,20 +91,76 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const std::size_t chunk = net->options().chunk;
   const std::size_t piece = std::max<std::size_t>(1, kStagingPieceBytes / chunk) * chunk;
   const std::size_t pieces = (bytes + piece - 1) / piece;
-  auto remaining = std::make_shared<std::atomic<std::size_t>>(pieces);
+  auto shared = std::make_shared<StagedPieces>(pieces);
   for (std::size_t offset = 0; offset < bytes; offset += piece) {
     const std::size_t length = std::min(piece, bytes - offset);
+    const bool last = offset + length == bytes;
     std::byte* from = staged.get() + offset;
     stream.copy(from, static_cast<const std::byte*>(src) + offset, length);
     const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
-    on_application_stream(stream, [transport, words, peer, from, length, to, message, index, generation, staged,
-                                   remaining] {
-      transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, remaining] {
-        if (remaining->fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
-      });
+    on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
+                                   generation, staged, shared, last] {
+      if (!shared->failed) {
+        try {
+          transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {
+            if (shared->unsent.fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
+          });
+          shared->written = true;
+        } catch (const Error&) {
+          shared->failed = std::current_exception();
+        }
+      }
+      // A failed send is reported from the last piece's callback, once the stream has copied every piece: until
+      // then it still reads the source, which the application may reuse as soon as it hears that the send is over.
+      if (!last || !shared->failed) return;
+      try {
+        std::rethrow_exception(shared->failed);
+      } catch (const Error& e) {
+        fail_net_send(peer, request, e, shared->written);
+      }
     });
   }
   return std::nullopt;
+}
+
+void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause,
+                                       bool partly_written) {
+  // Not a failure of the pair, as a failed put is, when nothing of the send was written: a put's number is counted
+  // by every later signal of its sender, so no later signal could be honoured, whereas a send's sequence number and
+  // completion slot were taken on both sides at the match, and the receiver gives them up as for a size mismatch
+  // (its receive fails, its slot completes, the message id is forgotten). A write that throws handed nothing to the
+  // provider (NetTransport::write), so nothing of it lands later: the pair stays in step and goes on. Once a staged
+  // send's earlier pieces left, though, their chunks may still land in the receive's buffer after the receiver
+  // heard (the control channel is another connection): only closing the pair's endpoints stops them, so the pair
+  // fails, here first (our writes to the peer are dropped), then at the peer, told why.
+  RequestState& send = *request;
+  std::exception_ptr error;
+  std::string reason;
+  try {
+    rethrow_with_prefix(cause, cat(describe(send.ctx), " (tag ", send.tag, ")"));
+  } catch (const Error& e) {
+    error = std::current_exception();
+    reason = without_head(e.what());  // the receiver wraps it in an error of its own
+  }
+  if (reason.size() > 1024) reason.resize(1024);
+  {
+    std::lock_guard lock(mutex);
+    // The pair failed first: that failed the send and released its word, and the peer knows, or its channel is gone.
+    if (send.error) return;
+    send.error = error;
+    // Streams waiting for the send go on, as when the pair fails; the Request is where its failure shows.
+    signals->advance_sent(peer, comm::kPeerSignalSlots + send.slot, send.generation);
+  }
+  if (partly_written) fail_peer(peer, reason);  // leaves this send alone: it has its error already
+  using Failure = SendFailedMessage::Failure;
+  try {
+    send_control(peer, SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes,
+                                         .reason = reason,
+                                         .failure = partly_written ? Failure::PartlyWritten : Failure::NotWritten});
+  } catch (const Error& e) {
+    // The channel is broken: the peer sees it close and fails the pair by itself.
+    PICKLE_LOG(Debug, "comm", describe(send.ctx) << ": the peer could not be told that the send failed: " << e.what());
+  }
 }
 
 std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(RequestState& recv) {
@@ -315,6 +387,7 @@ void Communicator::Impl::release_net_signals(int) { no_net(); }
 void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::size_t, const void*, std::size_t) {
   no_net();
 }
+void Communicator::Impl::fail_net_send(int, const std::shared_ptr<RequestState>&, const Error&, bool) { no_net(); }
 void Communicator::Impl::fail_net_put(int, std::uint32_t, const OpContext&, const Error&) { no_net(); }
 void Communicator::Impl::net_signal(device::Stream&, int, int, std::uint32_t) { no_net(); }
 

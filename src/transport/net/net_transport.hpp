@@ -76,7 +76,8 @@ class NetTransport {
   /// a progress thread once every write completed locally (the source may then be reused). `message` must not be
   /// reused towards `peer` before the receiver's on_arrived for it ran. A 0-byte message still names a region the
   /// receiver exposed (some providers check its key). PeerError when the peer already failed,
-  /// InvalidArgument for a bad peer or buffer.
+  /// InvalidArgument for a bad peer or buffer, the registration's error when the provider refuses the source
+  /// (FI_MR_LOCAL providers). A write that throws has handed nothing to the provider: none of it will land.
   void write(int peer, const void* src, std::size_t bytes, RemoteRegion dst, std::uint32_t message,
              std::function<void()> on_sent);
 
