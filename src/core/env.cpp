@@ -64,6 +64,10 @@ constexpr std::array kTable = {
              "a message is copied device-to-host and host-to-device one chunk at a time, the chunks pipelined."},
     Variable{"PICKLE_SHM_SLOTS", "4",
              "Chunks the shm transport's staging ring holds per direction and pair (at least 2: double buffering)."},
+    Variable{"PICKLE_TEST_FAIL_NET_WRITE", "0",
+             "Test hook of the net transport: n > 0 makes the n-th RMA write call (a send's, or a staged send's piece, "
+             "or a put's) of each net transport in the process throw, as a source registration that the provider "
+             "refuses would, so that tests can fail a write on tcp. 0: never."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
              "naming the peer; also how long a TCP connection to a peer host that acknowledges nothing lives (at "

@@ -3,6 +3,7 @@
 #include "transport/net/net_transport.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string_view>
@@ -53,6 +54,11 @@ struct NetTransport::Impl {
   std::unique_ptr<SharedState> shared;
   std::vector<std::unique_ptr<Rail>> rails;  // lane l is rails[l % R], lane l / R within it
   std::unique_ptr<RegistrationCache> registrations;
+  // Test hook PICKLE_TEST_FAIL_NET_WRITE=n (docs/env.md): the n-th call of write() on this transport throws, as a
+  // source registration that the provider refuses would (verbs, efa). tcp registers no sources, so without it no
+  // test could make a write fail where callers have to cope with one. 0 (the default): never.
+  long long test_fail_write_at = 0;
+  std::atomic<long long> writes_called{0};
 
   ~Impl() {
     // Threads first (they use everything), then the endpoints (libfabric may use registrations while closing
@@ -75,6 +81,7 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
   }
   s.rank = rank;
   s.options = options;
+  s.test_fail_write_at = env::get_int("PICKLE_TEST_FAIL_NET_WRITE");
   const OpContext setup{rank, -1, "net transport set-up"};
 
   s.info = select_provider(options, rank);
@@ -183,6 +190,11 @@ void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteReg
   out->chunk_bytes = s.options.chunk;
   out->chunks = chunks_of(bytes, s.options.chunk);
   out->on_sent = std::move(on_sent);
+  // The test hook fails the write here, where a refused source registration would: before anything is accepted.
+  if (s.test_fail_write_at > 0 && s.writes_called.fetch_add(1) + 1 == s.test_fail_write_at) {
+    throw Error(ErrorCode::System, cat(describe(where), ": refused by the test hook PICKLE_TEST_FAIL_NET_WRITE=",
+                                       s.test_fail_write_at));
+  }
   if (bytes > 0 && s.local_mr) {
     const auto& entry = s.registrations->find_or_register(src, bytes, "net write source");
     out->descs = entry.descs;
