@@ -1,10 +1,12 @@
 // Rank programs of test_net_host.cpp for a peer that dies while data moves over the net transport: the survivors'
 // operations must fail promptly, their traffic with each other must go on intact, and closing their communicators
 // must not wait for PICKLE_TIMEOUT (the transport drops the dead peer's writes when the communicator fails the peer).
-// And for a put whose write fails after it was announced: the receiver must hear of it, not wait for its data.
+// And for a put whose write fails after it was announced, or a send whose write the transport refuses: the receiver
+// must hear of it, not wait for its data.
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -251,6 +253,87 @@ PICKLE_CHILD(net_put_write_fails_after_announcement) {
     const auto signal = call_error([&] { comm.signal(stream, 0, 0); });
     CHILD_CHECK(signal && signal->first == ErrorCode::Peer && contains(signal, "rank 1 -> peer 0: signal"),
                 signal ? signal->second : "a later signal was accepted");
+  }
+  comm.barrier();
+  return 0;
+}
+
+// A send of rank 1 to rank 0 whose RMA write the transport refuses: the test hook PICKLE_TEST_FAIL_NET_WRITE=args[1],
+// set on rank 1 only, makes its transport's n-th write throw, as a source registration that verbs or efa refuse
+// would (tcp registers no sources). args[2] "alone": that write is the send's first, so nothing of it was written,
+// and the send and its receive fail while the pair goes on (a second send of the same tag arrives intact). "pair":
+// it is a later piece of a staged send whose earlier piece left, and the pair fails on both sides. Either way the
+// sender's Request fails naming the send and the cause, a stream waiting for the send goes on, and the receiver's
+// receive fails within seconds, as does a stream waiting for it (before: the Request waited until PICKLE_TIMEOUT and
+// the streams for ever, and the receiver heard nothing).
+PICKLE_CHILD(net_send_write_fails) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  if (rank == 1) ::setenv("PICKLE_TEST_FAIL_NET_WRITE", args.at(1).c_str(), 1);  // before the transport reads it
+  const bool pair_fails = args.at(2) == "pair";
+  const double timeout = env::timeout_seconds();
+  Communicator comm = make_comm(args.at(0));
+  constexpr std::size_t kBytes = (8u << 20) + 4321;  // three pieces when staged (4 MiB each)
+  constexpr int kTag = 7;
+  const std::string send_text = cat("rank 1 -> peer 0: send of ", kBytes, " bytes (tag ", kTag, ")");
+  const std::string hook_text = cat("refused by the test hook PICKLE_TEST_FAIL_NET_WRITE=", args.at(1));
+  Buffer data = comm.alloc(kBytes);
+  Stream stream = comm.make_stream();
+  if (rank == 0) {
+    Request recv = comm.recv(1, kTag, data.data(), kBytes);
+    recv.on_stream(stream);
+    Stopwatch watch;
+    const auto error = call_error([&] { recv.wait(); });
+    std::fprintf(stderr, "rank 0: the receive ended after %.2f s: %s\n", watch.seconds(),
+                 error ? error->second.c_str() : "without an error");
+    CHILD_CHECK(error && error->first == ErrorCode::Peer, "the receive of a send that failed did not fail");
+    CHILD_CHECK(contains(error, cat("rank 0 -> peer 1: recv of ", kBytes, " bytes")) && contains(error, send_text) &&
+                    contains(error, hook_text) && contains(error, pair_fails ? "failed partway" : "failed: "),
+                error->second);
+    CHILD_CHECK(watch.seconds() < timeout / 2, "the receive took ", watch.seconds(), " s to fail");
+    const auto waited = stream_error(stream, timeout / 2);
+    CHILD_CHECK(!waited, "a stream waiting for the failed receive: ", waited->second);
+    if (pair_fails) {
+      const auto later = call_error([&] { comm.recv(1, kTag, data.data(), kBytes); });
+      CHILD_CHECK(later && later->first == ErrorCode::Peer && contains(later, "rank 0 -> peer 1: recv"),
+                  later ? later->second : "a later receive was accepted");
+    } else {
+      comm.recv(1, kTag, data.data(), kBytes).wait();
+      const std::size_t wrong = count_wrong(comm, data.data(), kBytes, 32);
+      CHILD_CHECK(wrong == 0, "the send after the failed one: ", wrong, " bytes wrong");
+    }
+  } else {
+    fill(comm, data.data(), kBytes, 31);
+    // The send's write waits on `stream` for this gate, so that a stream is waiting for the send when it fails.
+    Buffer gate_memory = comm.alloc(sizeof(std::uint32_t));
+    auto* gate = static_cast<std::uint32_t*>(gate_memory.data());
+    *gate = 0;
+    stream.impl().wait_value(gate, 1);
+    Request send = comm.send(0, kTag, data.data(), kBytes, &stream);
+    Stream waiter = comm.make_stream();
+    send.on_stream(waiter);  // returns once rank 0's receive matched the send
+    std::atomic_ref<std::uint32_t>(*gate).store(1, std::memory_order_release);
+    Stopwatch watch;
+    const auto error = call_error([&] { send.wait(); });
+    std::fprintf(stderr, "rank 1: the send ended after %.2f s: %s\n", watch.seconds(),
+                 error ? error->second.c_str() : "without an error");
+    // The cause's code (System, from the hook), with the send's context in front of the transport's.
+    CHILD_CHECK(error && error->first == ErrorCode::System, "the send whose write was refused did not fail");
+    CHILD_CHECK(contains(error, send_text + ": rank 1 -> peer 0: net write of ") && contains(error, hook_text),
+                error->second);
+    CHILD_CHECK(watch.seconds() < timeout / 2, "the send took ", watch.seconds(), " s to fail");
+    const auto waited = stream_error(waiter, timeout / 2);
+    CHILD_CHECK(!waited, "a stream waiting for the failed send: ", waited->second);
+    // The failure shows in the Request, the send's own report, not also on the stream it was issued from.
+    const auto issued = stream_error(stream, timeout / 2);
+    CHILD_CHECK(!issued, "the send's stream: ", issued->second);
+    if (pair_fails) {
+      const auto later = call_error([&] { comm.send(0, kTag, data.data(), 8); });
+      CHILD_CHECK(later && later->first == ErrorCode::Peer && contains(later, "rank 1 -> peer 0: send of 8 bytes"),
+                  later ? later->second : "a later send was accepted");
+    } else {
+      fill(comm, data.data(), kBytes, 32);
+      comm.send(0, kTag, data.data(), kBytes, &stream).wait();
+    }
   }
   comm.barrier();
   return 0;

@@ -136,6 +136,27 @@ TEST_F(Net, APutWhoseWriteFailsAfterItWasAnnouncedFailsTheWaitForItsSignal) {
   }
 }
 
+// A send whose RMA write the sender's transport refuses (the test hook PICKLE_TEST_FAIL_NET_WRITE, as a source
+// registration refused on verbs or efa): its Request fails naming the send and the cause, the streams waiting for it
+// and for its receive go on, and the receiver's receive fails with PeerError within seconds (before: the sender's
+// Request waited until PICKLE_TIMEOUT, the streams for ever, and the receiver was never told). Nothing of it was
+// written, so the pair goes on: the next send of the same tag arrives intact.
+TEST_F(Net, ASendWhoseWriteIsRefusedFailsWithItsReceiveAndThePairGoesOn) {
+  for (bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged" : "direct");
+    auto env = staged ? staged_env(2) : net_env(2);
+    env[0] = "PICKLE_TIMEOUT=20";
+    expect_all_ok(run_ranks("net_send_write_fails", 2, {"host", "1", "alone"}, env, std::chrono::seconds(90)));
+  }
+}
+// A staged send whose second piece's write is refused after its first piece left: that piece may still land, so the
+// pair fails on both sides, promptly, rather than the receive failing alone.
+TEST_F(Net, AStagedSendRefusedAfterItsFirstPieceLeftFailsThePairOnBothSides) {
+  auto env = staged_env(2);
+  env[0] = "PICKLE_TIMEOUT=20";
+  expect_all_ok(run_ranks("net_send_write_fails", 2, {"host", "2", "pair"}, env, std::chrono::seconds(90)));
+}
+
 // Two "hosts": ranks in separate network namespaces joined by a veth link that drops and delays packets. Nothing is
 // forced: the communicator must see that the ranks share no host, pick net for the pair, join them with TCP control
 // channels (no Unix socket reaches across namespaces), and move exact data, in every rank program below.
