@@ -107,7 +107,8 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           [&](const SendFailedMessage& m) {
             using Failure = SendFailedMessage::Failure;
             if (m.failure != Failure::Mismatch && !uses_net(peer)) {
-              throw ProtocolError(cat("rank ", info.rank, ": peer ", peer, " failed a net write but uses another transport"));
+              throw ProtocolError(
+                  cat("rank ", info.rank, ": peer ", peer, " failed a net write but uses another transport"));
             }
             if (m.failure == Failure::PartlyWritten) {
               // Chunks of the send may still land, in the receive's buffer and under its message id: only closing
