@@ -28,6 +28,7 @@
 #include <pickle/communicator.hpp>
 
 #include "two_rank_threads.hpp"
+#include "probe_args.hpp"
 
 namespace {
 
@@ -151,15 +152,6 @@ void rank_main(int rank, Shared& shared) {
   }
 }
 
-std::size_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  std::size_t value = std::strtoull(text.c_str(), &end, 10);
-  if (*end == 'K' || *end == 'k') value <<= 10;
-  if (*end == 'M' || *end == 'm') value <<= 20;
-  if (*end == 'G' || *end == 'g') value <<= 30;
-  return value;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,7 +161,7 @@ int main(int argc, char** argv) {
   const std::string collectives = argc > 3 ? argv[3] : "allgather,allreduce";
   if (collectives.find("allgather") != std::string::npos) shared.collectives.push_back(Collective::Allgather);
   if (collectives.find("allreduce") != std::string::npos) shared.collectives.push_back(Collective::Allreduce);
-  for (int i = 4; i < argc; ++i) shared.sizes.push_back(parse_bytes(argv[i]));
+  for (int i = 4; i < argc; ++i) shared.sizes.push_back(probe::parse_bytes(argv[i]));
   if (shared.sizes.empty()) shared.sizes = {1u << 20, 16u << 20, 64u << 20, 256u << 20};
   for (std::size_t bytes : shared.sizes) {
     if (bytes == 0 || bytes % 32 != 0) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/reduce.hpp"
+#include "probe_args.hpp"
 
 namespace {
 
@@ -28,15 +29,6 @@ void check(cudaError_t status, const char* what) {
     std::fprintf(stderr, "reduce_probe: %s: %s\n", what, cudaGetErrorString(status));
     std::exit(1);
   }
-}
-
-std::size_t parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  std::size_t value = std::strtoull(text.c_str(), &end, 10);
-  if (*end == 'K' || *end == 'k') value <<= 10;
-  if (*end == 'M' || *end == 'm') value <<= 20;
-  if (*end == 'G' || *end == 'g') value <<= 30;
-  return value;
 }
 
 std::vector<int> parse_list(const std::string& text) {
@@ -87,7 +79,7 @@ int main(int argc, char** argv) {
   const int inputs = argc > 3 ? std::atoi(argv[3]) : 2;
   const std::vector<int> budgets = parse_list(argc > 4 ? argv[4] : "8,16,32");
   std::vector<std::size_t> sizes;
-  for (int i = 5; i < argc; ++i) sizes.push_back(parse_bytes(argv[i]));
+  for (int i = 5; i < argc; ++i) sizes.push_back(probe::parse_bytes(argv[i]));
   if (sizes.empty()) sizes = {4u << 20, 16u << 20, 64u << 20, 256u << 20};
   if (inputs < 1 || inputs > pickle::coll::kMaxReduceInputs) {
     std::fprintf(stderr, "reduce_probe: inputs must be 1 to %d\n", pickle::coll::kMaxReduceInputs);
