@@ -87,7 +87,11 @@ class PassedCheck {
 /// Errors: enqueueing checks its arguments (InvalidArgument) and the CUDA call (CudaError). A host callback or a passed
 /// check that throws does not stop the stream: its exception is kept and rethrown by the next query() or synchronize().
 /// All methods may be called from any thread; operations keep the order in which their calls returned.
-class Stream {
+///
+/// Streams that a std::shared_ptr owns (the application's, through pickle::Stream) hand out weak references
+/// (weak_from_this): a communicator keeps them to check, when it is destroyed, that they have passed their waits on its
+/// words before it frees them.
+class Stream : public std::enable_shared_from_this<Stream> {
  public:
   virtual ~Stream() = default;
   Stream(const Stream&) = delete;
