@@ -205,8 +205,7 @@ void Call::send_ready(int peer) {
 void Call::await_ready(int peer) {
   started_ = true;
   const std::uint32_t expected = ++state_.ready_awaited[static_cast<std::size_t>(peer)];
-  side_stream(peer, kInput).impl().wait_value(
-      comm_.signals->local_word_for_streams(peer, comm::kCollectiveReadySlot), expected);
+  comm_.wait_signal_on_stream(side_stream(peer, kInput).impl(), peer, comm::kCollectiveReadySlot, expected);
   ready_waits_.push_back(ReadyWait{peer, expected});
 }
 

@@ -107,6 +107,9 @@ struct RequestState {
   std::uint32_t generation = 0;
 
   std::exception_ptr error;  // guarded by Impl::mutex
+  // The streams that on_stream() made wait on this request's word (guarded by Impl::mutex): if the communicator is
+  // destroyed before the request completed, each is told so through its next synchronize (Impl::retire_signal_area).
+  std::vector<std::weak_ptr<device::Stream>> waiting_streams;
 };
 
 struct WindowState {
@@ -250,6 +253,40 @@ struct Communicator::Impl {
   void fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before = nullptr);
   /// Stops and joins the progress thread.
   void stop_progress();
+
+  // --- streams that use the signal words, and the end of teardown, which must not free the words under them
+  // (stream_words.cpp)
+  /// Notes (mutex held) that `stream` was given a wait on, or a write into, a signal word: teardown checks that it has
+  /// passed it before the words go. Only streams that a shared_ptr owns are noted: the application's and the
+  /// collectives' side streams. The transports' own streams are destroyed before the words anyway.
+  void note_stream_on_words_locked(device::Stream& stream);
+  /// Enqueues a wait of `stream` for `peer`'s signal `slot` to reach `expected`, noted for teardown (Communicator::wait
+  /// and the collectives' ready waits).
+  void wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected);
+  /// What the application's streams still waited for when teardown began: requests that on_stream() made a stream
+  /// wait on and that had not completed, and signal waits whose count had not come. Pairs that had failed already
+  /// are left out: their failure released those waits, and the application could hear of it.
+  struct StreamWaitsAtClose {
+    std::vector<std::shared_ptr<RequestState>> requests;
+    struct SignalWait {
+      int peer;
+      int slot;
+      std::uint32_t expected;
+    };
+    std::vector<SignalWait> signals;
+  };
+  StreamWaitsAtClose stream_waits_at_close() const;
+  /// The last step of teardown, once nothing but the application's streams can touch the signal words any more.
+  /// Waits in `at_close` that never completed are released (their pairs fail, as in fail_peer), each stream that
+  /// waited on such a request gets a check that throws PeerError naming it (signal waits have theirs: check_wait),
+  /// and the signal area is kept, never freed, since a stream may still read it (a CUDA stream that the application
+  /// destroyed still runs its work, and no list holds it); an Error log names what was pending. With nothing pending
+  /// the area is freed as usual, once every noted stream has passed its current end, or kept if one has not.
+  void retire_signal_area(const StreamWaitsAtClose& at_close);
+  /// Whether `request` completed (mutex held): no error, and its word reached its generation.
+  bool completed_locked(const RequestState& request) const;
+  /// Whether `peer`'s signal `slot` had reached `expected` (mutex held); for a failed pair, before its release.
+  bool signal_reached_locked(int peer, int slot, std::uint32_t expected) const;
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
   /// Counted: teardown waits (bounded) until every such callback has run, so that none runs on a freed communicator
   /// when the application destroys it before synchronizing its streams.
@@ -325,6 +362,9 @@ struct Communicator::Impl {
     std::vector<std::shared_ptr<RequestState>> slot_owner = std::vector<std::shared_ptr<RequestState>>(kCompletionSlots);
     std::vector<int> free_slots;
     std::vector<std::uint32_t> signals_sent = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
+    // The highest count of each of the peer's signal slots that a stream was made to wait for (wait_signal_on_stream):
+    // teardown tells from it whether a stream may still be waiting on the slot.
+    std::vector<std::uint32_t> signals_awaited = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
     // net transport: puts this rank wrote to the peer, puts of the peer that landed here, and the peer's signals
     // waiting for its earlier puts to land.
     std::uint64_t net_puts_sent = 0;
@@ -372,6 +412,8 @@ struct Communicator::Impl {
     std::string what;
   };
   std::vector<StreamCheck> stream_checks;
+  /// The streams of note_stream_on_words_locked, by Stream::serial (mutex).
+  std::map<std::uint64_t, std::weak_ptr<device::Stream>> streams_on_words;
   bool unwinding = false;  // destroyed while an exception unwinds (Communicator::close says so)
 
   /// The collectives layer's per-communicator state (src/collectives: scratch, side streams), made on first use

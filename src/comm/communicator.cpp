@@ -174,6 +174,9 @@ Communicator::Impl::~Impl() {
   // Communicator's inline destructor asks the application's runtime; this library's may not know (it may be a copy).
   unwinding = unwinding || std::uncaught_exceptions() > 0;
   PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
+  // What the application's streams still wait for now, before the barrier and the peers' goodbyes complete or fail
+  // it: whatever of it never completes is reported on those streams at the end (retire_signal_area).
+  const StreamWaitsAtClose stream_waits = stream_waits_at_close();
   // 1. Our own transfers finish: copies into peers' memory, staged chunks, RMA writes. Each step on its own: a
   // stream that fails to synchronize must not skip the others.
   auto attempt = [this](auto&& step) {
@@ -244,6 +247,9 @@ Communicator::Impl::~Impl() {
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
   });
+  // 4. Nothing of this communicator writes the signal words any more: what the application's streams still wait for
+  // never comes. Release it, and free the words only if no stream can read them any more.
+  attempt([&] { retire_signal_area(stream_waits); });
 }
 
 void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn) {
@@ -450,6 +456,7 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
   {
     std::lock_guard lock(mutex);
     value = ++peers[peer].signals_sent[slot];
+    note_stream_on_words_locked(stream);  // ipc: the stream writes into the peer's word
   }
   if (uses_net(peer)) {
     net_signal(stream, peer, slot, value);
@@ -467,7 +474,7 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
   c.check_peer(peer, ctx);
   if (slot < 0 || slot >= kSignalSlots) throw InvalidArgument(cat(describe(ctx), ": slot ", slot, " out of range"));
   c.check_peer_alive(peer, ctx);
-  stream.impl().wait_value(c.signals->local_word_for_streams(peer, slot), expected);
+  c.wait_signal_on_stream(stream.impl(), peer, slot, expected);
   c.check_wait(stream.impl(), peer, slot, expected);
 }
 

@@ -291,6 +291,7 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
     send.generation = post.generation;
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), post.generation);
+    note_stream_on_words_locked(stream);
     send.copied_on = stream.serial();
     send.enqueued = true;
     return std::nullopt;
@@ -357,7 +358,11 @@ void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
   }
-  if (!ordered_already) stream.wait_value(completion_word_for_streams(request), request.generation);
+  if (ordered_already) return;
+  stream.wait_value(completion_word_for_streams(request), request.generation);
+  std::lock_guard lock(mutex);
+  note_stream_on_words_locked(stream);
+  request.waiting_streams.push_back(stream.weak_from_this());
 }
 
 }  // namespace pickle

@@ -54,6 +54,7 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
     std::lock_guard lock(mutex);
     check_peer_alive_locked(peer, ctx);
     peers[peer].shm_put_generation[static_cast<std::size_t>(slot)] = generation;
+    note_stream_on_words_locked(stream);  // it waits on the put's "source read" word below
   }
   std::uint32_t* word = signals->sent_word_for_streams(peer, index);
   const std::int32_t window_id = window.id;

@@ -1,6 +1,7 @@
 #include "comm/signal_area.hpp"
 
 #include <cstring>
+#include <mutex>
 
 #include <pickle/error.hpp>
 
@@ -49,6 +50,14 @@ SignalArea::SignalArea(int rank, int world, MemoryKind streams_kind, int device,
 }
 
 SignalArea::~SignalArea() = default;
+
+void SignalArea::keep_until_exit(std::unique_ptr<SignalArea> area) {
+  // Leaked on purpose, list and lock included: a stream thread may still poll the words while static destructors run.
+  static auto* const mutex = new std::mutex;
+  static auto* const kept = new std::vector<std::unique_ptr<SignalArea>>;
+  std::lock_guard lock(*mutex);
+  kept->push_back(std::move(area));
+}
 
 std::uint32_t* SignalArea::local_word(int peer, int index) const { return word_in(local_->data(), peer, index); }
 

@@ -44,6 +44,12 @@ class SignalArea {
              const Deadline& deadline);
   ~SignalArea();
 
+  /// Keeps `area` (its memory, its registrations and its mappings of the peers' areas) until the process exits, never
+  /// freed: for a communicator destroyed while streams may still wait on its words (Communicator::Impl::
+  /// retire_signal_area). The cost: about 40 KiB times the world size, for this rank's area and for each peer's area
+  /// that it maps.
+  static void keep_until_exit(std::unique_ptr<SignalArea> area);
+
   /// Word `index` of the block this rank keeps for `peer` (what `peer` writes), as the host sees it.
   std::uint32_t* local_word(int peer, int index) const;
   /// The same word as this rank's streams address it (wait_value).
