@@ -759,6 +759,80 @@ PICKLE_CHILD(comm_teardown_with_a_pending_wait) {
   return 0;  // the stream, never opened, is dropped at its gate when it goes
 }
 
+// A communicator destroyed while rank 1's stream still waits on one of its words (the misuse that the contract
+// forbids): the stream must neither crash nor hang, and what the wait stood for decides what its synchronize says.
+// args: memory, then what rank 1's stream waits on:
+// - "recv": Request::on_stream of a receive that rank 0 never sends: synchronize throws PeerError naming the receive
+//   (the teardown released the wait without the data).
+// - "signal": Communicator::wait for a signal that rank 0 never raises: synchronize throws PeerError naming the wait.
+// - "recv_done": on_stream of a receive that completed (waited for on the host first): synchronize succeeds.
+// Options after that:
+// - "gated" (host memory only): the stream first waits on a word of this child that it opens only once the
+//   communicator is gone, so that the stream reads the communicator's word after the teardown: the words must
+//   outlive the communicator, not just be released.
+// - "unwinding": both ranks destroy their communicators while unwinding from an error, rank 0 a second after rank 1:
+//   no barrier and no goodbye, so that rank 1's teardown itself must release the waits (otherwise rank 0's goodbye
+//   does).
+PICKLE_CHILD(comm_destroyed_while_a_stream_waits) {
+  const std::string what_waits = args.at(1);
+  const bool gated = std::find(args.begin() + 2, args.end(), "gated") != args.end();
+  const bool unwinding = std::find(args.begin() + 2, args.end(), "unwinding") != args.end();
+  std::uint32_t gate = 0;  // declared before the stream, which may still wait on it
+  std::optional<Communicator> held(make_comm(args.at(0)));
+  const int rank = held->rank();
+  CHILD_CHECK(!gated || held->memory_kind() == MemoryKind::Host, "a gate needs a host stream");
+  Stream stream = held->make_stream();
+  constexpr std::size_t kBytes = 1024;
+  Buffer buffer = held->alloc(kBytes);
+  if (what_waits == "recv_done" && rank == 0) {
+    fill(*held, buffer.data(), kBytes, 7);
+    held->send(1, 7, buffer.data(), kBytes).wait();
+  }
+  if (rank == 1) {
+    if (gated) stream.impl().wait_value(&gate, 1);
+    if (what_waits == "signal") {
+      held->wait(stream, 0, 3, 1);  // rank 0 never signals
+    } else {
+      Request recv = held->recv(0, 7, buffer.data(), kBytes);  // rank 0 sends only for "recv_done"
+      if (what_waits == "recv_done") {
+        recv.wait();
+        CHILD_CHECK(count_wrong(*held, buffer.data(), kBytes, 7) == 0, "the received data is wrong");
+      }
+      recv.on_stream(stream);
+    }
+  }
+  held->barrier();
+  Stopwatch watch;
+  // Without synchronizing the stream.
+  if (unwinding) {
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(1));  // alive until rank 1's teardown is done
+    try {
+      Communicator doomed = std::move(*held);
+      throw std::runtime_error("an application error");
+    } catch (const std::runtime_error&) {
+    }
+  }
+  held.reset();
+  std::atomic_ref<std::uint32_t>(gate).store(1, std::memory_order_release);
+  if (rank == 0) return 0;
+  std::string what;
+  if (what_waits == "recv_done") {
+    stream.synchronize();
+  } else {
+    const std::string needle =
+        what_waits == "signal" ? "rank 1 -> peer 0: wait for signal 3 to reach 1: the pair with peer 0 failed"
+                               : "rank 1 -> peer 0: recv of 1024 bytes (tag 7): the communicator was destroyed "
+                                 "before this receive completed";
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::Peer, needle, what), what);
+    std::fprintf(stderr, "rank 1: %s\n", what.c_str());
+    // Unwinding, no goodbye came: the failure is the teardown's own.
+    CHILD_CHECK(!unwinding || what.find("rank 1 destroyed its communicator") != std::string::npos, what);
+    stream.synchronize();  // reported once; the stream goes on
+  }
+  CHILD_CHECK(watch.seconds() < env::timeout_seconds() / 2, "teardown and synchronize took ", watch.seconds(), " s");
+  return 0;
+}
+
 // Over shm, the sender dies while its stream is still copying a large message into the staging ring (small chunks,
 // two slots: it takes seconds). The release of the failed pair lets queued copies run through the released ring
 // flags; the receive must then fail with PeerError, not complete with whatever the ring held. (Were the message all

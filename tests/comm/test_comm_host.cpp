@@ -88,6 +88,38 @@ TEST(Comm, TeardownDoesNotWaitForAStreamHoldingAWait) {
   expect_all_ok(run_ranks("comm_teardown_with_a_pending_wait", 2, {"host"}, {"PICKLE_TIMEOUT=10"}));
 }
 
+// A communicator destroyed before a stream that waits on its words was synchronized: the stream must not read freed
+// memory (a SIGSEGV of rank 1 before the fix) nor hang, and its synchronize reports a wait that never completed
+// (PeerError naming it) or passes one that did. "gated": the stream reaches the wait only after the teardown;
+// "unwinding": no goodbye from the peer, the teardown itself releases the wait.
+class CommDestroyedWhileAStreamWaits : public testing::TestWithParam<std::string> {
+ protected:
+  void run(const std::string& what_waits, const std::vector<std::string>& options) {
+    std::vector<std::string> args{"host", what_waits};
+    args.insert(args.end(), options.begin(), options.end());
+    expect_all_ok(run_ranks("comm_destroyed_while_a_stream_waits", 2, args,
+                            {"PICKLE_TIMEOUT=10", "PICKLE_TRANSPORT=" + GetParam()}, std::chrono::seconds(60)));
+  }
+  const std::vector<std::vector<std::string>> variants_{{}, {"gated"}, {"unwinding"}, {"gated", "unwinding"}};
+};
+TEST_P(CommDestroyedWhileAStreamWaits, OnAReceiveThatNeverCameTheStreamReportsIt) {
+  for (const auto& options : variants_) {
+    SCOPED_TRACE(testing::PrintToString(options));
+    run("recv", options);
+  }
+}
+TEST_P(CommDestroyedWhileAStreamWaits, OnASignalThatNeverCameTheStreamReportsIt) {
+  for (const auto& options : variants_) {
+    SCOPED_TRACE(testing::PrintToString(options));
+    run("signal", options);
+  }
+}
+TEST_P(CommDestroyedWhileAStreamWaits, BeforeReachingAReceiveThatCompletedTheStreamStillPassesIt) {
+  run("recv_done", {"gated"});
+}
+INSTANTIATE_TEST_SUITE_P(Comm, CommDestroyedWhileAStreamWaits, testing::Values("ipc", "shm"),
+                         [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
 TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
   auto statuses = run_ranks("comm_signal_dead_peer", 2, {"host"}, {"PICKLE_TIMEOUT=20"});
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();

@@ -59,6 +59,18 @@ TEST_F(CommCuda, StreamWaitingOnADeadPeersSignalIsReleased) {
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
 }
+// A communicator destroyed while a GPU stream still waits on one of its words (tests/comm's
+// CommDestroyedWhileAStreamWaits; no gate here, which needs a host stream): the wait is released and reported on the
+// stream, and the words stay registered while the GPU may still read them (no fault).
+TEST_F(CommCuda, DestroyedWhileAStreamWaitsTheStreamReportsIt) {
+  for (const char* what : {"recv", "signal"}) {
+    for (const char* option : {"", "unwinding"}) {
+      SCOPED_TRACE(testing::Message() << what << " " << option);
+      expect_all_ok(run_ranks("comm_destroyed_while_a_stream_waits", 2, {"cuda", what, option}, {"PICKLE_TIMEOUT=10"},
+                              std::chrono::seconds(60)));
+    }
+  }
+}
 TEST_F(CommCuda, RecvWithoutASenderTimesOut) {
   expect_all_ok(run_ranks("comm_timeout", 2, {"cuda"}, {"PICKLE_TIMEOUT=2"}));
 }
