@@ -111,6 +111,9 @@ class Communicator {
   /// goodbye to the peers. Destroyed while an exception unwinds, it skips the wait and the goodbye: the peers see the
   /// channels close and fail what they have pending with this rank at once. Inline on purpose: "is an exception
   /// unwinding?" is asked in the application's code, of the C++ runtime that threw it.
+  /// Streams given this communicator's work must be synchronized first. Where one is not, a wait of it that can never
+  /// complete is released and makes its next synchronize throw PeerError, and the words it waits on stay allocated
+  /// (docs/p2p.md, Errors).
   ~Communicator() {
     if (impl_) close(std::uncaught_exceptions() > 0);
   }
