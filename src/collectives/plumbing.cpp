@@ -220,10 +220,11 @@ void Call::stream_wait_later(Request request) {
 void Call::finish() {
   for (auto& request : deferred_) request.on_stream(stream_);
   deferred_.clear();
-  if (recvs_.empty() && ready_waits_.empty()) return;
+  if (recvs_.empty() && sends_.empty() && ready_waits_.empty()) return;
   // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
   // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
-  // it. Not a host callback: that would hold the stream for a round trip through a host thread at the end of every
+  // it. Sends too: one whose write a net transport refused fails (and fails the pair) with every receive of this
+  // rank's call intact, and its data never reached the peer. Not a host callback: that would hold the stream for a round trip through a host thread at the end of every
   // collective. The pairs' failure records are taken now: the check may run after the communicator is gone.
   struct ReadyCheck {
     std::shared_ptr<PairFailure> record;
@@ -237,9 +238,11 @@ void Call::finish() {
                                OpContext{.rank = rank(), .peer = wait.peer, .op = "wait"}, wait.expected});
   }
   comm_.check_when_passed(stream(), prefix_,
-                          [recvs = std::move(recvs_), ready = std::move(ready), prefix = prefix_]() mutable {
+                          [recvs = std::move(recvs_), sends = sends_, ready = std::move(ready),
+                           prefix = prefix_]() mutable {
                             try {
                               for (auto& request : recvs) request.test();
+                              for (auto& request : sends) request.test();
                               for (const ReadyCheck& wait : ready) {
                                 Communicator::Impl::throw_if_released(*wait.record, wait.ctx,
                                                                       comm::kCollectiveReadySlot, wait.expected);

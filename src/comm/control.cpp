@@ -102,7 +102,7 @@ ControlMessage decode(std::span<const std::byte> bytes) {
       m.send_bytes = r.u64("send_bytes");
       m.reason = r.string("reason", kMaxReasonBytes);
       const std::uint8_t failure = r.u8("failure");
-      if (failure > static_cast<std::uint8_t>(SendFailedMessage::Failure::PartlyWritten)) {
+      if (failure > static_cast<std::uint8_t>(SendFailedMessage::Failure::CollectiveNotWritten)) {
         throw ProtocolError(cat("control message: send failure of unknown kind ", static_cast<int>(failure)));
       }
       m.failure = static_cast<SendFailedMessage::Failure>(failure);

@@ -39,6 +39,8 @@ struct SendFailedMessage {
                         ///< PeerError, and the pair goes on
     PartlyWritten = 2,  ///< net: a later piece's write could not be made after earlier ones left, which may still
                         ///< land: the receiver fails the pair (the sender has failed it already)
+    CollectiveNotWritten = 3,  ///< net: a collective's send (tag < 0) could not be written: the collective cannot
+                               ///< complete anywhere, so the receiver fails the pair (the sender has already)
   };
   std::int32_t tag = 0;
   std::uint64_t seq = 0;

@@ -132,8 +132,12 @@ void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestSt
   // provider (NetTransport::write), so nothing of it lands later: the pair stays in step and goes on. Once a staged
   // send's earlier pieces left, though, their chunks may still land in the receive's buffer after the receiver
   // heard (the control channel is another connection): only closing the pair's endpoints stops them, so the pair
-  // fails, here first (our writes to the peer are dropped), then at the peer, told why.
+  // fails, here first (our writes to the peer are dropped), then at the peer, told why. A collective's send (tag < 0)
+  // fails the pair too: the receiver's stream would go on with what its scratch or buffer held (an allreduce reduces
+  // it and sends the result on), and this rank's own call, whose receives all arrived, would not know (found by
+  // review): failing the pair makes every later wait on it, and this call's end check, report it on both sides.
   RequestState& send = *request;
+  const bool collective = send.tag < 0;
   std::exception_ptr error;
   std::string reason;
   try {
@@ -151,12 +155,14 @@ void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestSt
     // Streams waiting for the send go on, as when the pair fails; the Request is where its failure shows.
     signals->advance_sent(peer, comm::kPeerSignalSlots + send.slot, send.generation);
   }
-  if (partly_written) fail_peer(peer, reason);  // leaves this send alone: it has its error already
+  if (partly_written || collective) fail_peer(peer, reason);  // leaves this send alone: it has its error already
   using Failure = SendFailedMessage::Failure;
+  const Failure failure = partly_written ? Failure::PartlyWritten
+                          : collective   ? Failure::CollectiveNotWritten
+                                         : Failure::NotWritten;
   try {
     send_control(peer, SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes,
-                                         .reason = reason,
-                                         .failure = partly_written ? Failure::PartlyWritten : Failure::NotWritten});
+                                         .reason = reason, .failure = failure});
   } catch (const Error& e) {
     // The channel is broken: the peer sees it close and fails the pair by itself.
     PICKLE_LOG(Debug, "comm", describe(send.ctx) << ": the peer could not be told that the send failed: " << e.what());

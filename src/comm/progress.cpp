@@ -117,6 +117,12 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                                   ") failed partway: ", m.reason));
               return;
             }
+            if (m.failure == Failure::CollectiveNotWritten) {
+              // A collective cannot complete without it, anywhere: the pair fails on this side too.
+              fail_peer(peer, cat("peer ", peer, "'s send of ", m.send_bytes, " bytes in a collective (tag ", m.tag,
+                                  ") could not be written: ", m.reason));
+              return;
+            }
             std::optional<std::uint32_t> never_coming;  // the net message id the receive expected
             {
               std::lock_guard lock(mutex);

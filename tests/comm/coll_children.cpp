@@ -754,6 +754,29 @@ PICKLE_CHILD(coll_death_after_call) {
   return 0;
 }
 
+// An allreduce whose first net write on rank 0 is refused (PICKLE_TEST_FAIL_NET_WRITE=1 there: rank 0's send of
+// block 1 to rank 1). Rank 1 never gets that block and would reduce whatever its scratch held, then send the result
+// on; rank 0's own receives all arrive. Every rank's synchronize must throw, naming the allreduce: none may succeed,
+// with wrong data or right. args: memory.
+PICKLE_CHILD(coll_net_write_refused) {
+  if (std::stoi(env::foreign("RANK").value()) == 0) ::setenv("PICKLE_TEST_FAIL_NET_WRITE", "1", 1);
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t count = 1 << 14;
+  Harness h(comm, count * 4);
+  std::vector<float> in(count, static_cast<float>(comm.rank() + 1));
+  h.stream().impl().copy(h.a(), in.data(), count * 4);
+  comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+  try {
+    h.stream().synchronize();
+    std::fprintf(stderr, "rank %d: synchronize succeeded although rank 0's send was never written\n", comm.rank());
+    return 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    if (std::string(e.what()).find("allreduce") == std::string::npos) return 2;
+  }
+  return 0;
+}
+
 // PICKLE_COLL_CHUNK that is not a positive multiple of 4096: the first collective fails with an InvalidArgument naming
 // the variable, before any message (so every rank fails alike). args: memory.
 PICKLE_CHILD(coll_bad_chunk_setting) {

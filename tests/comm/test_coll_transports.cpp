@@ -41,6 +41,12 @@ TEST_F(CollOverNet, StagedEveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
 }
 
+// A collective's send whose net write is refused fails its pair on both sides: every rank's synchronize reports it,
+// none goes on with a block that never came (found by review: the sending rank's call succeeded, its result wrong).
+TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsOnEveryRank) {
+  expect_all_ok(run_ranks("coll_net_write_refused", 2, {"host"}, net_env("20"), std::chrono::seconds(90)));
+}
+
 // Peers write into a rank's receive buffer only once its stream has reached the call (the ready handshake, an empty
 // send, must leave in stream order on every transport).
 TEST(CollOverShm, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
