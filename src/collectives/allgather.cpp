@@ -30,11 +30,12 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
   }
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
-    // Every receive is posted before any send (each send waits for its post).
+    // Every receive is posted before any ready signal or send (each waits for the peer's post).
     for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      call.stream_wait_later(call.recv(peer, coll::kTagAllgather, out + peer * bytes, bytes));
-      call.send_ready(peer);
+      if (peer != rank) call.stream_wait_later(call.recv(peer, coll::kTagAllgather, out + peer * bytes, bytes));
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer != rank) call.send_ready(peer, coll::kTagAllgather);
     }
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;

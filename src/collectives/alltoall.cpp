@@ -33,14 +33,17 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
   auto* out = static_cast<char*>(recv);
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // Out of place, peers write straight into recv: not before this rank's stream reached the call, nor this rank
-    // into theirs. In place needs no such handshake (chunks land in scratch), but has it too, so that the ranks'
-    // message sequences do not depend on which of them work in place.
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.send_ready(peer);
-    }
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.await_ready(peer);
-    }
+    // into theirs. In place needs no such handshake (chunks land in scratch), but has it too, so that the ranks' ready
+    // counts do not depend on which of them work in place. Either way the ready signals go once the first receives
+    // are posted, each after the peer's own post arrived (Call::send_ready), and before the first send.
+    auto handshake = [&] {
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer != rank) call.send_ready(peer, coll::kTagAlltoall);
+      }
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer != rank) call.await_ready(peer);
+      }
+    };
     if (in_place) {
       coll::Exchange x;
       x.consume = coll::Exchange::Consume::CopyIntoPlace;
@@ -49,6 +52,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
       x.send = in;
       x.recv = out;
       x.blocks = coll::equal_blocks(count, world);
+      x.before_first_send = handshake;
       coll::run_exchange(call, x);
       call.finish();
       return;
@@ -64,6 +68,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
           call.stream_wait_later(call.recv(peer, coll::kTagAlltoall, out + peer * bytes + begin, length));
         }
       }
+      if (begin == 0) handshake();
       for (int peer = 0; peer < world; ++peer) {
         if (peer != rank) {
           call.stream_wait_later(call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length));

@@ -40,7 +40,7 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
       if (send != recv) call.stream().copy(recv, send, bytes);
     } else {
       call.stream_wait_later(call.recv(root, coll::kTagBroadcast, recv, bytes));
-      call.send_ready(root);
+      call.send_ready(root, 0);  // the root posts nothing to wait for (plumbing.hpp: a known gap)
     }
     call.finish();
   });

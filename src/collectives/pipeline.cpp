@@ -108,6 +108,7 @@ void run_exchange(Call& call, const Exchange& x) {
   if (world > 1) {
     for (std::size_t j = 0; j < std::min<std::size_t>(kStages - 1, chunks); ++j) post(j);
   }
+  if (x.before_first_send) x.before_first_send();
 
   std::vector<Request> outgoing(n);
   std::vector<const void*> inputs(n);

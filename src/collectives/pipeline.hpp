@@ -4,6 +4,7 @@
 // caller's stream (a reduction, or copies into place) while the copies of the next chunks are in flight.
 
 #include <cstddef>
+#include <functional>
 
 #include <pickle/collectives.hpp>
 
@@ -29,6 +30,9 @@ struct Exchange {
   Blocks blocks;
   /// Reduce: where this rank's result starts in `recv` (elements); its length is that of this rank's block.
   std::size_t out_offset = 0;
+  /// When set, runs once the first chunks' receives are posted and before the first send (in-place alltoall's ready
+  /// handshake, which waits for the peers' first posts).
+  std::function<void()> before_first_send;
 };
 
 /// UnavailableError naming the call when a reduction of `world` inputs cannot run on `kind` memory (the CUDA kernel

@@ -195,10 +195,11 @@ void Call::fork(int peer, Lane lane) {
 
 void Call::side_wait(int peer, device::Event& event, Lane lane) { side_stream(peer, lane).impl().wait(event); }
 
-void Call::send_ready(int peer) {
+void Call::send_ready(int peer, int tag) {
   Stream& side = side_stream(peer, kInput);
   fork(peer, kInput);
   started_ = true;
+  if (tag != 0) wait_for_post(peer, tag);
   comm_.signal_peer(side.impl(), peer, comm::kCollectiveReadySlot);
 }
 

@@ -128,8 +128,13 @@ class Call {
   /// reached, in the pair's collectives' ready signal slot (comm::kCollectiveReadySlot). No control message and no
   /// host wait: a stream write of the count, and a stream wait for the peer's.
   /// send_ready: tells `peer` that this rank's stream has reached the call: its input side stream raises the count
-  /// after the caller's stream's earlier work (which may still read or write recv).
-  void send_ready(int peer);
+  /// after the caller's stream's earlier work (which may still read or write recv). With a `tag` (< 0), only once the
+  /// host has seen `peer`'s receive for this rank's next send on `tag` (wait_for_post): a signal raised while the
+  /// peer is not in the call (it failed its arguments alone, and this rank's call then times out) would be taken by
+  /// the peer's next call for its own, and that call would write into this failed call's buffer (found by review).
+  /// Every rank posts its receives before it gets here, so the wait is short. Tag 0: no such wait (a broadcast's
+  /// non-root rank, which receives from the root but sends it nothing, has no post of the root to wait for).
+  void send_ready(int peer, int tag);
   /// await_ready: later input-lane sends to `peer` wait (on the side stream, not the host) until its count shows this
   /// call. A wait that the pair's failure released is reported by the call's end check (finish).
   void await_ready(int peer);

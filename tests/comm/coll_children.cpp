@@ -777,6 +777,70 @@ PICKLE_CHILD(coll_net_write_refused) {
   return 0;
 }
 
+// A collective that fails its arguments on one rank only (before any message: that rank's communicator stays
+// usable) while the other rank's call times out waiting for it. Rank 0's allgather gets a null recv; rank 1's
+// allgather into `stale` gives up after PICKLE_TIMEOUT. Rank 0 then calls allgather again, properly: nothing of it may
+// land in rank 1's `stale` (a ready signal that rank 1 raised for its failed call would let it). Found by review.
+// args: memory.
+/// Request::wait gives up after PICKLE_TIMEOUT, which this test keeps short; the notes between its ranks may take
+/// longer (one rank's collective is timing out meanwhile): poll for up to a minute.
+void wait_polling(Request request) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!request.test()) {
+    if (std::chrono::steady_clock::now() > give_up) throw TimeoutError("test note: not complete after 60 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank();
+  const std::size_t count = 256, bytes = count * 4;
+  Buffer send = comm.alloc(bytes), stale = comm.alloc(2 * bytes), note = comm.alloc(64);
+  Stream stream = comm.make_stream();
+  const std::vector<std::uint8_t> mine(bytes, static_cast<std::uint8_t>(0xA0 + rank)), poison(2 * bytes, 0xEE);
+  stream.impl().copy(send.data(), mine.data(), bytes);
+  stream.impl().copy(stale.data(), poison.data(), 2 * bytes);
+  stream.synchronize();
+  if (rank == 0) {
+    try {
+      comm.allgather(stream, send.data(), nullptr, count, DataType::F32);
+      std::fprintf(stderr, "rank 0: an allgather into a null buffer was accepted\n");
+      return 1;
+    } catch (const InvalidArgument&) {
+    }
+    wait_polling(comm.recv(1, 9, note.data(), 64));  // rank 1's call has failed by now
+    Buffer fresh = comm.alloc(2 * bytes);
+    try {
+      comm.allgather(stream, send.data(), fresh.data(), count, DataType::F32);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "rank 0: the second allgather threw: %s\n", e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // time for a wrong copy to land
+    comm.send(1, 10, note.data(), 64).wait();
+    try {
+      stream.synchronize();  // may time out (rank 1 is no longer in step): what matters is rank 1's buffer
+    } catch (const Error&) {
+    }
+    return 0;
+  }
+  try {
+    comm.allgather(stream, send.data(), stale.data(), count, DataType::F32);
+    std::fprintf(stderr, "rank 1: the allgather returned although rank 0 never joined it\n");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank 1: %s\n", e.what());
+  }
+  comm.send(0, 9, note.data(), 64).wait();
+  wait_polling(comm.recv(0, 10, note.data(), 64));
+  std::size_t landed = 0;
+  for (std::size_t i = 0; i < bytes; ++i) landed += static_cast<const std::uint8_t*>(stale.data())[i] == 0xA0;
+  if (landed != 0) {
+    std::fprintf(stderr, "rank 1: %zu bytes of rank 0's later allgather landed in the failed call's buffer\n", landed);
+    return 1;
+  }
+  return 0;
+}
+
 // PICKLE_COLL_CHUNK that is not a positive multiple of 4096: the first collective fails with an InvalidArgument naming
 // the variable, before any message (so every rank fails alike). args: memory.
 PICKLE_CHILD(coll_bad_chunk_setting) {

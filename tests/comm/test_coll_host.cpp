@@ -35,6 +35,13 @@ TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
   expect_all_ok(run_ranks("coll_bad_chunk_setting", 2, {"host"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
 }
 
+// A call that fails its arguments on one rank only: the other rank's call fails (timeout), and no ready signal of
+// it may let the first rank's next call write into its buffer.
+TEST(Coll, ALaterCallDoesNotWriteIntoTheBufferOfACallThatFailedOnOneRank) {
+  expect_all_ok(run_ranks("coll_one_rank_fails_its_arguments", 2, {"host"}, {"PICKLE_TIMEOUT=3"},
+                          std::chrono::seconds(60)));
+}
+
 TEST(Coll, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
   expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"host"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
 }
