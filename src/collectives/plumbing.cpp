@@ -19,24 +19,24 @@ namespace {
 /// the reduction of the previous ones. Measured: on 2 x H200 with 1 MiB chunks a 16 MiB allreduce was host-bound
 /// (8 chunks); on one H100 (docs/results/2026-11-24-h100x1.md, eighth session) 16 MiB chunks beat 4 and 8 MiB ones
 /// at every size from 16 MiB to 1 GiB (a 64 MiB allreduce: 265 us per call, against 423 us with the 4 MiB chunks
-/// of the earlier rule), so CUDA chunks are 16 MiB, or the whole block when it is smaller. PICKLE_COLL_CHUNK
+/// of the earlier rule), so CUDA chunks are 16 MiB, or the whole block when it is smaller (so that a small reduction
+/// does not allocate 16 MiB of scratch per stage and peer: found by review). PICKLE_COLL_CHUNK
 /// overrides it, to measure between two GPUs. On host memory the copies are memcpy on stream threads: small chunks
 /// keep the CPU tests' pipelines deep.
 struct ChunkLimits {
+  std::size_t chunks_per_block;  ///< a block is cut into about this many chunks, before the limits below apply
   std::size_t min_bytes;
   std::size_t max_bytes;
   std::size_t scratch_bytes;  ///< most scratch one communicator may hold (all stages, all peers)
 };
 
 constexpr ChunkLimits limits_of(MemoryKind kind) {
-  return kind == MemoryKind::Cuda ? ChunkLimits{16u << 20, 16u << 20, 256u << 20}
-                                  : ChunkLimits{64u << 10, 1u << 20, 32u << 20};
+  return kind == MemoryKind::Cuda ? ChunkLimits{1, 4u << 10, 16u << 20, 256u << 20}
+                                  : ChunkLimits{8, 64u << 10, 1u << 20, 32u << 20};
 }
 
 /// Chunk sizes stay multiples of this: whole elements of every type, and 16-byte aligned chunk starts.
 constexpr std::size_t kChunkAlign = 4096;
-/// A block is cut into about this many chunks (before the limits above apply).
-constexpr std::size_t kChunksPerBlock = 8;
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
@@ -369,7 +369,8 @@ Blocks equal_blocks(std::size_t count, int world) {
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes) {
   const ChunkLimits limits = limits_of(kind);
-  std::size_t bytes = ceil_div(ceil_div(max_block * element_size, kChunksPerBlock), kChunkAlign) * kChunkAlign;
+  std::size_t bytes =
+      ceil_div(ceil_div(max_block * element_size, limits.chunks_per_block), kChunkAlign) * kChunkAlign;
   bytes = fixed_bytes != 0 ? fixed_bytes : std::clamp(bytes, limits.min_bytes, limits.max_bytes);
   // All stages of all peers within the ceiling (many ranks: smaller chunks).
   const std::size_t per_slot = limits.scratch_bytes / (static_cast<std::size_t>(kStages) *

@@ -21,8 +21,8 @@ constexpr std::array kTable = {
              "and the run must fail."},
     Variable{"PICKLE_COLL_CHUNK", "",
              "Bytes per pipeline chunk of reduce_scatter, allreduce and alltoall (a multiple of 4096, at least 4096), "
-             "to tune the pipeline against the host's cost per chunk; unset: 16 MiB on CUDA, and about an eighth of a "
-             "rank's block within 64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks "
+             "to tune the pipeline against the host's cost per chunk; unset: 16 MiB on CUDA (the block when smaller), and "
+             "about an eighth of a rank's block within 64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks "
              "cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
              "4 stages and all peers) still applies."},
     Variable{"PICKLE_IPC_STREAMS", "1",
