@@ -1,5 +1,7 @@
 // broadcast: the root's copy engine writes its buffer straight into every peer's recv buffer (no SM). Non-root ranks
 // ignore `send`.
+#include <vector>
+
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
@@ -32,15 +34,19 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // The root writes straight into the peers' recv, each only once that peer's stream has reached the call.
     if (rank == root) {
+      std::vector<Request> ready(static_cast<std::size_t>(world));
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer != rank) ready[static_cast<std::size_t>(peer)] = call.post_ready_message(peer);
+      }
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
-        call.await_ready(peer);
+        call.await_ready_message(peer, ready[static_cast<std::size_t>(peer)]);
         call.stream_wait_later(call.send(peer, coll::kTagBroadcast, send, bytes));
       }
       if (send != recv) call.stream().copy(recv, send, bytes);
     } else {
       call.stream_wait_later(call.recv(root, coll::kTagBroadcast, recv, bytes));
-      call.send_ready(root, 0);  // the root posts nothing to wait for (plumbing.hpp: a known gap)
+      call.send_ready_message(root);
     }
     call.finish();
   });

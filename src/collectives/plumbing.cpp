@@ -199,9 +199,27 @@ void Call::send_ready(int peer, int tag) {
   Stream& side = side_stream(peer, kInput);
   fork(peer, kInput);
   started_ = true;
-  if (tag != 0) wait_for_post(peer, tag);
+  wait_for_post(peer, tag);
   comm_.signal_peer(side.impl(), peer, comm::kCollectiveReadySlot);
 }
+
+Request Call::post_ready_message(int peer) {
+  started_ = true;
+  Request ready = comm_.recv(peer, kTagBroadcastReady, nullptr, 0);
+  recvs_.push_back(ready);
+  return ready;
+}
+
+void Call::send_ready_message(int peer) {
+  // A 0-byte message still matches and still ends with the completion write, in stream order.
+  Stream& side = side_stream(peer, kInput);
+  fork(peer, kInput);
+  started_ = true;
+  wait_for_post(peer, kTagBroadcastReady);
+  sends_.push_back(comm_.send(peer, kTagBroadcastReady, nullptr, 0, &side));
+}
+
+void Call::await_ready_message(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
 
 void Call::await_ready(int peer) {
   started_ = true;

@@ -35,6 +35,7 @@ enum Tag : int {
   kTagReduceScatter = -4,
   kTagAllreduceReduce = -5,  ///< allreduce, first half: every rank's block to its owner
   kTagAllreduceGather = -6,  ///< allreduce, second half: each owner's reduced block to everyone
+  kTagBroadcastReady = -7,   ///< broadcast: "my stream reached this call" from a non-root rank to the root (0 bytes)
 };
 
 /// Scratch stages of the pipelined collectives: chunk k lands in stage k % kStages, so that up to kStages chunks are
@@ -132,12 +133,20 @@ class Call {
   /// host has seen `peer`'s receive for this rank's next send on `tag` (wait_for_post): a signal raised while the
   /// peer is not in the call (it failed its arguments alone, and this rank's call then times out) would be taken by
   /// the peer's next call for its own, and that call would write into this failed call's buffer (found by review).
-  /// Every rank posts its receives before it gets here, so the wait is short. Tag 0: no such wait (a broadcast's
-  /// non-root rank, which receives from the root but sends it nothing, has no post of the root to wait for).
+  /// Every rank posts its receives before it gets here, so the wait is short.
   void send_ready(int peer, int tag);
   /// await_ready: later input-lane sends to `peer` wait (on the side stream, not the host) until its count shows this
   /// call. A wait that the pair's failure released is reported by the call's end check (finish).
   void await_ready(int peer);
+  /// Broadcast's handshake, a 0-byte message rather than the count: a non-root rank receives from the root but
+  /// sends it nothing, so it has no post of the root to wait for before a signal, and an unconfirmed signal could be
+  /// taken by a later call of a root that failed this one alone. The root posts a 0-byte receive per non-root
+  /// (post_ready_message); the non-root, once that post arrived, sends it a 0-byte message from its input side stream
+  /// (send_ready_message: it leaves after the stream's earlier work); the root's side stream waits for it before the
+  /// copy (await_ready_message).
+  Request post_ready_message(int peer);
+  void send_ready_message(int peer);
+  void await_ready_message(int peer, Request& ready);
   /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
   void stream_wait(Request& request);
   /// The caller's stream waits for `request` at the end of the call.

@@ -778,10 +778,10 @@ PICKLE_CHILD(coll_net_write_refused) {
 }
 
 // A collective that fails its arguments on one rank only (before any message: that rank's communicator stays
-// usable) while the other rank's call times out waiting for it. Rank 0's allgather gets a null recv; rank 1's
-// allgather into `stale` gives up after PICKLE_TIMEOUT. Rank 0 then calls allgather again, properly: nothing of it may
-// land in rank 1's `stale` (a ready signal that rank 1 raised for its failed call would let it). Found by review.
-// args: memory.
+// usable) while the other rank's call times out waiting for it. Rank 0's call gets a null recv; rank 1's call into
+// `stale` gives up after PICKLE_TIMEOUT. Rank 0 then calls the collective again, properly: nothing of it may land in
+// rank 1's `stale` (a ready signal that rank 1 raised for its failed call would let it). Found by review.
+// args: memory, allgather|broadcast (rank 0 is the root).
 /// Request::wait gives up after PICKLE_TIMEOUT, which this test keeps short; the notes between its ranks may take
 /// longer (one rank's collective is timing out meanwhile): poll for up to a minute.
 void wait_polling(Request request) {
@@ -794,6 +794,7 @@ void wait_polling(Request request) {
 
 PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
   Communicator comm = make_comm(args.at(0));
+  const bool broadcast = args.at(1) == "broadcast";
   const int rank = comm.rank();
   const std::size_t count = 256, bytes = count * 4;
   Buffer send = comm.alloc(bytes), stale = comm.alloc(2 * bytes), note = comm.alloc(64);
@@ -804,17 +805,19 @@ PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
   stream.synchronize();
   if (rank == 0) {
     try {
-      comm.allgather(stream, send.data(), nullptr, count, DataType::F32);
-      std::fprintf(stderr, "rank 0: an allgather into a null buffer was accepted\n");
+      if (broadcast) comm.broadcast(stream, send.data(), nullptr, count, DataType::F32, 0);
+      if (!broadcast) comm.allgather(stream, send.data(), nullptr, count, DataType::F32);
+      std::fprintf(stderr, "rank 0: a call into a null buffer was accepted\n");
       return 1;
     } catch (const InvalidArgument&) {
     }
     wait_polling(comm.recv(1, 9, note.data(), 64));  // rank 1's call has failed by now
     Buffer fresh = comm.alloc(2 * bytes);
     try {
-      comm.allgather(stream, send.data(), fresh.data(), count, DataType::F32);
+      if (broadcast) comm.broadcast(stream, send.data(), fresh.data(), count, DataType::F32, 0);
+      if (!broadcast) comm.allgather(stream, send.data(), fresh.data(), count, DataType::F32);
     } catch (const Error& e) {
-      std::fprintf(stderr, "rank 0: the second allgather threw: %s\n", e.what());
+      std::fprintf(stderr, "rank 0: the second call threw: %s\n", e.what());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // time for a wrong copy to land
     comm.send(1, 10, note.data(), 64).wait();
@@ -825,8 +828,9 @@ PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
     return 0;
   }
   try {
-    comm.allgather(stream, send.data(), stale.data(), count, DataType::F32);
-    std::fprintf(stderr, "rank 1: the allgather returned although rank 0 never joined it\n");
+    if (broadcast) comm.broadcast(stream, send.data(), stale.data(), count, DataType::F32, 0);
+    if (!broadcast) comm.allgather(stream, send.data(), stale.data(), count, DataType::F32);
+    std::fprintf(stderr, "rank 1: the call returned although rank 0 never joined it\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "rank 1: %s\n", e.what());
   }
@@ -835,7 +839,7 @@ PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
   std::size_t landed = 0;
   for (std::size_t i = 0; i < bytes; ++i) landed += static_cast<const std::uint8_t*>(stale.data())[i] == 0xA0;
   if (landed != 0) {
-    std::fprintf(stderr, "rank 1: %zu bytes of rank 0's later allgather landed in the failed call's buffer\n", landed);
+    std::fprintf(stderr, "rank 1: %zu bytes of rank 0's later call landed in the failed call's buffer\n", landed);
     return 1;
   }
   return 0;

@@ -38,7 +38,11 @@ TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
 // A call that fails its arguments on one rank only: the other rank's call fails (timeout), and no ready signal of
 // it may let the first rank's next call write into its buffer.
 TEST(Coll, ALaterCallDoesNotWriteIntoTheBufferOfACallThatFailedOnOneRank) {
-  expect_all_ok(run_ranks("coll_one_rank_fails_its_arguments", 2, {"host"}, {"PICKLE_TIMEOUT=3"},
+  expect_all_ok(run_ranks("coll_one_rank_fails_its_arguments", 2, {"host", "allgather"}, {"PICKLE_TIMEOUT=3"},
+                          std::chrono::seconds(60)));
+}
+TEST(Coll, ALaterBroadcastDoesNotWriteIntoTheBufferOfOneThatFailedAtTheRoot) {
+  expect_all_ok(run_ranks("coll_one_rank_fails_its_arguments", 2, {"host", "broadcast"}, {"PICKLE_TIMEOUT=3"},
                           std::chrono::seconds(60)));
 }
 
