@@ -195,12 +195,16 @@ void Call::fork(int peer, Lane lane) {
 
 void Call::side_wait(int peer, device::Event& event, Lane lane) { side_stream(peer, lane).impl().wait(event); }
 
-void Call::send_ready(int peer, int tag) {
+Stream& Call::ready_side(int peer, int tag) {
   Stream& side = side_stream(peer, kInput);
   fork(peer, kInput);
   started_ = true;
   wait_for_post(peer, tag);
-  comm_.signal_peer(side.impl(), peer, comm::kCollectiveReadySlot);
+  return side;
+}
+
+void Call::send_ready(int peer, int tag) {
+  comm_.signal_peer(ready_side(peer, tag).impl(), peer, comm::kCollectiveReadySlot);
 }
 
 Request Call::post_ready_message(int peer) {
@@ -212,10 +216,7 @@ Request Call::post_ready_message(int peer) {
 
 void Call::send_ready_message(int peer) {
   // A 0-byte message still matches and still ends with the completion write, in stream order.
-  Stream& side = side_stream(peer, kInput);
-  fork(peer, kInput);
-  started_ = true;
-  wait_for_post(peer, kTagBroadcastReady);
+  Stream& side = ready_side(peer, kTagBroadcastReady);
   sends_.push_back(comm_.send(peer, kTagBroadcastReady, nullptr, 0, &side));
 }
 
@@ -243,8 +244,9 @@ void Call::finish() {
   // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
   // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
   // it. Sends too: one whose write a net transport refused fails (and fails the pair) with every receive of this
-  // rank's call intact, and its data never reached the peer. Not a host callback: that would hold the stream for a round trip through a host thread at the end of every
-  // collective. The pairs' failure records are taken now: the check may run after the communicator is gone.
+  // rank's call intact, and its data never reached the peer. Not a host callback: that would hold the stream for a
+  // round trip through a host thread at the end of every collective. The pairs' failure records are taken now: the
+  // check may run after the communicator is gone.
   struct ReadyCheck {
     std::shared_ptr<PairFailure> record;
     OpContext ctx;

@@ -97,9 +97,9 @@ struct CollectiveState {
 CollectiveState& state_of(Communicator::Impl& comm);
 
 /// One collective call: posts receives and sends, adds the stream waits, and at its end adds a check (run on the host
-/// once the stream has passed the call: Stream::check_when_passed) that turns a receive that failed, or a ready wait
-/// that a failed pair released (peer death), into an error of the stream, so that a synchronize after the call
-/// reports it.
+/// once the stream has passed the call: Stream::check_when_passed) that turns a receive or send that failed, or a
+/// ready wait that a failed pair released (peer death), into an error of the stream, so that a synchronize after the
+/// call reports it.
 class Call {
  public:
   Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx);
@@ -167,6 +167,9 @@ class Call {
   /// for the peer's ready signal could deadlock against a peer doing the same. Matched at once, each send stays on
   /// the side stream chosen for it. Every rank posts its receives before it waits here, so the wait is short.
   void wait_for_post(int peer, int tag);
+  /// The ready handshake's first steps, for both its forms: `peer`'s input side stream, forked from the caller's
+  /// stream, once `peer`'s post on `tag` has arrived.
+  Stream& ready_side(int peer, int tag);
 
   Communicator::Impl& comm_;
   CollectiveState& state_;
@@ -183,7 +186,7 @@ class Call {
     std::uint32_t expected;
   };
   std::vector<ReadyWait> ready_waits_;  // for finish()'s check
-  std::vector<Request> sends_;  // for abandon()
+  std::vector<Request> sends_;  // for finish()'s check and abandon()
 };
 
 /// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,
@@ -218,7 +221,8 @@ Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
 /// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,
-/// else about an eighth of the block within the kind's limits; then within the scratch ceiling. It depends only on
+/// else the block (CUDA) or about an eighth of it (host memory), within the kind's limits; then within the scratch
+/// ceiling. It depends only on
 /// arguments that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);

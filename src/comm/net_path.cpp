@@ -52,7 +52,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   peers[peer].sends_in_flight[slot] = request;
   if (send.after_event) stream.wait(*send.after_event);
   if (post.bytes == 0) {
-    // In stream order like every other send, not at once: the collectives' ready handshake is an empty send that
+    // In stream order like every other send, not at once: a broadcast's ready message is an empty send that
     // must leave only when the caller's stream has reached the call (before it, the peer would write into a
     // buffer that this rank's earlier stream work still uses).
     on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {

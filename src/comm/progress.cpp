@@ -253,16 +253,10 @@ Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locke
   const PeerState& state = peers[peer];
   UnfinishedWithPeer unfinished;
   for (const auto& [slot, send] : state.sends_in_flight) {
-    if (send && !send->error &&
-        !device::host::flag_reached(signals->load_sent(peer, comm::kPeerSignalSlots + slot), send->generation)) {
-      unfinished.requests.insert(send.get());
-    }
+    if (send && !send->error && !completed_locked(*send)) unfinished.requests.insert(send.get());
   }
   for (const auto& [key, request] : state.posted_recvs) {
-    if (!request->error && !request->landed &&
-        !device::host::flag_reached(signals->load(peer, comm::kPeerSignalSlots + request->slot), request->generation)) {
-      unfinished.requests.insert(request.get());
-    }
+    if (!request->error && !request->landed && !completed_locked(*request)) unfinished.requests.insert(request.get());
   }
   for (int slot = 0; slot < comm::kPeerSignalSlots; ++slot) unfinished.signals.push_back(signals->load(peer, slot));
   return unfinished;
