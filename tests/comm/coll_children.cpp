@@ -715,6 +715,25 @@ PICKLE_CHILD(coll_peer_death) {
   return 0;
 }
 
+/// After a peer died, `stream`'s synchronize must throw PeerError naming `collective` and `peer`, within half of
+/// PICKLE_TIMEOUT of `watch`'s start. The child's exit code: 0 when it does, 1 when synchronize succeeded (although
+/// `lost`), 2 when the error names something else, 3 when it came late.
+int synchronize_reports_peer_death(Stream& stream, const Stopwatch& watch, int rank, const char* collective, int peer,
+                                   const char* lost) {
+  try {
+    stream.synchronize();
+    std::fprintf(stderr, "rank %d: synchronize succeeded although %s\n", rank, lost);
+    return 1;
+  } catch (const PeerError& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
+    if (message.find(collective) == std::string::npos || message.find(cat("peer ", peer)) == std::string::npos) {
+      return 2;
+    }
+  }
+  return watch.seconds() > env::timeout_seconds() / 2 ? 3 : 0;
+}
+
 // A peer dies after its call returned but before its copies ran (its stream held back by a slow producer): this
 // rank's call returns normally, and the stream synchronize reports the lost data as a PeerError. Two ranks.
 // args: memory [destroy_first]: rank 1 destroys its communicator before it synchronizes the stream; the error must
@@ -741,17 +760,7 @@ PICKLE_CHILD(coll_death_after_call) {
   comm.send(0, 0, note.data(), 64).wait();
   Stopwatch watch;
   if (destroy_first) held.reset();
-  try {
-    h.stream().synchronize();
-    std::fprintf(stderr, "rank 1: synchronize succeeded although the peer's data never came\n");
-    return 1;
-  } catch (const PeerError& e) {
-    const std::string message = e.what();
-    std::fprintf(stderr, "rank 1: %s\n", message.c_str());
-    if (message.find("allreduce") == std::string::npos || message.find("peer 0") == std::string::npos) return 2;
-  }
-  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
-  return 0;
+  return synchronize_reports_peer_death(h.stream(), watch, 1, "allreduce", 0, "the peer's data never came");
 }
 
 // An allreduce whose first net write on rank 0 is refused (PICKLE_TEST_FAIL_NET_WRITE=1 there: rank 0's send of
@@ -886,17 +895,8 @@ PICKLE_CHILD(coll_broadcast_root_peer_dies_before_ready) {
   }
   comm.recv(1, 0, note.data(), 64).wait();
   Stopwatch watch;
-  try {
-    h.stream().synchronize();
-    std::fprintf(stderr, "rank 0: synchronize succeeded although peer 1 died before it was ready for the data\n");
-    return 1;
-  } catch (const PeerError& e) {
-    const std::string message = e.what();
-    std::fprintf(stderr, "rank 0: %s\n", message.c_str());
-    if (message.find("broadcast") == std::string::npos || message.find("peer 1") == std::string::npos) return 2;
-  }
-  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
-  return 0;
+  return synchronize_reports_peer_death(h.stream(), watch, 0, "broadcast", 1,
+                                        "peer 1 died before it was ready for the data");
 }
 
 // The collectives whose peers write straight into this rank's receive buffer (allgather, alltoall, broadcast) after
