@@ -316,6 +316,9 @@ struct Communicator::Impl {
 
   /// Picks the transport of every pair (transport/select.hpp) and checks that both ranks of each pair agree.
   void choose_transports();
+  /// InvalidArgument naming both values when a setting that every rank must share (PICKLE_COLL_CHUNK) differs
+  /// between this rank and a peer (collective: every rank calls it at creation).
+  void check_settings_agree() const;
   /// InvalidArgument unless `peer` is another rank of this communicator.
   void check_peer(int peer, const OpContext& ctx) const;
   /// PeerError when `peer` failed or left (takes the state mutex).

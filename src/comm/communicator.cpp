@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <sstream>
 
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
@@ -50,6 +51,25 @@ std::vector<std::string> gather_rows(Store& store, const std::string& key, const
 }
 
 }  // namespace
+
+void Communicator::Impl::check_settings_agree() const {
+  // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
+  // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
+  constexpr const char* kMustAgree[] = {"PICKLE_COLL_CHUNK"};
+  std::string mine;
+  for (const char* name : kMustAgree) mine += cat(name, "=", env::get_if_set(name).value_or("(unset)"), "\n");
+  const auto rows = gather_rows(*store, key_prefix + "settings/", info, mine);
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    if (rows[peer] == mine) continue;
+    // Name the first setting that differs, with both values.
+    std::istringstream ours(mine), theirs(rows[peer]);
+    std::string a, b;
+    while (std::getline(ours, a) && std::getline(theirs, b) && a == b) {
+    }
+    throw InvalidArgument(cat("rank ", info.rank, " -> peer ", peer, ": this rank has ", a, " but peer ", peer,
+                              " has ", b, "; set it alike on every rank"));
+  }
+}
 
 void Communicator::Impl::choose_transports() {
   const auto forced = transport::forced_kind();
@@ -114,6 +134,7 @@ Communicator::Impl::Impl(Options options)
   // Every rank creates its communicators in the same order, so the n-th one has the same number everywhere.
   key_prefix = cat("comm/", store->add(cat("comm/count/", info.rank), 1), "/");
 
+  check_settings_agree();
   choose_transports();
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
   channels = comm::connect_peer_mesh(*store, key_prefix, info, same_host, deadline);

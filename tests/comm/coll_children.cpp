@@ -873,6 +873,27 @@ PICKLE_CHILD(coll_bad_chunk_setting) {
   return 0;
 }
 
+// PICKLE_COLL_CHUNK set on rank 1 only: creating the communicator fails on both ranks with an InvalidArgument that
+// names the variable, both values and the peer, instead of a collective failing partway. args: memory.
+PICKLE_CHILD(coll_chunk_setting_differs) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  if (rank == 1) ::setenv("PICKLE_COLL_CHUNK", "8192", 1);
+  try {
+    Communicator comm = make_comm(args.at(0));
+    std::fprintf(stderr, "rank %d: a communicator was made although PICKLE_COLL_CHUNK differs\n", rank);
+    return 1;
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
+    const std::string other = cat("peer ", 1 - rank);
+    if (message.find("PICKLE_COLL_CHUNK=8192") == std::string::npos ||
+        message.find("PICKLE_COLL_CHUNK=(unset)") == std::string::npos || message.find(other) == std::string::npos) {
+      return 2;
+    }
+  }
+  return 0;
+}
+
 // A broadcast's root receives nothing: only its stream's wait for each peer's ready signal tells it whether the peer
 // was there to take the data. Rank 1 holds its stream, calls broadcast (so its ready signal is queued behind the
 // hold), says so, and dies: the root's wait is released by the failure, its copy goes nowhere, and its stream's

@@ -35,6 +35,10 @@ TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
   expect_all_ok(run_ranks("coll_bad_chunk_setting", 2, {"host"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
 }
 
+TEST(Coll, AChunkSettingThatDiffersBetweenRanksFailsCreationOnEveryRank) {
+  expect_all_ok(run_ranks("coll_chunk_setting_differs", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
+}
+
 // A call that fails its arguments on one rank only: the other rank's call fails (timeout), and no ready signal of
 // it may let the first rank's next call write into its buffer.
 TEST(Coll, ALaterCallDoesNotWriteIntoTheBufferOfACallThatFailedOnOneRank) {
