@@ -34,16 +34,25 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.stream_wait_later(call.recv(peer, coll::kTagAllgather, out + peer * bytes, bytes));
     }
+    // The next rank's copy runs on the caller's stream itself, the others' on side streams. With two ranks that is
+    // the whole call on one stream: per call no fork event, no cross-stream wait and no wait for the send's
+    // completion, on the host and on the GPU's path from one call to the next (docs/collectives.md, "Allgather").
+    const int next = (rank + 1) % world;
     for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.send_ready(peer, coll::kTagAllgather);
+      if (peer != rank) call.send_ready_from_stream(peer, coll::kTagAllgather);
     }
     for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
-      call.await_ready(peer);
-      call.stream_wait_later(call.send(peer, coll::kTagAllgather, send, bytes));
+      if (peer == rank || peer == next) continue;
+      call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
+      call.send(peer, coll::kTagAllgather, send, bytes);
     }
-    // Runs on the caller's stream while the peers' copies arrive.
+    // The own block's copy goes while the peers' ready counts are on their way, ahead of the next rank's copy: the
+    // copy engine would otherwise idle through that wait and copy the block after the peer's data.
     if (!in_place) call.stream().copy(own_slot, send, bytes);
+    if (next != rank) {
+      call.await_ready_on_stream(next);
+      call.send_from_stream(next, coll::kTagAllgather, send, bytes);
+    }
     call.finish();
   });
 }

@@ -71,7 +71,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
       if (begin == 0) handshake();
       for (int peer = 0; peer < world; ++peer) {
         if (peer != rank) {
-          call.stream_wait_later(call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length));
+          call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length);
         }
       }
     }

@@ -41,7 +41,7 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
         call.await_ready_message(peer, ready[static_cast<std::size_t>(peer)]);
-        call.stream_wait_later(call.send(peer, coll::kTagBroadcast, send, bytes));
+        call.send(peer, coll::kTagBroadcast, send, bytes);
       }
       if (send != recv) call.stream().copy(recv, send, bytes);
     } else {

@@ -121,12 +121,20 @@ void run_exchange(Call& call, const Exchange& x) {
       outgoing[static_cast<std::size_t>(peer)] =
           call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
     }
-    // The chunk is consumed once it arrived from every peer and this rank's own sends of it are done (in-place
-    // forms overwrite what was sent).
+    // The chunk is consumed once it arrived from every peer, and, where consuming it overwrites what this rank sent
+    // of it, once those sends are done: copying into place (in-place alltoall: block p is what goes to p and where p's
+    // block lands), and a reduce_scatter whose result goes over the start of its input (recv == send). Otherwise
+    // (allreduce, whose result is this rank's own block, which no send reads) the reduction starts as soon as the
+    // peers' data is in, and the stream waits for the sends by the call's end (Call::finish).
+    char* const out_chunk = x.recv + (x.out_offset + mine_begin) * element;
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
       call.stream_wait(incoming[static_cast<std::size_t>(stage)][static_cast<std::size_t>(peer)]);
-      call.stream_wait(outgoing[static_cast<std::size_t>(peer)]);
+      const auto [begin, length] = piece(peer, k);
+      const bool overwrites_sent = x.consume == Exchange::Consume::CopyIntoPlace ||
+                                   overlaps(out_chunk, mine_length * element, block_at(x.send, peer, begin),
+                                            length * element);
+      if (overwrites_sent) call.stream_wait(outgoing[static_cast<std::size_t>(peer)]);
     }
 
     if (x.consume == Exchange::Consume::Reduce) {
@@ -134,7 +142,7 @@ void run_exchange(Call& call, const Exchange& x) {
         inputs[static_cast<std::size_t>(j)] = j == rank ? static_cast<const void*>(block_at(x.send, rank, mine_begin))
                                                         : scratch.slot(stage, slot_of(j));
       }
-      enqueue_reduce(call, x.type, x.op, x.recv + (x.out_offset + mine_begin) * element, inputs, mine_length);
+      enqueue_reduce(call, x.type, x.op, out_chunk, inputs, mine_length);
     } else {
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
@@ -151,7 +159,7 @@ void run_exchange(Call& call, const Exchange& x) {
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
         call.side_wait(peer, consumed, Call::kResult);
-        call.stream_wait_later(call.send(peer, x.gather_tag, result, mine_length * element, Call::kResult));
+        call.send(peer, x.gather_tag, result, mine_length * element, Call::kResult);
       }
     }
     if (k + kStages - 1 < chunks) post(k + kStages - 1);

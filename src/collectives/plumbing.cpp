@@ -133,6 +133,7 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       ctx_(ctx),
       prefix_(describe(ctx)) {
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
+  for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
 }
 
 int Call::rank() const noexcept { return comm_.info.rank; }
@@ -163,6 +164,11 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   wait_for_post(peer, tag);
   Request request = comm_.send(peer, tag, ptr, bytes, &side);
   sends_.push_back(request);
+  if (comm_.sends_join_given_stream(peer)) {
+    last_on_side_[lane][static_cast<std::size_t>(peer)] = request;
+  } else {
+    end_waits_.push_back(request);
+  }
   return request;
 }
 
@@ -222,11 +228,33 @@ void Call::send_ready_message(int peer) {
 
 void Call::await_ready_message(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
 
-void Call::await_ready(int peer) {
+void Call::await_ready(int peer) { await_ready_on(peer, side_stream(peer, kInput).impl()); }
+
+void Call::await_ready_on(int peer, device::Stream& stream) {
   started_ = true;
   const std::uint32_t expected = ++state_.ready_awaited[static_cast<std::size_t>(peer)];
-  comm_.wait_signal_on_stream(side_stream(peer, kInput).impl(), peer, comm::kCollectiveReadySlot, expected);
+  comm_.wait_signal_on_stream(stream, peer, comm::kCollectiveReadySlot, expected);
   ready_waits_.push_back(ReadyWait{peer, expected});
+}
+
+void Call::send_ready_from_stream(int peer, int tag) {
+  started_ = true;
+  wait_for_post(peer, tag);  // as ready_side: never a count the peer's next call could take for its own
+  comm_.signal_peer(stream(), peer, comm::kCollectiveReadySlot);
+}
+
+void Call::await_ready_on_stream(int peer) { await_ready_on(peer, stream()); }
+
+Request Call::send_from_stream(int peer, int tag, const void* ptr, std::size_t bytes) {
+  if (bytes == 0) return Request();
+  started_ = true;
+  wait_for_post(peer, tag);
+  // Matched now, so the copy and its completion write join the caller's stream where they can (Impl::send); the
+  // stream waits for the rest at the end.
+  Request request = comm_.send(peer, tag, ptr, bytes, &stream_);
+  sends_.push_back(request);
+  if (!comm_.sends_join_given_stream(peer)) end_waits_.push_back(request);
+  return request;
 }
 
 void Call::stream_wait(Request& request) {
@@ -238,6 +266,11 @@ void Call::stream_wait_later(Request request) {
 }
 
 void Call::finish() {
+  for (auto& lane : last_on_side_) {
+    for (auto& request : lane) stream_wait(request);
+  }
+  for (auto& request : end_waits_) request.on_stream(stream_);
+  end_waits_.clear();
   for (auto& request : deferred_) request.on_stream(stream_);
   deferred_.clear();
   if (recvs_.empty() && sends_.empty() && ready_waits_.empty()) return;

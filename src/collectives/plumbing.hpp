@@ -121,7 +121,9 @@ class Call {
   enum Lane { kInput = 0, kResult = 1 };
   /// Sends `bytes` to `peer` from its side stream of `lane`: after the caller's stream's work as of the call's first
   /// send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits (host, bounded) until
-  /// the peer has posted the matching receive, so that the copy joins the side stream (see wait_for_post).
+  /// the peer has posted the matching receive, so that the copy joins the side stream (see wait_for_post). The
+  /// caller's stream waits for every send by the call's end (finish): where the copies run on the side stream
+  /// itself (Impl::sends_join_given_stream), for the last one on each side stream only, since they complete in order.
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane = kInput);
   /// Later sends to `peer` on `lane` also wait for `event` (its latest record as of now).
   void side_wait(int peer, device::Event& event, Lane lane);
@@ -138,6 +140,13 @@ class Call {
   /// await_ready: later input-lane sends to `peer` wait (on the side stream, not the host) until its count shows this
   /// call. A wait that the pair's failure released is reported by the call's end check (finish).
   void await_ready(int peer);
+  /// The same handshake and send on the caller's stream itself, for the one peer whose copy a call runs there
+  /// (allgather's next rank): no side stream, so no fork event, no cross-stream wait and no stream wait for the send's
+  /// completion (it ran on the stream). The count is raised where the stream is now (after its earlier work), and
+  /// whatever is queued after the wait and the send runs after them.
+  void send_ready_from_stream(int peer, int tag);
+  void await_ready_on_stream(int peer);
+  Request send_from_stream(int peer, int tag, const void* ptr, std::size_t bytes);
   /// Broadcast's handshake, a 0-byte message rather than the count: a non-root rank receives from the root but
   /// sends it nothing, so it has no post of the root to wait for before a signal, and an unconfirmed signal could be
   /// taken by a later call of a root that failed this one alone. The root posts a 0-byte receive per non-root
@@ -149,9 +158,10 @@ class Call {
   void await_ready_message(int peer, Request& ready);
   /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
   void stream_wait(Request& request);
-  /// The caller's stream waits for `request` at the end of the call.
+  /// The caller's stream waits for `request` (a receive) at the end of the call.
   void stream_wait_later(Request request);
-  /// Adds the deferred stream waits and the error check. The call's results are ready when the stream gets there.
+  /// Adds the stream waits for the sends and the deferred ones, and the error check. The call's results are ready,
+  /// and its send buffers free, when the stream gets there.
   void finish();
   /// After a failure: the caller's stream waits for everything this call queued on side streams and for its sends
   /// (copies that read the caller's buffers), so that synchronizing it before freeing them is enough. Never throws.
@@ -170,6 +180,8 @@ class Call {
   /// The ready handshake's first steps, for both its forms: `peer`'s input side stream, forked from the caller's
   /// stream, once `peer`'s post on `tag` has arrived.
   Stream& ready_side(int peer, int tag);
+  /// The ready wait on `stream` (a side stream or the caller's), noted for finish()'s check.
+  void await_ready_on(int peer, device::Stream& stream);
 
   Communicator::Impl& comm_;
   CollectiveState& state_;
@@ -187,6 +199,10 @@ class Call {
   };
   std::vector<ReadyWait> ready_waits_;  // for finish()'s check
   std::vector<Request> sends_;  // for finish()'s check and abandon()
+  // What the caller's stream waits for at the end, for the sends: per lane and peer the latest send whose copy ran on
+  // that side stream (they complete in order), and each send whose copy runs elsewhere.
+  std::vector<Request> last_on_side_[2];
+  std::vector<Request> end_waits_;
 };
 
 /// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,

@@ -153,6 +153,9 @@ struct Communicator::Impl {
     return false;
 #endif
   }
+  /// Whether a send to `peer` that is matched at call time runs its copy and completion write on the stream given to
+  /// send() (ipc, one copy stream per peer): such sends on one stream then complete in order.
+  bool sends_join_given_stream(int peer) const { return !uses_shm(peer) && !uses_net(peer) && ipc->joins_caller_stream(); }
   /// The net transport's id of the message that completes recv `slot` at `generation` (below 2^31: put ids have the
   /// top bit set). A slot is reused only after its message arrived, so an id is never live twice.
   static std::uint32_t net_recv_message(int slot, std::uint32_t generation) {
