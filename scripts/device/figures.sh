@@ -10,12 +10,14 @@
 #                 comm_latency_probe between the two GPUs (late vs posted receives); allreduce and allgather vs NCCL;
 #                 pickle's allreduce with 4 and 8 MiB pipeline chunks (PICKLE_COLL_CHUNK; by default 16 MiB, the best
 #                 of the three on one H100), to confirm the default between two GPUs
-#   transports    issue 5 and 8: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs), seed 001's network
-#                 comparison (NCCL Socket vs pickle net, 1-4 lanes)
+#   coll          issue 6: coll_time_probe between the two GPUs (stream time against host enqueue time per call: which
+#                 of the two bounds a size), then allgather and allreduce vs NCCL (both modes), 1M-1G
+#   transports    issue 5: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs, 64M-1G; about 5 minutes)
+#   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net, 1-4 lanes, 1M-1G)
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
 #                 lanes, 1 GiB messages (bench interference --lanes: 6 children; its own call, to stay within 10 min)
 #   tests         every GPU test on the two GPUs
-#   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 4K-4G
+#   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 16M-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
@@ -23,7 +25,7 @@
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|transports|netinterference|tests|interference|allgather|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netinterference|tests|interference|allgather|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -37,20 +39,24 @@ case "$group" in
       env:PICKLE_COLL_CHUNK=4194304 bench:coll:-c+allreduce+--backend+pickle+-b+16M+-e+1G+-f+4 \
       env:PICKLE_COLL_CHUNK=8388608 bench:coll:-c+allreduce+--backend+pickle+-b+16M+-e+1G+-f+4 \
       env:PICKLE_COLL_CHUNK= ;;
-  transports)
+  coll)
     exec "${session[@]}" \
-      bench:transports:--runs+3+-b+64M+-e+1G \
-      bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
+      probe:coll_time_probe:20+5+allgather,allreduce+1M+16M+64M+256M+1G \
+      bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 bench:coll:-c+allreduce+-b+1M+-e+1G+-f+4 ;;
+  transports)
+    exec "${session[@]}" bench:transports:--runs+3+-b+64M+-e+1G ;;
+  lanes)
+    exec "${session[@]}" bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
   netinterference)
     exec "${session[@]}" bench:interference:--lanes+1,2,4+--foreground+gemm+-b+1G+-e+1G ;;
   tests)
     exec "${session[@]}" gpu-tests ;;
   interference)
-    exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+4K+-e+4G+-f+4 ;;
+    exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+16M+-e+4G+-f+4 ;;
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, transports, netinterference, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netinterference, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
 esac
