@@ -39,7 +39,7 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
     // completion, on the host and on the GPU's path from one call to the next (docs/collectives.md, "Allgather").
     const int next = (rank + 1) % world;
     for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.send_ready_from_stream(peer, coll::kTagAllgather);
+      if (peer != rank) call.send_ready(peer, coll::kTagAllgather, coll::Call::kCaller);
     }
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank || peer == next) continue;
@@ -50,8 +50,8 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
     // copy engine would otherwise idle through that wait and copy the block after the peer's data.
     if (!in_place) call.stream().copy(own_slot, send, bytes);
     if (next != rank) {
-      call.await_ready_on_stream(next);
-      call.send_from_stream(next, coll::kTagAllgather, send, bytes);
+      call.await_ready(next, coll::Call::kCaller);
+      call.send(next, coll::kTagAllgather, send, bytes, coll::Call::kCaller);
     }
     call.finish();
   });

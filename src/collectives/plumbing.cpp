@@ -156,18 +156,24 @@ Request Call::recv(int peer, int tag, void* ptr, std::size_t bytes) {
   return request;
 }
 
-Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane) {
-  if (bytes == 0) return Request();
+Stream& Call::lane_stream(int peer, Lane lane) {
+  if (lane == kCaller) return stream_;
   Stream& side = side_stream(peer, lane);
   fork(peer, lane);
+  return side;
+}
+
+Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane) {
+  if (bytes == 0) return Request();
+  Stream& from = lane_stream(peer, lane);
   started_ = true;
   wait_for_post(peer, tag);
-  Request request = comm_.send(peer, tag, ptr, bytes, &side);
+  Request request = comm_.send(peer, tag, ptr, bytes, &from);
   sends_.push_back(request);
-  if (comm_.sends_join_given_stream(peer)) {
-    last_on_side_[lane][static_cast<std::size_t>(peer)] = request;
-  } else {
+  if (!comm_.sends_join_given_stream(peer)) {
     end_waits_.push_back(request);
+  } else if (lane != kCaller) {  // on the caller's stream it is ordered already
+    last_on_side_[lane][static_cast<std::size_t>(peer)] = request;
   }
   return request;
 }
@@ -201,16 +207,15 @@ void Call::fork(int peer, Lane lane) {
 
 void Call::side_wait(int peer, device::Event& event, Lane lane) { side_stream(peer, lane).impl().wait(event); }
 
-Stream& Call::ready_side(int peer, int tag) {
-  Stream& side = side_stream(peer, kInput);
-  fork(peer, kInput);
+Stream& Call::ready_side(int peer, int tag, Lane lane) {
+  Stream& from = lane_stream(peer, lane);
   started_ = true;
   wait_for_post(peer, tag);
-  return side;
+  return from;
 }
 
-void Call::send_ready(int peer, int tag) {
-  comm_.signal_peer(ready_side(peer, tag).impl(), peer, comm::kCollectiveReadySlot);
+void Call::send_ready(int peer, int tag, Lane lane) {
+  comm_.signal_peer(ready_side(peer, tag, lane).impl(), peer, comm::kCollectiveReadySlot);
 }
 
 Request Call::post_ready_message(int peer) {
@@ -228,33 +233,13 @@ void Call::send_ready_message(int peer) {
 
 void Call::await_ready_message(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
 
-void Call::await_ready(int peer) { await_ready_on(peer, side_stream(peer, kInput).impl()); }
-
-void Call::await_ready_on(int peer, device::Stream& stream) {
+void Call::await_ready(int peer, Lane lane) {
   started_ = true;
   const std::uint32_t expected = ++state_.ready_awaited[static_cast<std::size_t>(peer)];
-  comm_.wait_signal_on_stream(stream, peer, comm::kCollectiveReadySlot, expected);
+  // Not forked here: the wait may come before the lane's first send, whose fork orders the copy after the stream.
+  device::Stream& on = lane == kCaller ? stream() : side_stream(peer, lane).impl();
+  comm_.wait_signal_on_stream(on, peer, comm::kCollectiveReadySlot, expected);
   ready_waits_.push_back(ReadyWait{peer, expected});
-}
-
-void Call::send_ready_from_stream(int peer, int tag) {
-  started_ = true;
-  wait_for_post(peer, tag);  // as ready_side: never a count the peer's next call could take for its own
-  comm_.signal_peer(stream(), peer, comm::kCollectiveReadySlot);
-}
-
-void Call::await_ready_on_stream(int peer) { await_ready_on(peer, stream()); }
-
-Request Call::send_from_stream(int peer, int tag, const void* ptr, std::size_t bytes) {
-  if (bytes == 0) return Request();
-  started_ = true;
-  wait_for_post(peer, tag);
-  // Matched now, so the copy and its completion write join the caller's stream where they can (Impl::send); the
-  // stream waits for the rest at the end.
-  Request request = comm_.send(peer, tag, ptr, bytes, &stream_);
-  sends_.push_back(request);
-  if (!comm_.sends_join_given_stream(peer)) end_waits_.push_back(request);
-  return request;
 }
 
 void Call::stream_wait(Request& request) {

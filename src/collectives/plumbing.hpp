@@ -117,36 +117,33 @@ class Call {
 
   /// Posts a receive of `bytes` from `peer` (nothing for 0 bytes: an empty Request).
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
-  /// Which side stream a send starts from (see CollectiveState::side).
-  enum Lane { kInput = 0, kResult = 1 };
-  /// Sends `bytes` to `peer` from its side stream of `lane`: after the caller's stream's work as of the call's first
-  /// send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits (host, bounded) until
-  /// the peer has posted the matching receive, so that the copy joins the side stream (see wait_for_post). The
-  /// caller's stream waits for every send by the call's end (finish): where the copies run on the side stream
-  /// itself (Impl::sends_join_given_stream), for the last one on each side stream only, since they complete in order.
+  /// Which stream a send starts from: a side stream (see CollectiveState::side), or kCaller, the caller's stream
+  /// itself, for the one peer whose copy a call runs there (allgather's next rank): no fork event, no cross-stream
+  /// wait and, where the copy joins the stream, no stream wait for its completion. Ready counts can be raised and
+  /// awaited there too (send_ready, await_ready with kCaller).
+  enum Lane { kInput = 0, kResult = 1, kCaller = 2 };
+  /// Sends `bytes` to `peer` from its stream of `lane`: a side stream starts after the caller's stream's work as of
+  /// the call's first send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits (host, bounded) until
+  /// the peer has posted the matching receive, so that the copy joins that stream (see wait_for_post). The
+  /// caller's stream waits for every send by the call's end (finish): where the copies run on the stream they were
+  /// given (Impl::sends_join_given_stream), for the last one on each side stream only, since they complete in order,
+  /// and for none on the caller's stream.
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane = kInput);
-  /// Later sends to `peer` on `lane` also wait for `event` (its latest record as of now).
+  /// Later sends to `peer` on side lane `lane` also wait for `event` (its latest record as of now).
   void side_wait(int peer, device::Event& event, Lane lane);
   /// Handshake of the collectives whose peers write straight into this rank's recv buffer: a count per pair of calls
   /// reached, in the pair's collectives' ready signal slot (comm::kCollectiveReadySlot). No control message and no
   /// host wait: a stream write of the count, and a stream wait for the peer's.
-  /// send_ready: tells `peer` that this rank's stream has reached the call: its input side stream raises the count
-  /// after the caller's stream's earlier work (which may still read or write recv). With a `tag` (< 0), only once the
-  /// host has seen `peer`'s receive for this rank's next send on `tag` (wait_for_post): a signal raised while the
-  /// peer is not in the call (it failed its arguments alone, and this rank's call then times out) would be taken by
-  /// the peer's next call for its own, and that call would write into this failed call's buffer (found by review).
-  /// Every rank posts its receives before it gets here, so the wait is short.
-  void send_ready(int peer, int tag);
-  /// await_ready: later input-lane sends to `peer` wait (on the side stream, not the host) until its count shows this
-  /// call. A wait that the pair's failure released is reported by the call's end check (finish).
-  void await_ready(int peer);
-  /// The same handshake and send on the caller's stream itself, for the one peer whose copy a call runs there
-  /// (allgather's next rank): no side stream, so no fork event, no cross-stream wait and no stream wait for the send's
-  /// completion (it ran on the stream). The count is raised where the stream is now (after its earlier work), and
-  /// whatever is queued after the wait and the send runs after them.
-  void send_ready_from_stream(int peer, int tag);
-  void await_ready_on_stream(int peer);
-  Request send_from_stream(int peer, int tag, const void* ptr, std::size_t bytes);
+  /// send_ready: tells `peer` that this rank's stream has reached the call: its input side stream (or, with kCaller,
+  /// the caller's stream) raises the count after the caller's stream's earlier work (which may still read or write
+  /// recv). Only once the host has seen `peer`'s receive for this rank's next send on `tag` (wait_for_post): a
+  /// signal raised while the peer is not in the call (it failed its arguments alone, and this rank's call then times
+  /// out) would be taken by the peer's next call for its own, and that call would write into this failed call's
+  /// buffer (found by review). Every rank posts its receives before it gets here, so the wait is short.
+  void send_ready(int peer, int tag, Lane lane = kInput);
+  /// await_ready: later sends to `peer` on `lane` (kInput or kCaller) wait, on that stream, not the host, until its
+  /// count shows this call. A wait that the pair's failure released is reported by the call's end check (finish).
+  void await_ready(int peer, Lane lane = kInput);
   /// Broadcast's handshake, a 0-byte message rather than the count: a non-root rank receives from the root but
   /// sends it nothing, so it has no post of the root to wait for before a signal, and an unconfirmed signal could be
   /// taken by a later call of a root that failed this one alone. The root posts a 0-byte receive per non-root
@@ -169,6 +166,8 @@ class Call {
 
  private:
   Stream& side_stream(int peer, Lane lane);
+  /// The stream of `lane` for `peer`: the caller's for kCaller, else the side stream, forked (see fork).
+  Stream& lane_stream(int peer, Lane lane);
   /// Makes the side stream wait for the caller's stream as of this call's first send (once per call and stream).
   void fork(int peer, Lane lane);
   /// Waits until `peer`'s receive for this rank's next send on `tag` has arrived. A send issued before that is queued
@@ -177,11 +176,9 @@ class Call {
   /// for the peer's ready signal could deadlock against a peer doing the same. Matched at once, each send stays on
   /// the side stream chosen for it. Every rank posts its receives before it waits here, so the wait is short.
   void wait_for_post(int peer, int tag);
-  /// The ready handshake's first steps, for both its forms: `peer`'s input side stream, forked from the caller's
-  /// stream, once `peer`'s post on `tag` has arrived.
-  Stream& ready_side(int peer, int tag);
-  /// The ready wait on `stream` (a side stream or the caller's), noted for finish()'s check.
-  void await_ready_on(int peer, device::Stream& stream);
+  /// The ready handshake's first steps, for both its forms: the stream of `lane` (kInput or kCaller), once `peer`'s
+  /// post on `tag` has arrived.
+  Stream& ready_side(int peer, int tag, Lane lane = kInput);
 
   Communicator::Impl& comm_;
   CollectiveState& state_;
@@ -199,8 +196,8 @@ class Call {
   };
   std::vector<ReadyWait> ready_waits_;  // for finish()'s check
   std::vector<Request> sends_;  // for finish()'s check and abandon()
-  // What the caller's stream waits for at the end, for the sends: per lane and peer the latest send whose copy ran on
-  // that side stream (they complete in order), and each send whose copy runs elsewhere.
+  // What the caller's stream waits for at the end, for the sends: per side lane and peer the latest send whose copy
+  // ran on that side stream (they complete in order), and each send whose copy runs elsewhere.
   std::vector<Request> last_on_side_[2];
   std::vector<Request> end_waits_;
 };
