@@ -178,13 +178,23 @@ class Communicator {
   /// one for every pair; otherwise ipc where peer access works, else shm.
   std::string transport(int peer) const;
 
+  /// Collective: splits this communicator's ranks into groups, as MPI_Comm_split and ncclCommSplit do. Every rank
+  /// calls it; ranks that pass the same `color` (>= 0) form a new communicator, ranked by `key`, then by their rank
+  /// here. A rank that passes kNoColor joins none and gets an empty optional. The new communicator is independent
+  /// (its own control channels, transports and collectives; the same memory kind and GPU) and uses this one's store;
+  /// it may outlive this one. Its errors name ranks of the group. Every rank must split in the same order.
+  std::optional<Communicator> split(int color, int key);
+  static constexpr int kNoColor = -1;
+
   /// Host barrier across all ranks (through the store).
   void barrier();
+  /// Counters of what this communicator moved (with the two-level collectives' own groups, docs/collectives.md).
   CommStats stats() const;
 
   struct Impl;
 
  private:
+  explicit Communicator(Impl* impl) : impl_(impl) {}
   void close(bool unwinding) noexcept;
   struct ImplDeleter {
     void operator()(Impl* impl) const noexcept;

@@ -1,28 +1,21 @@
 // allreduce = reduce_scatter into this rank's block + allgather of the blocks, fused chunk by chunk: as soon as a
 // chunk of this rank's block is reduced it goes to every peer, while the next chunks are still arriving.
+// Across hosts (ranks on several hosts, the same number on each) it goes in two levels instead: see
+// allreduce_in_two_levels.
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
 #include "collectives/pipeline.hpp"
 #include "collectives/plumbing.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/error_text.hpp"
 
 namespace pickle {
+namespace {
 
-void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
-                             ReduceOp op) {
-  Impl& c = *impl_;
-  OpContext ctx{.rank = c.info.rank, .op = "allreduce"};
-  ctx.bytes = coll::checked_bytes(ctx, count, type, 1);
-  const std::size_t bytes = ctx.bytes;
-  coll::check_stream(c, ctx, stream);
-  if (bytes == 0) return;
-  coll::check_buffer(c, ctx, send, bytes, "send");
-  coll::check_buffer(c, ctx, recv, bytes, "recv");
-  if (send != recv && coll::overlaps(send, bytes, recv, bytes)) {
-    throw InvalidArgument(cat(describe(ctx), ": send and recv overlap without being the same buffer (in-place "
-                                             "is send == recv)"));
-  }
+/// Every rank exchanges with every peer (the fused pipeline above).
+void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                      std::size_t count, DataType type, ReduceOp op) {
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     coll::Exchange x;
     x.consume = coll::Exchange::Consume::Reduce;
@@ -38,6 +31,100 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
     coll::run_exchange(call, x);
     call.finish();
   });
+}
+
+/// An error of a step in one of the groups, as an error of this call: the step and the group's ranks (as ranks of
+/// this communicator) in front, and a PeerError's peer translated from the group's rank to this communicator's.
+[[noreturn]] void rethrow_from_group(const Error& error, const std::string& prefix, const std::vector<int>& ranks) {
+  if (const auto* peer = dynamic_cast<const PeerError*>(&error)) {
+    const int in_group = peer->peer();
+    const int rank = in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size()
+                         ? ranks[static_cast<std::size_t>(in_group)]
+                         : -1;
+    throw PeerError(cat(prefix, ": ", without_head(error.what())), rank);
+  }
+  rethrow_with_prefix(error, prefix);
+}
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += cat(text.empty() ? "" : ", ", r);
+  return text;
+}
+
+/// Two levels, for ranks on several hosts (G ranks on each): with B = count / G,
+///   1. reduce_scatter among the host's ranks: block l (B elements) of the host's partial result lands in block l of
+///      this rank's recv (l: this rank's index on its host);
+///   2. allreduce of that block, in place, with the ranks of index l on the other hosts: now the whole result;
+///   3. allgather of the blocks among the host's ranks, in place: every rank has every block.
+/// Only step 2 crosses the network, with count / G elements per rank: each element crosses it once per host (twice
+/// over, for its reduction and its result), where the direct algorithm sends it to every remote rank. The
+/// count % G elements left over (fewer than G) go through the direct algorithm. The result is bit-identical on every
+/// rank, combined host by host (the direct algorithm combines in rank order: floating-point results may differ from
+/// it in the last bits).
+void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGroups& groups, Stream& stream,
+                             const OpContext& ctx, const void* send, void* recv, std::size_t count, DataType type,
+                             ReduceOp op) {
+  const std::size_t element = datatype_size(type);
+  const auto per_host = static_cast<std::size_t>(groups.host.world_size());
+  const auto index = static_cast<std::size_t>(groups.host.rank());
+  const std::size_t block = count / per_host;
+  char* out = static_cast<char*>(recv);
+  char* mine = out + index * block * element;
+  const std::string on_host = cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")");
+  if (block > 0) {
+    try {
+      groups.host.reduce_scatter(stream, send, mine, block, type, op);
+    } catch (const Error& e) {
+      rethrow_from_group(e, on_host, groups.host_ranks);
+    }
+    try {
+      groups.across.allreduce(stream, mine, mine, block, type, op);
+    } catch (const Error& e) {
+      rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")"),
+                         groups.across_ranks);
+    }
+    try {
+      groups.host.allgather(stream, mine, out, block, type);
+    } catch (const Error& e) {
+      rethrow_from_group(e, on_host, groups.host_ranks);
+    }
+  }
+  const std::size_t done = block * per_host;
+  if (done < count) {
+    allreduce_direct(c, stream, ctx, static_cast<const char*>(send) + done * element, out + done * element,
+                     count - done, type, op);
+  }
+}
+
+}  // namespace
+
+void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
+                             ReduceOp op) {
+  Impl& c = *impl_;
+  OpContext ctx{.rank = c.info.rank, .op = "allreduce"};
+  ctx.bytes = coll::checked_bytes(ctx, count, type, 1);
+  const std::size_t bytes = ctx.bytes;
+  coll::check_stream(c, ctx, stream);
+  if (bytes == 0) return;
+  coll::check_buffer(c, ctx, send, bytes, "send");
+  coll::check_buffer(c, ctx, recv, bytes, "recv");
+  if (send != recv && coll::overlaps(send, bytes, recv, bytes)) {
+    throw InvalidArgument(cat(describe(ctx), ": send and recv overlap without being the same buffer (in-place "
+                                             "is send == recv)"));
+  }
+  // avg stays direct: averaging the hosts' averages would truncate integers twice.
+  if (op != ReduceOp::Avg) {
+    Impl::HostGroups* groups = nullptr;
+    try {
+      groups = c.host_groups();
+    } catch (const Error& e) {
+      rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
+                                                "them in its first allreduce; did a rank fail its arguments?)"));
+    }
+    if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
+  }
+  allreduce_direct(c, stream, ctx, send, recv, count, type, op);
 }
 
 }  // namespace pickle

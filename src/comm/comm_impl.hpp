@@ -128,7 +128,14 @@ struct WindowState {
 };
 
 struct Communicator::Impl {
-  Impl(Options options);
+  /// Where a communicator made by split() meets its ranks: the parent's store (the job's), under a key prefix of
+  /// its own. Its barriers cannot be the store's (those count every rank of the job): see store_barrier.
+  struct SplitFrom {
+    std::shared_ptr<Store> store;
+    std::string key_prefix;
+  };
+  /// `split_from`: null for a communicator of the whole job (its store is the job's, found from rank_info).
+  explicit Impl(Options options, const SplitFrom* split_from = nullptr);
   ~Impl();
 
   // --- point to point (p2p.cpp)
@@ -329,13 +336,37 @@ struct Communicator::Impl {
   /// The same, with `mutex` already held.
   void check_peer_alive_locked(int peer, const OpContext& ctx) const;
 
+  /// Communicator::split: the group of this rank's color as a new communicator's state (null for kNoColor).
+  Impl* split(int color, int key);
+  /// Meets every rank of this communicator at `name` (a name used once): the store's barrier, or for a split
+  /// communicator, every rank sets a key and waits for the others' (bounded by the timeout).
+  void store_barrier(const std::string& name);
+
   RankInfo info;
   MemoryKind kind;
   int device;
   double timeout_seconds;
   std::shared_ptr<Store> store;  // shared by the communicators of this job in this process
-  std::string key_prefix;        // "comm/<n>/": this communicator's keys in the store
+  std::string key_prefix;        // "comm/<n>/" (split: the parent's prefix + "split/<n>/<color>/")
+  bool split_child = false;      // made by split(): ranks and world size are the group's, not the job's
+  int splits = 0;                // split() calls so far (collective: the same count on every rank)
   std::vector<bool> same_host;  // per peer: shares memory and Unix sockets with this rank (comm/host_identity.hpp)
+  std::vector<std::string> hosts;  // per rank: its host identity (comm/host_identity.hpp)
+  /// The collectives across hosts go in two levels, through two communicators split from this one: `host`, this
+  /// rank with the other ranks of its host (copy engines), and `across`, this rank with the ranks of the same local
+  /// index on the other hosts (the network). Made on first use by host_groups(); destroyed first at teardown.
+  struct HostGroups {
+    Communicator host;
+    Communicator across;
+    std::vector<int> host_ranks, across_ranks;  // each group's ranks, as ranks of this communicator, in group order
+  };
+  std::unique_ptr<HostGroups> host_groups_;
+  bool host_groups_absent = false;                 // they do not apply (see host_groups)
+  std::optional<std::string> host_groups_failure;  // making them failed: every later call fails alike
+  /// The two-level groups, made on first use (collective: every rank calls it at the same collective), or null when
+  /// they do not apply: every rank on one host, one rank per host, hosts with different numbers of ranks, or
+  /// PICKLE_COLL_HIERARCHY=0.
+  HostGroups* host_groups();
   std::vector<std::optional<device::FdChannel>> channels;
   std::vector<std::unique_ptr<std::recursive_mutex>> channel_send_mutex;  // per peer; held across announce + post
   std::unique_ptr<comm::SignalArea> signals;

@@ -55,7 +55,7 @@ std::vector<std::string> gather_rows(Store& store, const std::string& key, const
 void Communicator::Impl::check_settings_agree() const {
   // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
-  constexpr const char* kMustAgree[] = {"PICKLE_COLL_CHUNK"};
+  constexpr const char* kMustAgree[] = {"PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
   std::string mine;
   for (const char* name : kMustAgree) mine += cat(name, "=", env::get_if_set(name).value_or("(unset)"), "\n");
   const auto rows = gather_rows(*store, key_prefix + "settings/", info, mine);
@@ -74,7 +74,7 @@ void Communicator::Impl::check_settings_agree() const {
 void Communicator::Impl::choose_transports() {
   const auto forced = transport::forced_kind();
   const int world = info.world_size;
-  const auto hosts = gather_rows(*store, key_prefix + "host/", info, comm::host_identity());
+  hosts = gather_rows(*store, key_prefix + "host/", info, comm::host_identity());
   same_host.assign(static_cast<std::size_t>(world), true);
   for (int peer = 0; peer < world; ++peer) same_host[peer] = hosts[peer] == hosts[info.rank];
   // Peer access as each rank sees it: a GPU is named by its PCI bus id, since ranks may see different ordinals.
@@ -112,13 +112,14 @@ void Communicator::Impl::choose_transports() {
   }
 }
 
-Communicator::Impl::Impl(Options options)
+Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     : info(options.rank_info ? *options.rank_info : discover_rank_info()),
       kind(choose_kind(options, info)),
       device(choose_device(options, info, kind)),
       timeout_seconds(options.timeout_seconds > 0 ? options.timeout_seconds : env::timeout_seconds()),
+      split_child(split_from != nullptr),
       peers(static_cast<std::size_t>(info.world_size)) {
-  log::set_rank(info.rank);
+  if (!split_child) log::set_rank(info.rank);  // a split communicator's rank is the group's, not the process's
   if (kind == MemoryKind::Cuda && device::cuda_device_count() == 0) {
     throw UnavailableError(cat("rank ", info.rank, ": CUDA memory requested but ", device::cuda_unavailable_reason()));
   }
@@ -128,16 +129,22 @@ Communicator::Impl::Impl(Options options)
   // this rank (two ranks as threads of one process deadlocked there on one H100).
   if (kind == MemoryKind::Cuda) coll::load_reduce_kernels(device);
 #endif
-  Store::Options store_options;
-  store_options.timeout_seconds = timeout_seconds;
-  store = comm::shared_store(info, store_options);
-  // Every rank creates its communicators in the same order, so the n-th one has the same number everywhere.
-  key_prefix = cat("comm/", store->add(cat("comm/count/", info.rank), 1), "/");
+  if (split_from != nullptr) {
+    store = split_from->store;
+    key_prefix = split_from->key_prefix;
+  } else {
+    Store::Options store_options;
+    store_options.timeout_seconds = timeout_seconds;
+    store = comm::shared_store(info, store_options);
+    // Every rank creates its communicators in the same order, so the n-th one has the same number everywhere.
+    key_prefix = cat("comm/", store->add(cat("comm/count/", info.rank), 1), "/");
+  }
 
   check_settings_agree();
   choose_transports();
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
-  channels = comm::connect_peer_mesh(*store, key_prefix, info, same_host, deadline);
+  channels = comm::connect_peer_mesh(*store, key_prefix, info, same_host,
+                                     [this](const std::string& name) { store_barrier(name); }, deadline);
   for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
   signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, same_host, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
@@ -177,7 +184,7 @@ Communicator::Impl::Impl(Options options)
   progress = std::thread([this] { progress_loop(); });
   // Nobody may send before every rank's progress thread listens.
   try {
-    store->barrier(key_prefix + "ready");
+    store_barrier(key_prefix + "ready");
   } catch (...) {
     stop_progress();  // a constructor that throws runs no destructor: the thread must not outlive it
     outbox.reset();
@@ -191,10 +198,26 @@ Communicator::Impl::Impl(Options options)
                                                    << " memory, device " << device << "; transports" << pairs);
 }
 
+void Communicator::Impl::store_barrier(const std::string& name) {
+  if (!split_child) return store->barrier(name);
+  // The store's barrier counts every rank of the job; the ranks of a split communicator meet through keys of their
+  // own (the name is used once: it carries a counter or the communicator's stage).
+  store->set(cat(name, "/", info.rank), std::string_view{});
+  std::vector<std::string> keys;
+  for (int r = 0; r < info.world_size; ++r) keys.push_back(cat(name, "/", r));
+  store->wait(keys);
+}
+
 Communicator::Impl::~Impl() {
   // Communicator's inline destructor asks the application's runtime; this library's may not know (it may be a copy).
   unwinding = unwinding || std::uncaught_exceptions() > 0;
   PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
+  // The two-level collectives' communicators first, in the same order on every rank (each meets its own ranks).
+  if (host_groups_) {
+    host_groups_->across.close(unwinding);
+    host_groups_->host.close(unwinding);
+    host_groups_.reset();
+  }
   // What the application's streams still wait for now, before the barrier and the peers' goodbyes complete or fail
   // it: whatever of it never completes is reported on those streams at the end (retire_signal_area).
   const StreamWaitsAtClose stream_waits = stream_waits_at_close();
@@ -239,7 +262,7 @@ Communicator::Impl::~Impl() {
   // message whose data is still on its way to it -- shm chunks not yet copied out, net writes not yet landed --
   // must not be among them.)
   try {
-    if (!unwinding) store->barrier(key_prefix + "close");
+    if (!unwinding) store_barrier(key_prefix + "close");
   } catch (const std::exception& e) {
     PICKLE_LOG(Warn, "comm", "communicator teardown without a clean barrier: " << e.what());
   }
@@ -562,7 +585,7 @@ void Communicator::barrier() {
     std::lock_guard lock(impl_->mutex);
     call = ++impl_->user_barriers;
   }
-  impl_->store->barrier(cat(impl_->key_prefix, "barrier/", call));
+  impl_->store_barrier(cat(impl_->key_prefix, "barrier/", call));
 }
 
 CommStats Communicator::stats() const {
@@ -572,6 +595,19 @@ CommStats Communicator::stats() const {
 #ifdef PICKLE_HAVE_LIBFABRIC
   if (impl_->net) stats.net = impl_->net->stats();
 #endif
+  // What the two-level collectives moved through their own communicators is this communicator's traffic too.
+  if (impl_->host_groups_) {
+    for (const Communicator* group : {&impl_->host_groups_->host, &impl_->host_groups_->across}) {
+      const CommStats more = group->stats();
+      for (auto [sum, add] : {std::pair{&stats.ipc, &more.ipc}, {&stats.shm, &more.shm}, {&stats.net, &more.net}}) {
+        sum->bytes += add->bytes;
+        sum->operations += add->operations;
+        sum->ipc_opens += add->ipc_opens;
+        sum->ipc_closes += add->ipc_closes;
+        sum->cache_hits += add->cache_hits;
+      }
+    }
+  }
   return stats;
 }
 

@@ -69,6 +69,7 @@ UniqueFd accept_tcp(int listener, const RankInfo& self, const Deadline& deadline
 
 std::vector<std::optional<device::FdChannel>> connect_peer_mesh(Store& store, const std::string& key_prefix,
                                                                const RankInfo& self, const std::vector<bool>& same_host,
+                                                               const std::function<void(const std::string&)>& barrier,
                                                                const Deadline& deadline) {
   const int world = self.world_size, rank = self.rank;
   // A fresh nonce per communicator: two communicators of one job, or two jobs on one host, never share names. Over
@@ -94,7 +95,7 @@ std::vector<std::optional<device::FdChannel>> connect_peer_mesh(Store& store, co
     tcp_listener = bootstrap::listen_tcp(address, 0);
     store.set(cat(key_prefix, "control/", rank), cat(address, " ", tcp_listener.port));
   }
-  store.barrier(key_prefix + "listening");
+  barrier(key_prefix + "listening");
 
   std::vector<std::optional<device::FdChannel>> channels(world);
   for (int peer = 0; peer < rank; ++peer) {

@@ -25,6 +25,12 @@ constexpr std::array kTable = {
              "about an eighth of a rank's block within 64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks "
              "cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
              "4 stages and all peers) still applies."},
+    Variable{"PICKLE_COLL_HIERARCHY", "1",
+             "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "
+             "runs allreduce in two levels (reduce_scatter among a host's ranks, allreduce of each rank's block with "
+             "the ranks of the same local index on the other hosts, allgather among the host's ranks), so that each "
+             "byte crosses the network once per host rather than once per remote rank; 0 exchanges with every rank "
+             "directly. Every rank must set the same value."},
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "

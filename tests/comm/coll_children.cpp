@@ -178,6 +178,34 @@ double expected_value(DataType type, ReduceOp op, int world, std::size_t index, 
   return static_cast<double>(acc);
 }
 
+/// `v` rounded to `type`'s precision, to nearest even (the inputs' sums are exact in double, so this is what the
+/// library's rounding of its float result gives): 11 significant bits for half, 8 for bfloat16, 24 for float.
+double round_to(DataType type, double v) {
+  const int bits = type == DataType::F16 ? 11 : type == DataType::BF16 ? 8 : type == DataType::F32 ? 24 : 53;
+  if (v == 0 || bits == 53) return v;
+  int exponent = 0;
+  const double m = std::frexp(v, &exponent);
+  return std::ldexp(std::nearbyint(std::ldexp(m, bits)), exponent - bits);
+}
+
+/// The reduction at `index` as the two-level allreduce computes it (ranks on hosts of `per_host` consecutive ranks):
+/// each host's ranks combined and rounded to the type (the host's partial result is stored in it), then the hosts'
+/// partials combined. Integers wrap around alike in any grouping, so only floating point differs from the direct
+/// reference. Not for avg (which the library runs directly).
+double expected_two_level(DataType type, ReduceOp op, int world, int per_host, std::size_t index, std::uint64_t salt) {
+  if (!is_float(type)) return expected_value(type, op, world, index, salt);
+  std::optional<double> total;
+  for (int host = 0; host < world / per_host; ++host) {
+    double partial = input_value(type, op, host * per_host, index, salt);
+    for (int r = host * per_host + 1; r < (host + 1) * per_host; ++r) {
+      partial = combine(op, partial, input_value(type, op, r, index, salt));
+    }
+    partial = round_to(type, partial);
+    total = total ? combine(op, *total, partial) : partial;
+  }
+  return *total;
+}
+
 double tolerance(DataType type) {
   switch (type) {
     case DataType::F64: return 1e-12;
@@ -235,6 +263,8 @@ class Harness {
   char* b(std::size_t offset = 0) { return static_cast<char*>(b_.data()) + offset; }
   std::size_t capacity() const { return bytes_; }
   int failures() const { return failures_; }
+  /// Ranks per host when the ranks run on several hosts (allreduce then goes in two levels), else 0.
+  int per_host = 0;
 
   /// Enqueues a copy of `host` (which must outlive the next synchronize) to `dst`, on the collectives' stream: the
   /// collective that follows must wait for it.
@@ -263,14 +293,16 @@ class Harness {
   }
 
   /// Reduction results: element i of `got` must be the reduction of every rank's input at first_index + i.
+  /// Elements [0, two_level) come from the two-level allreduce (expected_two_level).
   void check_reduced(const std::string& name, DataType type, ReduceOp op, const std::vector<std::uint8_t>& got,
-                     std::size_t first_index, std::uint64_t salt) {
+                     std::size_t first_index, std::uint64_t salt, std::size_t two_level = 0) {
     const std::size_t element = datatype_size(type);
     int reported = 0;
     std::size_t wrong = 0;
     for (std::size_t i = 0; i * element < got.size(); ++i) {
       const double value = decode(type, got.data() + i * element);
-      const double want = expected_value(type, op, world(), first_index + i, salt);
+      const double want = i < two_level ? expected_two_level(type, op, world(), per_host, first_index + i, salt)
+                                        : expected_value(type, op, world(), first_index + i, salt);
       if (close_enough(type, value, want)) continue;
       ++wrong;
       if (reported++ < 3) fail(cat(name, ": element ", i, " is ", value, ", expected ", want));
@@ -323,7 +355,10 @@ void run_allreduce(Harness& h, DataType type, ReduceOp op, std::size_t count, bo
                                                                        offset != 0 ? " unaligned" : ""));
   try {
     h.comm().allreduce(h.stream(), send, recv, count, type, op);
-    h.check_reduced(name, type, op, h.download(recv, bytes), 0, salt);
+    // In two levels, all but the count % per_host elements left over (which go directly); avg always directly.
+    const std::size_t two_level =
+        h.per_host > 1 && op != ReduceOp::Avg ? count / static_cast<std::size_t>(h.per_host) * h.per_host : 0;
+    h.check_reduced(name, type, op, h.download(recv, bytes), 0, salt, two_level);
     if (!in_place && h.download(send, bytes) != input) h.fail(name + ": the send buffer changed");
   } catch (const Error& e) {
     h.fail(name, e);
@@ -480,14 +515,17 @@ void run_allgathers_then_allreduces(Harness& h, std::size_t count, int calls, st
 
 // Every collective x every datatype x every operator, counts 1 and 1003 (not divisible by 2, 3, 4 or 8), in place
 // and not, one multi-chunk size per collective, zero counts, a slow producer, unaligned buffers and back-to-back
-// calls: all in one launch of the ranks. args: memory ("host"/"cuda").
+// calls: all in one launch of the ranks. args: memory ("host"/"cuda"), then optionally the ranks per host when the
+// ranks run on several hosts.
 PICKLE_CHILD(coll_matrix) {
   Communicator comm = make_comm(args.at(0));
   const int world = comm.world_size();
+  // args[1], when given: the ranks run on hosts of that many consecutive ranks, and allreduce goes in two levels.
   // Large enough for pipelines of several chunks (8 per block on host memory), bounded for 8 ranks on 2 cores.
   const std::size_t large = (std::size_t{1} << 17) * static_cast<std::size_t>(world) + 5;  // f32 allreduce
   const std::size_t large_block = (std::size_t{1} << 17) + 3;                              // per rank, 8-byte types
   Harness h(comm, std::max<std::size_t>(large * 8 * 2, large_block * 8 * static_cast<std::size_t>(world)) + 4096);
+  if (args.size() > 1) h.per_host = std::stoi(args[1]);
   std::uint64_t salt = 0;
 
   for (std::size_t count : {std::size_t{1}, std::size_t{1003}}) {
@@ -993,6 +1031,87 @@ PICKLE_CHILD(coll_large) {
   Harness h(comm, bytes);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, bytes / 4, false, 11);
   run_allreduce(h, DataType::BF16, ReduceOp::Sum, bytes / 2, true, 12);
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
+// Communicator::split: 5 ranks; ranks 0-3 split by parity with keys that reverse their order, rank 4 joins no
+// group. Each group checks its ranks, an allreduce and a send/recv round, then (after the parent is gone) another
+// allreduce; a second split of every rank into one group keeps the parent's order. A negative color other than
+// kNoColor is refused on every rank before anything is exchanged. args: memory.
+PICKLE_CHILD(comm_split) {
+  std::optional<Communicator> parent(make_comm(args.at(0)));
+  const int rank = parent->rank();
+  CHILD_CHECK(parent->world_size() == 5, "run with 5 ranks");
+  try {
+    parent->split(-2, 0);
+    CHILD_CHECK(false, "split(-2, 0) was accepted");
+  } catch (const InvalidArgument& e) {
+    CHILD_CHECK(std::string(e.what()).find("color -2") != std::string::npos, e.what());
+  }
+  const int color = rank == 4 ? Communicator::kNoColor : rank % 2;
+  std::optional<Communicator> group = parent->split(color, -rank);
+  if (rank == 4) {
+    CHILD_CHECK(!group.has_value(), "a rank with kNoColor got a communicator");
+  } else {
+    CHILD_CHECK(group.has_value(), "no communicator for color ", color);
+    // Keys -rank: the higher job rank comes first (color 0: ranks 2, 0; color 1: ranks 3, 1).
+    const int expected_rank = rank < 2 ? 1 : 0;
+    CHILD_CHECK(group->rank() == expected_rank && group->world_size() == 2, "rank ", rank, " is ", group->rank(),
+                " of ", group->world_size(), " in its group");
+    CHILD_CHECK(group->rank_info().source == "split", group->rank_info().source);
+  }
+  // Everyone in one group, in the parent's order: an allgather of each rank's job rank.
+  {
+    std::optional<Communicator> all = parent->split(7, 0);
+    CHILD_CHECK(all && all->rank() == rank && all->world_size() == 5, "one group of all ranks");
+    Harness h(*all, 4096);
+    run_allgather(h, DataType::I32, 7, false, 500);
+    all->barrier();
+    CHILD_CHECK(h.failures() == 0, "allgather in the group of all ranks");
+  }
+  parent.reset();  // the groups outlive it
+  if (!group) return 0;
+  Harness h(*group, 1 << 20);
+  for (std::uint64_t salt : {600u, 601u}) {
+    run_allreduce(h, DataType::F32, ReduceOp::Sum, 1003, false, salt + static_cast<std::uint64_t>(color) * 10);
+  }
+  // Point to point inside the group: group ranks, group peers.
+  const int peer = 1 - group->rank();
+  const std::size_t bytes = 100000;
+  Buffer out = group->alloc(bytes), in = group->alloc(bytes);
+  fill(*group, out.data(), bytes, 700 + static_cast<std::uint64_t>(rank));
+  Request r = group->recv(peer, 3, in.data(), bytes);
+  group->send(peer, 3, out.data(), bytes).wait();
+  r.wait();
+  const int peer_job_rank = rank % 2 + 2 * (1 - rank / 2);  // the other rank of the same parity
+  CHILD_CHECK(count_wrong(*group, in.data(), bytes, 700 + static_cast<std::uint64_t>(peer_job_rank)) == 0,
+              "data from the group peer");
+  group->barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
+// An allreduce across hosts (2 hosts of 2 ranks), checked, and how many bytes it sent over the network: in two levels
+// (args[1] == "two") half the buffer per rank, directly (PICKLE_COLL_HIERARCHY=0, "direct") all of it. args: memory,
+// "two" or "direct".
+PICKLE_CHILD(coll_two_levels) {
+  Communicator comm = make_comm(args.at(0));
+  const bool two = args.at(1) == "two";
+  const std::size_t count = std::size_t{1} << 16;  // f32: 256 KiB
+  const std::size_t bytes = count * 4;
+  Harness h(comm, 2 * bytes);
+  if (two) h.per_host = 2;
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 800);  // makes the groups, if any
+  const std::uint64_t before = comm.stats().net.bytes;
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, true, 801);
+  const std::uint64_t sent = comm.stats().net.bytes - before;
+  const std::uint64_t expected = two ? bytes / 2 : bytes;
+  CHILD_CHECK(sent == expected, "rank ", comm.rank(), " sent ", sent, " bytes over the network for an allreduce of ",
+              bytes, " bytes; expected ", expected, two ? " (two levels)" : " (direct)");
+  // A count that leaves elements over (1003 = 2 * 501 + 1), an operator of each kind, and avg (always direct).
+  run_allreduce(h, DataType::BF16, ReduceOp::Max, 1003, true, 802);
+  run_allreduce(h, DataType::I32, ReduceOp::Prod, 1003, false, 803);
+  run_allreduce(h, DataType::F64, ReduceOp::Avg, 1003, false, 804);
   comm.barrier();
   return h.failures() == 0 ? 0 : 1;
 }

@@ -90,5 +90,11 @@ TEST(Coll, BroadcastRootsStreamReportsAPeerThatDiedBeforeItWasReady) {
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
 }
 
+// Communicator::split: groups by color ranked by key, a rank of no group, groups that outlive their parent, and
+// collectives and send/recv inside each group.
+TEST(Coll, SplitMakesGroupsThatWorkOnTheirOwnAndOutliveTheirParent) {
+  expect_all_ok(run_ranks("comm_split", 5, {"host"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(120)));
+}
+
 }  // namespace
 }  // namespace pickle::test

@@ -34,7 +34,7 @@ bool run(const std::vector<std::string>& argv, std::string* output = nullptr) {
 
 }  // namespace
 
-std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not) {
+std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired) {
   if (::geteuid() != 0) {
     *why_not = "network namespaces need root";
     return nullptr;
@@ -76,6 +76,10 @@ std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not) {
       *why_not = "could not build the veth link (" + command + "): " + output;
       return nullptr;
     }
+  }
+  if (!impaired) {
+    pair->impairment_ = "none (asked for a plain link)";
+    return pair;
   }
   // Impair both directions: netem where the kernel has it, else random drops with nftables.
   bool netem = true;

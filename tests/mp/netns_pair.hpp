@@ -12,7 +12,8 @@ namespace pickle::test {
 class NetnsPair {
  public:
   /// The pair, or nullptr with `*why_not` saying why it cannot be made here (not root, no iproute2, no namespaces).
-  static std::unique_ptr<NetnsPair> create(std::string* why_not);
+  /// `impaired`: the link delays and drops packets (below); false: a plain veth link.
+  static std::unique_ptr<NetnsPair> create(std::string* why_not, bool impaired = true);
   ~NetnsPair();
   NetnsPair(const NetnsPair&) = delete;
   NetnsPair& operator=(const NetnsPair&) = delete;

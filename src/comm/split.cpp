@@ -1,0 +1,119 @@
+// Communicator::split, and the two communicators split from a communicator whose ranks span several hosts, through
+// which its collectives go in two levels (a host's ranks by copy engines, the hosts by the network).
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
+
+#include "comm/comm_impl.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+
+namespace pickle {
+
+Communicator::Impl* Communicator::Impl::split(int color, int key) {
+  const OpContext ctx{.rank = info.rank, .op = "split"};
+  if (color < 0 && color != kNoColor) {
+    throw InvalidArgument(cat(describe(ctx), ": color ", color, " is negative; pass a color >= 0, or "
+                              "Communicator::kNoColor (-1) for a rank that joins no group"));
+  }
+  // Every rank splits in the same order, so the n-th split has the same number everywhere.
+  const std::string prefix = cat(key_prefix, "split/", ++splits, "/");
+  store->set(cat(prefix, info.rank), cat(color, " ", key));
+  struct Member {
+    int key;
+    int rank;
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < info.world_size; ++r) {
+    std::istringstream row(store->get_string(cat(prefix, r)));
+    int their_color = 0, their_key = 0;
+    if (!(row >> their_color >> their_key)) {
+      throw ProtocolError(cat(describe(ctx), ": rank ", r, "'s entry in the store is not \"color key\""));
+    }
+    if (their_color == color) members.push_back({their_key, r});
+  }
+  if (color == kNoColor) return nullptr;
+  std::sort(members.begin(), members.end(),
+            [](const Member& a, const Member& b) { return a.key != b.key ? a.key < b.key : a.rank < b.rank; });
+
+  RankInfo group = info;
+  group.world_size = static_cast<int>(members.size());
+  group.local_world_size = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const int r = members[i].rank;
+    if (r == info.rank) {
+      group.rank = static_cast<int>(i);
+      group.local_rank = group.local_world_size;
+    }
+    if (hosts[r] == hosts[info.rank]) ++group.local_world_size;
+  }
+  group.source = "split";
+  Options options;
+  options.rank_info = group;
+  options.memory = kind;
+  options.device = device;
+  options.timeout_seconds = timeout_seconds;
+  const SplitFrom from{store, cat(prefix, color, "/")};
+  PICKLE_LOG(Debug, "comm", "split " << splits << ": color " << color << ", rank " << group.rank << " of "
+                                     << group.world_size);
+  return new Impl(std::move(options), &from);
+}
+
+std::optional<Communicator> Communicator::split(int color, int key) {
+  Impl* group = impl_->split(color, key);
+  if (group == nullptr) return std::nullopt;
+  return Communicator(group);
+}
+
+Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
+  if (host_groups_ || host_groups_absent) return host_groups_.get();
+  if (!env::get_bool("PICKLE_COLL_HIERARCHY")) {
+    host_groups_absent = true;
+    return nullptr;
+  }
+  // Hosts in the order of their first rank, each with its ranks in rank order. Every rank computes the same layout
+  // from the same identities (gathered at creation), so every rank makes the same decision here.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (int r = 0; r < info.world_size; ++r) {
+    auto& ranks = ranks_of[hosts[r]];
+    if (ranks.empty()) order.push_back(hosts[r]);
+    ranks.push_back(r);
+  }
+  const std::size_t per_host = ranks_of[order.front()].size();
+  // One level is all there is with one host or one rank per host; the across groups need a rank of each local
+  // index on every host.
+  bool two_levels = order.size() >= 2 && per_host >= 2;
+  for (const auto& host : order) two_levels = two_levels && ranks_of[host].size() == per_host;
+  if (!two_levels) {
+    host_groups_absent = true;
+    return nullptr;
+  }
+  const auto& mine = ranks_of[hosts[info.rank]];
+  const int host_index = static_cast<int>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
+  const int local_index = static_cast<int>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
+  std::vector<int> across_ranks;
+  for (const auto& host : order) across_ranks.push_back(ranks_of[host][static_cast<std::size_t>(local_index)]);
+  std::sort(across_ranks.begin(), across_ranks.end());  // split ranks a group by key (here: the rank)
+  // Collective: every rank gets here in the same collective call (they are issued in the same order everywhere).
+  // Made once: a rank that failed to make them could not take part in a later allreduce with the ranks that did,
+  // so every later call fails with the same reason.
+  if (host_groups_failure) throw UnavailableError(*host_groups_failure);
+  try {
+    Communicator host(split(host_index, info.rank));
+    Communicator across(split(local_index, info.rank));
+    host_groups_ = std::make_unique<HostGroups>(HostGroups{std::move(host), std::move(across), mine, across_ranks});
+  } catch (const Error& e) {
+    host_groups_failure = cat("the groups of the two-level collectives could not be made: ", e.what());
+    throw;
+  }
+  PICKLE_LOG(Info, "comm", "collectives go in two levels: " << order.size() << " hosts of " << per_host
+                                                            << " ranks; this rank is " << local_index << " on host "
+                                                            << host_index);
+  return host_groups_.get();
+}
+
+}  // namespace pickle
