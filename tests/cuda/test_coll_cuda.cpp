@@ -19,6 +19,10 @@ TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
 TEST_F(CollCuda, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
   expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"cuda"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
 }
+// Communicator::split on CUDA memory: 5 ranks sharing the GPUs round robin, groups with their own transports.
+TEST_F(CollCuda, SplitMakesGroupsThatWorkOnTheirOwnAndOutliveTheirParent) {
+  expect_all_ok(run_ranks("comm_split", 5, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(180)));
+}
 TEST_F(CollCuda, OneRankMatchesTheReference) {
   // A world of one copies instead of reducing: every type and operator must still give the reference.
   expect_all_ok(run_ranks("coll_matrix", 1, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(300)));
