@@ -1,7 +1,6 @@
 // Communicator::split, and the two communicators split from a communicator whose ranks span several hosts, through
 // which its collectives go in two levels (a host's ranks by copy engines, the hosts by the network).
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 #include <pickle/communicator.hpp>
@@ -77,35 +76,39 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
   // Hosts in the order of their first rank, each with its ranks in rank order. Every rank computes the same layout
   // from the same identities (gathered at creation), so every rank makes the same decision here.
   std::vector<std::string> order;
-  std::map<std::string, std::vector<int>> ranks_of;
+  std::vector<std::vector<int>> ranks_of;  // per host of `order`
   for (int r = 0; r < info.world_size; ++r) {
-    auto& ranks = ranks_of[hosts[r]];
-    if (ranks.empty()) order.push_back(hosts[r]);
-    ranks.push_back(r);
+    const auto host = static_cast<std::size_t>(std::find(order.begin(), order.end(), hosts[r]) - order.begin());
+    if (host == order.size()) {
+      order.push_back(hosts[r]);
+      ranks_of.emplace_back();
+    }
+    ranks_of[host].push_back(r);
   }
-  const std::size_t per_host = ranks_of[order.front()].size();
   // One level is all there is with one host or one rank per host; the across groups need a rank of each local
   // index on every host.
+  const std::size_t per_host = static_cast<std::size_t>(info.world_size) / order.size();
   bool two_levels = order.size() >= 2 && per_host >= 2;
-  for (const auto& host : order) two_levels = two_levels && ranks_of[host].size() == per_host;
+  for (const auto& ranks : ranks_of) two_levels = two_levels && ranks.size() == per_host;
   if (!two_levels) {
     host_groups_absent = true;
     return nullptr;
   }
-  const auto& mine = ranks_of[hosts[info.rank]];
-  const int host_index = static_cast<int>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
-  const int local_index = static_cast<int>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
+  const auto host_index = static_cast<std::size_t>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
+  const std::vector<int>& mine = ranks_of[host_index];
+  const auto local_index = static_cast<std::size_t>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
   std::vector<int> across_ranks;
-  for (const auto& host : order) across_ranks.push_back(ranks_of[host][static_cast<std::size_t>(local_index)]);
+  for (const auto& ranks : ranks_of) across_ranks.push_back(ranks[local_index]);
   std::sort(across_ranks.begin(), across_ranks.end());  // split ranks a group by key (here: the rank)
   // Collective: every rank gets here in the same collective call (they are issued in the same order everywhere).
   // Made once: a rank that failed to make them could not take part in a later allreduce with the ranks that did,
   // so every later call fails with the same reason.
   if (host_groups_failure) throw UnavailableError(*host_groups_failure);
   try {
-    Communicator host(split(host_index, info.rank));
-    Communicator across(split(local_index, info.rank));
-    host_groups_ = std::make_unique<HostGroups>(HostGroups{std::move(host), std::move(across), mine, across_ranks});
+    // Colors >= 0: split returns a group for each.
+    Communicator host(split(static_cast<int>(host_index), info.rank));
+    Communicator across(split(static_cast<int>(local_index), info.rank));
+    host_groups_.reset(new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks)});
   } catch (const Error& e) {
     host_groups_failure = cat("the groups of the two-level collectives could not be made: ", e.what());
     throw;
