@@ -7,6 +7,7 @@
 
 #include "collectives/pipeline.hpp"
 #include "collectives/plumbing.hpp"
+#include "collectives/group_errors.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error_text.hpp"
 
@@ -33,25 +34,6 @@ void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ct
   });
 }
 
-/// An error of a step in one of the groups, as an error of this call: the step and the group's ranks (as ranks of
-/// this communicator) in front, and a PeerError's peer translated from the group's rank to this communicator's.
-[[noreturn]] void rethrow_from_group(const Error& error, const std::string& prefix, const std::vector<int>& ranks) {
-  if (const auto* peer = dynamic_cast<const PeerError*>(&error)) {
-    const int in_group = peer->peer();
-    const int rank = in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size()
-                         ? ranks[static_cast<std::size_t>(in_group)]
-                         : -1;
-    throw PeerError(cat(prefix, ": ", without_head(error.what())), rank);
-  }
-  rethrow_with_prefix(error, prefix);
-}
-
-std::string list_ranks(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += cat(text.empty() ? "" : ", ", r);
-  return text;
-}
-
 /// Two levels, for ranks on several hosts (G ranks on each): with B = count / G,
 ///   1. reduce_scatter among the host's ranks: block l (B elements) of the host's partial result lands in block l of
 ///      this rank's recv (l: this rank's index on its host);
@@ -71,23 +53,23 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
   const std::size_t block = count / per_host;
   char* out = static_cast<char*>(recv);
   char* mine = out + index * block * element;
-  const std::string on_host = cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")");
+  const std::string on_host = cat(describe(ctx), ": among the ranks of this host (", coll::list_ranks(groups.host_ranks), ")");
   if (block > 0) {
     try {
       groups.host.reduce_scatter(stream, send, mine, block, type, op);
     } catch (const Error& e) {
-      rethrow_from_group(e, on_host, groups.host_ranks);
+      coll::rethrow_from_group(e, on_host, groups.host_ranks);
     }
     try {
       groups.across.allreduce(stream, mine, mine, block, type, op);
     } catch (const Error& e) {
-      rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")"),
+      coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks), ")"),
                          groups.across_ranks);
     }
     try {
       groups.host.allgather(stream, mine, out, block, type);
     } catch (const Error& e) {
-      rethrow_from_group(e, on_host, groups.host_ranks);
+      coll::rethrow_from_group(e, on_host, groups.host_ranks);
     }
   }
   const std::size_t done = block * per_host;
@@ -120,7 +102,8 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
       groups = c.host_groups();
     } catch (const Error& e) {
       rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
-                                                "them in its first allreduce; did a rank fail its arguments?)"));
+                                                "them in its first allreduce or broadcast; did a rank fail its "
+                                                "arguments?)"));
     }
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
   }

@@ -1,14 +1,44 @@
 // broadcast: the root's copy engine writes its buffer straight into every peer's recv buffer (no SM). Non-root ranks
-// ignore `send`.
+// ignore `send`. Across hosts (ranks on several hosts, the same number on each) it goes in two levels instead.
+#include <algorithm>
 #include <vector>
 
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "collectives/group_errors.hpp"
 #include "collectives/plumbing.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/error_text.hpp"
 
 namespace pickle {
+namespace {
+
+/// Two levels, for ranks on several hosts (docs/collectives.md, "Across hosts: two levels"): the root sends to the
+/// ranks of its local index on the other hosts (the network carries the buffer once per host), then each of those
+/// broadcasts to its host's ranks (copy engines).
+void broadcast_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& stream, const OpContext& ctx,
+                             const void* send, void* recv, std::size_t count, DataType type, int root) {
+  const int root_index = groups.index_of[static_cast<std::size_t>(root)];
+  if (groups.host.rank() == root_index) {
+    // This rank's across group is the root's: the root is its member on the root's host.
+    const auto& across = groups.across_ranks;
+    const int root_in_across = static_cast<int>(std::find(across.begin(), across.end(), root) - across.begin());
+    try {
+      groups.across.broadcast(stream, send, recv, count, type, root_in_across);
+    } catch (const Error& e) {
+      coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(across), ")"), across);
+    }
+  }
+  try {
+    groups.host.broadcast(stream, recv, recv, count, type, root_index);
+  } catch (const Error& e) {
+    coll::rethrow_from_group(e, cat(describe(ctx), ": among the ranks of this host (",
+                                    coll::list_ranks(groups.host_ranks), ")"), groups.host_ranks);
+  }
+}
+
+}  // namespace
 
 void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
                              int root) {
@@ -31,6 +61,15 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
                                                "is send == recv)"));
     }
   }
+  Impl::HostGroups* groups = nullptr;
+  try {
+    groups = c.host_groups();
+  } catch (const Error& e) {
+    rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
+                                              "them in its first allreduce or broadcast; did a rank fail its "
+                                              "arguments?)"));
+  }
+  if (groups != nullptr) return broadcast_in_two_levels(*groups, stream, ctx, send, recv, count, type, root);
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // The root writes straight into the peers' recv, each only once that peer's stream has reached the call.
     if (rank == root) {

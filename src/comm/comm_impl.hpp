@@ -359,6 +359,7 @@ struct Communicator::Impl {
     Communicator host;
     Communicator across;
     std::vector<int> host_ranks, across_ranks;  // each group's ranks, as ranks of this communicator, in group order
+    std::vector<int> host_of, index_of;         // per rank of this communicator: its host, and its index there
   };
   std::unique_ptr<HostGroups> host_groups_;
   bool host_groups_absent = false;                 // they do not apply (see host_groups)

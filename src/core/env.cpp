@@ -27,8 +27,9 @@ constexpr std::array kTable = {
              "4 stages and all peers) still applies."},
     Variable{"PICKLE_COLL_HIERARCHY", "1",
              "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "
-             "runs allreduce in two levels (reduce_scatter among a host's ranks, allreduce of each rank's block with "
-             "the ranks of the same local index on the other hosts, allgather among the host's ranks), so that each "
+             "runs allreduce and broadcast in two levels (allreduce: reduce_scatter among a host's ranks, allreduce of "
+             "each rank's block with the ranks of the same local index on the other hosts, allgather among the host's "
+             "ranks; broadcast: to the root's counterparts on the other hosts, then inside each host), so that each "
              "byte crosses the network once per host rather than once per remote rank; 0 exchanges with every rank "
              "directly. Every rank must set the same value."},
     Variable{"PICKLE_IPC_STREAMS", "1",

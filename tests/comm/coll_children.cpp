@@ -1091,8 +1091,9 @@ PICKLE_CHILD(comm_split) {
   return h.failures() == 0 ? 0 : 1;
 }
 
-// An allreduce across hosts (2 hosts of 2 ranks), checked, and how many bytes it sent over the network: in two levels
-// (args[1] == "two") half the buffer per rank, directly (PICKLE_COLL_HIERARCHY=0, "direct") all of it. args: memory,
+// An allreduce and a broadcast across hosts (2 hosts of 2 ranks), checked, and how many bytes each sent over the
+// network: in two levels (args[1] == "two") half the allreduce's buffer per rank and the broadcast's once, directly
+// (PICKLE_COLL_HIERARCHY=0, "direct") all of the allreduce's and the broadcast's once per remote rank. args: memory,
 // "two" or "direct".
 PICKLE_CHILD(coll_two_levels) {
   Communicator comm = make_comm(args.at(0));
@@ -1108,6 +1109,16 @@ PICKLE_CHILD(coll_two_levels) {
   const std::uint64_t expected = two ? bytes / 2 : bytes;
   CHILD_CHECK(sent == expected, "rank ", comm.rank(), " sent ", sent, " bytes over the network for an allreduce of ",
               bytes, " bytes; expected ", expected, two ? " (two levels)" : " (direct)");
+  // broadcast from rank 0: in two levels the root sends the buffer over the network once (to rank 2, its
+  // counterpart on the other host, which passes it on inside its host), directly once per remote rank.
+  const std::uint64_t before_broadcast = comm.stats().net.bytes;
+  run_broadcast(h, DataType::U8, bytes, false, 0, 805);
+  const std::uint64_t broadcast_sent = comm.stats().net.bytes - before_broadcast;
+  const std::uint64_t broadcast_expected = comm.rank() != 0 ? 0 : two ? bytes : 2 * bytes;
+  CHILD_CHECK(broadcast_sent == broadcast_expected, "rank ", comm.rank(), " sent ", broadcast_sent,
+              " bytes over the network for a broadcast of ", bytes, " bytes from rank 0; expected ",
+              broadcast_expected);
+  run_broadcast(h, DataType::F32, 1003, true, 3, 806);
   // A count that leaves elements over (1003 = 2 * 501 + 1), an operator of each kind, and avg (always direct).
   run_allreduce(h, DataType::BF16, ReduceOp::Max, 1003, true, 802);
   run_allreduce(h, DataType::I32, ReduceOp::Prod, 1003, false, 803);

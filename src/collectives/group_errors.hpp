@@ -1,0 +1,36 @@
+#pragma once
+// Errors of a collective that runs as steps in groups split from the communicator (the two levels across hosts,
+// docs/collectives.md): the group's error, with the step and the group's ranks in front.
+
+#include <string>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "core/error_text.hpp"
+#include "core/format.hpp"
+
+namespace pickle::coll {
+
+/// "1, 3": a group's ranks, as ranks of the communicator it was split from.
+inline std::string list_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += cat(text.empty() ? "" : ", ", r);
+  return text;
+}
+
+/// `error`, thrown by a step in a group whose ranks are `ranks` (in group order), as an error of the whole call:
+/// `prefix` in front, and a PeerError's peer translated from the group's rank to the communicator's.
+[[noreturn]] inline void rethrow_from_group(const Error& error, const std::string& prefix,
+                                            const std::vector<int>& ranks) {
+  if (const auto* peer = dynamic_cast<const PeerError*>(&error)) {
+    const int in_group = peer->peer();
+    const int rank = in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size()
+                         ? ranks[static_cast<std::size_t>(in_group)]
+                         : -1;
+    throw PeerError(cat(prefix, ": ", without_head(error.what())), rank);
+  }
+  rethrow_with_prefix(error, prefix);
+}
+
+}  // namespace pickle::coll
