@@ -7,7 +7,7 @@
 
 #include "collectives/pipeline.hpp"
 #include "collectives/plumbing.hpp"
-#include "collectives/group_errors.hpp"
+#include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error_text.hpp"
 
@@ -97,14 +97,7 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
   }
   // avg stays direct: averaging the hosts' averages would truncate integers twice.
   if (op != ReduceOp::Avg) {
-    Impl::HostGroups* groups = nullptr;
-    try {
-      groups = c.host_groups();
-    } catch (const Error& e) {
-      rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
-                                                "them in its first allreduce or broadcast; did a rank fail its "
-                                                "arguments?)"));
-    }
+    Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
   }
   allreduce_direct(c, stream, ctx, send, recv, count, type, op);

@@ -6,8 +6,8 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
-#include "collectives/group_errors.hpp"
 #include "collectives/plumbing.hpp"
+#include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error_text.hpp"
 
@@ -61,14 +61,7 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
                                                "is send == recv)"));
     }
   }
-  Impl::HostGroups* groups = nullptr;
-  try {
-    groups = c.host_groups();
-  } catch (const Error& e) {
-    rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
-                                              "them in its first allreduce or broadcast; did a rank fail its "
-                                              "arguments?)"));
-  }
+  Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
   if (groups != nullptr) return broadcast_in_two_levels(*groups, stream, ctx, send, recv, count, type, root);
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     // The root writes straight into the peers' recv, each only once that peer's stream has reached the call.

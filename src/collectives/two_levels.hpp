@@ -1,12 +1,13 @@
 #pragma once
-// Errors of a collective that runs as steps in groups split from the communicator (the two levels across hosts,
-// docs/collectives.md): the group's error, with the step and the group's ranks in front.
+// What the collectives that go in two levels across hosts share (docs/collectives.md, "Across hosts: two levels"):
+// the groups, and their errors as errors of the whole call (the step and the group's ranks in front).
 
 #include <string>
 #include <vector>
 
 #include <pickle/error.hpp>
 
+#include "comm/comm_impl.hpp"
 #include "core/error_text.hpp"
 #include "core/format.hpp"
 
@@ -31,6 +32,18 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
     throw PeerError(cat(prefix, ": ", without_head(error.what())), rank);
   }
   rethrow_with_prefix(error, prefix);
+}
+
+/// The communicator's two-level groups (Impl::host_groups: collective, made in the first call that asks), or null
+/// when they do not apply; an error in making them names the call `ctx`.
+inline Communicator::Impl::HostGroups* two_level_groups(Communicator::Impl& comm, const OpContext& ctx) {
+  try {
+    return comm.host_groups();
+  } catch (const Error& e) {
+    rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
+                                              "them in its first allreduce or broadcast; did a rank fail its "
+                                              "arguments?)"));
+  }
 }
 
 }  // namespace pickle::coll
