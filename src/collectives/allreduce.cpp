@@ -9,7 +9,6 @@
 #include "collectives/plumbing.hpp"
 #include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
-#include "core/error_text.hpp"
 
 namespace pickle {
 namespace {
@@ -53,7 +52,10 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
   const std::size_t block = count / per_host;
   char* out = static_cast<char*>(recv);
   char* mine = out + index * block * element;
-  const std::string on_host = cat(describe(ctx), ": among the ranks of this host (", coll::list_ranks(groups.host_ranks), ")");
+  const std::string on_host =
+      cat(describe(ctx), ": among the ranks of this host (", coll::list_ranks(groups.host_ranks), ")");
+  const std::string across_hosts =
+      cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks), ")");
   if (block > 0) {
     try {
       groups.host.reduce_scatter(stream, send, mine, block, type, op);
@@ -63,8 +65,7 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
     try {
       groups.across.allreduce(stream, mine, mine, block, type, op);
     } catch (const Error& e) {
-      coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks), ")"),
-                         groups.across_ranks);
+      coll::rethrow_from_group(e, across_hosts, groups.across_ranks);
     }
     try {
       groups.host.allgather(stream, mine, out, block, type);

@@ -9,7 +9,6 @@
 #include "collectives/plumbing.hpp"
 #include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
-#include "core/error_text.hpp"
 
 namespace pickle {
 namespace {

@@ -94,7 +94,8 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
     host_groups_absent = true;
     return nullptr;
   }
-  const auto host_index = static_cast<std::size_t>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
+  const auto host_index =
+      static_cast<std::size_t>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
   const std::vector<int>& mine = ranks_of[host_index];
   const auto local_index = static_cast<std::size_t>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
   std::vector<int> across_ranks;

@@ -125,7 +125,8 @@ TEST_F(CollOverNet, AllreduceAcrossTwoHostsOfTwoRanksGoesInTwoLevels) {
                                       "LOCAL_RANK=" + std::to_string(rank % 2), "LOCAL_WORLD_SIZE=2",
                                       "MASTER_ADDR=" + pair->address(0), "MASTER_PORT=" + std::to_string(port),
                                       "PICKLE_TIMEOUT=60", "PICKLE_NET_PROVIDER=tcp",
-                                      "PICKLE_NET_IFACE=" + pair->iface(host), "PICKLE_COLL_HIERARCHY=" + run.hierarchy};
+                                      "PICKLE_NET_IFACE=" + pair->iface(host),
+                                      "PICKLE_COLL_HIERARCHY=" + run.hierarchy};
       std::vector<std::string> argv = {self_exe(), "--pickle-child"};
       argv.insert(argv.end(), run.program.begin(), run.program.end());
       pids.push_back(spawn_program(pair->exec_in(host, argv), env));
