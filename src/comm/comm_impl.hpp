@@ -324,6 +324,8 @@ struct Communicator::Impl {
     return true;
   }
 
+  /// Every rank's value of one fact, through the store under `key` (collective): rows[r] is rank r's.
+  std::vector<std::string> gather_rows(const std::string& key, const std::string& mine) const;
   /// Picks the transport of every pair (transport/select.hpp) and checks that both ranks of each pair agree.
   void choose_transports();
   /// InvalidArgument naming both values when a setting that every rank must share (PICKLE_COLL_CHUNK) differs
@@ -359,7 +361,7 @@ struct Communicator::Impl {
     Communicator host;
     Communicator across;
     std::vector<int> host_ranks, across_ranks;  // each group's ranks, as ranks of this communicator, in group order
-    std::vector<int> host_of, index_of;         // per rank of this communicator: its host, and its index there
+    std::vector<int> index_of;                  // per rank of this communicator: its index on its host
   };
   std::unique_ptr<HostGroups> host_groups_;
   bool host_groups_absent = false;                 // they do not apply (see host_groups)

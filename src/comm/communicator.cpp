@@ -38,19 +38,15 @@ int choose_device(const Communicator::Options& options, const RankInfo& info, Me
   return gpus > 0 ? info.local_rank % gpus : info.local_rank;
 }
 
-/// Every rank's row of one fact about its pairs, gathered through the store: row[r][p] is rank r's entry for p.
-std::vector<std::string> gather_rows(Store& store, const std::string& key, const RankInfo& info, std::string mine) {
-  store.set(cat(key, info.rank), std::vector<std::byte>(reinterpret_cast<const std::byte*>(mine.data()),
-                                                         reinterpret_cast<const std::byte*>(mine.data() + mine.size())));
-  std::vector<std::string> rows;
-  for (int r = 0; r < info.world_size; ++r) {
-    auto blob = store.get(cat(key, r));
-    rows.emplace_back(reinterpret_cast<const char*>(blob.data()), blob.size());
-  }
-  return rows;
-}
 
 }  // namespace
+
+std::vector<std::string> Communicator::Impl::gather_rows(const std::string& key, const std::string& mine) const {
+  store->set(cat(key, info.rank), mine);
+  std::vector<std::string> rows;
+  for (int r = 0; r < info.world_size; ++r) rows.push_back(store->get_string(cat(key, r)));
+  return rows;
+}
 
 void Communicator::Impl::check_settings_agree() const {
   // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
@@ -58,7 +54,7 @@ void Communicator::Impl::check_settings_agree() const {
   constexpr const char* kMustAgree[] = {"PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
   std::string mine;
   for (const char* name : kMustAgree) mine += cat(name, "=", env::get_if_set(name).value_or("(unset)"), "\n");
-  const auto rows = gather_rows(*store, key_prefix + "settings/", info, mine);
+  const auto rows = gather_rows(key_prefix + "settings/", mine);
   for (int peer = 0; peer < info.world_size; ++peer) {
     if (rows[peer] == mine) continue;
     // Name the first setting that differs, with both values.
@@ -74,7 +70,7 @@ void Communicator::Impl::check_settings_agree() const {
 void Communicator::Impl::choose_transports() {
   const auto forced = transport::forced_kind();
   const int world = info.world_size;
-  hosts = gather_rows(*store, key_prefix + "host/", info, comm::host_identity());
+  hosts = gather_rows(key_prefix + "host/", comm::host_identity());
   same_host.assign(static_cast<std::size_t>(world), true);
   for (int peer = 0; peer < world; ++peer) same_host[peer] = hosts[peer] == hosts[info.rank];
   // Peer access as each rank sees it: a GPU is named by its PCI bus id, since ranks may see different ordinals.
@@ -82,14 +78,14 @@ void Communicator::Impl::choose_transports() {
   std::vector<std::string> why(static_cast<std::size_t>(world));
   if (kind == MemoryKind::Cuda) {
     std::string bus_id = device::cuda_pci_bus_id(device);
-    auto bus_ids = gather_rows(*store, key_prefix + "gpu/", info, bus_id);
+    auto bus_ids = gather_rows(key_prefix + "gpu/", bus_id);
     for (int peer = 0; peer < world; ++peer) {
       if (peer != info.rank && same_host[peer] && !device::cuda_peer_reachable(device, bus_ids[peer], why[peer])) {
         reach[peer] = '0';
       }
     }
   }
-  auto reach_rows = gather_rows(*store, key_prefix + "reach/", info, reach);
+  auto reach_rows = gather_rows(key_prefix + "reach/", reach);
   std::string chosen(static_cast<std::size_t>(world), '-');
   transports.resize(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
@@ -103,7 +99,7 @@ void Communicator::Impl::choose_transports() {
     chosen[peer] = transport::kind_name(transports[peer].kind)[0];
   }
   // Both ranks of a pair must agree (PICKLE_TRANSPORT could differ between them): compare before building anything.
-  auto chosen_rows = gather_rows(*store, key_prefix + "transport/", info, chosen);
+  auto chosen_rows = gather_rows(key_prefix + "transport/", chosen);
   for (int peer = 0; peer < world; ++peer) {
     if (peer == info.rank || chosen_rows[peer][info.rank] == chosen[peer]) continue;
     throw InvalidArgument(cat("rank ", info.rank, " -> peer ", peer, ": this rank chose the ",

@@ -20,14 +20,14 @@ Communicator::Impl* Communicator::Impl::split(int color, int key) {
   }
   // Every rank splits in the same order, so the n-th split has the same number everywhere.
   const std::string prefix = cat(key_prefix, "split/", ++splits, "/");
-  store->set(cat(prefix, info.rank), cat(color, " ", key));
+  const std::vector<std::string> rows = gather_rows(prefix, cat(color, " ", key));
   struct Member {
     int key;
     int rank;
   };
   std::vector<Member> members;
   for (int r = 0; r < info.world_size; ++r) {
-    std::istringstream row(store->get_string(cat(prefix, r)));
+    std::istringstream row(rows[static_cast<std::size_t>(r)]);
     int their_color = 0, their_key = 0;
     if (!(row >> their_color >> their_key)) {
       throw ProtocolError(cat(describe(ctx), ": rank ", r, "'s entry in the store is not \"color key\""));
@@ -100,12 +100,9 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
   const auto local_index = static_cast<std::size_t>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
   std::vector<int> across_ranks;
   for (const auto& ranks : ranks_of) across_ranks.push_back(ranks[local_index]);
-  std::vector<int> host_of(static_cast<std::size_t>(info.world_size)), index_of(host_of.size());
-  for (std::size_t h = 0; h < ranks_of.size(); ++h) {
-    for (std::size_t i = 0; i < ranks_of[h].size(); ++i) {
-      host_of[static_cast<std::size_t>(ranks_of[h][i])] = static_cast<int>(h);
-      index_of[static_cast<std::size_t>(ranks_of[h][i])] = static_cast<int>(i);
-    }
+  std::vector<int> index_of(static_cast<std::size_t>(info.world_size));
+  for (const auto& ranks : ranks_of) {
+    for (std::size_t i = 0; i < ranks.size(); ++i) index_of[static_cast<std::size_t>(ranks[i])] = static_cast<int>(i);
   }
   std::sort(across_ranks.begin(), across_ranks.end());  // split ranks a group by key (here: the rank)
   // Collective: every rank gets here in the same collective call (they are issued in the same order everywhere).
@@ -116,8 +113,8 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
     // Colors >= 0: split returns a group for each.
     Communicator host(split(static_cast<int>(host_index), info.rank));
     Communicator across(split(static_cast<int>(local_index), info.rank));
-    host_groups_.reset(new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks),
-                                      std::move(host_of), std::move(index_of)});
+    host_groups_.reset(
+        new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks), std::move(index_of)});
   } catch (const Error& e) {
     host_groups_failure = cat("the groups of the two-level collectives could not be made: ", e.what());
     throw;
