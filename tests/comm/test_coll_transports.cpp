@@ -132,11 +132,7 @@ TEST_F(CollOverNet, AllreduceAcrossTwoHostsOfTwoRanksGoesInTwoLevels) {
       pids.push_back(spawn_program(pair->exec_in(host, argv), env));
     }
     for (int rank = 0; rank < 4; ++rank) {
-      auto status = wait_pid(pids[rank], std::chrono::seconds(240));
-      if (status.timed_out) {
-        ::kill(pids[rank], SIGKILL);
-        wait_pid(pids[rank], std::chrono::seconds(5));
-      }
+      auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(240));
       EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
     }
   }

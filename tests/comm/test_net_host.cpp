@@ -191,11 +191,7 @@ TEST_F(Net, RanksOnTwoHostsPickNetAndTcpControlChannelsByThemselves) {
     }
     const bool killed_rank0 = program == peer_death;
     for (int rank = 0; rank < 2; ++rank) {
-      auto status = wait_pid(pids[rank], std::chrono::seconds(120));
-      if (status.timed_out) {
-        ::kill(pids[rank], SIGKILL);
-        wait_pid(pids[rank], std::chrono::seconds(5));
-      }
+      auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(120));
       if (killed_rank0 && rank == 0) {
         EXPECT_EQ(status.signal, SIGKILL) << "rank 0 " << status.describe();
       } else {

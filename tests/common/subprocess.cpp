@@ -97,6 +97,15 @@ ExitStatus wait_pid(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
+ExitStatus wait_pid_or_kill(pid_t pid, std::chrono::milliseconds timeout) {
+  ExitStatus status = wait_pid(pid, timeout);
+  if (status.timed_out) {
+    ::kill(pid, SIGKILL);
+    wait_pid(pid, std::chrono::seconds(5));
+  }
+  return status;
+}
+
 Child::Child(const std::string& child_name, std::vector<std::string> args, std::vector<std::string> env) {
   std::vector<std::string> argv = {self_exe(), "--pickle-child", child_name};
   argv.insert(argv.end(), args.begin(), args.end());

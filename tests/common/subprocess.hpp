@@ -53,6 +53,8 @@ class Child {
 pid_t spawn_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                     const std::string& stdout_path = "", const std::string& stderr_path = "");
 ExitStatus wait_pid(pid_t pid, std::chrono::milliseconds timeout);
+/// wait_pid, and a process still running at the timeout is SIGKILLed and reaped (the status says it timed out).
+ExitStatus wait_pid_or_kill(pid_t pid, std::chrono::milliseconds timeout);
 
 /// A free TCP port on 127.0.0.1 (bound once and released; good enough for tests).
 int free_tcp_port();

@@ -23,11 +23,7 @@ std::string find_tool(const std::string& name) {
 bool run(const std::vector<std::string>& argv, std::string* output = nullptr) {
   TempDir dir("netns");
   pid_t pid = spawn_program(argv, {}, dir / "out", dir / "out");
-  ExitStatus status = wait_pid(pid, std::chrono::seconds(20));
-  if (status.timed_out) {
-    ::kill(pid, SIGKILL);
-    wait_pid(pid, std::chrono::seconds(5));
-  }
+  ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(20));
   if (output != nullptr) *output = read_file(dir / "out");
   return status.ok();
 }

@@ -224,11 +224,7 @@ TEST(BenchP2p, RanksOnTwoHostsRunPickleOverNetAndSayWhyCeCannot) {
                                  dir / ("err" + std::to_string(rank))));
   }
   for (int rank = 0; rank < 2; ++rank) {
-    auto status = wait_pid(pids[rank], std::chrono::seconds(120));
-    if (status.timed_out) {
-      ::kill(pids[rank], SIGKILL);
-      wait_pid(pids[rank], std::chrono::seconds(5));
-    }
+    auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(120));
     EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe() << "\n"
                              << read_file(dir / ("err" + std::to_string(rank)));
   }

@@ -238,11 +238,7 @@ TEST(NetTransportNamespaces, ExactDataBetweenNamespacesOverAnImpairedVethLink) {
         env));
   }
   for (int rank = 0; rank < 2; ++rank) {
-    auto status = wait_pid(pids[rank], std::chrono::seconds(90));
-    if (status.timed_out) {
-      ::kill(pids[rank], SIGKILL);
-      wait_pid(pids[rank], std::chrono::seconds(5));
-    }
+    auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(90));
     EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
   }
   std::cout << "packets dropped by the impairment: " << pair->drops() << std::endl;
