@@ -1,12 +1,108 @@
 // allgather: every rank's part goes by copy engine straight into its slot of every peer's recv buffer (no scratch,
-// no SM); the rank's own part is a local copy unless it is already in place.
+// no SM); the rank's own part is a local copy unless it is already in place. Across hosts (ranks on several hosts,
+// the same number on each) it goes in two levels instead: see allgather_in_two_levels.
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "collectives/placed.hpp"
 #include "collectives/plumbing.hpp"
+#include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
 
 namespace pickle {
+namespace coll {
+
+void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes) {
+  if (!regions.empty() && regions.back().offset + regions.back().bytes == offset) {
+    regions.back().bytes += bytes;
+  } else {
+    regions.push_back({offset, bytes});
+  }
+}
+
+void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send, char* recv,
+                       const std::vector<std::vector<Region>>& parts) {
+  const int rank = comm.info.rank, world = comm.info.world_size;
+  const std::vector<Region>& own = parts[static_cast<std::size_t>(rank)];
+  const bool copy_own = send != nullptr && own.size() == 1 && send != recv + own[0].offset;
+  // Where this rank's region i comes from: `send` for its one region, else its place in recv.
+  auto source = [&](std::size_t i) -> const char* { return copy_own ? send : recv + own[i].offset; };
+  run_collective(comm, stream, ctx, [&](Call& call) {
+    // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
+    // Every receive is posted before any ready signal or send (each waits for the peer's post). A peer's regions
+    // arrive in the order it sends them (per-(peer, tag) FIFO matching).
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank) continue;
+      for (const Region& region : parts[static_cast<std::size_t>(peer)]) {
+        call.stream_wait_later(call.recv(peer, kTagAllgather, recv + region.offset, region.bytes));
+      }
+    }
+    // The next rank's copy runs on the caller's stream itself, the others' on side streams. With two ranks that is
+    // the whole call on one stream: per call no fork event, no cross-stream wait and no wait for the send's
+    // completion, on the host and on the GPU's path from one call to the next (docs/collectives.md, "Allgather").
+    const int next = (rank + 1) % world;
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == rank || peer == next) continue;
+      call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
+      for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes);
+    }
+    // The own block's copy goes while the peers' ready counts are on their way, ahead of the next rank's copy: the
+    // copy engine would otherwise idle through that wait and copy the block after the peer's data.
+    if (copy_own) call.stream().copy(recv + own[0].offset, send, own[0].bytes);
+    if (next != rank) {
+      call.await_ready(next, Call::kCaller);
+      for (std::size_t i = 0; i < own.size(); ++i) {
+        call.send(next, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
+      }
+    }
+    call.finish();
+  });
+}
+
+}  // namespace coll
+
+namespace {
+
+/// Two levels, for ranks on several hosts (G ranks on each, H hosts; docs/collectives.md "Across hosts: two levels"):
+///   1. allgather with the ranks of this rank's local index on the other hosts: their parts land at their places in
+///      recv (the network carries each part once per remote host, where the direct algorithm sends it to every
+///      remote rank);
+///   2. allgather among the host's ranks of what step 1 gathered: each rank passes on the H parts of its index,
+///      which land at their places in the peers' recv (copy engines).
+/// Neither step needs scratch: every part goes straight to its final place.
+void allgather_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& stream, const OpContext& ctx,
+                             const char* send, char* recv, std::size_t bytes) {
+  std::vector<std::vector<coll::Region>> across_parts(groups.across_ranks.size());
+  for (std::size_t j = 0; j < across_parts.size(); ++j) {
+    across_parts[j].push_back({static_cast<std::size_t>(groups.across_ranks[j]) * bytes, bytes});
+  }
+  // Host rank i passes on the parts of every rank of index i, in rank order (adjacent ones merged).
+  std::vector<std::vector<coll::Region>> host_parts(groups.host_ranks.size());
+  for (std::size_t r = 0; r < groups.index_of.size(); ++r) {
+    coll::append_region(host_parts[static_cast<std::size_t>(groups.index_of[r])], r * bytes, bytes);
+  }
+  Communicator::Impl& across = Communicator::Impl::of(groups.across);
+  Communicator::Impl& host = Communicator::Impl::of(groups.host);
+  try {
+    coll::allgather_regions(across, stream, coll::group_context(across, ctx), send, recv, across_parts);
+  } catch (const Error& e) {
+    coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks),
+                                    ")"),
+                             groups.across_ranks);
+  }
+  try {
+    coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, recv, host_parts);
+  } catch (const Error& e) {
+    coll::rethrow_from_group(e, cat(describe(ctx), ": among the ranks of this host (",
+                                    coll::list_ranks(groups.host_ranks), ")"),
+                             groups.host_ranks);
+  }
+}
+
+}  // namespace
 
 void Communicator::allgather(Stream& stream, const void* send, void* recv, std::size_t count, DataType type) {
   Impl& c = *impl_;
@@ -18,8 +114,7 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
   coll::check_stream(c, ctx, stream);
   if (bytes == 0) return;
   char* out = static_cast<char*>(recv);
-  char* own_slot = out + static_cast<std::size_t>(rank) * bytes;
-  const bool in_place = send == own_slot;
+  const bool in_place = send == out + static_cast<std::size_t>(rank) * bytes;
   coll::check_buffer(c, ctx, recv, total, "recv");
   if (!in_place) {
     coll::check_buffer(c, ctx, send, bytes, "send");
@@ -28,33 +123,11 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
                                                "* count elements)"));
     }
   }
-  coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
-    // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
-    // Every receive is posted before any ready signal or send (each waits for the peer's post).
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.stream_wait_later(call.recv(peer, coll::kTagAllgather, out + peer * bytes, bytes));
-    }
-    // The next rank's copy runs on the caller's stream itself, the others' on side streams. With two ranks that is
-    // the whole call on one stream: per call no fork event, no cross-stream wait and no wait for the send's
-    // completion, on the host and on the GPU's path from one call to the next (docs/collectives.md, "Allgather").
-    const int next = (rank + 1) % world;
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) call.send_ready(peer, coll::kTagAllgather, coll::Call::kCaller);
-    }
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank || peer == next) continue;
-      call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
-      call.send(peer, coll::kTagAllgather, send, bytes);
-    }
-    // The own block's copy goes while the peers' ready counts are on their way, ahead of the next rank's copy: the
-    // copy engine would otherwise idle through that wait and copy the block after the peer's data.
-    if (!in_place) call.stream().copy(own_slot, send, bytes);
-    if (next != rank) {
-      call.await_ready(next, coll::Call::kCaller);
-      call.send(next, coll::kTagAllgather, send, bytes, coll::Call::kCaller);
-    }
-    call.finish();
-  });
+  Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
+  if (groups != nullptr) return allgather_in_two_levels(*groups, stream, ctx, static_cast<const char*>(send), out, bytes);
+  std::vector<std::vector<coll::Region>> parts(static_cast<std::size_t>(world));
+  for (std::size_t r = 0; r < parts.size(); ++r) parts[r].push_back({r * bytes, bytes});
+  coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, parts);
 }
 
 }  // namespace pickle

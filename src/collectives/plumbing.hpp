@@ -87,6 +87,10 @@ struct CollectiveState {
   /// the same collectives in the same order, so the i-th wait meets the peer's i-th signal.
   std::vector<std::uint32_t> ready_awaited;
   Scratch scratch;
+  /// The two-level reduce_scatter's partial results between its steps (reduce_scatter.cpp), made on first use and
+  /// grown when too small, and the event its last call's readers recorded.
+  std::shared_ptr<device::Allocation> partials;
+  std::unique_ptr<device::Event> partials_read;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };

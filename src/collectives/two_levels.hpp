@@ -34,6 +34,12 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
   rethrow_with_prefix(error, prefix);
 }
 
+/// The context of a step that runs inside `group` for the call `ctx`: the same operation and size, the rank in the
+/// group (errors of the step then read as the group's own calls', as when it calls the group's public methods).
+inline OpContext group_context(const Communicator::Impl& group, const OpContext& ctx) {
+  return OpContext{.rank = group.info.rank, .op = ctx.op, .bytes = ctx.bytes};
+}
+
 /// The communicator's two-level groups (Impl::host_groups: collective, made in the first call that asks), or null
 /// when they do not apply; an error in making them names the call `ctx`.
 inline Communicator::Impl::HostGroups* two_level_groups(Communicator::Impl& comm, const OpContext& ctx) {
@@ -41,8 +47,8 @@ inline Communicator::Impl::HostGroups* two_level_groups(Communicator::Impl& comm
     return comm.host_groups();
   } catch (const Error& e) {
     rethrow_with_prefix(e, cat(describe(ctx), ": making the groups of the two-level collectives (every rank makes "
-                                              "them in its first allreduce or broadcast; did a rank fail its "
-                                              "arguments?)"));
+                                              "them in its first allreduce, broadcast, allgather or reduce_scatter; "
+                                              "did a rank fail its arguments?)"));
   }
 }
 

@@ -137,6 +137,8 @@ struct Communicator::Impl {
   /// `split_from`: null for a communicator of the whole job (its store is the job's, found from rank_info).
   explicit Impl(Options options, const SplitFrom* split_from = nullptr);
   ~Impl();
+  /// The Impl behind a communicator (the two-level collectives run internal calls on their groups).
+  static Impl& of(Communicator& comm) noexcept { return *comm.impl_; }
 
   // --- point to point (p2p.cpp)
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
@@ -362,6 +364,8 @@ struct Communicator::Impl {
     Communicator across;
     std::vector<int> host_ranks, across_ranks;  // each group's ranks, as ranks of this communicator, in group order
     std::vector<int> index_of;                  // per rank of this communicator: its index on its host
+    /// Per host (in the order of their first ranks), its ranks in rank order: ranks_of[h][i] has index i on host h.
+    std::vector<std::vector<int>> ranks_of;
   };
   std::unique_ptr<HostGroups> host_groups_;
   bool host_groups_absent = false;                 // they do not apply (see host_groups)

@@ -96,7 +96,7 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
   }
   const auto host_index =
       static_cast<std::size_t>(std::find(order.begin(), order.end(), hosts[info.rank]) - order.begin());
-  const std::vector<int>& mine = ranks_of[host_index];
+  std::vector<int> mine = ranks_of[host_index];  // a copy: ranks_of moves into the groups below
   const auto local_index = static_cast<std::size_t>(std::find(mine.begin(), mine.end(), info.rank) - mine.begin());
   std::vector<int> across_ranks;
   for (const auto& ranks : ranks_of) across_ranks.push_back(ranks[local_index]);
@@ -113,8 +113,8 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
     // Colors >= 0: split returns a group for each.
     Communicator host(split(static_cast<int>(host_index), info.rank));
     Communicator across(split(static_cast<int>(local_index), info.rank));
-    host_groups_.reset(
-        new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks), std::move(index_of)});
+    host_groups_.reset(new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks),
+                                      std::move(index_of), std::move(ranks_of)});
   } catch (const Error& e) {
     host_groups_failure = cat("the groups of the two-level collectives could not be made: ", e.what());
     throw;

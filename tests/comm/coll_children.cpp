@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -188,22 +189,39 @@ double round_to(DataType type, double v) {
   return std::ldexp(std::nearbyint(std::ldexp(m, bits)), exponent - bits);
 }
 
-/// The reduction at `index` as the two-level allreduce computes it (ranks on hosts of `per_host` consecutive ranks):
+/// The reduction at `index` as the two-level allreduce and reduce_scatter compute it (host_of: each rank's host):
 /// each host's ranks combined and rounded to the type (the host's partial result is stored in it), then the hosts'
 /// partials combined. Integers wrap around alike in any grouping, so only floating point differs from the direct
 /// reference. Not for avg (which the library runs directly).
-double expected_two_level(DataType type, ReduceOp op, int world, int per_host, std::size_t index, std::uint64_t salt) {
+double expected_two_level(DataType type, ReduceOp op, const std::vector<int>& host_of, std::size_t index,
+                          std::uint64_t salt) {
+  const int world = static_cast<int>(host_of.size());
   if (!is_float(type)) return expected_value(type, op, world, index, salt);
+  const int hosts = *std::max_element(host_of.begin(), host_of.end()) + 1;
   std::optional<double> total;
-  for (int host = 0; host < world / per_host; ++host) {
-    double partial = input_value(type, op, host * per_host, index, salt);
-    for (int r = host * per_host + 1; r < (host + 1) * per_host; ++r) {
-      partial = combine(op, partial, input_value(type, op, r, index, salt));
+  for (int host = 0; host < hosts; ++host) {
+    std::optional<double> partial;
+    for (int r = 0; r < world; ++r) {
+      if (host_of[static_cast<std::size_t>(r)] != host) continue;
+      const double value = input_value(type, op, r, index, salt);
+      partial = partial ? combine(op, *partial, value) : value;
     }
-    partial = round_to(type, partial);
-    total = total ? combine(op, *total, partial) : partial;
+    const double rounded = round_to(type, *partial);
+    total = total ? combine(op, *total, rounded) : rounded;
   }
   return *total;
+}
+
+/// Each rank's host for ranks on `hosts` hosts: "blocked", hosts of consecutive ranks (rank / per host), or
+/// "mirrored", ranks r and world - 1 - r together (4 ranks on 2 hosts: 0 3 | 1 2; a host's rank of index 1 is then
+/// not in host order among the ranks of index 1).
+std::vector<int> host_layout(int world, int hosts, const std::string& layout) {
+  std::vector<int> host_of(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    host_of[static_cast<std::size_t>(r)] = layout == "mirrored" ? std::min(r, world - 1 - r) % hosts
+                                                                : r / (world / hosts);
+  }
+  return host_of;
 }
 
 double tolerance(DataType type) {
@@ -263,8 +281,10 @@ class Harness {
   char* b(std::size_t offset = 0) { return static_cast<char*>(b_.data()) + offset; }
   std::size_t capacity() const { return bytes_; }
   int failures() const { return failures_; }
-  /// Ranks per host when the ranks run on several hosts (allreduce then goes in two levels), else 0.
-  int per_host = 0;
+  /// Each rank's host when the ranks run on several hosts (the collectives then go in two levels), else empty.
+  std::vector<int> host_of;
+  /// Ranks per host in two levels, else 0.
+  int per_host() const { return host_of.empty() ? 0 : world() / (*std::max_element(host_of.begin(), host_of.end()) + 1); }
 
   /// Enqueues a copy of `host` (which must outlive the next synchronize) to `dst`, on the collectives' stream: the
   /// collective that follows must wait for it.
@@ -293,7 +313,7 @@ class Harness {
   }
 
   /// Reduction results: element i of `got` must be the reduction of every rank's input at first_index + i.
-  /// Elements [0, two_level) come from the two-level allreduce (expected_two_level).
+  /// Elements [0, two_level) come from the two-level algorithms (expected_two_level).
   void check_reduced(const std::string& name, DataType type, ReduceOp op, const std::vector<std::uint8_t>& got,
                      std::size_t first_index, std::uint64_t salt, std::size_t two_level = 0) {
     const std::size_t element = datatype_size(type);
@@ -301,7 +321,7 @@ class Harness {
     std::size_t wrong = 0;
     for (std::size_t i = 0; i * element < got.size(); ++i) {
       const double value = decode(type, got.data() + i * element);
-      const double want = i < two_level ? expected_two_level(type, op, world(), per_host, first_index + i, salt)
+      const double want = i < two_level ? expected_two_level(type, op, host_of, first_index + i, salt)
                                         : expected_value(type, op, world(), first_index + i, salt);
       if (close_enough(type, value, want)) continue;
       ++wrong;
@@ -356,8 +376,8 @@ void run_allreduce(Harness& h, DataType type, ReduceOp op, std::size_t count, bo
   try {
     h.comm().allreduce(h.stream(), send, recv, count, type, op);
     // In two levels, all but the count % per_host elements left over (which go directly); avg always directly.
-    const std::size_t two_level =
-        h.per_host > 1 && op != ReduceOp::Avg ? count / static_cast<std::size_t>(h.per_host) * h.per_host : 0;
+    const auto per_host = static_cast<std::size_t>(h.per_host());
+    const std::size_t two_level = per_host > 1 && op != ReduceOp::Avg ? count / per_host * per_host : 0;
     h.check_reduced(name, type, op, h.download(recv, bytes), 0, salt, two_level);
     if (!in_place && h.download(send, bytes) != input) h.fail(name + ": the send buffer changed");
   } catch (const Error& e) {
@@ -378,7 +398,10 @@ void run_reduce_scatter(Harness& h, DataType type, ReduceOp op, std::size_t coun
   const std::string name = describe_case("reduce_scatter", type, count, cat(reduce_op_name(op), " ", kModes[mode]));
   try {
     h.comm().reduce_scatter(h.stream(), send, recv, count, type, op);
-    h.check_reduced(name, type, op, h.download(recv, bytes), static_cast<std::size_t>(h.rank()) * count, salt);
+    // In two levels all of it, but avg (always directly).
+    const std::size_t two_level = h.per_host() > 1 && op != ReduceOp::Avg ? count : 0;
+    h.check_reduced(name, type, op, h.download(recv, bytes), static_cast<std::size_t>(h.rank()) * count, salt,
+                    two_level);
   } catch (const Error& e) {
     h.fail(name, e);
   }
@@ -515,17 +538,17 @@ void run_allgathers_then_allreduces(Harness& h, std::size_t count, int calls, st
 
 // Every collective x every datatype x every operator, counts 1 and 1003 (not divisible by 2, 3, 4 or 8), in place
 // and not, one multi-chunk size per collective, zero counts, a slow producer, unaligned buffers and back-to-back
-// calls: all in one launch of the ranks. args: memory ("host"/"cuda"), then optionally the ranks per host when the
-// ranks run on several hosts.
+// calls: all in one launch of the ranks. args: memory ("host"/"cuda"), then optionally the number of hosts when the
+// ranks run on several, and their layout ("blocked", the default, or "mirrored": see host_layout).
 PICKLE_CHILD(coll_matrix) {
   Communicator comm = make_comm(args.at(0));
   const int world = comm.world_size();
-  // args[1], when given: the ranks run on hosts of that many consecutive ranks, and allreduce goes in two levels.
+  // args[1], when given: the ranks run on that many hosts, and the collectives go in two levels.
   // Large enough for pipelines of several chunks (8 per block on host memory), bounded for 8 ranks on 2 cores.
   const std::size_t large = (std::size_t{1} << 17) * static_cast<std::size_t>(world) + 5;  // f32 allreduce
   const std::size_t large_block = (std::size_t{1} << 17) + 3;                              // per rank, 8-byte types
   Harness h(comm, std::max<std::size_t>(large * 8 * 2, large_block * 8 * static_cast<std::size_t>(world)) + 4096);
-  if (args.size() > 1) h.per_host = std::stoi(args[1]);
+  if (args.size() > 1) h.host_of = host_layout(world, std::stoi(args[1]), args.size() > 2 ? args[2] : "blocked");
   std::uint64_t salt = 0;
 
   for (std::size_t count : {std::size_t{1}, std::size_t{1003}}) {
@@ -1091,38 +1114,55 @@ PICKLE_CHILD(comm_split) {
   return h.failures() == 0 ? 0 : 1;
 }
 
-// An allreduce and a broadcast across hosts (2 hosts of 2 ranks), checked, and how many bytes each sent over the
-// network: in two levels (args[1] == "two") half the allreduce's buffer per rank and the broadcast's once, directly
-// (PICKLE_COLL_HIERARCHY=0, "direct") all of the allreduce's and the broadcast's once per remote rank. args: memory,
-// "two" or "direct".
+// Each collective that goes in two levels across hosts (2 hosts of 2 consecutive ranks), checked, and how many bytes
+// it sent over the network: in two levels (args[1] == "two") each byte crosses once per remote host, directly
+// (PICKLE_COLL_HIERARCHY=0, "direct") once per remote rank. args: memory, "two" or "direct".
 PICKLE_CHILD(coll_two_levels) {
   Communicator comm = make_comm(args.at(0));
   const bool two = args.at(1) == "two";
   const std::size_t count = std::size_t{1} << 16;  // f32: 256 KiB
   const std::size_t bytes = count * 4;
-  Harness h(comm, 2 * bytes);
-  if (two) h.per_host = 2;
+  Harness h(comm, 8 * bytes);  // reduce_scatter of `count` f64 per rank: 4 ranks x 512 KiB
+  if (two) h.host_of = host_layout(comm.world_size(), 2, "blocked");
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 800);  // makes the groups, if any
-  const std::uint64_t before = comm.stats().net.bytes;
-  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, true, 801);
-  const std::uint64_t sent = comm.stats().net.bytes - before;
-  const std::uint64_t expected = two ? bytes / 2 : bytes;
-  CHILD_CHECK(sent == expected, "rank ", comm.rank(), " sent ", sent, " bytes over the network for an allreduce of ",
-              bytes, " bytes; expected ", expected, two ? " (two levels)" : " (direct)");
+  auto network_bytes_of = [&](const std::function<void()>& call) {
+    const std::uint64_t before = comm.stats().net.bytes;
+    call();
+    return comm.stats().net.bytes - before;
+  };
+  // A mismatch counts as a failure and the rank goes on, in step with its peers.
+  auto expect_sent = [&](const char* what, std::uint64_t sent, std::uint64_t expected) {
+    if (sent == expected) return;
+    h.fail(cat("sent ", sent, " bytes over the network for ", what, "; expected ", expected,
+               two ? " (two levels)" : " (direct)"));
+  };
+  // allreduce of 256 KiB: in two levels a rank's quarter of it goes to its counterpart on the other host and comes
+  // back reduced (half the buffer in all), directly its block of each remote rank, twice (all of it).
+  expect_sent("an allreduce of 256 KiB",
+              network_bytes_of([&] { run_allreduce(h, DataType::F32, ReduceOp::Sum, count, true, 801); }),
+              two ? bytes / 2 : bytes);
   // broadcast from rank 0: in two levels the root sends the buffer over the network once (to rank 2, its
   // counterpart on the other host, which passes it on inside its host), directly once per remote rank.
-  const std::uint64_t before_broadcast = comm.stats().net.bytes;
-  run_broadcast(h, DataType::U8, bytes, false, 0, 805);
-  const std::uint64_t broadcast_sent = comm.stats().net.bytes - before_broadcast;
-  const std::uint64_t broadcast_expected = comm.rank() != 0 ? 0 : two ? bytes : 2 * bytes;
-  CHILD_CHECK(broadcast_sent == broadcast_expected, "rank ", comm.rank(), " sent ", broadcast_sent,
-              " bytes over the network for a broadcast of ", bytes, " bytes from rank 0; expected ",
-              broadcast_expected);
+  expect_sent("a broadcast of 256 KiB from rank 0",
+              network_bytes_of([&] { run_broadcast(h, DataType::U8, bytes, false, 0, 805); }),
+              comm.rank() != 0 ? 0 : two ? bytes : 2 * bytes);
+  // allgather of 256 KiB per rank: its part to the counterpart, or to both remote ranks.
+  expect_sent("an allgather of 256 KiB per rank",
+              network_bytes_of([&] { run_allgather(h, DataType::F32, count, false, 807); }), two ? bytes : 2 * bytes);
+  // reduce_scatter of 256 KiB per rank: the host's partial for the counterpart, or a block to each remote rank.
+  expect_sent("a reduce_scatter of 256 KiB per rank",
+              network_bytes_of([&] { run_reduce_scatter(h, DataType::F32, ReduceOp::Sum, count, 0, 808); }),
+              two ? bytes : 2 * bytes);
   run_broadcast(h, DataType::F32, 1003, true, 3, 806);
   // A count that leaves elements over (1003 = 2 * 501 + 1), an operator of each kind, and avg (always direct).
   run_allreduce(h, DataType::BF16, ReduceOp::Max, 1003, true, 802);
   run_allreduce(h, DataType::I32, ReduceOp::Prod, 1003, false, 803);
   run_allreduce(h, DataType::F64, ReduceOp::Avg, 1003, false, 804);
+  // reduce_scatter's partials buffer grows, and its in-place forms; avg directly.
+  run_reduce_scatter(h, DataType::F64, ReduceOp::Min, count, 1, 809);
+  run_reduce_scatter(h, DataType::BF16, ReduceOp::Sum, 1003, 2, 810);
+  run_reduce_scatter(h, DataType::F32, ReduceOp::Avg, 1003, 0, 811);
+  run_allgather(h, DataType::U8, 1003, true, 812);
   comm.barrier();
   return h.failures() == 0 ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include "../mp/netns_pair.hpp"
+#include "../mp/two_hosts.hpp"
 #include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
@@ -99,42 +100,31 @@ TEST(CollOverIpc, AHostSendDoesNotWaitBehindACollective) {
                           std::chrono::seconds(60)));
 }
 
-// Two "hosts" of two ranks each (two network namespaces, two processes in each): allreduce goes in two levels,
-// copy engines (here: the host backend's ipc) inside a host and the network between the hosts, and sends half the
-// bytes over the network that the direct algorithm sends; every collective still matches the reference.
-TEST_F(CollOverNet, AllreduceAcrossTwoHostsOfTwoRanksGoesInTwoLevels) {
+// Two "hosts" of two ranks each (two network namespaces, two processes in each): allreduce, broadcast, allgather and
+// reduce_scatter go in two levels, copy engines (here: the host backend's ipc) inside a host and the network between
+// the hosts, and send fewer bytes over the network than the direct algorithm; every collective still matches the
+// reference, with hosts of consecutive ranks (0 1 | 2 3) and mirrored ones (0 3 | 1 2: the ranks of index 1 are 3
+// and 2, not in host order).
+TEST_F(CollOverNet, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
   std::string why_not;
   auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
   if (!pair) GTEST_SKIP() << why_not;
   struct Run {
     std::vector<std::string> program;
     std::string hierarchy;
+    TwoHostLayout layout = TwoHostLayout::Blocked;
   };
   const std::vector<Run> runs = {
       {{"coll_two_levels", "host", "two"}, "1"},
       {{"coll_two_levels", "host", "direct"}, "0"},
       {{"coll_matrix", "host", "2"}, "1"},
+      {{"coll_matrix", "host", "2", "mirrored"}, "1", TwoHostLayout::Mirrored},
   };
   for (const auto& run : runs) {
     SCOPED_TRACE(run.program[0] + " " + run.program.back());
-    const int port = free_tcp_port();
-    std::vector<pid_t> pids;
-    for (int rank = 0; rank < 4; ++rank) {
-      const int host = rank / 2;
-      std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=4",
-                                      "LOCAL_RANK=" + std::to_string(rank % 2), "LOCAL_WORLD_SIZE=2",
-                                      "MASTER_ADDR=" + pair->address(0), "MASTER_PORT=" + std::to_string(port),
-                                      "PICKLE_TIMEOUT=60", "PICKLE_NET_PROVIDER=tcp",
-                                      "PICKLE_NET_IFACE=" + pair->iface(host),
-                                      "PICKLE_COLL_HIERARCHY=" + run.hierarchy};
-      std::vector<std::string> argv = {self_exe(), "--pickle-child"};
-      argv.insert(argv.end(), run.program.begin(), run.program.end());
-      pids.push_back(spawn_program(pair->exec_in(host, argv), env));
-    }
-    for (int rank = 0; rank < 4; ++rank) {
-      auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(240));
-      EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
-    }
+    expect_all_ok(run_on_two_hosts(*pair, run.program, run.layout,
+                                   {"PICKLE_TIMEOUT=60", "PICKLE_COLL_HIERARCHY=" + run.hierarchy},
+                                   std::chrono::seconds(240)));
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include "../mp/netns_pair.hpp"
+#include "../mp/two_hosts.hpp"
 #include "two_gpus.hpp"
 
 namespace pickle::test {
@@ -66,6 +68,31 @@ TEST_F(CollCuda, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronizeAfterThe
       run_ranks("coll_death_after_call", 2, {"cuda", "destroy_first"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+// Two "hosts" of two ranks each (two network namespaces made by the test, root needed; GPU memory staged through
+// pinned buffers between them): allreduce, broadcast, allgather and reduce_scatter in two levels, their network
+// bytes, and the whole matrix with hosts of consecutive and of mirrored ranks (tests/comm/test_coll_transports.cpp
+// runs the same on host memory).
+TEST_F(CollCuda, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
+  std::string why_not;
+  auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
+  if (!pair) GTEST_SKIP() << why_not;
+  const std::vector<std::string> env = {"PICKLE_TIMEOUT=60"};
+  const auto limit = std::chrono::seconds(300);
+  {
+    SCOPED_TRACE("coll_two_levels");
+    expect_all_ok(run_on_two_hosts(*pair, {"coll_two_levels", "cuda", "two"}, TwoHostLayout::Blocked, env, limit));
+  }
+  {
+    SCOPED_TRACE("coll_matrix, hosts 0 1 | 2 3");
+    expect_all_ok(run_on_two_hosts(*pair, {"coll_matrix", "cuda", "2"}, TwoHostLayout::Blocked, env, limit));
+  }
+  {
+    SCOPED_TRACE("coll_matrix, hosts 0 3 | 1 2");
+    expect_all_ok(
+        run_on_two_hosts(*pair, {"coll_matrix", "cuda", "2", "mirrored"}, TwoHostLayout::Mirrored, env, limit));
+  }
 }
 
 }  // namespace
