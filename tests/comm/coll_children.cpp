@@ -291,8 +291,10 @@ class Harness {
   void upload(void* dst, const std::vector<std::uint8_t>& host) { stream_.impl().copy(dst, host.data(), host.size()); }
   /// Enqueues `bytes` of 0xEE at `dst`: results that were never written cannot pass.
   void poison(void* dst, std::size_t bytes) { stream_.impl().copy(dst, poison_.data(), bytes); }
-  /// Synchronizes the stream, then copies `bytes` at `src` back.
+  /// Synchronizes the stream, then copies `bytes` at `src` back. The synchronize comes first: it is bounded by
+  /// PICKLE_TIMEOUT, where a copy into pageable memory behind a stream that never gets there would block for good.
   std::vector<std::uint8_t> download(const void* src, std::size_t bytes) {
+    stream_.synchronize();
     std::vector<std::uint8_t> host(bytes);
     stream_.impl().copy(host.data(), src, bytes);
     stream_.synchronize();

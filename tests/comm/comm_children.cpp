@@ -1111,4 +1111,50 @@ PICKLE_CHILD(comm_transport_and_allreduce) {
   return 0;
 }
 
+// A rank's thread that blocks in a synchronous copy (GPU memory into pageable host memory, as tensor.cpu() does) on
+// a stream that waits for a transfer must not hold that transfer up: pickle's own threads must not need a CUDA call
+// that such a copy holds back. args[1]: which side blocks: "recv" (rank 0's stream waits for the receive, then copies
+// the data out), "send" (rank 1 copies its source out behind the send on its stream) or "put" (rank 0's stream waits
+// for rank 1's signal after a put, then copies the window out). Rank 0 checks the copied bytes.
+PICKLE_CHILD(comm_blocking_copy_behind_transfer) {
+  Communicator comm = make_comm(args.at(0));
+  const std::string mode = args.at(1);
+  const int rank = comm.rank();
+  constexpr std::size_t kBytes = (4u << 20) + 3;  // several staging pieces and net chunks
+  constexpr std::uint64_t kSeed = 4242;
+  Buffer src = comm.alloc(kBytes), dst = comm.alloc(kBytes);
+  Window window = comm.register_memory(dst.data(), kBytes);
+  Stream stream = comm.make_stream();
+  std::vector<std::uint8_t> copied(kBytes);
+  if (rank == 1) fill(comm, src.data(), kBytes, kSeed);
+  comm.barrier();
+  if (rank == 1) {
+    if (mode == "put") {
+      comm.put(stream, window, 0, 0, src.data(), kBytes);
+      comm.signal(stream, 0, 2);
+      stream.synchronize();
+    } else {
+      Request sent = comm.send(0, 5, src.data(), kBytes, &stream);
+      if (mode == "send") stream.impl().copy(copied.data(), src.data(), kBytes);  // blocks until the stream is there
+      sent.wait();
+    }
+  } else {
+    if (mode == "put") {
+      comm.wait(stream, 1, 2, 1);
+    } else {
+      Request received = comm.recv(1, 5, dst.data(), kBytes);
+      received.on_stream(stream);
+    }
+    if (mode == "send") stream.synchronize();
+    stream.impl().copy(copied.data(), dst.data(), kBytes);  // blocks until the stream has the data
+    stream.synchronize();
+    const auto expected = pattern(kBytes, kSeed);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < kBytes; ++i) wrong += copied[i] != expected[i] ? 1 : 0;
+    CHILD_CHECK(wrong == 0, "mode ", mode, ": ", wrong, " wrong bytes of ", kBytes, " copied out after the transfer");
+  }
+  comm.barrier();
+  return 0;
+}
+
 }  // namespace pickle::test

@@ -18,6 +18,13 @@ TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
 }
 // Both ranks in one process (threads, one CUDA context): bounded by the child's time limit, since the deadlock it
 // guards against (a lazily loaded reduction kernel) waits on no timeout of pickle's.
+// The net transport between the two ranks (tcp on loopback; GPU memory staged through pinned buffers): the matrix,
+// as the ranks of different hosts run it.
+TEST_F(CollCuda, EveryCollectiveOverTheNetTransportMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_TRANSPORT=net", "PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=lo"},
+                          std::chrono::seconds(300)));
+}
 TEST_F(CollCuda, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
   expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"cuda"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
 }
@@ -78,7 +85,7 @@ TEST_F(CollCuda, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
   std::string why_not;
   auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
   if (!pair) GTEST_SKIP() << why_not;
-  const std::vector<std::string> env = {"PICKLE_TIMEOUT=60"};
+  const std::vector<std::string> env = {"PICKLE_TIMEOUT=30"};
   const auto limit = std::chrono::seconds(300);
   {
     SCOPED_TRACE("coll_two_levels");

@@ -18,6 +18,15 @@ class NetCuda : public TwoGpuTest {};
 TEST_F(NetCuda, SendsFromOneByteTo256MiBBothWaysArriveIntact) {
   expect_all_ok(run_ranks("comm_sizes", 2, {"cuda", std::to_string(256u << 20)}, net_env(), std::chrono::seconds(300)));
 }
+// A thread blocked in a synchronous copy behind a transfer (tensor.cpu() after a receive) must not hold it up: the
+// staged receive's and put's copies into GPU memory must not wait for a CUDA call of pickle's own threads.
+TEST_F(NetCuda, ASynchronousCopyBehindATransferDoesNotHoldItUp) {
+  for (const char* mode : {"recv", "send", "put"}) {
+    SCOPED_TRACE(mode);
+    expect_all_ok(run_ranks("comm_blocking_copy_behind_transfer", 2, {"cuda", mode}, net_env(),
+                            std::chrono::seconds(45)));
+  }
+}
 TEST_F(NetCuda, MessagesAroundChunkBoundariesArriveIntact) {
   expect_all_ok(run_ranks("shm_boundaries", 2, {"cuda", "net"}, net_env()));
 }

@@ -12,6 +12,7 @@
 
 #include "device/backends.hpp"
 #include "device/cuda/driver_api.hpp"
+#include "device/cuda/host_callbacks.hpp"
 #include "device/host/backoff.hpp"
 
 namespace pickle::device::cuda {
@@ -44,28 +45,6 @@ class CurrentDevice {
 };
 
 thread_local int CurrentDevice::bound_ = -1;
-
-/// Shared by a stream and its pending host callbacks (which may run after the stream object is gone).
-struct CallbackErrors {
-  std::mutex mutex;
-  std::exception_ptr first;
-};
-
-struct CallbackPayload {
-  std::function<void()> fn;
-  std::shared_ptr<CallbackErrors> errors;
-};
-
-void CUDART_CB run_callback(void* data) {
-  std::unique_ptr<CallbackPayload> payload(static_cast<CallbackPayload*>(data));
-  try {
-    payload->fn();
-  } catch (...) {
-    // An exception must not unwind into CUDA's callback thread: keep it for the next query/synchronize.
-    std::lock_guard lock(payload->errors->mutex);
-    if (!payload->errors->first) payload->errors->first = std::current_exception();
-  }
-}
 
 std::string seconds_text(const Deadline& deadline) {
   return cat(static_cast<double>(deadline.timeout().count()) / 1000.0, " s");
@@ -138,12 +117,19 @@ class CudaStream final : public Stream {
     require_device(device, ctx);
     driver();  // load the entry points now: a missing driver is reported here, not at the first flag operation
     DeviceGuard guard(device);
+    // The host callbacks' channel now, not at the first host callback: that may come from a thread of pickle's
+    // while the application's thread is blocked in a synchronous copy, and the pinned allocation behind a channel
+    // (cudaHostAlloc) waits for that copy, which may wait for the callback (a staged put's landing: found by
+    // NetCuda.ASynchronousCopyBehindATransferDoesNotHoldItUp).
+    callbacks_ = open_callback_channel(device);
     // Non-blocking: the legacy default stream (used by careless cudaMemcpy calls) must not serialise with ours.
     PICKLE_CUDA(ctx, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~CudaStream() override {
-    // Returns at once; work still queued completes afterwards, as CUDA defines.
+    // Returns at once; work still queued completes afterwards, as CUDA defines (its host callbacks too: the
+    // callback thread keeps the channel).
     if (cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
+    close_callback_channel(callbacks_);
   }
 
   MemoryKind kind() const noexcept override { return MemoryKind::Cuda; }
@@ -175,12 +161,19 @@ class CudaStream final : public Stream {
     last_wait_ = LastWait{addr, value};
   }
 
+  /// Not cudaLaunchHostFunc (see host_callbacks.hpp): the stream writes the callback's count, pickle's callback
+  /// thread runs `fn` and writes the count back, and the stream waits for it.
   void host_callback(std::function<void()> fn) override {
     if (!fn) throw InvalidArgument("CUDA stream host_callback: empty function");
-    auto payload = std::make_unique<CallbackPayload>(CallbackPayload{std::move(fn), errors_});
+    std::lock_guard order(callback_mutex_);  // counts reach the stream in the order they were taken
+    const CallbackTicket ticket = submit_callback(callbacks_, std::move(fn), errors_);
+    // The count was taken: the stream must write it even if the wait cannot be enqueued, or later counts of this
+    // channel would never be reached. Either CUDA call failing leaves the stream broken anyway (an error of it).
+    write_value(ticket.reached, ticket.count);
     CurrentDevice current(device_);
-    PICKLE_CUDA((OpContext{.op = "CUDA stream host_callback"}), cudaLaunchHostFunc(stream_, run_callback, payload.get()));
-    payload.release();  // run_callback owns it now
+    PICKLE_CU((OpContext{.op = "CUDA stream host_callback wait", .bytes = 4}), cuStreamWaitValue32, as_cu(stream_),
+              reinterpret_cast<CUdeviceptr>(ticket.done), ticket.count,
+              static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
   }
 
   void record(Event& event) override {
@@ -252,6 +245,8 @@ class CudaStream final : public Stream {
   int device_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<CallbackErrors> errors_ = std::make_shared<CallbackErrors>();
+  std::mutex callback_mutex_;
+  std::shared_ptr<CallbackChannel> callbacks_;  // made with the stream
   std::mutex mutex_;
   std::optional<LastWait> last_wait_;
 };
