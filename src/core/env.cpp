@@ -27,11 +27,10 @@ constexpr std::array kTable = {
              "4 stages and all peers) still applies."},
     Variable{"PICKLE_COLL_HIERARCHY", "1",
              "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "
-             "runs allreduce and broadcast in two levels (allreduce: reduce_scatter among a host's ranks, allreduce of "
-             "each rank's block with the ranks of the same local index on the other hosts, allgather among the host's "
-             "ranks; broadcast: to the root's counterparts on the other hosts, then inside each host), so that each "
-             "byte crosses the network once per host rather than once per remote rank; 0 exchanges with every rank "
-             "directly. Every rank must set the same value."},
+             "runs allreduce, broadcast, allgather and reduce_scatter in two levels (a step among a host's ranks over "
+             "copy engines, a step with the ranks of the same local index on the other hosts over the network), so "
+             "that each byte crosses the network once per host rather than once per remote rank; 0 exchanges with "
+             "every rank directly (alltoall always does). Every rank must set the same value."},
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "
