@@ -86,20 +86,12 @@ void allgather_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& str
   }
   Communicator::Impl& across = Communicator::Impl::of(groups.across);
   Communicator::Impl& host = Communicator::Impl::of(groups.host);
-  try {
+  coll::across_hosts(groups, ctx, [&] {
     coll::allgather_regions(across, stream, coll::group_context(across, ctx), send, recv, across_parts);
-  } catch (const Error& e) {
-    coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks),
-                                    ")"),
-                             groups.across_ranks);
-  }
-  try {
+  });
+  coll::on_host(groups, ctx, [&] {
     coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, recv, host_parts);
-  } catch (const Error& e) {
-    coll::rethrow_from_group(e, cat(describe(ctx), ": among the ranks of this host (",
-                                    coll::list_ranks(groups.host_ranks), ")"),
-                             groups.host_ranks);
-  }
+  });
 }
 
 }  // namespace
@@ -124,7 +116,9 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
     }
   }
   Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
-  if (groups != nullptr) return allgather_in_two_levels(*groups, stream, ctx, static_cast<const char*>(send), out, bytes);
+  if (groups != nullptr) {
+    return allgather_in_two_levels(*groups, stream, ctx, static_cast<const char*>(send), out, bytes);
+  }
   std::vector<std::vector<coll::Region>> parts(static_cast<std::size_t>(world));
   for (std::size_t r = 0; r < parts.size(); ++r) parts[r].push_back({r * bytes, bytes});
   coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, parts);

@@ -52,26 +52,10 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
   const std::size_t block = count / per_host;
   char* out = static_cast<char*>(recv);
   char* mine = out + index * block * element;
-  const std::string on_host =
-      cat(describe(ctx), ": among the ranks of this host (", coll::list_ranks(groups.host_ranks), ")");
-  const std::string across_hosts =
-      cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks), ")");
   if (block > 0) {
-    try {
-      groups.host.reduce_scatter(stream, send, mine, block, type, op);
-    } catch (const Error& e) {
-      coll::rethrow_from_group(e, on_host, groups.host_ranks);
-    }
-    try {
-      groups.across.allreduce(stream, mine, mine, block, type, op);
-    } catch (const Error& e) {
-      coll::rethrow_from_group(e, across_hosts, groups.across_ranks);
-    }
-    try {
-      groups.host.allgather(stream, mine, out, block, type);
-    } catch (const Error& e) {
-      coll::rethrow_from_group(e, on_host, groups.host_ranks);
-    }
+    coll::on_host(groups, ctx, [&] { groups.host.reduce_scatter(stream, send, mine, block, type, op); });
+    coll::across_hosts(groups, ctx, [&] { groups.across.allreduce(stream, mine, mine, block, type, op); });
+    coll::on_host(groups, ctx, [&] { groups.host.allgather(stream, mine, out, block, type); });
   }
   const std::size_t done = block * per_host;
   if (done < count) {

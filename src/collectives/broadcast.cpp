@@ -23,18 +23,9 @@ void broadcast_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& str
     // This rank's across group is the root's: the root is its member on the root's host.
     const auto& across = groups.across_ranks;
     const int root_in_across = static_cast<int>(std::find(across.begin(), across.end(), root) - across.begin());
-    try {
-      groups.across.broadcast(stream, send, recv, count, type, root_in_across);
-    } catch (const Error& e) {
-      coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(across), ")"), across);
-    }
+    coll::across_hosts(groups, ctx, [&] { groups.across.broadcast(stream, send, recv, count, type, root_in_across); });
   }
-  try {
-    groups.host.broadcast(stream, recv, recv, count, type, root_index);
-  } catch (const Error& e) {
-    coll::rethrow_from_group(e, cat(describe(ctx), ": among the ranks of this host (",
-                                    coll::list_ranks(groups.host_ranks), ")"), groups.host_ranks);
-  }
+  coll::on_host(groups, ctx, [&] { groups.host.broadcast(stream, recv, recv, count, type, root_index); });
 }
 
 }  // namespace

@@ -127,11 +127,11 @@ class Call {
   /// awaited there too (send_ready, await_ready with kCaller).
   enum Lane { kInput = 0, kResult = 1, kCaller = 2 };
   /// Sends `bytes` to `peer` from its stream of `lane`: a side stream starts after the caller's stream's work as of
-  /// the call's first send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits (host, bounded) until
-  /// the peer has posted the matching receive, so that the copy joins that stream (see wait_for_post). The
-  /// caller's stream waits for every send by the call's end (finish): where the copies run on the stream they were
-  /// given (Impl::sends_join_given_stream), for the last one on each side stream only, since they complete in order,
-  /// and for none on the caller's stream.
+  /// the call's first send, and after the events given to side_wait for that lane. Nothing for 0 bytes. Waits
+  /// (host, bounded) until the peer has posted the matching receive, so that the copy joins that stream (see
+  /// wait_for_post). The caller's stream waits for every send by the call's end (finish): where the copies run on
+  /// the stream they were given (Impl::sends_join_given_stream), for the last one on each side stream only, since
+  /// they complete in order, and for none on the caller's stream.
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Lane lane = kInput);
   /// Later sends to `peer` on side lane `lane` also wait for `event` (its latest record as of now).
   void side_wait(int peer, device::Event& event, Lane lane);

@@ -87,20 +87,10 @@ void reduce_scatter_in_two_levels(Communicator::Impl& c, Communicator::Impl::Hos
     steps.push_back(std::move(step));
   }
   Communicator::Impl& host = Communicator::Impl::of(groups.host);
-  try {
+  coll::on_host(groups, ctx, [&] {
     coll::reduce_scatter_blocks(host, stream, coll::group_context(host, ctx), send, steps, type, op);
-  } catch (const Error& e) {
-    coll::rethrow_from_group(e, cat(describe(ctx), ": among the ranks of this host (",
-                                    coll::list_ranks(groups.host_ranks), ")"),
-                             groups.host_ranks);
-  }
-  try {
-    groups.across.reduce_scatter(stream, partials, recv, count, type, op);
-  } catch (const Error& e) {
-    coll::rethrow_from_group(e, cat(describe(ctx), ": across hosts (ranks ", coll::list_ranks(groups.across_ranks),
-                                    ")"),
-                             groups.across_ranks);
-  }
+  });
+  coll::across_hosts(groups, ctx, [&] { groups.across.reduce_scatter(stream, partials, recv, count, type, op); });
   coll::CollectiveState& state = coll::state_of(c);
   if (!state.partials_read) state.partials_read = device::make_ordering_event(c.kind, std::max(0, c.device));
   stream.impl().record(*state.partials_read);

@@ -34,6 +34,35 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
   rethrow_with_prefix(error, prefix);
 }
 
+/// Runs `step` in a group whose ranks are `ranks`; its errors become the call's, with `prefix()` (made only then) in
+/// front (rethrow_from_group).
+template <class Prefix, class Step>
+void run_in_group(const std::vector<int>& ranks, Prefix&& prefix, Step&& step) {
+  try {
+    step();
+  } catch (const Error& e) {
+    rethrow_from_group(e, prefix(), ranks);
+  }
+}
+
+/// `step` of the call `ctx`, among the ranks of this rank's host: "among the ranks of this host (...)" in front of
+/// its errors.
+template <class Step>
+void on_host(const Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
+  run_in_group(groups.host_ranks, [&] {
+    return cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")");
+  }, step);
+}
+
+/// `step` of the call `ctx`, with the ranks of this rank's index on the other hosts: "across hosts (ranks ...)" in
+/// front of its errors.
+template <class Step>
+void across_hosts(const Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
+  run_in_group(groups.across_ranks, [&] {
+    return cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")");
+  }, step);
+}
+
 /// The context of a step that runs inside `group` for the call `ctx`: the same operation and size, the rank in the
 /// group (errors of the step then read as the group's own calls', as when it calls the group's public methods).
 inline OpContext group_context(const Communicator::Impl& group, const OpContext& ctx) {

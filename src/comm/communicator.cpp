@@ -38,7 +38,6 @@ int choose_device(const Communicator::Options& options, const RankInfo& info, Me
   return gpus > 0 ? info.local_rank % gpus : info.local_rank;
 }
 
-
 }  // namespace
 
 std::vector<std::string> Communicator::Impl::gather_rows(const std::string& key, const std::string& mine) const {
