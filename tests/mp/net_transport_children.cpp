@@ -431,10 +431,10 @@ PICKLE_CHILD(net_late_sender) {
   return 0;
 }
 
-// Rank 1 dies (SIGKILL) right after set-up, before any connection between the ranks exists; rank 0 then writes
-// to it. ofi_rxm answers "connection refused" by retrying the connection every few seconds and reports nothing on
-// the completion queue, so the transport's timeout must end it: a failure within PICKLE_TIMEOUT (plus slack), no
-// hang, and a transport that still shuts down.
+// Rank 1 dies (SIGKILL) right after set-up, before any message between the ranks (set-up connected every lane);
+// rank 0 then writes to it. ofi_rxm may report nothing on the completion queue (it answers a refused reconnection by
+// retrying every few seconds), so the transport's timeout must end it: a failure within PICKLE_TIMEOUT (plus slack),
+// no hang, and a transport that still shuts down.
 PICKLE_CHILD(net_write_to_dead_peer) {
   Store store(discover_rank_info());
   const int rank = store.self().rank;
@@ -469,6 +469,29 @@ PICKLE_CHILD(net_setup_refused) {
     return 0;
   }
   std::fprintf(stderr, "rank %d: the transport was built; expected %s\n", store.self().rank, args.at(0).c_str());
+  return 1;
+}
+
+// Set-up must fail, within PICKLE_TIMEOUT plus slack, with an error of set-up that names the peer: the peers'
+// endpoints cannot reach each other (args[0] is the peer's rank, as the message must name it).
+PICKLE_CHILD(net_setup_unreachable) {
+  Store store(discover_rank_info());
+  Tally tally;
+  Stopwatch clock;
+  try {
+    auto net = make_transport(store, tally);
+  } catch (const Error& error) {
+    const std::string what = error.what();
+    std::printf("rank %d: set-up failed after %.2f s: %s\n", store.self().rank, clock.seconds(), what.c_str());
+    NET_CHECK(error.code() == ErrorCode::Timeout || error.code() == ErrorCode::Peer, "got ", what);
+    NET_CHECK(what.find("set-up") != std::string::npos, "the error does not say it is set-up's: ", what);
+    NET_CHECK(what.find("peer " + args.at(0)) != std::string::npos ||
+                  what.find("peer(s) " + args.at(0)) != std::string::npos,
+              "the error does not name peer ", args.at(0), ": ", what);
+    NET_CHECK(clock.seconds() < env::timeout_seconds() + 5, "set-up took ", clock.seconds(), " s to fail");
+    return 0;
+  }
+  std::fprintf(stderr, "rank %d: the transport was built with a peer it cannot reach\n", store.self().rank);
   return 1;
 }
 

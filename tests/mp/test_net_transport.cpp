@@ -103,7 +103,7 @@ TEST(NetTransport, AReceiveExpectedLongBeforeItsSendIsNotAFault) {
   expect_all_ok(run_ranks("net_late_sender", 2, {}, net_env(2, 65536, 2), std::chrono::seconds(60)));
 }
 
-TEST(NetTransport, WriteToAPeerThatDiedBeforeConnectingFailsWithinTheTimeout) {
+TEST(NetTransport, WriteToAPeerThatDiedBeforeAnyMessageFailsWithinTheTimeout) {
   auto statuses = run_ranks("net_write_to_dead_peer", 2, {}, net_env(2, 1 << 20, 4), std::chrono::seconds(60));
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
   EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
@@ -242,6 +242,30 @@ TEST(NetTransportNamespaces, ExactDataBetweenNamespacesOverAnImpairedVethLink) {
     EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
   }
   std::cout << "packets dropped by the impairment: " << pair->drops() << std::endl;
+}
+
+// A wrong interface: rank 1 publishes endpoints on its namespace's loopback, which rank 0 (in the other namespace)
+// cannot reach, and its own connections to rank 0 cannot leave from a loopback address. Each lane connects at
+// set-up (a handshake write), so both ranks fail there, naming the peer, within PICKLE_TIMEOUT: no transport that
+// looks fine and then fails (or retries for good) at its first transfer.
+TEST(NetTransportNamespaces, APeerWhoseEndpointsCannotBeReachedFailsSetUp) {
+  std::string why_not;
+  auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
+  if (!pair) GTEST_SKIP() << why_not;
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = rank_env(rank, 2, port);
+    env.push_back("MASTER_ADDR=" + pair->address(0));
+    for (const auto& entry : net_env(2, 65536, 5)) env.push_back(entry);
+    env.push_back("PICKLE_NET_IFACE=" + (rank == 0 ? pair->iface(0) : std::string("lo")));
+    pids.push_back(spawn_program(
+        pair->exec_in(rank, {self_exe(), "--pickle-child", "net_setup_unreachable", std::to_string(1 - rank)}), env));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(60));
+    EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
+  }
 }
 
 #endif  // PICKLE_HAVE_LIBFABRIC

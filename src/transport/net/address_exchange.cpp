@@ -21,6 +21,7 @@ std::vector<std::byte> encode_card(const EndpointCard& card) {
   PayloadWriter out;
   out.u32(kCardMagic).string(card.provider).u32(card.lanes).u64(card.chunk).u32(static_cast<std::uint32_t>(card.names.size()));
   for (const auto& name : card.names) out.bytes(name);
+  out.u64(card.hello_addr).u64(card.hello_key);
   return out.take();
 }
 
@@ -42,6 +43,8 @@ EndpointCard decode_card(std::span<const std::byte> bytes, const std::string& wh
     auto name = in.bytes("endpoint name", kMaxName);
     card.names.emplace_back(name.begin(), name.end());
   }
+  card.hello_addr = in.u64("handshake address");
+  card.hello_key = in.u64("handshake key");
   in.expect_end();
   return card;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // How two ranks learn each other's endpoints: each publishes, per peer, a card in the job's store (the provider it
-// chose, its lanes and chunk size, and one endpoint name per lane) and reads the card the peer published for it.
+// chose, its lanes and chunk size, one endpoint name per lane, and where the set-up handshake writes) and reads the
+// card the peer published for it.
 // Cards are checked before anything is inserted: ranks that chose different providers or lane counts cannot talk,
 // and that is an InvalidArgument naming both choices, not a hang.
 
@@ -21,6 +22,9 @@ struct EndpointCard {
   std::uint32_t lanes = 0;
   std::uint64_t chunk = 0;  ///< the publisher's chunk size: the receiver counts the publisher's chunks with it
   std::vector<std::vector<std::byte>> names;  ///< one endpoint name per lane
+  /// Where the peer's set-up handshake writes (NetTransport's constructor): a few bytes of the publisher's, exposed.
+  std::uint64_t hello_addr = 0;
+  std::uint64_t hello_key = 0;
 };
 
 std::vector<std::byte> encode_card(const EndpointCard& card);

@@ -22,14 +22,14 @@ void SharedState::on_arrival(int peer, std::uint32_t message, Callbacks& callbac
 }
 
 void SharedState::on_write_completed(OutMessage& message, std::size_t bytes_written, Callbacks& callbacks) {
-  bytes.fetch_add(bytes_written);
+  if (message.with_data) bytes.fetch_add(bytes_written);  // not the set-up handshake's: stats count the traffic
   const bool last = message.completed.fetch_add(1) + 1 == message.chunks;
   std::lock_guard lock(mutex);
   PeerLink* link = peer(message.peer);
   if (link == nullptr || link->failed.load()) return;
   link->last_progress_ns = now_ns();
   if (!last) return;
-  operations.fetch_add(1);
+  if (message.with_data) operations.fetch_add(1);
   if (link->unfinished_writes > 0) --link->unfinished_writes;
   if (message.on_sent) callbacks.push_back(std::move(message.on_sent));
 }
@@ -69,7 +69,7 @@ void SharedState::rail_closed(int peer, Callbacks& callbacks) {
   {
     std::lock_guard lock(mutex);
     PeerLink* link = this->peer(peer);
-    if (link == nullptr || --link->rails_open != 0 || !link->report_failure) return;
+    if (link == nullptr || --link->rails_open != 0 || !link->report_failure || setting_up) return;
     message = link->failure;
   }
   callbacks.push_back([this, peer, message] {

@@ -30,6 +30,9 @@ struct OutMessage {
   std::size_t chunk_bytes = 0;
   std::vector<void*> descs;  // per rail: local registration descriptor (FI_MR_LOCAL providers), else empty
   std::function<void()> on_sent;
+  /// Each write carries `id` as remote CQ data; false for the set-up handshake's writes, which the peer's transport
+  /// never hears of (they consume no receive and complete no message there).
+  bool with_data = true;
   std::atomic<std::uint64_t> completed{0};
   std::shared_ptr<const void> pin;  // keeps the source's registration open while the message lives (FI_MR_LOCAL)
 };
@@ -39,6 +42,7 @@ struct Stripe {
   std::shared_ptr<OutMessage> message;
   std::uint64_t next = 0;
   std::uint64_t step = 1;
+  int lane = -1;  // the rail's lane that posts them (the set-up handshake greets every lane); -1: any with room
 };
 
 struct Expectation {
@@ -72,6 +76,9 @@ class SharedState {
   Callbacks ready;                               // due callbacks found by API calls (run by rail 0)
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> operations{0};
+  /// True until the transport's constructor has connected every lane: a peer that fails before then makes the
+  /// constructor throw, and on_peer_failed (the owner is still being built) is not called for it. Guarded by mutex.
+  bool setting_up = true;
   /// Wakes every rail's thread (set by the transport once the rails exist): a peer failed, callbacks are due.
   std::function<void()> wake_rails;
 

@@ -14,6 +14,7 @@
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "device/memory.hpp"
 #include "transport/net/address_exchange.hpp"
 #include "transport/net/net_shared.hpp"
 #include "transport/net/provider.hpp"
@@ -26,6 +27,9 @@ namespace {
 // Receives posted per lane for providers that consume one per remote CQ data (FI_RX_CQ_DATA): enough for every
 // write a peer can have in flight on the lane, reposted as they are consumed.
 constexpr std::size_t kReceivesPerLane = 256;
+
+// What each lane's set-up handshake writes into the peer's handshake buffer (the bytes themselves are never read).
+constexpr std::size_t kHelloBytes = 8;
 
 std::uint64_t chunks_of(std::size_t bytes, std::uint64_t chunk) {
   return bytes == 0 ? 1 : (static_cast<std::uint64_t>(bytes) + chunk - 1) / chunk;
@@ -59,6 +63,11 @@ struct NetTransport::Impl {
   // test could make a write fail where callers have to cope with one. 0 (the default): never.
   long long test_fail_write_at = 0;
   std::atomic<long long> writes_called{0};
+  // The handshake's buffer: its first bytes are the source of this rank's handshake writes and the target of the
+  // peers' ones. Freed after ~Impl's body has closed the registrations.
+  std::unique_ptr<device::Allocation> hello;
+
+  void connect_lanes(const std::vector<int>& peers, const std::vector<RemoteRegion>& hellos, const Deadline& deadline);
 
   ~Impl() {
     // Threads first (they use everything), then the endpoints (libfabric may use registrations while closing
@@ -128,9 +137,16 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
                       rail_count, " progress thread", rail_count == 1 ? "" : "s", ", ", human_bytes(options.chunk),
                       " chunks");
 
+  s.hello = device::allocate(MemoryKind::Host, kHelloBytes);
+  const auto& hello = s.registrations->find_or_register(s.hello->data(), kHelloBytes, "net handshake buffer",
+                                                        /*counted=*/false);
+  const auto hello_offset = static_cast<std::uint64_t>(static_cast<std::byte*>(s.hello->data()) - hello.base);
+
   // Our endpoints exist and their receives are posted before the cards go out: a peer may write as soon as it has
   // read ours.
   EndpointCard mine;
+  mine.hello_addr = s.virt_addr ? reinterpret_cast<std::uint64_t>(s.hello->data()) : hello_offset;
+  mine.hello_key = hello.key;
   mine.provider = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
   mine.lanes = static_cast<std::uint32_t>(options.lanes);
   mine.chunk = options.chunk;
@@ -141,9 +157,11 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
     }
     store.set(card_key(key_prefix, rank, peer), encode_card(card));
   }
+  std::vector<RemoteRegion> hellos;  // per entry of `peers`
   for (int peer : peers) {
     EndpointCard theirs = fetch_card(store, key_prefix, rank, peer, deadline);
     check_compatible(mine, theirs, rank, peer);
+    hellos.push_back({theirs.hello_addr, theirs.hello_key});
     s.shared->peers[static_cast<std::size_t>(peer)]->peer_chunk = theirs.chunk;
     for (int lane = 0; lane < options.lanes; ++lane) {
       s.rails[static_cast<std::size_t>(lane % rail_count)]->connect(peer, lane / rail_count,
@@ -158,6 +176,85 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
                                         << (receives_per_lane > 0 ? ", receives for CQ data" : "")
                                         << (descriptors ? ", threads sleep on wait descriptors" : ", threads nap"));
   for (auto& rail : s.rails) rail->start();
+  s.connect_lanes(peers, hellos, deadline);
+}
+
+void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std::vector<RemoteRegion>& hellos,
+                                       const Deadline& deadline) {
+  // Connection-oriented providers (tcp;ofi_rxm, verbs;ofi_rxm) connect an endpoint to a peer's on its first
+  // operation, and the peer's thread may be asleep when the request comes: about 10 ms per lane and direction over
+  // loopback tcp, paid by the first messages of a job (4 KiB messages measured 3 ms each until every lane had
+  // carried one). So every lane writes a few bytes to its peer here, without remote CQ data (the peer's transport
+  // hears nothing), and set-up waits for those writes: the connections are made now, and a peer that cannot be
+  // reached (a wrong interface, a firewall) is an error of set-up, naming the peer, rather than of a first transfer.
+  const int rail_count = static_cast<int>(rails.size());
+  std::vector<void*> descs;
+  std::shared_ptr<const void> pin;
+  if (local_mr) {
+    const auto& entry = registrations->find_or_register(hello->data(), kHelloBytes, "net handshake", false);
+    descs = entry.descs;
+    pin = entry.in_use;
+  }
+  const std::int64_t started_ns = now_ns();
+  auto connected = std::make_shared<std::atomic<std::size_t>>(0);
+  const std::size_t total = peers.size() * static_cast<std::size_t>(options.lanes);
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    {
+      std::lock_guard lock(shared->mutex);
+      if (PeerLink* link = shared->peer(peer)) {
+        link->unfinished_writes += static_cast<std::uint64_t>(options.lanes);  // PICKLE_TIMEOUT applies to them
+        link->last_progress_ns = now_ns();
+      }
+    }
+    for (int lane = 0; lane < options.lanes; ++lane) {
+      auto out = std::make_shared<OutMessage>();
+      out->peer = peer;
+      out->src = static_cast<const std::byte*>(hello->data());
+      out->bytes = kHelloBytes;
+      out->dst = hellos[i];
+      out->chunks = 1;
+      out->chunk_bytes = kHelloBytes;
+      out->descs = descs;
+      out->pin = pin;
+      out->with_data = false;
+      out->on_sent = [connected] { connected->fetch_add(1); };
+      rails[static_cast<std::size_t>(lane % rail_count)]->submit(peer, Stripe{out, 0, 1, lane / rail_count});
+    }
+  }
+  while (true) {
+    {
+      std::lock_guard lock(shared->mutex);
+      for (int peer : peers) {
+        const PeerLink* link = shared->peer(peer);
+        if (link != nullptr && link->failed.load()) {
+          throw PeerError(cat(link->failure, " (connecting its ", options.lanes, " lane(s) at set-up)"), peer);
+        }
+      }
+      if (connected->load() == total) {
+        shared->setting_up = false;  // failures from now on go to on_peer_failed
+        PICKLE_LOG(Info, "transport", "rank " << rank << ": net transport: " << total << " lane(s) to "
+                                              << peers.size() << " peer(s) connected in "
+                                              << static_cast<double>(now_ns() - started_ns) / 1e6 << " ms");
+        return;
+      }
+    }
+    if (deadline.expired()) {
+      std::string waiting;
+      {
+        std::lock_guard lock(shared->mutex);
+        for (int peer : peers) {
+          const PeerLink* link = shared->peer(peer);
+          if (link != nullptr && link->unfinished_writes > 0) waiting += cat(waiting.empty() ? "" : ", ", peer);
+        }
+      }
+      throw TimeoutError(cat("rank ", rank, ": net transport set-up: the handshake over every lane (", options.lanes,
+                             " per peer) did not complete within ", deadline.timeout().count(),
+                             " ms; still connecting to peer(s) ", waiting, " over ", description,
+                             " (can the hosts reach each other through PICKLE_NET_IFACE?)"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 NetTransport::~NetTransport() = default;

@@ -110,7 +110,11 @@ bool Rail::post_writes(PeerRail& peer) {
     // The next lane with room, round-robin: consecutive chunks go to different lanes, and a slow lane simply
     // takes fewer of them.
     Lane* lane = nullptr;
-    for (std::size_t i = 0; i < lane_count; ++i) {
+    if (stripe.lane >= 0) {
+      Lane& fixed = peer.lanes[static_cast<std::size_t>(stripe.lane)];
+      if (!fixed.free_ops.empty()) lane = &fixed;
+    }
+    for (std::size_t i = 0; i < lane_count && stripe.lane < 0; ++i) {
       Lane& candidate = peer.lanes[(peer.next_lane + i) % lane_count];
       if (!candidate.free_ops.empty()) {
         lane = &candidate;
@@ -126,10 +130,19 @@ bool Rail::post_writes(PeerRail& peer) {
                                    : static_cast<std::size_t>(
                                          std::min<std::uint64_t>(message.chunk_bytes, message.bytes - offset));
     void* desc = message.descs.empty() ? nullptr : message.descs[static_cast<std::size_t>(index_)];
-    const ssize_t rc = fi_writedata(lane->endpoint.get(), message.src + offset, length, desc, message.id,
-                                    lane->remote, message.dst.addr + offset, message.dst.key, &op->context);
+    const ssize_t rc =
+        message.with_data
+            ? fi_writedata(lane->endpoint.get(), message.src + offset, length, desc, message.id, lane->remote,
+                           message.dst.addr + offset, message.dst.key, &op->context)
+            : fi_write(lane->endpoint.get(), message.src + offset, length, desc, lane->remote,
+                       message.dst.addr + offset, message.dst.key, &op->context);
     if (rc == -FI_EAGAIN) break;  // the provider's queue is full until completions are read
     if (rc < 0) {
+      if (!message.with_data) {
+        fail(peer, cat("the set-up handshake's fi_write on lane ", lane - peer.lanes.data(), " of rail ", index_,
+                       " failed: ", fabric_error_text(static_cast<int>(rc))));
+        return true;
+      }
       fail(peer, cat("fi_writedata of ", length, " bytes (chunk ", stripe.next, " of ", message.chunks, " of message ",
                      message.id, ") failed: ", fabric_error_text(static_cast<int>(rc))));
       return true;

@@ -51,7 +51,7 @@ void RegistrationCache::release_freed() {
 }
 
 const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* ptr, std::size_t bytes,
-                                                                    const char* op) {
+                                                                    const char* op, bool counted) {
   const OpContext where{rank_, -1, op, bytes};
   device::AllocationInfo allocation;
   try {
@@ -71,7 +71,7 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
   std::lock_guard lock(mutex_);
   auto found = by_allocation_.find(allocation.id);
   if (found != by_allocation_.end()) {
-    ++hits_;
+    if (counted) ++hits_;
     return found->second;
   }
   release_freed();
@@ -102,7 +102,7 @@ const RegistrationCache::Entry& RegistrationCache::find_or_register(const void* 
     close(entry);  // the domains already done
     throw;
   }
-  ++registrations_;
+  if (counted) ++registrations_;
   return by_allocation_.emplace(allocation.id, std::move(entry)).first->second;
 }
 

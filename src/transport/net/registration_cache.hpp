@@ -55,8 +55,9 @@ class RegistrationCache {
   /// The registration of the host allocation holding [ptr, ptr + bytes) (device::find_allocation), made on first
   /// use. Memory outside any pickle host allocation, GPU memory, or a range that runs past its allocation is an
   /// InvalidArgument naming `op`. Thread-safe. The entry stays valid until its allocation is freed (the caller uses it
-  /// at once, while the memory is in use).
-  const Entry& find_or_register(const void* ptr, std::size_t bytes, const char* op);
+  /// at once, while the memory is in use). `counted` false: the transport's own memory (the set-up handshake's
+  /// buffer), left out of registrations() and hits(), which count what the application's traffic needed.
+  const Entry& find_or_register(const void* ptr, std::size_t bytes, const char* op, bool counted = true);
 
   /// What keeps the registration of the allocation holding `ptr` from being closed while an operation on it is
   /// under way (Entry::in_use); null when no registration holds it.
