@@ -92,10 +92,11 @@ void Scratch::prepare(MemoryKind kind, int device, std::size_t slot_bytes, int s
   slots_ = slots;
   if (needed == 0 || (memory_ && memory_->bytes() >= needed)) return;
   // Grow geometrically (within the ceiling) so that a sweep of growing sizes allocates a few times, not each time:
-  // peers keep every allocation they mapped until the communicator goes.
+  // peers keep every allocation they mapped until the communicator goes, and so does this rank (not freed here: see
+  // CollectiveState::retired).
   std::size_t bytes = needed;
   if (memory_) bytes = std::max(needed, std::min(2 * memory_->bytes(), limits_of(kind).scratch_bytes));
-  memory_.reset();
+  if (memory_) retired_.push_back(std::move(memory_));
   memory_ = device::allocate(kind, bytes, std::max(0, device));
 }
 

@@ -62,6 +62,8 @@ class Scratch {
   void drain(const OpContext& ctx, double timeout);
 
   std::shared_ptr<device::Allocation> memory_;
+  /// Allocations that memory_ outgrew, kept until the communicator goes (see CollectiveState::retired).
+  std::vector<std::shared_ptr<device::Allocation>> retired_;
   std::size_t slot_bytes_ = 0;
   int slots_ = 0;
   std::vector<std::unique_ptr<device::Event>> events_;
@@ -91,6 +93,12 @@ struct CollectiveState {
   /// grown when too small, and the event its last call's readers recorded.
   std::shared_ptr<device::Allocation> partials;
   std::unique_ptr<device::Event> partials_read;
+  /// Buffers that a larger one replaced, kept until the communicator goes: freeing GPU or pinned memory (cudaFree,
+  /// cudaFreeHost, cudaHostUnregister) waits until every stream of the device is idle (tools/probes/
+  /// host_unregister_probe), so a call that freed one would wait for a stream held on a peer's signal, and the peer
+  /// may be waiting for this very call. Peers keep their mappings of them until then anyway. Buffers grow at least
+  /// twofold, so these hold less than the buffer in use.
+  std::vector<std::shared_ptr<device::Allocation>> retired;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };

@@ -39,8 +39,9 @@ void reduce_scatter_blocks(Communicator::Impl& comm, Stream& stream, const OpCon
 namespace {
 
 /// Where the two-level reduce_scatter keeps the hosts' partial results between its steps: `bytes` of the
-/// communicator's kind, kept for later calls (grown when too small). `stream` first waits for the previous call's
-/// readers, which may have run on another stream; memory is only replaced once they are done (bounded host wait).
+/// communicator's kind, kept for later calls (grown at least twofold when too small; the one replaced is kept too, see
+/// CollectiveState::retired). `stream` first waits for the previous call's readers, which may have run on another
+/// stream; memory is only replaced once they are done (bounded host wait).
 char* partials_buffer(Communicator::Impl& c, Stream& stream, const OpContext& ctx, std::size_t bytes) {
   coll::CollectiveState& state = coll::state_of(c);
   if (state.partials_read) stream.impl().wait(*state.partials_read);
@@ -54,8 +55,9 @@ char* partials_buffer(Communicator::Impl& c, Stream& stream, const OpContext& ct
                                c.timeout_seconds, " s (", without_head(e.what()), ")"));
       }
     }
-    state.partials.reset();
-    state.partials = device::allocate(c.kind, bytes, std::max(0, c.device));
+    const std::size_t grown = state.partials ? std::max(bytes, 2 * state.partials->bytes()) : bytes;
+    if (state.partials) state.retired.push_back(std::move(state.partials));
+    state.partials = device::allocate(c.kind, grown, std::max(0, c.device));
   }
   return static_cast<char*>(state.partials->data());
 }

@@ -174,9 +174,7 @@ std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(Req
     const transport::net::RemoteRegion region = net->expose(recv.dst, recv.ctx.bytes);
     return {region.addr, region.key};
   }
-  // Staged: the data lands in a pinned buffer of the pool, exposed instead of the destination. (On the application's
-  // thread, without the communicator's locks: the place to free what receives gave back to a full pool.)
-  staging->free_surplus();
+  // Staged: the data lands in a pinned buffer of the pool, exposed instead of the destination.
   recv.staging = staging->take(recv.ctx.bytes);
   const transport::net::RemoteRegion region = net->expose(recv.staging.get(), recv.ctx.bytes);
   return {region.addr, region.key};
@@ -300,7 +298,6 @@ void Communicator::Impl::net_put(device::Stream& stream, const WindowState& wind
   // Staged: the source goes through a pinned buffer, copied on the caller's stream before the write.
   std::shared_ptr<std::byte> staged;
   if (stage_net) {
-    staging->free_surplus();
     staged = staging->take(bytes);
     stream.copy(staged.get(), src, bytes);
     src = staged.get();

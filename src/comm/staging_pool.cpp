@@ -6,8 +6,6 @@ namespace pickle::comm {
 namespace {
 
 constexpr std::size_t kSmallest = 64 << 10;
-// Free buffers kept per size: enough for the messages a pair usually has in flight; more are freed on return.
-constexpr std::size_t kFreePerSize = 8;
 
 }  // namespace
 
@@ -37,31 +35,14 @@ std::shared_ptr<std::byte> StagingPool::take(std::size_t bytes) {
   }
   auto* data = static_cast<std::byte*>(buffer->memory->data());
   std::weak_ptr<State> pool = state_;
-  // The deleter owns the buffer while it is out, and hands it back (or frees it, when the pool is gone). It may run
-  // in a CUDA host callback (a receive's buffer returns from the staging stream once copied out), where CUDA must
-  // not be called: a buffer beyond what the pool keeps is left for free_surplus() (cudaHostUnregister).
+  // The deleter owns the buffer while it is out and hands it back; when the pool is gone (the communicator's
+  // teardown has synchronized its streams), it frees it.
   return std::shared_ptr<std::byte>(data, [pool, size, owned = std::shared_ptr<Buffer>(std::move(buffer))](std::byte*) mutable {
     auto state = pool.lock();
     if (!state) return;
     std::lock_guard lock(state->mutex);
-    auto& free = state->free[size];
-    if (free.size() >= kFreePerSize) {
-      --state->buffers;
-      state->bytes -= size;
-      state->surplus.push_back(std::make_unique<Buffer>(std::move(*owned)));
-      return;
-    }
-    free.push_back(std::make_unique<Buffer>(std::move(*owned)));
+    state->free[size].push_back(std::make_unique<Buffer>(std::move(*owned)));
   });
-}
-
-void StagingPool::free_surplus() {
-  std::vector<std::unique_ptr<Buffer>> surplus;
-  {
-    std::lock_guard lock(state_->mutex);
-    surplus.swap(state_->surplus);
-  }
-  // Freed here, on the caller's thread, without the pool's lock.
 }
 
 std::size_t StagingPool::buffers() const {

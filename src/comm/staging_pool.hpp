@@ -6,6 +6,13 @@
 // Buffers come in power-of-two sizes and go back to the pool when their last reference drops. Each is a pickle host
 // allocation, registered with CUDA for the communicator's streams (so the copies are asynchronous copy-engine work)
 // and, once used, with the net transport (cached per allocation, so a reused buffer registers nothing).
+//
+// The pool keeps every buffer it made until it is destroyed (with the communicator), as PyTorch's pinned-memory
+// caching allocator does: it holds the most that was ever in use at once. Freeing one earlier would call
+// cudaHostUnregister, which waits until every stream of the device is idle (measured on an H100, CUDA 13.0): a
+// stream held on a peer's signal, or on a benchmark's gate, then never lets it return, and the thread that would
+// have released it is the one waiting. `pickle bench p2p` over net on GPU memory hung that way at its second repeat
+// (docs/results/2026-11-25c-h100x1.md).
 
 #include <cstddef>
 #include <map>
@@ -28,13 +35,10 @@ class StagingPool {
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
-  /// A buffer of at least `bytes` bytes (at least 1): back to the pool when the last copy of the pointer is dropped.
+  /// A buffer of at least `bytes` bytes (at least 1): back to the pool when the last copy of the pointer is dropped
+  /// (which may happen in a CUDA host callback: it calls no CUDA). A new buffer registers with CUDA
+  /// (cudaHostRegister, which does not wait for the device).
   std::shared_ptr<std::byte> take(std::size_t bytes);
-  /// Frees the buffers returned to a full pool (cudaHostUnregister). Their deleter cannot: it may run in a CUDA host
-  /// callback. Nor does take(): a send takes its buffer under the communicator's lock, and a CUDA call that may wait
-  /// for the device must not run there (a host callback on a stream may be waiting for that lock). Called from the
-  /// application's threads, outside every lock of the communicator.
-  void free_surplus();
   /// Buffers allocated so far, and the bytes they hold (for tests and stats).
   std::size_t buffers() const;
   std::size_t bytes() const;
@@ -47,7 +51,6 @@ class StagingPool {
   struct State {
     std::mutex mutex;
     std::map<std::size_t, std::vector<std::unique_ptr<Buffer>>> free;  // by size
-    std::vector<std::unique_ptr<Buffer>> surplus;  // returned to a full pool: freed by free_surplus()
     std::size_t buffers = 0, bytes = 0;
   };
 

@@ -924,8 +924,8 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
     CHILD_CHECK(registered <= 2, kMessages, " receives, one at a time, registered ", registered,
                 " staging buffers: they are not going back to the pool");
   }
-  // Then more receives at once than the pool keeps free buffers (8 per size): the surplus ones are returned to a full
-  // pool, on GPU memory from a CUDA host callback, where they must not be freed (cudaHostUnregister) there and then.
+  // Then a burst of receives at once, twice: the pool grows to hold them all (buffers return, on GPU memory, from a
+  // CUDA host callback, which must not free them there and then) and the second burst reuses them.
   constexpr int kBurst = 12;
   for (int round = 0; round < 2; ++round) {
     Buffer burst = comm.alloc(kBurst * kBytes);
@@ -942,6 +942,52 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
     }
   }
   comm.barrier();
+  return 0;
+}
+
+// Receives posted while a stream of the receiver waits for the sender (a stream wait on the sender's signal, as a
+// consumer's stream would, or a benchmark's gate), in bursts larger than any before: posting them must not wait for
+// that stream. Freeing pinned staging memory there (cudaHostUnregister) waits until every stream of the device is
+// idle, so the receives never went out, the sender never heard of them and never signalled: `pickle bench p2p` over
+// net on GPU memory hung that way at its second repeat. Rank 0 raises the signal only once it has heard of every
+// receive of the burst. args: memory.
+PICKLE_CHILD(comm_staged_recv_while_a_stream_waits) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr std::size_t kBytes = 256 << 10;
+  constexpr int kTag = 3;
+  const int sizes[] = {10, 3, 16};  // each burst returns its buffers; a larger one then needs more
+  Stream stream = comm.make_stream();
+  std::uint32_t signals = 0;
+  for (int burst = 0; burst < 3; ++burst) {
+    const int count = sizes[burst];
+    Buffer data = comm.alloc(count * kBytes);
+    std::vector<Request> requests;
+    if (comm.rank() == 0) {
+      for (int i = 0; i < count; ++i) fill(comm, static_cast<char*>(data.data()) + i * kBytes, kBytes, 40 * burst + i);
+      Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+      while (comm.posted_receives(1, kTag) < static_cast<std::size_t>(count) && !deadline.expired()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      CHILD_CHECK(comm.posted_receives(1, kTag) == static_cast<std::size_t>(count), "burst ", burst, ": heard of ",
+                  comm.posted_receives(1, kTag), " of ", count, " receives while rank 1's stream waited for rank 0");
+      comm.signal(stream, 1, 0);
+      for (int i = 0; i < count; ++i) {
+        requests.push_back(comm.send(1, kTag, static_cast<char*>(data.data()) + i * kBytes, kBytes));
+      }
+    } else {
+      comm.wait(stream, 0, 0, ++signals);  // held until rank 0 has heard of this burst's receives
+      for (int i = 0; i < count; ++i) {
+        requests.push_back(comm.recv(0, kTag, static_cast<char*>(data.data()) + i * kBytes, kBytes));
+      }
+    }
+    for (auto& request : requests) request.wait();
+    stream.synchronize();
+    for (int i = 0; i < count && comm.rank() == 1; ++i) {
+      const std::size_t wrong = count_wrong(comm, static_cast<char*>(data.data()) + i * kBytes, kBytes, 40 * burst + i);
+      CHILD_CHECK(wrong == 0, "burst ", burst, ", message ", i, ": ", wrong, " wrong bytes");
+    }
+    comm.barrier();
+  }
   return 0;
 }
 

@@ -84,6 +84,9 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
 }
 // A loop of staged receives reuses its staging buffers (each goes back to the pool once copied into place) instead of
 // keeping one per receive until the peer's completion slots wrap.
+TEST_F(Net, StagedReceivesPostedWhileAStreamWaitsForTheSender) {
+  expect_all_ok(run_ranks("comm_staged_recv_while_a_stream_waits", 2, {"host"}, staged_env(2)));
+}
 TEST_F(Net, StagedReceivesOneAtATimeReuseTheirStagingBuffers) {
   expect_all_ok(run_ranks("comm_staged_recv_reuse", 2, {"host"}, staged_env(2)));
 }

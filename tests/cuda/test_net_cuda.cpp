@@ -42,6 +42,11 @@ TEST_F(NetCuda, PutSignalWaitThroughAWindowAndErrors) {
 TEST_F(NetCuda, ReceivesOneAtATimeReuseTheirStagingBuffers) {
   expect_all_ok(run_ranks("comm_staged_recv_reuse", 2, {"cuda"}, net_env()));
 }
+// Receives posted while a stream of the receiver waits for the sender must not wait for that stream (freeing pinned
+// staging memory would: cudaHostUnregister waits for every stream of the device).
+TEST_F(NetCuda, ReceivesPostedWhileAStreamWaitsForTheSenderDoNotWaitForIt) {
+  expect_all_ok(run_ranks("comm_staged_recv_while_a_stream_waits", 2, {"cuda"}, net_env(), std::chrono::seconds(150)));
+}
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));
 }
