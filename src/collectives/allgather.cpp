@@ -11,6 +11,18 @@
 
 namespace pickle {
 namespace coll {
+namespace {
+
+// From this size on, the own block's copy runs beside the call's sends (Call::copy_beside) instead of on the
+// caller's stream before them. Below it the call is bound by the host's enqueue, which the side stream's fork and
+// join would lengthen (about 3.5 us per call on an H100, tools/probes/copy_batch_probe: two copies on two streams
+// against one). Above it the copies set the pace: on 2 x H200 a 2-rank allgather of 16 MiB took about its host time
+// (57 us, docs/results/2026-11-24-h200x2.md), while its own block's local copy (8 MiB, about 5 us at the copy engine's
+// device-to-device rate) and the peer's copy (about 22 us over NVLink) took less; at 64 MiB they take about 24 and
+// 85 us, so on one stream the local copy adds a quarter to every call.
+constexpr std::size_t kOwnCopyBesideBytes = 16u << 20;
+
+}  // namespace
 
 void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes) {
   if (!regions.empty() && regions.back().offset + regions.back().bytes == offset) {
@@ -50,8 +62,13 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
       for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes);
     }
     // The own block's copy goes while the peers' ready counts are on their way, ahead of the next rank's copy: the
-    // copy engine would otherwise idle through that wait and copy the block after the peer's data.
-    if (copy_own) call.stream().copy(recv + own[0].offset, send, own[0].bytes);
+    // copy engine would otherwise idle through that wait and copy the block after the peer's data. A large block
+    // goes beside the next rank's copy instead, on another engine.
+    if (copy_own && own[0].bytes >= kOwnCopyBesideBytes) {
+      call.copy_beside(recv + own[0].offset, send, own[0].bytes);
+    } else if (copy_own) {
+      call.stream().copy(recv + own[0].offset, send, own[0].bytes);
+    }
     if (next != rank) {
       call.await_ready(next, Call::kCaller);
       for (std::size_t i = 0; i < own.size(); ++i) {

@@ -243,6 +243,11 @@ void Call::await_ready(int peer, Lane lane) {
   ready_waits_.push_back(ReadyWait{peer, expected});
 }
 
+void Call::copy_beside(void* dst, const void* src, std::size_t bytes) {
+  lane_stream(rank(), kInput).impl().copy(dst, src, bytes);  // no peer sends to itself: the slot is free
+  beside_ = true;
+}
+
 void Call::stream_wait(Request& request) {
   if (request.valid()) request.on_stream(stream_);
 }
@@ -252,6 +257,12 @@ void Call::stream_wait_later(Request request) {
 }
 
 void Call::finish() {
+  if (beside_) {
+    if (!state_.beside_done) state_.beside_done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
+    side_stream(rank(), kInput).impl().record(*state_.beside_done);
+    stream().wait(*state_.beside_done);
+    beside_ = false;
+  }
   for (auto& lane : last_on_side_) {
     for (auto& request : lane) stream_wait(request);
   }

@@ -85,6 +85,8 @@ struct CollectiveState {
   /// input sends of later chunks do not queue behind those waits.
   std::vector<std::optional<Stream>> side[2];
   std::unique_ptr<device::Event> fork_event;
+  /// The end of a call's copy_beside: the caller's stream waits for it at finish.
+  std::unique_ptr<device::Event> beside_done;
   /// Per peer: the ready signals awaited so far (await_ready), so the count the next one expects. Every rank issues
   /// the same collectives in the same order, so the i-th wait meets the peer's i-th signal.
   std::vector<std::uint32_t> ready_awaited;
@@ -165,6 +167,12 @@ class Call {
   Request post_ready_message(int peer);
   void send_ready_message(int peer);
   void await_ready_message(int peer, Request& ready);
+  /// Copies `bytes` from `src` to `dst` (this rank's own data: an allgather's block into its own slot) on a side
+  /// stream of this rank's own, which starts after the caller's stream's work so far; the caller's stream waits for
+  /// the copy at finish. It then runs on another copy engine than the sends queued on the caller's stream, instead
+  /// of before or after them: worth its four extra stream operations (a fork and a join) only where the copies, not
+  /// the host, set the pace of the call.
+  void copy_beside(void* dst, const void* src, std::size_t bytes);
   /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
   void stream_wait(Request& request);
   /// The caller's stream waits for `request` (a receive) at the end of the call.
@@ -199,6 +207,7 @@ class Call {
   std::string prefix_;  // describe(ctx_): the head of errors reported from the stream
   bool started_ = false;
   bool forked_ = false;
+  bool beside_ = false;  // copy_beside queued a copy that finish must join
   std::vector<bool> side_forked_[2];
   std::vector<Request> deferred_;
   std::vector<Request> recvs_;

@@ -1062,6 +1062,41 @@ PICKLE_CHILD(coll_large) {
   return h.failures() == 0 ? 0 : 1;
 }
 
+// Out-of-place allgathers of blocks large enough that each rank's own block is copied beside the sends, on a side
+// stream of its own (Call::copy_beside), twice in a row: the gathered buffer is copied on the caller's stream right
+// after the call (which must have waited for the own block's copy) and every byte checked, the own block's included.
+// args: memory, MiB per block.
+PICKLE_CHILD(coll_allgather_large_blocks) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t block = std::stoull(args.at(1)) << 20;
+  const std::size_t total = block * static_cast<std::size_t>(comm.world_size());
+  Harness h(comm, total);
+  Buffer after = comm.alloc(total);
+  auto expected_byte = [](int rank, std::size_t i, int round) {
+    return static_cast<std::uint8_t>((rank * 37 + round * 11 + i * 7 + i / 4093) & 0xff);
+  };
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::uint8_t> mine(block);
+    for (std::size_t i = 0; i < block; ++i) mine[i] = expected_byte(comm.rank(), i, round);
+    h.upload(h.b(), mine);
+    h.poison(h.a(), total);
+    comm.allgather(h.stream(), h.b(), h.a(), block / 4, DataType::F32);
+    h.stream().impl().copy(after.data(), h.a(), total);
+    const std::vector<std::uint8_t> got = h.download(after.data(), total);
+    for (int from = 0; from < comm.world_size(); ++from) {
+      std::size_t wrong = 0, first = 0;
+      for (std::size_t i = 0; i < block; ++i) {
+        if (got[static_cast<std::size_t>(from) * block + i] != expected_byte(from, i, round) && wrong++ == 0) first = i;
+      }
+      if (wrong != 0) {
+        h.fail(cat("round ", round, ": ", wrong, " wrong bytes in rank ", from, "'s block, the first at ", first));
+      }
+    }
+  }
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
 // Communicator::split: 5 ranks; ranks 0-3 split by parity with keys that reverse their order, rank 4 joins no
 // group. Each group checks its ranks, an allreduce and a send/recv round, then (after the parent is gone) another
 // allreduce; a second split of every rank into one group keeps the parent's order. A negative color other than

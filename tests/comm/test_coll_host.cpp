@@ -54,6 +54,11 @@ TEST(Coll, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
   expect_all_ok(run_ranks("coll_two_ranks_as_threads", 1, {"host"}, {"PICKLE_TIMEOUT=30"}, std::chrono::seconds(90)));
 }
 
+// Blocks of 16 MiB and more: the own block is copied beside the sends (allgather.cpp, kOwnCopyBesideBytes).
+TEST(Coll, AllgathersOfLargeBlocksCopyTheOwnBlockBesideTheSends) {
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 2, {"host", "24"}, {"PICKLE_TIMEOUT=60"}));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"host", "16"}, {"PICKLE_TIMEOUT=60"}));
+}
 TEST(Coll, BadArgumentsAreClearErrorsAndLeaveTheCollectivesUsable) {
   expect_all_ok(run_ranks("coll_errors", 3, {"host"}, {"PICKLE_TIMEOUT=30"}));
 }

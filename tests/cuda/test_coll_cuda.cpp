@@ -54,6 +54,9 @@ TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},
                           std::chrono::seconds(300)));
 }
+TEST_F(CollCuda, AllgathersOfLargeBlocksCopyTheOwnBlockBesideTheSends) {
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 2, {"cuda", "64"}, {"PICKLE_TIMEOUT=60"}));
+}
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
