@@ -36,6 +36,9 @@ TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
 
+TEST(Comm, AMappingReleasedWhileAStreamWaitsForThePeerDoesNotHoldUpTheNextPost) {
+  expect_all_ok(run_ranks("comm_release_while_a_stream_waits", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
+}
 TEST(Comm, FreedReceiveBuffersAreUnmappedByTheSender) {
   expect_all_ok(run_ranks("comm_cache_release", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

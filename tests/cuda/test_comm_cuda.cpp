@@ -28,6 +28,13 @@ TEST_F(CommCuda, FreedVmmReceiveBuffersAreUnmappedByTheSender) {
 TEST_F(CommCuda, FreedCudaMallocReceiveBuffersAreUnmappedByTheSender) {
   expect_all_ok(run_ranks("comm_cache_release", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=60"}));
 }
+// Closing a released VMM mapping waits for the whole device: not on the progress thread, where a stream held on the
+// peer's signal held up the post that the peer needed to raise it. (A cudaMalloc allocation's handle is still closed
+// there: a known gap, docs/device.md.)
+TEST_F(CommCuda, AMappingReleasedWhileAStreamWaitsForThePeerDoesNotHoldUpTheNextPost) {
+  expect_all_ok(run_ranks("comm_release_while_a_stream_waits", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=30"},
+                          std::chrono::seconds(120)));
+}
 TEST_F(CommCuda, TwoCommunicatorsReceiveIntoOneCudaMallocAllocation) {
   expect_all_ok(run_ranks("comm_two_communicators_one_allocation", 2, {"cuda", "cudaMalloc"}, {"PICKLE_TIMEOUT=30"}));
 }

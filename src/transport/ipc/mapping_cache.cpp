@@ -32,7 +32,8 @@ bool MappingCache::contains(int peer, std::uint64_t id) const {
 }
 
 void MappingCache::release(int peer, std::uint64_t id) {
-  std::unique_ptr<device::ImportedMemory> mapping;
+  std::shared_ptr<device::ImportedMemory> mapping;
+  SerialWorker* closer = nullptr;
   {
     std::lock_guard lock(mutex_);
     auto it = mappings_.find({peer, id});
@@ -40,10 +41,23 @@ void MappingCache::release(int peer, std::uint64_t id) {
     mapping = std::move(it->second);
     mappings_.erase(it);
     ++closes_;
+    if (mapping->descriptor().method == device::AllocMethod::CudaVmm) {
+      if (!closer_) closer_ = std::make_unique<SerialWorker>("ipc mapping closer");
+      closer = closer_.get();
+    }
   }
-  // Unmapped outside the lock, like insert's mapping: it may take a while.
-  mapping.reset();
-  PICKLE_LOG(Debug, "ipc", "unmapped peer " << peer << "'s allocation " << id << ", which it released");
+  auto close = [mapping = std::move(mapping), peer, id]() mutable {
+    mapping.reset();
+    PICKLE_LOG(Debug, "ipc", "unmapped peer " << peer << "'s allocation " << id << ", which it released");
+  };
+  // A VMM mapping is unmapped on the closer's thread, outside the lock: it waits for the device first (see release
+  // in the header). A cudaMalloc allocation's handle is closed here: the exporter's next cudaMalloc may hand out the
+  // same handle, whose import must find this one closed (a handle opens once per process), so it cannot wait.
+  if (closer != nullptr) {
+    closer->post(std::move(close));
+  } else {
+    close();
+  }
 }
 
 std::uint64_t MappingCache::opens() const {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/serial_worker.hpp"
 #include "core/unique_fd.hpp"
 #include "device/descriptor.hpp"
 #include "device/export.hpp"
@@ -28,9 +29,13 @@ class MappingCache {
   device::ImportedMemory* find(int peer, std::uint64_t id);
   /// Whether `peer`'s allocation `id` is mapped; not counted as a hit (no transfer uses it).
   bool contains(int peer, std::uint64_t id) const;
-  /// Unmaps `peer`'s allocation `id` (counted as a close); nothing when it is not mapped. The caller guarantees that
-  /// no copy into it is queued or still running: the owner releases an allocation only once every receive into it
-  /// completed, and a receive completes after its copy did.
+  /// Unmaps `peer`'s allocation `id` (counted as a close, at once); nothing when it is not mapped. The caller
+  /// guarantees that no copy into it is queued or still running: the owner releases an allocation only once every
+  /// receive into it completed, and a receive completes after its copy did. A VMM mapping is unmapped on a thread of
+  /// the cache's own, not the caller's (the progress thread): the unmap first waits until every stream of the device
+  /// is idle (docs/device.md), and a stream held on a peer's signal would hold the caller, which the peer may need to
+  /// go on. A cudaMalloc allocation's handle (cudaIpcCloseMemHandle, which waits likewise) is still closed here: the
+  /// exporter's next allocation may come with the same handle, which opens only once per process (known gap).
   void release(int peer, std::uint64_t id);
 
   std::uint64_t opens() const;
@@ -44,6 +49,9 @@ class MappingCache {
   std::uint64_t opens_ = 0;
   std::uint64_t closes_ = 0;
   std::uint64_t hits_ = 0;
+  /// Closes released mappings, made at the first release (under mutex_). Declared last: destroyed first, so that a
+  /// close it has not run yet happens in its destructor (a dropped job still destroys the mapping it holds).
+  std::unique_ptr<SerialWorker> closer_;
 };
 
 }  // namespace pickle::transport::ipc
