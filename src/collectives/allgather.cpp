@@ -50,8 +50,9 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
       }
     }
     // The next rank's copy runs on the caller's stream itself, the others' on side streams. With two ranks that is
-    // the whole call on one stream: per call no fork event, no cross-stream wait and no wait for the send's
-    // completion, on the host and on the GPU's path from one call to the next (docs/collectives.md, "Allgather").
+    // the whole call on one stream (but for a large own block's copy, below): per call no fork event, no cross-stream
+    // wait and no wait for the send's completion, on the host and on the GPU's path from one call to the next
+    // (docs/collectives.md, "Allgather").
     const int next = (rank + 1) % world;
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);

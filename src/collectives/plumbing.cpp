@@ -246,6 +246,7 @@ void Call::await_ready(int peer, Lane lane) {
 void Call::copy_beside(void* dst, const void* src, std::size_t bytes) {
   lane_stream(rank(), kInput).impl().copy(dst, src, bytes);  // no peer sends to itself: the slot is free
   beside_ = true;
+  started_ = true;
 }
 
 void Call::stream_wait(Request& request) {

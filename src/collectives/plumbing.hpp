@@ -98,8 +98,8 @@ struct CollectiveState {
   /// Buffers that a larger one replaced, kept until the communicator goes: freeing GPU or pinned memory (cudaFree,
   /// cudaFreeHost, cudaHostUnregister) waits until every stream of the device is idle (tools/probes/
   /// host_unregister_probe), so a call that freed one would wait for a stream held on a peer's signal, and the peer
-  /// may be waiting for this very call. Peers keep their mappings of them until then anyway. Buffers grow at least
-  /// twofold, so these hold less than the buffer in use.
+  /// may be waiting for this very call. Peers keep their mappings of them until then anyway. Scratch grows twofold up
+  /// to its ceiling and the partials twofold where that fits, so these hold about as much as the buffers in use.
   std::vector<std::shared_ptr<device::Allocation>> retired;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
@@ -126,7 +126,8 @@ class Call {
   const OpContext& ctx() const noexcept { return ctx_; }
   device::Stream& stream() const noexcept { return stream_.impl(); }
   CollectiveState& state() const noexcept { return state_; }
-  /// True once a message was posted: a failure after that leaves the ranks out of step.
+  /// True once a message was posted (a failure after that leaves the ranks out of step), or a side stream was given
+  /// work (copy_beside: a failure must still join it, see abandon).
   bool started() const noexcept { return started_; }
 
   /// Posts a receive of `bytes` from `peer` (nothing for 0 bytes: an empty Request).

@@ -39,25 +39,24 @@ void reduce_scatter_blocks(Communicator::Impl& comm, Stream& stream, const OpCon
 namespace {
 
 /// Where the two-level reduce_scatter keeps the hosts' partial results between its steps: `bytes` of the
-/// communicator's kind, kept for later calls (grown at least twofold when too small; the one replaced is kept too, see
-/// CollectiveState::retired). `stream` first waits for the previous call's readers, which may have run on another
-/// stream; memory is only replaced once they are done (bounded host wait).
-char* partials_buffer(Communicator::Impl& c, Stream& stream, const OpContext& ctx, std::size_t bytes) {
+/// communicator's kind, kept for later calls. `stream` first waits for the previous call's readers, which may have
+/// run on another stream. When too small it is replaced, by one at least twice as large where that fits (else of
+/// `bytes`), and the old one is kept, not freed (CollectiveState::retired): so the previous readers need no host wait.
+char* partials_buffer(Communicator::Impl& c, Stream& stream, std::size_t bytes) {
   coll::CollectiveState& state = coll::state_of(c);
   if (state.partials_read) stream.impl().wait(*state.partials_read);
   if (!state.partials || state.partials->bytes() < bytes) {
-    if (state.partials_read) {
+    std::unique_ptr<device::Allocation> grown;
+    if (state.partials) {
       try {
-        state.partials_read->synchronize_until(Deadline::after_seconds(c.timeout_seconds));
-      } catch (const TimeoutError& e) {
-        throw TimeoutError(cat(describe(ctx), ": the previous two-level reduce_scatter still reads its partial "
-                                              "results after ",
-                               c.timeout_seconds, " s (", without_head(e.what()), ")"));
+        grown = device::allocate(c.kind, std::max(bytes, 2 * state.partials->bytes()), std::max(0, c.device));
+      } catch (const Error&) {
+        // The doubled size does not fit: the size asked for may (below).
       }
     }
-    const std::size_t grown = state.partials ? std::max(bytes, 2 * state.partials->bytes()) : bytes;
+    if (!grown) grown = device::allocate(c.kind, bytes, std::max(0, c.device));
     if (state.partials) state.retired.push_back(std::move(state.partials));
-    state.partials = device::allocate(c.kind, grown, std::max(0, c.device));
+    state.partials = std::move(grown);
   }
   return static_cast<char*>(state.partials->data());
 }
@@ -74,7 +73,7 @@ void reduce_scatter_in_two_levels(Communicator::Impl& c, Communicator::Impl::Hos
   const std::size_t bytes = count * datatype_size(type);
   const std::size_t hosts = groups.ranks_of.size();
   const auto index = static_cast<std::size_t>(groups.host.rank());
-  char* partials = partials_buffer(c, stream, ctx, hosts * bytes);
+  char* partials = partials_buffer(c, stream, hosts * bytes);
   std::vector<coll::ScatterStep> steps;
   for (const std::vector<int>& ranks : groups.ranks_of) {
     coll::ScatterStep step;

@@ -35,8 +35,9 @@ std::shared_ptr<std::byte> StagingPool::take(std::size_t bytes) {
   }
   auto* data = static_cast<std::byte*>(buffer->memory->data());
   std::weak_ptr<State> pool = state_;
-  // The deleter owns the buffer while it is out and hands it back; when the pool is gone (the communicator's
-  // teardown has synchronized its streams), it frees it.
+  // The deleter owns the buffer while it is out and hands it back; when the pool is gone, it frees it, on whichever
+  // thread drops the last reference (normally the teardown, after it drained the communicator's callbacks: should
+  // that drain time out, a later callback may free it, as the pool always did with buffers returned after it).
   return std::shared_ptr<std::byte>(data, [pool, size, owned = std::shared_ptr<Buffer>(std::move(buffer))](std::byte*) mutable {
     auto state = pool.lock();
     if (!state) return;

@@ -927,6 +927,7 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
   // Then a burst of receives at once, twice: the pool grows to hold them all (buffers return, on GPU memory, from a
   // CUDA host callback, which must not free them there and then) and the second burst reuses them.
   constexpr int kBurst = 12;
+  std::uint64_t registered_after_first_burst = 0;
   for (int round = 0; round < 2; ++round) {
     Buffer burst = comm.alloc(kBurst * kBytes);
     std::vector<Request> requests;

@@ -82,11 +82,13 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, staged_env(3)));
   expect_all_ok(run_ranks("comm_errors", 2, {"host"}, staged_env(2)));
 }
-// A loop of staged receives reuses its staging buffers (each goes back to the pool once copied into place) instead of
-// keeping one per receive until the peer's completion slots wrap.
+// Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
+// guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).
 TEST_F(Net, StagedReceivesPostedWhileAStreamWaitsForTheSender) {
   expect_all_ok(run_ranks("comm_staged_recv_while_a_stream_waits", 2, {"host"}, staged_env(2)));
 }
+// A loop of staged receives reuses its staging buffers (each goes back to the pool once copied into place) instead of
+// keeping one per receive until the peer's completion slots wrap.
 TEST_F(Net, StagedReceivesOneAtATimeReuseTheirStagingBuffers) {
   expect_all_ok(run_ranks("comm_staged_recv_reuse", 2, {"host"}, staged_env(2)));
 }

@@ -12,7 +12,7 @@
 
 namespace pickle::transport::net {
 namespace {
-constexpr std::uint32_t kCardMagic = 0x504e4554;  // "PNET"
+constexpr std::uint32_t kCardMagic = 0x504e4532;  // "PNE2": the card with the handshake's region
 constexpr std::size_t kMaxName = 4096;
 constexpr std::uint32_t kMaxLanes = 64;
 }  // namespace
@@ -27,7 +27,7 @@ std::vector<std::byte> encode_card(const EndpointCard& card) {
 
 EndpointCard decode_card(std::span<const std::byte> bytes, const std::string& what) {
   PayloadReader in(what, bytes);
-  if (in.u32("magic") != kCardMagic) throw ProtocolError(cat(what, ": not a net transport endpoint card"));
+  if (in.u32("magic") != kCardMagic) throw ProtocolError(cat(what, ": not a net transport endpoint card of this version (does every rank run the same pickle?)"));
   EndpointCard card;
   card.provider = in.string("provider", 256);
   card.lanes = in.u32("lanes");

@@ -231,13 +231,13 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
           throw PeerError(cat(link->failure, " (connecting its ", options.lanes, " lane(s) at set-up)"), peer);
         }
       }
-      if (connected->load() == total) {
-        shared->setting_up = false;  // failures from now on go to on_peer_failed
-        PICKLE_LOG(Info, "transport", "rank " << rank << ": net transport: " << total << " lane(s) to "
-                                              << peers.size() << " peer(s) connected in "
-                                              << static_cast<double>(now_ns() - started_ns) / 1e6 << " ms");
-        return;
-      }
+      if (connected->load() == total) shared->setting_up = false;  // failures from now on go to on_peer_failed
+    }
+    if (connected->load() == total) {
+      PICKLE_LOG(Info, "transport", "rank " << rank << ": net transport: " << total << " lane(s) to " << peers.size()
+                                            << " peer(s) connected in "
+                                            << static_cast<double>(now_ns() - started_ns) / 1e6 << " ms");
+      return;
     }
     if (deadline.expired()) {
       std::string waiting;
@@ -249,8 +249,8 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
         }
       }
       throw TimeoutError(cat("rank ", rank, ": net transport set-up: the handshake over every lane (", options.lanes,
-                             " per peer) did not complete within ", deadline.timeout().count(),
-                             " ms; still connecting to peer(s) ", waiting, " over ", description,
+                             " per peer) did not complete within the set-up deadline of ",
+                             deadline.timeout().count(), " ms; still connecting to peer(s) ", waiting, " over ", description,
                              " (can the hosts reach each other through PICKLE_NET_IFACE?)"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -45,15 +45,16 @@ class NetTransport {
   /// for PICKLE_TIMEOUT seconds while it owed some (unfinished writes, partly landed messages; a message merely
   /// expected is not owed). Its pending writes and expected messages
   /// are dropped without their callbacks; later write/expect calls for it throw PeerError. Not called for a peer that
-  /// the owner failed first (release()).
+  /// the owner failed first (release()), nor for one that failed during set-up (the constructor throws instead).
   using PeerFailed = std::function<void(int peer, const std::string& reason)>;
 
   /// Collective over this rank and every peer with `uses[peer]` (each pair's two sides both construct): chooses
   /// the provider (provider.hpp), opens `options.lanes` endpoints per peer, publishes their addresses in `store`
-  /// under `key_prefix` (unique per transport within the job: keys are never deleted) and inserts the peers' ones,
-  /// all bounded by `deadline`. Errors: UnavailableError (provider or
-  /// interface missing, naming what fi_getinfo offers), InvalidArgument (options, or ranks that chose different
-  /// providers or lane counts), TimeoutError (a peer that never published).
+  /// under `key_prefix` (unique per transport within the job: keys are never deleted), inserts the peers' ones and
+  /// connects every lane (a handshake write each way, docs/rdma.md: so it returns once every peer's transport runs),
+  /// all bounded by `deadline`. Errors: UnavailableError (provider or interface missing, naming what fi_getinfo
+  /// offers), InvalidArgument (options, or ranks that chose different providers or lane counts), TimeoutError (a
+  /// peer that never published, or whose lanes did not connect), PeerError (a handshake write the provider failed).
   NetTransport(int rank, int world, const std::vector<bool>& uses, Store& store, const std::string& key_prefix,
                const NetOptions& options, const Deadline& deadline, PeerFailed on_peer_failed);
   /// Stops the progress threads and closes every endpoint: pending operations are dropped without callbacks.

@@ -177,7 +177,9 @@ bool Rail::poll_queue(PeerRail& peer, Callbacks& callbacks) {
           fi_cq_strerror(peer.cq.get(), error.prov_errno, error.err_data, provider_text, sizeof provider_text);
       const auto* op = static_cast<const PostedOp*>(error.op_context);
       std::string what = "a completion";
-      if (op != nullptr && op->kind == OpKind::Write && op->message) {
+      if (op != nullptr && op->kind == OpKind::Write && op->message && !op->message->with_data) {
+        what = cat("the set-up handshake's write on lane ", op->lane, " of rail ", index_);
+      } else if (op != nullptr && op->kind == OpKind::Write && op->message) {
         what = cat("an RMA write of ", op->bytes, " bytes (message ", op->message->id, ")");
       } else if (op != nullptr && op->kind == OpKind::Receive) {
         what = "a receive for remote CQ data";
