@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -221,26 +222,38 @@ TEST(NetTransportSetup, ALoneTransportRegistersEachAllocationOnce) {
   EXPECT_NE(net->description().find("lo"), std::string::npos) << net->description();
 }
 
+/// Runs the child program `args(rank)` as ranks 0 and 1, each in side `rank` of `pair` (the store on side 0), with
+/// `net` and PICKLE_NET_IFACE=iface(rank), and expects both to exit 0 within `limit`.
+void expect_ranks_ok_in_namespaces(const NetnsPair& pair, const std::vector<std::string>& net,
+                                   const std::function<std::string(int)>& iface,
+                                   const std::function<std::vector<std::string>(int)>& args,
+                                   std::chrono::seconds limit) {
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = rank_env(rank, 2, port);
+    env.push_back("MASTER_ADDR=" + pair.address(0));
+    for (const auto& entry : net) env.push_back(entry);
+    env.push_back("PICKLE_NET_IFACE=" + iface(rank));
+    std::vector<std::string> command = {self_exe(), "--pickle-child"};
+    for (const auto& arg : args(rank)) command.push_back(arg);
+    pids.push_back(spawn_program(pair.exec_in(rank, command), env));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    auto status = wait_pid_or_kill(pids[rank], limit);
+    EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
+  }
+}
+
 TEST(NetTransportNamespaces, ExactDataBetweenNamespacesOverAnImpairedVethLink) {
   std::string why_not;
   auto pair = NetnsPair::create(&why_not);
   if (!pair) GTEST_SKIP() << why_not;
   std::cout << "link impairment: " << pair->impairment() << std::endl;
-  const int port = free_tcp_port();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 2; ++rank) {
-    auto env = rank_env(rank, 2, port);
-    env.push_back("MASTER_ADDR=" + pair->address(0));
-    for (const auto& entry : net_env(4, 262144, 40)) env.push_back(entry);
-    env.push_back("PICKLE_NET_IFACE=" + pair->iface(rank));
-    pids.push_back(spawn_program(
-        pair->exec_in(rank, {self_exe(), "--pickle-child", "net_exchange", "0,1,4097,262143,262144,262145,1048577,4194304", "2"}),
-        env));
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(90));
-    EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
-  }
+  expect_ranks_ok_in_namespaces(
+      *pair, net_env(4, 262144, 40), [&](int rank) { return pair->iface(rank); },
+      [](int) { return std::vector<std::string>{"net_exchange", "0,1,4097,262143,262144,262145,1048577,4194304", "2"}; },
+      std::chrono::seconds(90));
   std::cout << "packets dropped by the impairment: " << pair->drops() << std::endl;
 }
 
@@ -252,20 +265,10 @@ TEST(NetTransportNamespaces, APeerWhoseEndpointsCannotBeReachedFailsSetUp) {
   std::string why_not;
   auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
   if (!pair) GTEST_SKIP() << why_not;
-  const int port = free_tcp_port();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 2; ++rank) {
-    auto env = rank_env(rank, 2, port);
-    env.push_back("MASTER_ADDR=" + pair->address(0));
-    for (const auto& entry : net_env(2, 65536, 5)) env.push_back(entry);
-    env.push_back("PICKLE_NET_IFACE=" + (rank == 0 ? pair->iface(0) : std::string("lo")));
-    pids.push_back(spawn_program(
-        pair->exec_in(rank, {self_exe(), "--pickle-child", "net_setup_unreachable", std::to_string(1 - rank)}), env));
-  }
-  for (int rank = 0; rank < 2; ++rank) {
-    auto status = wait_pid_or_kill(pids[rank], std::chrono::seconds(60));
-    EXPECT_TRUE(status.ok()) << "rank " << rank << " " << status.describe();
-  }
+  expect_ranks_ok_in_namespaces(
+      *pair, net_env(2, 65536, 5), [&](int rank) { return rank == 0 ? pair->iface(0) : std::string("lo"); },
+      [](int rank) { return std::vector<std::string>{"net_setup_unreachable", std::to_string(1 - rank)}; },
+      std::chrono::seconds(60));
 }
 
 #endif  // PICKLE_HAVE_LIBFABRIC

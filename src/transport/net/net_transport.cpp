@@ -67,7 +67,15 @@ struct NetTransport::Impl {
   // peers' ones. Freed after ~Impl's body has closed the registrations.
   std::unique_ptr<device::Allocation> hello;
 
-  void connect_lanes(const std::vector<int>& peers, const std::vector<RemoteRegion>& hellos, const Deadline& deadline);
+  /// What a peer's write needs to reach `ptr`, which lies in the registration `entry`.
+  RemoteRegion region_of(const RegistrationCache::Entry& entry, const void* ptr) const {
+    const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(ptr) - entry.base);
+    return RemoteRegion{virt_addr ? reinterpret_cast<std::uint64_t>(ptr) : offset, entry.key};
+  }
+  /// The set-up handshake: writes from `hello` (registered as `hello_entry`) over every lane into `hellos` (one per
+  /// entry of `peers`) and waits for them.
+  void connect_lanes(const std::vector<int>& peers, const std::vector<RemoteRegion>& hellos,
+                     const RegistrationCache::Entry& hello_entry, const Deadline& deadline);
 
   ~Impl() {
     // Threads first (they use everything), then the endpoints (libfabric may use registrations while closing
@@ -138,14 +146,14 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
                       " chunks");
 
   s.hello = device::allocate(MemoryKind::Host, kHelloBytes);
-  const auto& hello = s.registrations->find_or_register(s.hello->data(), kHelloBytes, "net handshake buffer",
-                                                        /*counted=*/false);
-  const auto hello_offset = static_cast<std::uint64_t>(static_cast<std::byte*>(s.hello->data()) - hello.base);
+  const auto& hello_entry = s.registrations->find_or_register(s.hello->data(), kHelloBytes, "net handshake buffer",
+                                                              /*counted=*/false);
 
   // Our endpoints exist and their receives are posted before the cards go out: a peer may write as soon as it has
   // read ours.
   EndpointCard mine;
-  mine.hello_addr = s.virt_addr ? reinterpret_cast<std::uint64_t>(s.hello->data()) : hello_offset;
+  const RemoteRegion hello = s.region_of(hello_entry, s.hello->data());
+  mine.hello_addr = hello.addr;
   mine.hello_key = hello.key;
   mine.provider = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
   mine.lanes = static_cast<std::uint32_t>(options.lanes);
@@ -176,11 +184,11 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
                                         << (receives_per_lane > 0 ? ", receives for CQ data" : "")
                                         << (descriptors ? ", threads sleep on wait descriptors" : ", threads nap"));
   for (auto& rail : s.rails) rail->start();
-  s.connect_lanes(peers, hellos, deadline);
+  s.connect_lanes(peers, hellos, hello_entry, deadline);
 }
 
 void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std::vector<RemoteRegion>& hellos,
-                                       const Deadline& deadline) {
+                                       const RegistrationCache::Entry& hello_entry, const Deadline& deadline) {
   // Connection-oriented providers (tcp;ofi_rxm, verbs;ofi_rxm) connect an endpoint to a peer's on its first
   // operation, and the peer's thread may be asleep when the request comes: about 10 ms per lane and direction over
   // loopback tcp, paid by the first messages of a job (4 KiB messages measured 3 ms each until every lane had
@@ -188,13 +196,7 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
   // hears nothing), and set-up waits for those writes: the connections are made now, and a peer that cannot be
   // reached (a wrong interface, a firewall) is an error of set-up, naming the peer, rather than of a first transfer.
   const int rail_count = static_cast<int>(rails.size());
-  std::vector<void*> descs;
-  std::shared_ptr<const void> pin;
-  if (local_mr) {
-    const auto& entry = registrations->find_or_register(hello->data(), kHelloBytes, "net handshake", false);
-    descs = entry.descs;
-    pin = entry.in_use;
-  }
+  const std::vector<void*> descs = local_mr ? hello_entry.descs : std::vector<void*>{};
   const std::int64_t started_ns = now_ns();
   auto connected = std::make_shared<std::atomic<std::size_t>>(0);
   const std::size_t total = peers.size() * static_cast<std::size_t>(options.lanes);
@@ -216,13 +218,14 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
       out->chunks = 1;
       out->chunk_bytes = kHelloBytes;
       out->descs = descs;
-      out->pin = pin;
+      out->pin = hello_entry.in_use;
       out->with_data = false;
       out->on_sent = [connected] { connected->fetch_add(1); };
       rails[static_cast<std::size_t>(lane % rail_count)]->submit(peer, Stripe{out, 0, 1, lane / rail_count});
     }
   }
   while (true) {
+    bool done = false;
     {
       std::lock_guard lock(shared->mutex);
       for (int peer : peers) {
@@ -231,9 +234,12 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
           throw PeerError(cat(link->failure, " (connecting its ", options.lanes, " lane(s) at set-up)"), peer);
         }
       }
-      if (connected->load() == total) shared->setting_up = false;  // failures from now on go to on_peer_failed
+      // Read once, with the flag: a count that reached the total just after would return with the flag still set,
+      // and a later failure would never reach on_peer_failed.
+      done = connected->load() == total;
+      if (done) shared->setting_up = false;  // failures from now on go to on_peer_failed
     }
-    if (connected->load() == total) {
+    if (done) {
       PICKLE_LOG(Info, "transport", "rank " << rank << ": net transport: " << total << " lane(s) to " << peers.size()
                                             << " peer(s) connected in "
                                             << static_cast<double>(now_ns() - started_ns) / 1e6 << " ms");
@@ -266,9 +272,7 @@ std::string NetTransport::description() const { return impl_->description; }
 const NetOptions& NetTransport::options() const { return impl_->options; }
 
 RemoteRegion NetTransport::expose(const void* ptr, std::size_t bytes) {
-  const auto& entry = impl_->registrations->find_or_register(ptr, bytes, "expose");
-  const std::uint64_t offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(ptr) - entry.base);
-  return RemoteRegion{impl_->virt_addr ? reinterpret_cast<std::uint64_t>(ptr) : offset, entry.key};
+  return impl_->region_of(impl_->registrations->find_or_register(ptr, bytes, "expose"), ptr);
 }
 
 void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteRegion dst, std::uint32_t message,
