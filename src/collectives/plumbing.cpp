@@ -181,7 +181,7 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
 
 void Call::wait_for_post(int peer, int tag) {
   const OpContext ctx{.rank = comm_.info.rank, .peer = peer, .op = ctx_.op};
-  const bool posted = Communicator::Impl::poll_until(Deadline::after_seconds(comm_.timeout_seconds), [&] {
+  const bool posted = comm_.wait_for_progress(Deadline::after_seconds(comm_.timeout_seconds), [&] {
     std::lock_guard lock(comm_.mutex);
     const auto& state = comm_.peers[static_cast<std::size_t>(peer)];
     if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);

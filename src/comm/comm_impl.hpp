@@ -446,8 +446,28 @@ struct Communicator::Impl {
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
   std::thread progress;
-  UniqueFd wake;  // eventfd: stops the progress thread
+  UniqueFd wake;  // eventfd: stops the progress thread, and wakes it when someone starts waiting on it
   std::atomic<bool> stopping{false};
+  /// Demand for the progress thread's attention (progress.cpp, "Polling on demand"): host threads inside
+  /// wait_for_progress, and sends queued until their receive's post arrives. While there is any, the thread polls
+  /// its channels without sleeping; otherwise it sleeps in poll() and a message wakes it.
+  std::atomic<int> progress_waiters{0};
+  std::atomic<int> unmatched_sends{0};
+  std::atomic<bool> progress_sleeping{false};
+  /// Wakes the progress thread if it sleeps, so that it polls without sleeping from now on (demand just rose).
+  void wake_progress_if_sleeping();
+  /// poll_until for a wait whose end the progress thread brings (a peer's post, a mapping, a match): the thread polls
+  /// without sleeping meanwhile, so that the message is taken off its channel as soon as it arrives.
+  template <class Done>
+  bool wait_for_progress(const Deadline& deadline, Done&& done) {
+    progress_waiters.fetch_add(1);
+    wake_progress_if_sleeping();
+    struct Leave {
+      std::atomic<int>& waiters;
+      ~Leave() { waiters.fetch_sub(1); }
+    } leave{progress_waiters};
+    return poll_until(deadline, std::forward<Done>(done));
+  }
   std::atomic<int> application_callbacks{0};  // enqueued by on_application_stream, not yet run
   /// The checks of check_when_passed, with the operation each belongs to (mutex). A stream drops a check once it ran
   /// it, so the expired entries are the checks that ran.

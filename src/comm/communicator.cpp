@@ -433,7 +433,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
     if (r == c.info.rank || entry.bytes == 0 || c.uses_shm(r) || c.uses_net(r)) continue;
     // The peer's announcement travels on its control channel; wait until the progress thread has mapped it.
     const OpContext peer_ctx{.rank = c.info.rank, .peer = r, .op = "register_memory", .bytes = entry.bytes};
-    bool mapped = Impl::poll_until(deadline, [&] {
+    bool mapped = c.wait_for_progress(deadline, [&] {
       if (c.ipc->cache().contains(r, entry.alloc_id)) return true;
       c.check_peer_alive(r, peer_ctx);
       return false;

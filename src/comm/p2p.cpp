@@ -213,6 +213,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->tag = tag;
   request->src = ptr;
   std::optional<ControlMessage> reply;
+  bool matched_now = true;
   {
     std::lock_guard lock(mutex);
     check_peer_alive_locked(peer, ctx);
@@ -240,8 +241,11 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
       reply = start_copy(peer, request, post, join_caller ? after->impl() : ipc->stream(peer));
     } else {
       state.pending_sends[tag].push_back(request);
+      unmatched_sends.fetch_add(1);
+      matched_now = false;
     }
   }
+  if (!matched_now) wake_progress_if_sleeping();  // the post will be matched on the progress thread: keep it polling
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
   if (reply) send_control(peer, *reply);
   if (uses_shm(peer) && after != nullptr) {

@@ -36,33 +36,56 @@ void Communicator::Impl::post_control(int peer, ControlMessage message) {
   });
 }
 
+void Communicator::Impl::wake_progress_if_sleeping() {
+  if (!progress_sleeping.load()) return;
+  std::uint64_t one = 1;
+  if (::write(wake.get(), &one, sizeof one) < 0) PICKLE_LOG(Debug, "comm", "could not wake the progress thread");
+}
+
 void Communicator::Impl::progress_loop() {
   std::vector<int> live;  // peers whose channel we still read
   for (int peer = 0; peer < info.world_size; ++peer) {
     if (peer != info.rank) live.push_back(peer);
   }
   std::vector<pollfd> fds;
-  // For a short while after a message the thread polls without sleeping: a thread woken from poll() takes several
-  // microseconds to run, and a collective's sends wait on the host for the peer's post, which arrives here. Back to
-  // back calls keep it awake; an idle communicator costs no CPU.
-  constexpr auto kAwakeAfterMessage = std::chrono::microseconds(200);
+  // Polling on demand. A thread woken from poll() takes several microseconds to run, and some host waits are for a
+  // message that this thread must take off its channel first (a collective's send waits for the peer's post; a send
+  // issued before its receive was heard of waits for the post to be matched here). While such a wait is under way
+  // (progress_waiters, unmatched_sends), and for a short while after (back-to-back calls keep it awake), the thread
+  // polls without sleeping; otherwise it sleeps in poll() until a message or the eventfd wakes it. Until 2026-11-25 it
+  // polled for 200 us after every message, so steady traffic (posts arriving every few microseconds while nobody
+  // waited for them) kept one core per rank busy.
+  constexpr auto kAwakeAfterDemand = std::chrono::microseconds(100);
   auto awake_until = std::chrono::steady_clock::now();
+  auto wanted = [this] { return progress_waiters.load() > 0 || unmatched_sends.load() > 0; };
   while (!stopping.load()) {
     fds.clear();
     fds.push_back({wake.get(), POLLIN, 0});
     for (int peer : live) fds.push_back({channels[peer]->native_handle(), POLLIN, 0});
-    const bool awake = std::chrono::steady_clock::now() < awake_until;
-    int ready = ::poll(fds.data(), fds.size(), awake ? 0 : 1000);
+    int timeout_ms = 0;
+    if (wanted()) {
+      awake_until = std::chrono::steady_clock::now() + kAwakeAfterDemand;
+    } else if (std::chrono::steady_clock::now() >= awake_until) {
+      // Announce the sleep, then look at the demand again: a waiter that raised it before this store sees no
+      // sleeper and writes nothing, so the second look must catch it (both are sequentially consistent).
+      progress_sleeping.store(true);
+      timeout_ms = wanted() ? 0 : 1000;
+    }
+    int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    progress_sleeping.store(false);
     if (ready < 0) {
       if (errno == EINTR) continue;
       PICKLE_LOG(Error, "comm", "progress thread: poll failed: " << std::strerror(errno));
       return;
     }
+    if (fds[0].revents != 0) {
+      std::uint64_t count;
+      [[maybe_unused]] const ssize_t drained = ::read(wake.get(), &count, sizeof count);  // non-blocking eventfd
+    }
     if (ready == 0) {
-      if (awake) std::this_thread::yield();
+      if (timeout_ms == 0) std::this_thread::yield();
       continue;
     }
-    awake_until = std::chrono::steady_clock::now() + kAwakeAfterMessage;
     std::vector<int> closed;
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
@@ -99,6 +122,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
+                unmatched_sends.fetch_sub(1);
                 reply = start_copy(peer, send, post, ipc->stream(peer));
               }
             }
@@ -273,6 +297,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   for (auto& [tag, sends] : state.pending_sends) {
     for (auto& send : sends) send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
     failed += static_cast<int>(sends.size());
+    unmatched_sends.fetch_sub(static_cast<int>(sends.size()));
     sends.clear();
   }
   state.pending_posts.clear();
