@@ -9,6 +9,8 @@
 #   info             pickle info and --json
 #   probe:NAME:ARGS  build-gpu/tools/probes/NAME ARGS (separated by '+'); output appended to NAME.txt
 #   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
+#   limit:SECONDS    bench and probe steps after it are stopped after SECONDS (limit:0: no limit, the default), so
+#                    that one slow step cannot take the rest of the call's time with it
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
 # Result files record the sources' commit (versions.pickle_revision); the device machine's copy of the tree does not
@@ -26,7 +28,10 @@ wheel_libs=$(python3 -c "import glob,site;print(':'.join(d for p in site.getsite
 [ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs:$LD_LIBRARY_PATH"
 pickle=build-gpu/tools/pickle/pickle
 status=0
+step_limit=0
 start=$(date +%s)
+# Runs "$@" under the current step limit: SIGTERM at the limit, SIGKILL 15 s later (a bench's own children stop with it).
+limited() { if [ "$step_limit" -gt 0 ]; then timeout -k 15 "$step_limit" "$@"; else "$@"; fi; }
 note() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$work/summary.txt"; }
 for step in "$@"; do
   case "$step" in
@@ -56,21 +61,25 @@ for step in "$@"; do
       spec=${step#bench:}; name=${spec%%:*}; args=()
       [ "$spec" != "$name" ] && IFS=+ read -r -a args <<< "${spec#*:}"
       tag=$name; n=1; while [ -e "$work/$tag.json" ]; do n=$((n + 1)); tag=$name-$n; done
-      if $pickle bench "$name" "${args[@]}" --json "$work/$tag.json" > "$work/$tag.txt" 2> "$work/$tag.err"; then
+      if limited $pickle bench "$name" "${args[@]}" --json "$work/$tag.json" > "$work/$tag.txt" 2> "$work/$tag.err"; then
         note "bench $name ${args[*]}: ok"
       else
-        note "bench $name ${args[*]}: FAILED (exit $?)"; tail -15 "$work/$tag.err"; status=1
+        code=$?
+        [ "$code" = 124 ] && note "bench $name ${args[*]}: STOPPED at the ${step_limit} s limit"
+        note "bench $name ${args[*]}: FAILED (exit $code)"; tail -15 "$work/$tag.err"; status=1
       fi
       tail -30 "$work/$tag.txt" ;;
     probe:*)
       spec=${step#probe:}; name=${spec%%:*}; args=()
       [ "$spec" != "$name" ] && IFS=+ read -r -a args <<< "${spec#*:}"
-      if "build-gpu/tools/probes/$name" "${args[@]}" >> "$work/$name.txt" 2>&1; then
+      if limited "build-gpu/tools/probes/$name" "${args[@]}" >> "$work/$name.txt" 2>&1; then
         note "probe $name ${args[*]}: ok"
       else
         note "probe $name ${args[*]}: FAILED"; status=1
       fi
       tail -20 "$work/$name.txt" ;;
+    limit:*)
+      step_limit=${step#limit:}; note "limit ${step_limit} s per step" ;;
     env:*)
       assignment=${step#env:}
       if [ -n "${assignment#*=}" ]; then export "$assignment"; else unset "${assignment%%=}"; fi
