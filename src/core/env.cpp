@@ -15,6 +15,9 @@ namespace {
 
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
+    Variable{"PICKLE_BENCH_CHECK_THREADS", "",
+             "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
+             "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},
     Variable{"PICKLE_BENCH_CORRUPT", "0",
              "Test hook of `pickle bench` (p2p, memcpy): 1 makes every sender flip one byte of each message (coll, "
              "scenario: one rank's input element of each checked call), so that the check must report wrong data "

@@ -156,13 +156,16 @@ TEST(BenchColl, EveryDatatypeAndOperatorReducesExactly) {
   EXPECT_EQ(ops, (std::set<std::string>{"sum", "prod", "max", "min", "avg"}));
 }
 
-TEST(BenchColl, ACorruptedInputIsCountedAndFailsTheRun) {
+/// Runs every collective on 3 host ranks with one corrupted input element and checks that each check counts it
+/// exactly (`size` per call, `env` on top of the corruption hook).
+void expect_the_corrupted_input_counted_exactly(const std::string& size, std::vector<std::string> env) {
   TempDir dir("bench-coll");
   const std::string json_path = dir / "result.json";
+  env.push_back("PICKLE_BENCH_CORRUPT=1");
   BenchRun run = run_bench(dir, "coll",
-                           {"-c", "all", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "--repeats", "1", "--ranks", "3",
+                           {"-c", "all", "-b", size, "-e", size, "-n", "1", "-w", "0", "--repeats", "1", "--ranks", "3",
                             "--memory", "host", "--json", json_path},
-                           {"PICKLE_BENCH_CORRUPT=1"});
+                           env);
   EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
   json::Value root = json::parse(read_file(json_path));
   EXPECT_EQ(root.at("exit_code").as_int(), 1);
@@ -184,6 +187,23 @@ TEST(BenchColl, ACorruptedInputIsCountedAndFailsTheRun) {
     EXPECT_NE(row[8], "0") << run.out;
     EXPECT_NE(row[12], "0") << run.out;
   }
+}
+
+TEST(BenchColl, ACorruptedInputIsCountedAndFailsTheRun) { expect_the_corrupted_input_counted_exactly("4K", {}); }
+
+// The inputs and expected results of large calls are computed by several threads per rank, each over its own part
+// of a chunk: a part placed at the wrong offset, or an element left out or counted twice, changes the counts.
+TEST(BenchColl, ACorruptedInputIsCountedExactlyWhenTheCheckIsSplitOverThreads) {
+  // 786441 float elements (a multiple of the 3 ranks): two threads take parts of 393220 and 393221 elements.
+  expect_the_corrupted_input_counted_exactly("3145764", {"PICKLE_BENCH_CHECK_THREADS=2"});
+}
+
+TEST(BenchColl, AnInvalidCheckThreadCountIsAClearError) {
+  TempDir dir("bench-coll");
+  BenchRun run = run_bench(dir, "coll", {"-c", "allreduce", "-b", "4K", "-e", "4K", "-n", "1", "--memory", "host"},
+                           {"PICKLE_BENCH_CHECK_THREADS=0"});
+  EXPECT_FALSE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.err.find("PICKLE_BENCH_CHECK_THREADS=0: must be between 1 and 64"), std::string::npos) << run.describe();
 }
 
 TEST(BenchColl, WithoutCheckNothingIsCounted) {

@@ -7,6 +7,7 @@
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
+#include "parallel_parts.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -69,7 +70,10 @@ void CollContext::load_inputs(const CollPattern& pattern, void* dst, std::uint64
   auto* out = static_cast<std::byte*>(dst);
   for (std::size_t done = 0; done < n;) {
     std::size_t chunk = std::min(per_chunk, n - done);
-    fill_inputs(pattern, rank_, first + done, chunk, buffer.data());
+    sum_over_parts(chunk, check_threads_, kElementsPerThread, [&](std::size_t begin, std::size_t end) {
+      fill_inputs(pattern, rank_, first + done + begin, end - begin, buffer.data() + begin * size);
+      return std::uint64_t{0};
+    });
     stream_->copy(out + done * size, buffer.data(), chunk * size);
     stream_->synchronize();  // the staging buffer is refilled next
     done += chunk;
@@ -99,7 +103,9 @@ std::uint64_t CollContext::count_wrong(const CollPattern& pattern, const void* s
     std::size_t chunk = std::min(per_chunk, n - done);
     stream_->copy(buffer.data(), in + done * size, chunk * size);
     stream_->synchronize();
-    wrong += count_wrong_outputs(pattern, rank_, done, chunk, buffer.data());
+    wrong += sum_over_parts(chunk, check_threads_, kElementsPerThread, [&](std::size_t begin, std::size_t end) {
+      return count_wrong_outputs(pattern, rank_, done + begin, end - begin, buffer.data() + begin * size);
+    });
     done += chunk;
   }
   return wrong;

@@ -63,6 +63,8 @@ class CollContext {
  private:
   /// Host staging for pattern generation and read-back: bounded, whatever the buffer size.
   static constexpr std::size_t kStagingBytes = std::size_t{64} << 20;
+  /// Elements below which a chunk's pattern work is not split over threads (a thread costs more than it saves).
+  static constexpr std::size_t kElementsPerThread = std::size_t{1} << 18;
   std::vector<std::byte>& staging(std::size_t bytes);
 
   Store* store_;
@@ -70,6 +72,7 @@ class CollContext {
   MemoryKind kind_;
   int device_;
   bool corrupt_ = false;
+  int check_threads_ = 1;  ///< threads that compute inputs and expected results (parallel_parts.hpp)
   std::vector<std::unique_ptr<device::Allocation>> buffers_;
   std::unique_ptr<device::Allocation> extra_;
   std::size_t buffer_bytes_ = 0;
