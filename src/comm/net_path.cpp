@@ -12,6 +12,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "comm/staged_pieces.hpp"
 #include "core/error_text.hpp"
 #include "core/log.hpp"
 
@@ -27,10 +28,6 @@ std::string Communicator::Impl::first_missing_net_put(const PeerState& state) {
 #ifdef PICKLE_HAVE_LIBFABRIC
 
 namespace {
-// A staged send's source is copied and written in pieces of about this size, so that copying one overlaps writing
-// the one before: large enough that the copy engine runs near its rate, small enough to pipeline a 16 MiB message.
-constexpr std::size_t kStagingPieceBytes = 4u << 20;
-
 // A staged send's pieces, shared by their stream callbacks (which run one after another, in stream order) and by
 // their writes' completions (on the transport's threads).
 struct StagedPieces {
@@ -85,11 +82,11 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   }
   // Staged: the copy engine copies the source into a pinned buffer piece by piece on the same stream, and each
   // piece's writes leave as soon as its copy is done, while the next piece is copied. Pieces are whole chunks (but
-  // the last), so the receiver counts the same chunks under the one message id as for a single write. The buffer goes
-  // back to the pool, and the send completes, with the last piece's writes.
+  // the last), so the receiver counts the same chunks under the one message id as for a single write, and at most
+  // comm::kMaxStagedPieces per send (staged_pieces.hpp: the stream's queue is bounded). The buffer goes back to the
+  // pool, and the send completes, with the last piece's writes.
   std::shared_ptr<std::byte> staged = staging->take(bytes);
-  const std::size_t chunk = net->options().chunk;
-  const std::size_t piece = std::max<std::size_t>(1, kStagingPieceBytes / chunk) * chunk;
+  const std::size_t piece = comm::staged_piece_bytes(bytes, net->options().chunk);
   const std::size_t pieces = (bytes + piece - 1) / piece;
   auto shared = std::make_shared<StagedPieces>(pieces);
   for (std::size_t offset = 0; offset < bytes; offset += piece) {

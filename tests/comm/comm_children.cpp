@@ -1054,6 +1054,48 @@ PICKLE_CHILD(comm_staged_recv_while_a_stream_waits) {
   return 0;
 }
 
+// Staged sends queued behind a stream that waits for the peer, as `pickle bench p2p` queues them behind its gate:
+// every call must return before the stream runs. Each staged send puts a few operations per piece on the caller's
+// stream, and a CUDA stream's queue holds about a thousand: with fixed 4 MiB pieces, ten 256 MiB sends blocked in
+// the enqueue for good, since the stream waited for a signal that rank 0 would send only once all were enqueued.
+// args: memory kind, bytes per message, messages.
+PICKLE_CHILD(comm_staged_sends_behind_a_waiting_stream) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t bytes = std::stoull(args.at(1));
+  const int count = std::stoi(args.at(2));
+  constexpr int kTag = 5;
+  Buffer data = comm.alloc(bytes * static_cast<std::size_t>(count));
+  auto message = [&](int i) { return static_cast<char*>(data.data()) + static_cast<std::size_t>(i) * bytes; };
+  Stream stream = comm.make_stream();
+  std::vector<Request> requests;
+  if (comm.rank() == 0) {
+    for (int i = 0; i < count; ++i) fill(comm, message(i), bytes, 70 + i);
+    // Every receive heard of first, so that each send is matched at call time and joins the stream.
+    Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    while (comm.posted_receives(1, kTag) < static_cast<std::size_t>(count) && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHILD_CHECK(comm.posted_receives(1, kTag) == static_cast<std::size_t>(count), "heard of ",
+                comm.posted_receives(1, kTag), " of ", count, " receives");
+    comm.wait(stream, 1, 0, 1);  // the gate: rank 1 opens it once this rank has enqueued every send
+    for (int i = 0; i < count; ++i) requests.push_back(comm.send(1, kTag, message(i), bytes, &stream));
+    std::fprintf(stderr, "rank 0: %d sends of %zu bytes enqueued behind the closed gate\n", count, bytes);
+    comm.barrier();  // rank 1 opens the gate after this: a send that blocked in its enqueue never gets here
+  } else {
+    for (int i = 0; i < count; ++i) requests.push_back(comm.recv(0, kTag, message(i), bytes));
+    comm.barrier();
+    comm.signal(stream, 0, 0);
+  }
+  for (auto& request : requests) request.wait();
+  stream.synchronize();
+  for (int i = 0; i < count && comm.rank() == 1; ++i) {
+    const std::size_t wrong = count_wrong(comm, message(i), bytes, 70 + i);
+    CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
+  }
+  comm.barrier();
+  return 0;
+}
+
 // A net receive whose preparation fails for want of a resource fails alone, naming itself, and the pair stays in
 // step: the same receive posted again gets the peer's message. The resource here is its staging buffer (host memory,
 // PICKLE_NET_STAGING=1): the process may not make files as large as the buffer (RLIMIT_FSIZE), so the memfd behind

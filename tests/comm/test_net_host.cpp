@@ -82,6 +82,17 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, staged_env(3)));
   expect_all_ok(run_ranks("comm_errors", 2, {"host"}, staged_env(2)));
 }
+// Messages past 32 MiB are cut into at most 8 pieces, each larger than the 4 MiB floor and a whole number of chunks
+// (comm/staged_pieces.hpp): 32 MiB + 1 and 64 MiB arrive intact.
+TEST_F(Net, StagedMessagesLargerThanEightFloorPiecesArriveIntact) {
+  expect_all_ok(run_ranks("comm_sizes", 2, {"host", std::to_string(64u << 20)}, staged_env(2), std::chrono::seconds(120)));
+}
+// Sends queued behind a stream that waits for the peer all go out once it opens (host streams have no queue limit:
+// the data and the protocol here; the bounded queue of a CUDA stream only NetCuda's twin shows).
+TEST_F(Net, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
+  expect_all_ok(run_ranks("comm_staged_sends_behind_a_waiting_stream", 2, {"host", std::to_string(1u << 20), "64"},
+                          staged_env(2)));
+}
 // Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
 // guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).
 TEST_F(Net, StagedReceivesPostedWhileAStreamWaitsForTheSender) {

@@ -47,6 +47,13 @@ TEST_F(NetCuda, ReceivesOneAtATimeReuseTheirStagingBuffers) {
 TEST_F(NetCuda, ReceivesPostedWhileAStreamWaitsForTheSenderDoNotWaitForIt) {
   expect_all_ok(run_ranks("comm_staged_recv_while_a_stream_waits", 2, {"cuda"}, net_env(), std::chrono::seconds(150)));
 }
+// Ten 256 MiB sends queued behind a stream that waits for the peer must all be enqueued before it opens: with fixed
+// 4 MiB pieces (64 per message here, 3 stream operations each) the CUDA stream's queue filled and the enqueue blocked
+// for good, as `pickle bench p2p` over net did at 256 MiB (docs/results/2026-11-28-h200x4.md).
+TEST_F(NetCuda, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
+  expect_all_ok(run_ranks("comm_staged_sends_behind_a_waiting_stream", 2, {"cuda", std::to_string(256u << 20), "10"},
+                          net_env(), std::chrono::seconds(180)));
+}
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));
 }
