@@ -11,15 +11,17 @@
 #include "coll_backend.hpp"
 #include "coll_context.hpp"
 #include "coll_report.hpp"
-#include "cuda_device.hpp"
 #include "coll_session.hpp"
 #include "coll_step.hpp"
 #include "core/format.hpp"
+#include "cuda_device.hpp"
 #include "environment.hpp"
 #include "lockstep.hpp"
+#include "p2p_report.hpp"
 #include "progress.hpp"
 #include "result_file.hpp"
 #include "sizes.hpp"
+#include "table_text.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -53,6 +55,20 @@ std::vector<CollPoint> plan_points(const CollOptions& options, const std::vector
     }
   }
   return points;
+}
+
+/// The figures of one point for its progress line (" [busbw 225.7 GB/s out of place, #wrong 0; ...]"), so that a
+/// sweep stopped before its table keeps what it measured in its log.
+std::string point_figures(const std::vector<CollResult>& results, int nranks) {
+  std::string text;
+  for (const auto& r : results) {
+    if (r.time_us.empty()) continue;
+    const double busbw = coll_algbw_gbps(r.point.shape.bytes, summarize(r.time_us).median) *
+                         busbw_factor(r.point.coll, nranks);
+    text += cat(text.empty() ? " [busbw " : "; ", fixed(busbw, 1), " GB/s ", r.in_place ? "in place" : "out of place",
+                ", #wrong ", r.wrong ? std::to_string(*r.wrong) : std::string("N/A"));
+  }
+  return text.empty() ? text : text + "]";
 }
 
 int run(const CollOptions& options, const std::vector<std::string>& args, const RankInfo& self) {
@@ -123,7 +139,8 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
     for (const auto& point : points) {
       auto results = run_coll_point(*ctx, backend, static_cast<int>(index), lockstep, options, point);
       progress.step(static_cast<double>(point.shape.bytes) + (1 << 20),
-                    cat(options.backends[index], " ", collective_name(point.coll), " ", short_size(point.shape.bytes)));
+                    cat(options.backends[index], " ", collective_name(point.coll), " ", short_size(point.shape.bytes),
+                        point_figures(results, self.world_size)));
       std::string error;
       for (const auto& r : results) {
         if (!r.error.empty() && error.empty()) error = r.error;
