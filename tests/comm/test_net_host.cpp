@@ -3,10 +3,12 @@
 // the reason, in a build without libfabric.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <iostream>
 
 #include "../mp/netns_pair.hpp"
+#include "comm_children.hpp"
 #include "rank_statuses.hpp"
 #include "subprocess.hpp"
 
@@ -112,6 +114,33 @@ TEST_F(Net, StagedAllreduceAndPeerDeath) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, staged_env(2), std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+
+// A process with the net transport (libfabric, and through it libinfinipath, loaded) that is sent SIGTERM ends by the
+// signal, as `pickle launch` expects of a rank it stops: libinfinipath's own handler called exit() instead, and exit
+// handlers running beside live threads crashed (src/transport/net/psm_signal_handlers.cpp). It says how far it got on
+// a pipe, so that the signal comes after its communicator is up.
+PICKLE_CHILD(net_rank_waiting_to_be_stopped) {
+  const int ready_fd = std::stoi(args.at(0));
+  Communicator comm = make_comm("host");
+  const char byte = 1;
+  if (::write(ready_fd, &byte, 1) != 1) return 3;
+  for (;;) ::pause();
+}
+TEST_F(Net, ARankSentSigtermEndsByTheSignal) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto env = rank_env(0, 1, free_tcp_port());
+  for (const auto& entry : net_env(1)) env.push_back(entry);
+  Child child("net_rank_waiting_to_be_stopped", {std::to_string(fds[1])}, env);
+  ::close(fds[1]);
+  char byte = 0;
+  const ssize_t got = ::read(fds[0], &byte, 1);
+  ::close(fds[0]);
+  ASSERT_EQ(got, 1) << "the rank never got its communicator up: " << child.wait(std::chrono::seconds(5)).describe();
+  child.kill(SIGTERM);
+  const ExitStatus status = child.wait(std::chrono::seconds(20));
+  EXPECT_EQ(status.signal, SIGTERM) << status.describe();
 }
 
 TEST_F(Net, PeerKilledMidTransferFailsPendingOperationsPromptly) {
