@@ -19,13 +19,18 @@
 #   tests         every GPU test on the two GPUs
 #   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 16M-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
+#   netfix        issue 8: the staged-send fix of 2026-11-28 (869eed6) on GPUs: NetCuda's tests, then bench p2p over
+#                 net 16M-1G (hung at 256 MiB before it), then the lanes table
+#   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce and allgather 32M-8G on 4 ranks with NCCL beside,
+#                 seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB per GPU),
+#                 the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the limits stopped
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netinterference|tests|interference|allgather|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netinterference|tests|interference|allgather|netfix|four|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -55,8 +60,18 @@ case "$group" in
     exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+16M+-e+4G+-f+4 ;;
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
+  netfix)
+    exec "${session[@]}" gpu-tests:NetCuda env:PICKLE_TRANSPORT=net limit:120 \
+      bench:p2p:--backend+pickle+-b+16M+-e+1G+-f+4+-n+8+-w+2+--repeats+3 env:PICKLE_TRANSPORT= \
+      limit:300 bench:transports:--lanes+1,2,4+--ops+p2p+-b+16M+-e+1G+-f+4+-n+8+-w+2+--repeats+3+--runs+1 ;;
+  four)
+    exec "${session[@]}" limit:200 bench:coll:-c+allreduce+--ranks+4+-b+32M+-e+8G+-f+2+-n+10+-w+3+--repeats+3 \
+      bench:coll:-c+allgather+--ranks+4+-b+32M+-e+8G+-f+2+-n+10+-w+3+--repeats+3 \
+      limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+2G+-f+4 \
+      limit:90 bench:interference:--ranks+4+--background+allgather+--foreground+attention+-b+4G+-e+4G+-n+100+-w+20 \
+      limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netinterference, tests, interference, allgather, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netinterference, tests, interference, allgather, netfix, four, allgather8)" >&2; exit 2 ;;
 esac
