@@ -24,7 +24,8 @@ CollContext::CollContext(Store& store, MemoryKind kind, int device)
       world_size_(store.self().world_size),
       kind_(kind),
       device_(device),
-      corrupt_(env::get_bool("PICKLE_BENCH_CORRUPT")) {
+      corrupt_(env::get_bool("PICKLE_BENCH_CORRUPT")),
+      check_threads_(check_threads(store.self().local_world_size)) {
   stream_ = device::make_stream(kind_, device_);
   start_ = device::make_event(kind_, device_);
   stop_ = device::make_event(kind_, device_);
