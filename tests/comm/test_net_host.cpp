@@ -87,7 +87,8 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
 // Messages past 32 MiB are cut into at most 8 pieces, each larger than the 4 MiB floor and a whole number of chunks
 // (comm/staged_pieces.hpp): 32 MiB + 1 and 64 MiB arrive intact.
 TEST_F(Net, StagedMessagesLargerThanEightFloorPiecesArriveIntact) {
-  expect_all_ok(run_ranks("comm_sizes", 2, {"host", std::to_string(64u << 20)}, staged_env(2), std::chrono::seconds(120)));
+  expect_all_ok(
+      run_ranks("comm_sizes", 2, {"host", std::to_string(64u << 20)}, staged_env(2), std::chrono::seconds(120)));
 }
 // Sends queued behind a stream that waits for the peer all go out once it opens (host streams have no queue limit:
 // the data and the protocol here; the bounded queue of a CUDA stream only NetCuda's twin shows).

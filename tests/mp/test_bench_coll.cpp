@@ -203,7 +203,8 @@ TEST(BenchColl, AnInvalidCheckThreadCountIsAClearError) {
   BenchRun run = run_bench(dir, "coll", {"-c", "allreduce", "-b", "4K", "-e", "4K", "-n", "1", "--memory", "host"},
                            {"PICKLE_BENCH_CHECK_THREADS=0"});
   EXPECT_FALSE(run.status.ok()) << run.describe();
-  EXPECT_NE(run.err.find("PICKLE_BENCH_CHECK_THREADS=0: must be between 1 and 64"), std::string::npos) << run.describe();
+  EXPECT_NE(run.err.find("PICKLE_BENCH_CHECK_THREADS=0: must be between 1 and 64"), std::string::npos)
+      << run.describe();
 }
 
 TEST(BenchColl, WithoutCheckNothingIsCounted) {

@@ -22,7 +22,8 @@ bool handled_in_libinfinipath(const struct sigaction& action) {
   const void* handler = (action.sa_flags & SA_SIGINFO) != 0 ? reinterpret_cast<const void*>(action.sa_sigaction)
                                                              : reinterpret_cast<const void*>(action.sa_handler);
   Dl_info info{};
-  return dladdr(handler, &info) != 0 && info.dli_fname != nullptr && std::strstr(info.dli_fname, "libinfinipath") != nullptr;
+  return dladdr(handler, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libinfinipath") != nullptr;
 }
 
 __attribute__((constructor)) void give_back_signals_taken_by_libinfinipath() {
