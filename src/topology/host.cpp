@@ -59,18 +59,6 @@ std::uint64_t meminfo_bytes(const std::string& path, std::string_view label) {
   return 0;
 }
 
-int cpus_allowed() {
-  // Sized for hosts with more than CPU_SETSIZE (1024) CPUs.
-  const int max_cpus = std::max(static_cast<int>(sysconf(_SC_NPROCESSORS_CONF)), 1024);
-  cpu_set_t* set = CPU_ALLOC(static_cast<std::size_t>(max_cpus));
-  if (set == nullptr) return 0;
-  const std::size_t size = CPU_ALLOC_SIZE(static_cast<std::size_t>(max_cpus));
-  int count = 0;
-  if (sched_getaffinity(0, size, set) == 0) count = CPU_COUNT_S(size, set);
-  CPU_FREE(set);
-  return count;
-}
-
 std::vector<NumaNode> numa_nodes() {
   namespace fs = std::filesystem;
   std::vector<NumaNode> nodes;
@@ -92,6 +80,18 @@ std::vector<NumaNode> numa_nodes() {
 }
 
 }  // namespace
+
+int cpus_allowed() {
+  // Sized for hosts with more than CPU_SETSIZE (1024) CPUs.
+  const int max_cpus = std::max(static_cast<int>(sysconf(_SC_NPROCESSORS_CONF)), 1024);
+  cpu_set_t* set = CPU_ALLOC(static_cast<std::size_t>(max_cpus));
+  if (set == nullptr) return 0;
+  const std::size_t size = CPU_ALLOC_SIZE(static_cast<std::size_t>(max_cpus));
+  int count = 0;
+  if (sched_getaffinity(0, size, set) == 0) count = CPU_COUNT_S(size, set);
+  CPU_FREE(set);
+  return count;
+}
 
 HostInfo scan_host() {
   HostInfo host;

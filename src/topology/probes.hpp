@@ -18,6 +18,9 @@ std::string plain_message(const Error& error);
 /// Host name, kernel, CPU, memory and NUMA nodes from uname, /proc and /sys.
 HostInfo scan_host();
 
+/// CPUs this process may run on (sched_getaffinity; 0 when the kernel does not say).
+int cpus_allowed();
+
 struct GpuScan {
   std::vector<Gpu> gpus;
   std::string no_gpu_reason;            ///< set when gpus is empty

@@ -17,7 +17,6 @@
 #include "cuda_device.hpp"
 #include "environment.hpp"
 #include "lockstep.hpp"
-#include "p2p_report.hpp"
 #include "progress.hpp"
 #include "result_file.hpp"
 #include "sizes.hpp"
@@ -62,10 +61,8 @@ std::vector<CollPoint> plan_points(const CollOptions& options, const std::vector
 std::string point_figures(const std::vector<CollResult>& results, int nranks) {
   std::string text;
   for (const auto& r : results) {
-    if (r.time_us.empty()) continue;
-    const double busbw = coll_algbw_gbps(r.point.shape.bytes, summarize(r.time_us).median) *
-                         busbw_factor(r.point.coll, nranks);
-    text += cat(text.empty() ? " [busbw " : "; ", fixed(busbw, 1), " GB/s ", r.in_place ? "in place" : "out of place",
+    if (!r.measured()) continue;
+    text += cat(text.empty() ? " [busbw " : "; ", fixed(coll_median_busbw_gbps(r, nranks), 1), " GB/s ", r.in_place ? "in place" : "out of place",
                 ", #wrong ", r.wrong ? std::to_string(*r.wrong) : std::string("N/A"));
   }
   return text.empty() ? text : text + "]";

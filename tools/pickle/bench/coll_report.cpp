@@ -23,6 +23,11 @@ double coll_algbw_gbps(std::size_t bytes, double time_us) noexcept {
   return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;
 }
 
+double coll_median_busbw_gbps(const CollResult& result, int nranks) {
+  return coll_algbw_gbps(result.point.shape.bytes, summarize(result.time_us).median) *
+         busbw_factor(result.point.coll, nranks);
+}
+
 const char* op_column(const CollPoint& point) noexcept {
   return is_reduction(point.coll) ? reduce_op_name(point.op) : "none";
 }
@@ -76,7 +81,7 @@ std::optional<double> average_busbw(const CollReport& report, const std::string&
   int count = 0;
   for (const auto& r : report.results) {
     if (r.backend != backend || r.point.coll != coll || !r.measured()) continue;
-    sum += coll_algbw_gbps(r.point.shape.bytes, summarize(r.time_us).median) * busbw_factor(coll, report.world_size);
+    sum += coll_median_busbw_gbps(r, report.world_size);
     ++count;
   }
   if (count == 0) return std::nullopt;

@@ -61,6 +61,8 @@ struct CollReport {
 
 /// GB/s (1e9 bytes per second) of `bytes` per call at `time_us` per call.
 double coll_algbw_gbps(std::size_t bytes, double time_us) noexcept;
+/// The busbw of a measured result's median time on `nranks` ranks (nccl-tests' factor).
+double coll_median_busbw_gbps(const CollResult& result, int nranks);
 
 /// "none" for the collectives without an operator, else reduce_op_name.
 const char* op_column(const CollPoint& point) noexcept;

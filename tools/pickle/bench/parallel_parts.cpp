@@ -1,11 +1,10 @@
 #include "parallel_parts.hpp"
 
-#include <sched.h>
-
 #include <pickle/error.hpp>
 
 #include "core/env.hpp"
 #include "core/format.hpp"
+#include "topology/probes.hpp"
 
 namespace pickle::bench {
 
@@ -17,10 +16,7 @@ int check_threads(int local_ranks) {
     }
     return static_cast<int>(threads);
   }
-  int cpus = 0;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  int cpus = topology::cpus_allowed();
   if (cpus <= 0) cpus = static_cast<int>(std::thread::hardware_concurrency());
   return std::clamp(cpus / std::max(local_ranks, 1), 1, 16);
 }
