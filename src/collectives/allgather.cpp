@@ -22,6 +22,26 @@ namespace {
 // 85 us, so on one stream the local copy adds a quarter to every call.
 constexpr std::size_t kOwnCopyBesideBytes = 16u << 20;
 
+/// PICKLE_ALLGATHER_SCHEDULE=staggered: the peers' copies one after another on the caller's stream, rank + 1 first,
+/// then rank + 2, ...: at step s every rank writes to rank + s and receives from rank - s only, so that no rank's
+/// links take several peers' copies at once while each copy has a link to itself. The parallel schedule (the default)
+/// gives each peer's copy its own copy queue instead. `own_source` is the own block's copy source (nullptr: none).
+template <typename Source>
+void staggered_sends(Call& call, const std::vector<Region>& own, Source source, const char* own_source, char* recv) {
+  const int rank = call.rank(), world = call.world();
+  if (own_source != nullptr && own[0].bytes >= kOwnCopyBesideBytes) {
+    call.copy_beside(recv + own[0].offset, own_source, own[0].bytes);
+  } else if (own_source != nullptr) {
+    call.stream().copy(recv + own[0].offset, own_source, own[0].bytes);
+  }
+  for (int step = 1; step < world; ++step) {
+    const int peer = (rank + step) % world;
+    call.await_ready(peer, Call::kCaller);
+    for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
+  }
+  call.finish();
+}
+
 }  // namespace
 
 void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes) {
@@ -57,6 +77,7 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);
     }
+    if (call.state().allgather_staggered) return staggered_sends(call, own, source, copy_own ? send : nullptr, recv);
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank || peer == next) continue;
       call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send

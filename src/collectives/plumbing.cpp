@@ -58,6 +58,13 @@ int read_reduce_ctas() {
   return static_cast<int>(ctas);
 }
 
+bool read_allgather_staggered() {
+  const std::string schedule = env::get("PICKLE_ALLGATHER_SCHEDULE");
+  if (schedule == "parallel") return false;
+  if (schedule == "staggered") return true;
+  throw InvalidArgument(cat("PICKLE_ALLGATHER_SCHEDULE=", schedule, " must be parallel or staggered"));
+}
+
 }  // namespace
 
 // --- state
@@ -68,6 +75,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     auto state = std::make_shared<CollectiveState>();
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
+    state->allgather_staggered = read_allgather_staggered();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;

@@ -102,6 +102,10 @@ struct CollectiveState {
   /// to its ceiling and the partials twofold where that fits, so these hold about as much as the buffers in use.
   std::vector<std::shared_ptr<device::Allocation>> retired;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
+  /// PICKLE_ALLGATHER_SCHEDULE: false (parallel): each peer's copy on its own copy queue, all at once; true
+  /// (staggered): one peer at a time on the caller's stream, rank + 1 first, so that at each step every rank
+  /// receives from one peer only (allgather.cpp).
+  bool allgather_staggered = false;
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
 

@@ -15,6 +15,11 @@ namespace {
 
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
+    Variable{"PICKLE_ALLGATHER_SCHEDULE", "parallel",
+             "How allgather sends a rank's block to its peers within a host: parallel (each peer's copy on its own "
+             "copy queue, all at once) or staggered (one peer after another on the caller's stream, rank + 1 first, "
+             "so that at each step every rank receives from one peer only). The ranks may differ. See "
+             "docs/collectives.md, \"Allgather\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
              "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},

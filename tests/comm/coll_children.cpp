@@ -922,19 +922,21 @@ PICKLE_CHILD(coll_one_rank_fails_its_arguments) {
   return 0;
 }
 
-// PICKLE_COLL_CHUNK that is not a positive multiple of 4096: the first collective fails with an InvalidArgument naming
-// the variable, before any message (so every rank fails alike). args: memory.
-PICKLE_CHILD(coll_bad_chunk_setting) {
+// A collectives setting with a bad value (PICKLE_COLL_CHUNK that is not a positive multiple of 4096, an unknown
+// PICKLE_ALLGATHER_SCHEDULE): the first collective fails with an InvalidArgument naming the variable, before any
+// message (so every rank fails alike). args: memory, the variable.
+PICKLE_CHILD(coll_bad_setting) {
   Communicator comm = make_comm(args.at(0));
+  const std::string variable = args.at(1);
   Harness h(comm, 4096);
   try {
     comm.allreduce(h.stream(), h.a(), h.b(), 16, DataType::F32, ReduceOp::Sum);
-    std::fprintf(stderr, "rank %d: allreduce accepted PICKLE_COLL_CHUNK=%s\n", comm.rank(),
-                 std::getenv("PICKLE_COLL_CHUNK"));
+    std::fprintf(stderr, "rank %d: allreduce accepted %s=%s\n", comm.rank(), variable.c_str(),
+                 std::getenv(variable.c_str()));
     return 1;
   } catch (const InvalidArgument& e) {
-    if (std::string(e.what()).find("PICKLE_COLL_CHUNK") == std::string::npos) {
-      std::fprintf(stderr, "rank %d: the error does not name the variable: %s\n", comm.rank(), e.what());
+    if (std::string(e.what()).find(variable) == std::string::npos) {
+      std::fprintf(stderr, "rank %d: the error does not name %s: %s\n", comm.rank(), variable.c_str(), e.what());
       return 2;
     }
   }

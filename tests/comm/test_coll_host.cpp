@@ -32,7 +32,22 @@ TEST(Coll, APageSizedChunkStillMatchesTheReference) {
 }
 
 TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
-  expect_all_ok(run_ranks("coll_bad_chunk_setting", 2, {"host"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
+  expect_all_ok(
+      run_ranks("coll_bad_setting", 2, {"host", "PICKLE_COLL_CHUNK"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
+}
+
+// The staggered allgather schedule (one peer at a time on the caller's stream): the whole matrix, whose allgathers
+// and allgather-based steps then run it, and blocks large enough that the own block is copied beside the sends.
+TEST(Coll, TheStaggeredAllgatherScheduleStillMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 4, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"},
+                          std::chrono::seconds(240)));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"host", "16"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"}));
+}
+
+TEST(Coll, AnUnknownAllgatherScheduleIsAClearError) {
+  expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_ALLGATHER_SCHEDULE"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_ALLGATHER_SCHEDULE=rotated"}));
 }
 
 TEST(Coll, AChunkSettingThatDiffersBetweenRanksFailsCreationOnEveryRank) {

@@ -57,6 +57,12 @@ TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
 TEST_F(CollCuda, AllgathersOfLargeBlocksCopyTheOwnBlockBesideTheSends) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 2, {"cuda", "64"}, {"PICKLE_TIMEOUT=60"}));
 }
+// The staggered allgather schedule on GPUs: three ranks (so that a rank has two peers to take in turn) sharing the
+// two GPUs, with 32 MiB blocks whose own copy goes beside the sends.
+TEST_F(CollCuda, TheStaggeredAllgatherScheduleMovesEveryBlock) {
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"}));
+}
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
