@@ -17,7 +17,8 @@
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
 #                 lanes, 1 GiB messages (bench interference --lanes: 6 children; its own call, to stay within 10 min)
 #   tests         every GPU test on the two GPUs
-#   interference  issue 4: GEMM and cuDNN attention under pickle's and NCCL's p2p background, 16M-4G
+#   interference  issue 4: GEMM and cuDNN attention under pickle's, NCCL's and the raw copy engine's p2p background
+#                 (the anchors' "CE copies" column, measured in the same run), 16M-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
 #   netfix        issue 8: the staged-send fix of 2026-11-28 (869eed6) on GPUs: NetCuda's tests, then bench p2p over
 #                 net 16M-1G (hung at 256 MiB before it), then the lanes table
@@ -57,7 +58,8 @@ case "$group" in
   tests)
     exec "${session[@]}" gpu-tests ;;
   interference)
-    exec "${session[@]}" bench:interference:--foreground+gemm,attention+--background+p2p+-b+16M+-e+4G+-f+4 ;;
+    exec "${session[@]}" \
+      bench:interference:--foreground+gemm,attention+--background+p2p+--backend+pickle,nccl,ce+-b+16M+-e+4G+-f+4 ;;
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
   netfix)

@@ -2,7 +2,8 @@
 // them round robin, so that one GPU is enough): every rank takes part, times its own foreground and checks every
 // rank's section of what it gathered; the result file has 4 figures per row and no wrong byte; where the ranks share
 // a GPU, the output says that the figures are functional only, and NCCL (which needs a GPU per rank) is unavailable,
-// not failed. Skips with the reason without a GPU.
+// not failed. Then the raw copy engine's p2p background (--backend ce) beside pickle's: its rows checked alike, its
+// allgather unavailable. Skips with the reason without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -98,6 +99,59 @@ TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
   EXPECT_EQ(pickle_rows, 1) << "one size (4 MiB) through pickle" << context;
   EXPECT_NE(out.find("# per rank: gemm allgather pickle 4194304: r0 "), std::string::npos) << context;
   std::printf("[info] %s\n", out.c_str());
+}
+
+/// The traffic entry of `backend` under `background`.
+json::Value traffic_of(const json::Value& root, std::string_view background, std::string_view backend) {
+  for (const auto& t : root.at("traffic").as_array()) {
+    if (t.at("background").as_string() == background && t.at("backend").as_string() == backend) return t;
+  }
+  ADD_FAILURE() << "no traffic entry for " << background << " " << backend;
+  return json::Value::object();
+}
+
+TEST(BenchInterferenceCuda, TheRawCopyEngineRunsP2pBesidePickleAndHasNoAllgather) {
+  // `--backend ce`: rank 0's cudaMemcpyAsync into rank 1's mapped buffer and a stream write-value, rank 1's
+  // wait-value; its rows are checked as pickle's are. Own attention: no library to miss.
+  const int gpus = device::cuda_device_count();
+  if (gpus < 1) GTEST_SKIP() << "waived: needs a CUDA GPU (" << device::cuda_unavailable_reason() << ")";
+  TempDir dir("interference-ce-cuda");
+  const std::string json_path = dir / "result.json";
+  const BenchRun run = run_bench(dir, "interference",
+                                 {"--share-gpus", "--ranks", "2", "--background", "p2p,allgather", "--backend",
+                                  "pickle,ce", "--foreground", "attention", "--attention", "own", "-b", "4M", "-e",
+                                  "16M", "-f", "4", "-n", "3", "-w", "1", "--warmup-ms", "0", "--json", json_path},
+                                 {"PICKLE_TIMEOUT=120"}, std::chrono::seconds(600));
+  const std::string context = run.describe();
+  ASSERT_TRUE(run.status.ok()) << context;
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 0) << context;
+
+  const json::Value ce = traffic_of(root, "p2p", "ce");
+  EXPECT_EQ(ce.at("status").as_string(), "ok") << context;
+  EXPECT_NE(ce.at("detail").as_string().find("cudaMemcpyAsync into rank 1's receive buffer"), std::string::npos)
+      << context;
+  const json::Value allgather = traffic_of(root, "allgather", "ce");
+  EXPECT_EQ(allgather.at("status").as_string(), "unavailable") << context;
+  EXPECT_NE(allgather.at("detail").as_string().find("p2p background only"), std::string::npos) << context;
+
+  int ce_rows = 0;
+  for (const auto& row : root.at("results").as_array()) {
+    if (row.at("backend").as_string() != "ce") continue;
+    const std::string where = "ce " + std::to_string(row.at("bytes").as_int()) + context;
+    EXPECT_EQ(row.at("background").as_string(), "p2p") << where;
+    EXPECT_TRUE(row.at("error").is_null()) << where;
+    EXPECT_TRUE(row.at("overlap").as_bool()) << where;
+    EXPECT_EQ(row.at("background_wrong").as_int(), 0) << where;
+    EXPECT_EQ(row.at("foreground_wrong").as_int(), 0) << where;
+    EXPECT_GT(row.at("background_gbps").as_double(), 0) << where;
+    EXPECT_GT(row.at("relative").as_double(), 0) << where;
+    EXPECT_TRUE(row.at("passed").as_bool()) << where;
+    ++ce_rows;
+  }
+  EXPECT_EQ(ce_rows, 2) << "4 MiB and 16 MiB through ce" << context;
+  EXPECT_NE(run.out.find("  attention       p2p      ce      4194304"), std::string::npos) << context;
+  std::printf("[info] %s\n", run.out.c_str());
 }
 
 }  // namespace

@@ -194,7 +194,7 @@ TEST(InterferenceOptions, BadValuesNameTheFlag) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message({"--backend", "ce"}).find("--backend: unknown item 'ce' (choose from pickle, nccl)"),
+  EXPECT_NE(message({"--backend", "mpi"}).find("--backend: unknown item 'mpi' (choose from pickle, nccl, ce)"),
             std::string::npos);
   EXPECT_NE(message({"--background", "p2p,"}).find("--background"), std::string::npos);
   EXPECT_NE(message({"--depth", "2000"}).find("--depth 2000: must be between 1 and 1024"), std::string::npos);
@@ -315,7 +315,7 @@ class FakeTraffic final : public bench::Traffic {
   std::string_view background() const noexcept override { return link_.collective ? "allgather" : "p2p"; }
   std::string_view backend() const noexcept override { return "fake"; }
   void probe() override {}
-  void setup(Store&, int, int) override {}
+  void setup(Store&, int, int, const bench::TrafficBuffers&) override {}
   void post(const void*, void*, std::size_t) override {
     std::this_thread::sleep_for(link_.post_delay[rank_]);
     std::unique_lock lock(link_.mutex);

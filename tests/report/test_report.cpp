@@ -490,5 +490,56 @@ TEST(Report, AnAllgatherOfEightRanksShowsTheMeanAndTheRange) {
   EXPECT_EQ(check_plots(out, md), 1);
 }
 
+/// `--backend pickle,nccl,ce`: the raw copy engine's rows beside pickle's and NCCL's (p2p), and under an allgather,
+/// which ce does not have, its traffic entry unavailable.
+TEST(Report, TheRawCopyEngineGetsAColumnOfItsOwn) {
+  json::Value p2p = interference_result();
+  p2p["options"]["backends"] = json::Value(json::Array{"pickle", "nccl", "ce"});
+  json::Value ce = json::Value::object();
+  ce["background"] = "p2p";
+  ce["backend"] = "ce";
+  ce["status"] = "ok";
+  ce["detail"] = "cudaMemcpyAsync into rank 1's receive buffer mapped here (vmm)";
+  p2p["traffic"].push_back(std::move(ce));
+  json::Value rows = json::Value::array();
+  for (const auto& row : p2p.at("results").as_array()) {
+    if (row.at("backend").as_string() != "pickle") continue;
+    json::Value copy = row;
+    copy["backend"] = "ce";
+    copy["relative"] = 0.979;
+    copy["t_with_ms"] = copy.at("t_alone_ms").as_double() / 0.979;
+    rows.push_back(std::move(copy));
+  }
+  for (auto& row : rows.as_array()) p2p["results"].push_back(row);
+
+  json::Value allgather = allgather_result();
+  allgather["options"]["backends"] = json::Value(json::Array{"pickle", "nccl", "ce"});
+  json::Value unavailable = json::Value::object();
+  unavailable["background"] = "allgather";
+  unavailable["backend"] = "ce";
+  unavailable["status"] = "unavailable";
+  unavailable["detail"] = "the raw copy engine is a p2p background only";
+  allgather["traffic"].push_back(std::move(unavailable));
+
+  TempDir dir("report-interference-ce");
+  write_file(dir / "p2p.json", p2p.dump(2));
+  write_file(dir / "allgather.json", allgather.dump(2));
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", dir / "p2p.json", dir / "allgather.json", "-o", out},
+                             std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+  std::vector<Table> found = sized_tables(md, "| Size | pickle | NCCL | CE |");
+  ASSERT_EQ(found.size(), 3u) << md;  // gemm and attention under p2p, attention under the allgather
+  EXPECT_EQ(found[0].rows[0][3], "0.979 (0.412 GB/s)") << md;  // gemm, 4 KiB, ce
+  EXPECT_EQ(found[0].rows[2][3], "0.979 (390.5 GB/s)") << md;  // gemm, 4 GiB, ce
+  EXPECT_EQ(found[2].rows[0][3], "n/a") << md;                 // the allgather: ce is unavailable
+  EXPECT_NE(md.find("- p2p via CE: **ok**: cudaMemcpyAsync into rank 1's receive buffer"), std::string::npos) << md;
+  EXPECT_NE(md.find("- allgather via CE: **unavailable**: the raw copy engine is a p2p background only"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(check_plots(out, md), 3);
+}
+
 }  // namespace
 }  // namespace pickle::test

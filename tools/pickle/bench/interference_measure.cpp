@@ -166,7 +166,11 @@ void run_traffic(RankState& s, InterferenceReport& report, const std::string& ba
     return;
   }
   auto set_up = lockstep.phase(cat("setup ", background, " ", backend), [&] {
-    if (takes_part) traffic->setup(*s.store, s.rank, s.device);
+    if (takes_part) {
+      const TrafficBuffers buffers{.send = s.send_ptr(), .recv = s.recv_ptr(), .send_bytes = s.send_bytes,
+                                   .recv_bytes = s.recv_bytes};
+      traffic->setup(*s.store, s.rank, s.device, buffers);
+    }
     return traffic->detail();
   });
   if (!set_up.ok) {

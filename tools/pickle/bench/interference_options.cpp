@@ -1,5 +1,6 @@
 #include "interference_options.hpp"
 
+#include <algorithm>
 #include <iterator>
 
 #include <pickle/error.hpp>
@@ -25,6 +26,8 @@ const char* const kInterferenceUsage =
     "Backends of the background traffic:\n"
     "  pickle     pickle::Communicator send/recv (copy engine, no kernel) and allgather\n"
     "  nccl       ncclSend/ncclRecv and ncclAllGather (libnccl.so.2 loaded at run time)\n"
+    "  ce         the raw copy engine: cudaMemcpyAsync into the peer's mapped memory and a flag, p2p only: the\n"
+    "             ceiling pickle's copies are held to (not run unless asked for: --backend pickle,nccl,ce)\n"
     "Backgrounds:\n"
     "  p2p        rank 0 sends messages of each size to rank 1, which runs the foreground\n"
     "  allgather  ranks 0..N-1 (N: --ranks, else every rank) gather each size, the gathered total (size/N from each\n"
@@ -47,7 +50,7 @@ const char* const kInterferenceUsage =
     "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
     "  --attention IMPL  auto: cuDNN SDPA where libcudnn.so.9 loads and supports the graph, else the own kernel;\n"
     "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
-    "  --backend LIST    comma-separated backends, run one after the other (pickle,nccl)\n"
+    "  --backend LIST    comma-separated backends, run one after the other: pickle, nccl, ce (pickle,nccl)\n"
     "  --background LIST comma-separated traffic patterns: p2p, allgather (p2p)\n"
     "  --json FILE       write every measurement, the environment and the topology as JSON (docs/bench.md)\n"
     "  --lanes LIST      seed 001's network interference: for each lane count L and each --backend, one child\n"
@@ -99,7 +102,7 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
     options.foregrounds.assign(std::begin(kForegroundNames), std::end(kForegroundNames));
   }
   if (options.backends.empty()) {
-    options.backends.assign(std::begin(kInterferenceBackendNames), std::end(kInterferenceBackendNames));
+    options.backends.assign(std::begin(kInterferenceDefaultBackends), std::end(kInterferenceDefaultBackends));
   }
   if (options.backgrounds.empty()) options.backgrounds = {"p2p"};
   if (iface_given && options.lanes.empty()) {
@@ -109,6 +112,12 @@ InterferenceOptions parse_interference_options(const std::vector<std::string>& a
     // Seed 001 item 4 is rank 0 -> rank 1 over the network; an allgather would put N ranks on loopback at once and
     // measure the host's CPU rather than the lanes.
     throw InvalidArgument("--lanes: only with --background p2p (the seed's network interference is point to point)");
+  }
+  const bool ce = std::find(options.backends.begin(), options.backends.end(), "ce") != options.backends.end();
+  if (!options.lanes.empty() && ce) {
+    // Lanes are a network path's; the copy engine writes into the peer's mapped memory on this host, over none.
+    throw InvalidArgument("--lanes: the ce backend has no network path and no lanes (it copies into the peer's "
+                          "mapped memory on this host); leave it out of --backend");
   }
   settle_sweep_range(options);
   return options;

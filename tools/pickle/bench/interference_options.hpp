@@ -42,10 +42,12 @@ struct InterferenceOptions : SweepOptions {
 /// -e when not given: seed 001's largest message.
 inline constexpr std::size_t kInterferenceDefaultMaxBytes = std::size_t{16} << 30;
 
-/// What each list flag accepts, in its default order (--foreground's: foreground_options.hpp). `allgather` is
-/// accepted but not run by default.
-inline constexpr std::string_view kInterferenceBackendNames[] = {"pickle", "nccl"};
+/// What each list flag accepts (--foreground's: foreground_options.hpp). `allgather` is accepted but not run by
+/// default; so is `ce` (the raw copy engine, p2p only: under allgather it is unavailable).
+inline constexpr std::string_view kInterferenceBackendNames[] = {"pickle", "nccl", "ce"};
 inline constexpr std::string_view kBackgroundNames[] = {"p2p", "allgather"};
+/// --backend when not given. One list serves every background, and ce has no allgather: ask for it by name.
+inline constexpr std::string_view kInterferenceDefaultBackends[] = {"pickle", "nccl"};
 
 /// The flags that take no value (every other flag takes exactly one): what lets a child's command line be made from
 /// the user's by dropping flags with their values (interference_lanes_args.hpp).

@@ -12,6 +12,7 @@ std::unique_ptr<Traffic> make_traffic(std::string_view background, std::string_v
   }
   if (backend == "pickle") return make_pickle_traffic(background, ranks);
   if (backend == "nccl") return make_nccl_traffic(background, ranks);
+  if (backend == "ce") return make_ce_traffic(background, ranks);
   throw InvalidArgument(cat("bench interference: unknown backend '", backend, "'"));
 }
 

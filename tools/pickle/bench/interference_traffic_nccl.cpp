@@ -39,7 +39,7 @@ class NcclTraffic final : public Traffic {
 
   std::string detail() const override { return nccl_.detail(); }
 
-  void setup(Store& store, int rank, int device) override {
+  void setup(Store& store, int rank, int device, const TrafficBuffers&) override {
     rank_ = rank;
     const std::string key = cat("bench/interference/nccl/", background_, "/unique-id");
     const NcclUniqueId id = nccl_.share_unique_id(store, key, rank);

@@ -54,7 +54,7 @@ class PickleTraffic final : public Traffic {
     }
   }
 
-  void setup(Store& store, int rank, int device) override {
+  void setup(Store& store, int rank, int device, const TrafficBuffers&) override {
     rank_ = rank;
     // All of the job's ranks: 0, so that the communicator keeps the job's own host layout; a subset: one host's.
     const int ranks = ranks_.ranks == store.self().world_size ? 0 : ranks_.ranks;

@@ -1,13 +1,14 @@
 """`pickle bench interference`: how much background traffic into a GPU slows the compute running on it.
 
 Seed 001's "NVLink P2P 对计算的影响" table has the shape Size | Pickle | NCCL of relative compute throughput
-(time alone / time with traffic; 1 = no effect). Here each cell adds the background bandwidth that was reached
-inside the timed window, since a relative throughput of 1 means nothing if the traffic stood still. A row whose
-background did not overlap the whole window is marked (and failed the run). A row that several ranks measured (an
-allgather of N ranks: each times its own foreground) shows the mean over them with their range, as seed 001 item 6
-reports "the mean over the 8 ranks". One table and one plot per foreground and traffic pattern: relative throughput vs
-message size per backend (solid, left axis) with the background's bandwidth (dashed, right axis). A file of
-`--lanes` (rows with a lane count) has seed 001 item 4's shape instead: interference_lanes.py."""
+(time alone / time with traffic; 1 = no effect), with a CE column where the raw copy engine ran too (--backend ce).
+Here each cell adds the background bandwidth that was reached inside the timed window, since a relative throughput
+of 1 means nothing if the traffic stood still. A row whose background did not overlap the whole window is marked
+(and failed the run). A row that several ranks measured (an allgather of N ranks: each times its own foreground)
+shows the mean over them with their range, as seed 001 item 6 reports "the mean over the 8 ranks". One table and
+one plot per foreground and traffic pattern: relative throughput vs message size per backend (solid, left axis) with
+the background's bandwidth (dashed, right axis). A file of `--lanes` (rows with a lane count) has seed 001 item 4's
+shape instead: interference_lanes.py."""
 import os
 
 from .. import machine, markdown, plotting
@@ -16,7 +17,8 @@ from ..units import number, size_label, size_words
 from . import interference_lanes, interference_plot
 from .registry import Suite, register
 
-DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
+# "ce": the raw copy engine (--backend ce), the reference figures' "CE copies" column.
+DISPLAY = {"pickle": "pickle", "nccl": "NCCL", "ce": "CE"}
 BACKGROUND_TITLES = {"p2p": "p2p traffic, rank 0 -> rank 1", "allgather": "allgather traffic, %d ranks"}
 
 
