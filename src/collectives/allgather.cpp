@@ -22,24 +22,54 @@ namespace {
 // 85 us, so on one stream the local copy adds a quarter to every call.
 constexpr std::size_t kOwnCopyBesideBytes = 16u << 20;
 
-/// PICKLE_ALLGATHER_SCHEDULE=staggered: the peers' copies one after another on the caller's stream, rank + 1 first,
-/// then rank + 2, ...: at step s every rank writes to rank + s and receives from rank - s only, so that no rank's
-/// links take several peers' copies at once while each copy has a link to itself. The parallel schedule (the default)
-/// gives each peer's copy its own copy queue instead. `own_source` is the own block's copy source (nullptr: none).
+/// The own block's copy into its slot (`own_source` nullptr: in place, nothing to copy). It goes while the peers'
+/// ready counts are on their way, ahead of the peers' copies on the caller's stream: the copy engine would otherwise
+/// idle through that wait and copy the block after the peers' data. A large block goes beside them instead, on
+/// another engine.
+void copy_own_block(Call& call, const std::vector<Region>& own, const char* own_source, char* recv) {
+  if (own_source == nullptr) return;  // then `own` may be several regions, or none
+  if (own[0].bytes >= kOwnCopyBesideBytes) {
+    call.copy_beside(recv + own[0].offset, own_source, own[0].bytes);
+  } else {
+    call.stream().copy(recv + own[0].offset, own_source, own[0].bytes);
+  }
+}
+
+/// PICKLE_ALLGATHER_SCHEDULE=staggered (the default): the peers' copies one after another on the caller's stream,
+/// rank + 1 first, then rank + 2, ...: at step s every rank writes to rank + s and is written by rank - s only, so
+/// that each copy has the sender's and the receiver's links to itself. Through an NVSwitch one copy takes a GPU's
+/// whole NVLink bandwidth, so the call takes world - 1 copy times of a block at full speed, where the parallel
+/// schedule's copies share the links and went slower in sum (4 x H200: 0.68-0.73x NCCL parallel, 1.13-1.15x NCCL
+/// staggered from 512 MiB; docs/results/2026-11-28b-h200x4.md). With two ranks both schedules are one copy on the
+/// caller's stream.
 template <typename Source>
 void staggered_sends(Call& call, const std::vector<Region>& own, Source source, const char* own_source, char* recv) {
   const int rank = call.rank(), world = call.world();
-  if (own_source != nullptr && own[0].bytes >= kOwnCopyBesideBytes) {
-    call.copy_beside(recv + own[0].offset, own_source, own[0].bytes);
-  } else if (own_source != nullptr) {
-    call.stream().copy(recv + own[0].offset, own_source, own[0].bytes);
-  }
+  copy_own_block(call, own, own_source, recv);
   for (int step = 1; step < world; ++step) {
     const int peer = (rank + step) % world;
     call.await_ready(peer, Call::kCaller);
     for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
   }
-  call.finish();
+}
+
+/// PICKLE_ALLGATHER_SCHEDULE=parallel: every peer's copy at once. The next rank's copy runs on the caller's stream
+/// itself, the others' on side streams (one copy queue per peer), for GPUs whose links to different peers are
+/// different links (a direct NVLink mesh), where copies to several peers add up.
+template <typename Source>
+void parallel_sends(Call& call, const std::vector<Region>& own, Source source, const char* own_source, char* recv) {
+  const int rank = call.rank(), world = call.world();
+  const int next = (rank + 1) % world;
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank || peer == next) continue;
+    call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
+    for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes);
+  }
+  copy_own_block(call, own, own_source, recv);
+  if (next != rank) {
+    call.await_ready(next, Call::kCaller);
+    for (std::size_t i = 0; i < own.size(); ++i) call.send(next, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
+  }
 }
 
 }  // namespace
@@ -69,33 +99,18 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
         call.stream_wait_later(call.recv(peer, kTagAllgather, recv + region.offset, region.bytes));
       }
     }
-    // The next rank's copy runs on the caller's stream itself, the others' on side streams. With two ranks that is
-    // the whole call on one stream (but for a large own block's copy, below): per call no fork event, no cross-stream
-    // wait and no wait for the send's completion, on the host and on the GPU's path from one call to the next
+    // Every ready count leaves from the caller's stream; the copies follow the schedule. With two ranks either is
+    // the whole call on one stream (but for a large own block's copy): per call no fork event, no cross-stream wait
+    // and no wait for the send's completion, on the host and on the GPU's path from one call to the next
     // (docs/collectives.md, "Allgather").
-    const int next = (rank + 1) % world;
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);
     }
-    if (call.state().allgather_staggered) return staggered_sends(call, own, source, copy_own ? send : nullptr, recv);
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank || peer == next) continue;
-      call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
-      for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes);
-    }
-    // The own block's copy goes while the peers' ready counts are on their way, ahead of the next rank's copy: the
-    // copy engine would otherwise idle through that wait and copy the block after the peer's data. A large block
-    // goes beside the next rank's copy instead, on another engine.
-    if (copy_own && own[0].bytes >= kOwnCopyBesideBytes) {
-      call.copy_beside(recv + own[0].offset, send, own[0].bytes);
-    } else if (copy_own) {
-      call.stream().copy(recv + own[0].offset, send, own[0].bytes);
-    }
-    if (next != rank) {
-      call.await_ready(next, Call::kCaller);
-      for (std::size_t i = 0; i < own.size(); ++i) {
-        call.send(next, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
-      }
+    const char* own_source = copy_own ? send : nullptr;
+    if (call.state().allgather_staggered) {
+      staggered_sends(call, own, source, own_source, recv);
+    } else {
+      parallel_sends(call, own, source, own_source, recv);
     }
     call.finish();
   });

@@ -108,15 +108,22 @@ void run_exchange(Call& call, const Exchange& x) {
   if (world > 1) {
     for (std::size_t j = 0; j < std::min<std::size_t>(kStages - 1, chunks); ++j) post(j);
   }
+  // Every lane's sends go to the peers in the order rank + 1, rank + 2, ...: with PICKLE_PIPELINE_SCHEDULE=staggered
+  // they share one side stream per lane, and at each step every rank copies to one peer and is copied to by one
+  // (the allgather's staggered schedule, allgather.cpp); in parallel each peer has side streams of its own. Shared
+  // from before the handshake (in-place alltoall's ready signals), so that the sends wait where the signals were
+  // awaited.
+  if (call.state().pipeline_staggered) call.share_side_streams();
   if (x.before_first_send) x.before_first_send();
 
+  auto peer_at = [&](int step) { return (rank + step) % world; };
   std::vector<Request> outgoing(n);
   std::vector<const void*> inputs(n);
   for (std::size_t k = 0; k < chunks; ++k) {
     const int stage = static_cast<int>(k % kStages);
     const auto [mine_begin, mine_length] = piece(rank, k);
-    for (int peer = 0; peer < world; ++peer) {
-      if (peer == rank) continue;
+    for (int step = 1; step < world; ++step) {
+      const int peer = peer_at(step);
       const auto [begin, length] = piece(peer, k);
       outgoing[static_cast<std::size_t>(peer)] =
           call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
@@ -156,8 +163,8 @@ void run_exchange(Call& call, const Exchange& x) {
     if (x.gather && mine_length > 0) {
       // The reduced chunk goes on to every peer as soon as it is ready, while later chunks are still reduced.
       const char* result = x.recv + (x.out_offset + mine_begin) * element;
-      for (int peer = 0; peer < world; ++peer) {
-        if (peer == rank) continue;
+      for (int step = 1; step < world; ++step) {
+        const int peer = peer_at(step);
         call.side_wait(peer, consumed, Call::kResult);
         call.send(peer, x.gather_tag, result, mine_length * element, Call::kResult);
       }

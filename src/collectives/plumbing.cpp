@@ -19,20 +19,24 @@ namespace {
 /// the reduction of the previous ones. Measured: on 2 x H200 with 1 MiB chunks a 16 MiB allreduce was host-bound
 /// (8 chunks); on one H100 (docs/results/2026-11-24-h100x1.md, eighth session) 16 MiB chunks beat 4 and 8 MiB ones
 /// at every size from 16 MiB to 1 GiB (a 64 MiB allreduce: 265 us per call, against 423 us with the 4 MiB chunks
-/// of the earlier rule), so CUDA chunks are 16 MiB, or the whole block when it is smaller (so that a small reduction
-/// does not allocate 16 MiB of scratch per stage and peer: found by review). PICKLE_COLL_CHUNK
-/// overrides it, to measure between two GPUs. On host memory the copies are memcpy on stream threads: small chunks
-/// keep the CPU tests' pipelines deep.
+/// of the earlier rule). On 2 x H200 (docs/results/2026-11-28b-h200x4.md) larger blocks want larger chunks: a 2-rank
+/// allreduce of 256 MiB reached 343 GB/s busbw with 32 MiB chunks, of 512 MiB 360 and of 1 GiB 351-355 with 64 MiB
+/// chunks, against about 310 with 16 MiB ones; but 64 MiB chunks for blocks of 32-64 MiB (one or two chunks, no
+/// pipeline) fell to 0.8x NCCL. So CUDA chunks are a quarter of the block within 16-64 MiB, or the whole block when
+/// it is under 16 MiB (so that a small reduction does not allocate 16 MiB of scratch per stage and peer: found by
+/// review). PICKLE_COLL_CHUNK overrides it, to measure. On host memory the copies are memcpy on stream threads:
+/// small chunks keep the CPU tests' pipelines deep.
 struct ChunkLimits {
   std::size_t chunks_per_block;  ///< a block is cut into about this many chunks, before the limits below apply
   std::size_t min_bytes;
   std::size_t max_bytes;
-  std::size_t scratch_bytes;  ///< most scratch one communicator may hold (all stages, all peers)
+  std::size_t whole_block_bytes;  ///< a block up to this size is one chunk, whatever chunks_per_block says
+  std::size_t scratch_bytes;      ///< most scratch one communicator may hold (all stages, all peers)
 };
 
 constexpr ChunkLimits limits_of(MemoryKind kind) {
-  return kind == MemoryKind::Cuda ? ChunkLimits{1, 4u << 10, 16u << 20, 256u << 20}
-                                  : ChunkLimits{8, 64u << 10, 1u << 20, 32u << 20};
+  return kind == MemoryKind::Cuda ? ChunkLimits{4, 4u << 10, 64u << 20, 16u << 20, 256u << 20}
+                                  : ChunkLimits{8, 64u << 10, 1u << 20, 0, 32u << 20};
 }
 
 /// Chunk sizes stay multiples of this: whole elements of every type, and 16-byte aligned chunk starts.
@@ -58,11 +62,12 @@ int read_reduce_ctas() {
   return static_cast<int>(ctas);
 }
 
-bool read_allgather_staggered() {
-  const std::string schedule = env::get("PICKLE_ALLGATHER_SCHEDULE");
-  if (schedule == "parallel") return false;
+/// PICKLE_ALLGATHER_SCHEDULE, PICKLE_PIPELINE_SCHEDULE: true for staggered.
+bool read_staggered(const char* variable) {
+  const std::string schedule = env::get(variable);
   if (schedule == "staggered") return true;
-  throw InvalidArgument(cat("PICKLE_ALLGATHER_SCHEDULE=", schedule, " must be parallel or staggered"));
+  if (schedule == "parallel") return false;
+  throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
 }
 
 }  // namespace
@@ -75,7 +80,8 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     auto state = std::make_shared<CollectiveState>();
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
-    state->allgather_staggered = read_allgather_staggered();
+    state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
+    state->pipeline_staggered = read_staggered("PICKLE_PIPELINE_SCHEDULE");
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;
@@ -152,7 +158,8 @@ int Call::device() const noexcept { return comm_.device; }
 double Call::timeout() const noexcept { return comm_.timeout_seconds; }
 
 Stream& Call::side_stream(int peer, Lane lane) {
-  auto& side = state_.side[lane][static_cast<std::size_t>(peer)];
+  auto& side = shared_side_ && peer != rank() ? state_.shared_side[lane]
+                                              : state_.side[lane][static_cast<std::size_t>(peer)];
   if (!side) side.emplace(std::shared_ptr<device::Stream>(device::make_stream(comm_.kind, std::max(0, comm_.device))));
   return *side;
 }
@@ -428,9 +435,12 @@ Blocks equal_blocks(std::size_t count, int world) {
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes) {
   const ChunkLimits limits = limits_of(kind);
+  const std::size_t block_bytes = ceil_div(max_block * element_size, kChunkAlign) * kChunkAlign;
   std::size_t bytes =
       ceil_div(ceil_div(max_block * element_size, limits.chunks_per_block), kChunkAlign) * kChunkAlign;
-  bytes = fixed_bytes != 0 ? fixed_bytes : std::clamp(bytes, limits.min_bytes, limits.max_bytes);
+  bytes = std::clamp(bytes, limits.min_bytes, limits.max_bytes);
+  bytes = std::max(bytes, std::min(block_bytes, limits.whole_block_bytes));
+  if (fixed_bytes != 0) bytes = fixed_bytes;
   // All stages of all peers within the ceiling (many ranks: smaller chunks).
   const std::size_t per_slot = limits.scratch_bytes / (static_cast<std::size_t>(kStages) *
                                                        static_cast<std::size_t>(std::max(1, world - 1)));

@@ -84,6 +84,8 @@ struct CollectiveState {
   /// call computed (allreduce's reduced chunks): it waits for each reduction, on a queue of its own so that the
   /// input sends of later chunks do not queue behind those waits.
   std::vector<std::optional<Stream>> side[2];
+  /// Per lane: the one side stream of every peer's sends, for calls that share them (Call::share_side_streams).
+  std::optional<Stream> shared_side[2];
   std::unique_ptr<device::Event> fork_event;
   /// The end of a call's copy_beside: the caller's stream waits for it at finish.
   std::unique_ptr<device::Event> beside_done;
@@ -102,10 +104,14 @@ struct CollectiveState {
   /// to its ceiling and the partials twofold where that fits, so these hold about as much as the buffers in use.
   std::vector<std::shared_ptr<device::Allocation>> retired;
   int reduce_ctas = 8;  ///< PICKLE_REDUCE_CTAS
-  /// PICKLE_ALLGATHER_SCHEDULE: false (parallel): each peer's copy on its own copy queue, all at once; true
-  /// (staggered): one peer at a time on the caller's stream, rank + 1 first, so that at each step every rank
-  /// receives from one peer only (allgather.cpp).
-  bool allgather_staggered = false;
+  /// PICKLE_ALLGATHER_SCHEDULE: true (staggered, the default): one peer at a time on the caller's stream, rank + 1
+  /// first, so that at each step every rank receives from one peer only; false (parallel): each peer's copy on its
+  /// own copy queue, all at once (allgather.cpp).
+  bool allgather_staggered = true;
+  /// PICKLE_PIPELINE_SCHEDULE: false (parallel, the default): the pipeline's sends to each peer on a side stream of
+  /// that peer's own, all peers at once; true (staggered): one side stream per lane for all peers (Call::
+  /// share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time (pipeline.cpp).
+  bool pipeline_staggered = false;
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
 
@@ -178,6 +184,10 @@ class Call {
   /// of before or after them: worth its four extra stream operations (a fork and a join) only where the copies, not
   /// the host, set the pace of the call.
   void copy_beside(void* dst, const void* src, std::size_t bytes);
+  /// From here on this call's sends to every peer on a lane (kInput, kResult) go on one side stream of that lane
+  /// (CollectiveState::shared_side) instead of one per peer: they copy one after another, in the order they were
+  /// issued. copy_beside keeps a stream of its own.
+  void share_side_streams() noexcept { shared_side_ = true; }
   /// The caller's stream waits for `request` from here on (a send: the host blocks until the peer has posted).
   void stream_wait(Request& request);
   /// The caller's stream waits for `request` (a receive) at the end of the call.
@@ -213,6 +223,7 @@ class Call {
   bool started_ = false;
   bool forked_ = false;
   bool beside_ = false;  // copy_beside queued a copy that finish must join
+  bool shared_side_ = false;  // share_side_streams
   std::vector<bool> side_forked_[2];
   std::vector<Request> deferred_;
   std::vector<Request> recvs_;
@@ -260,8 +271,8 @@ Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
 /// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,
-/// else the block (CUDA) or about an eighth of it (host memory), within the kind's limits; then within the scratch
-/// ceiling. It depends only on
+/// else a quarter of the block within 16-64 MiB or the whole block under 16 MiB (CUDA), or about an eighth of it
+/// within 64 KiB-1 MiB (host memory); then within the scratch ceiling. It depends only on
 /// arguments that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);

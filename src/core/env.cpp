@@ -15,11 +15,12 @@ namespace {
 
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
-    Variable{"PICKLE_ALLGATHER_SCHEDULE", "parallel",
-             "How allgather sends a rank's block to its peers within a host: parallel (each peer's copy on its own "
-             "copy queue, all at once) or staggered (one peer after another on the caller's stream, rank + 1 first, "
-             "so that at each step every rank receives from one peer only). The ranks may differ. See "
-             "docs/collectives.md, \"Allgather\"."},
+    Variable{"PICKLE_ALLGATHER_SCHEDULE", "staggered",
+             "How allgather sends a rank's block to its peers within a host: staggered (one peer after another on "
+             "the caller's stream, rank + 1 first, so that at each step every rank receives from one peer only: the "
+             "faster on NVSwitch, 1.13-1.15x NCCL on 4 H200s from 512 MiB) or parallel (each peer's copy on its own "
+             "copy queue, all at once: for GPUs joined by direct links, one set per peer). The ranks may differ. "
+             "See docs/collectives.md, \"Allgather\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
              "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},
@@ -29,9 +30,9 @@ constexpr std::array kTable = {
              "and the run must fail."},
     Variable{"PICKLE_COLL_CHUNK", "",
              "Bytes per pipeline chunk of reduce_scatter, allreduce and alltoall (a multiple of 4096, at least 4096), "
-             "to tune the pipeline against the host's cost per chunk; unset: 16 MiB on CUDA (the block when smaller), and "
-             "about an eighth of a rank's block within 64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks "
-             "cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
+             "to tune the pipeline against the host's cost per chunk; unset: on CUDA a quarter of a rank's block "
+             "within 16-64 MiB (the whole block when under 16 MiB), and about an eighth of it within 64 KiB-1 MiB on "
+             "host memory. Every rank must set the same value (the ranks cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
              "4 stages and all peers) still applies."},
     Variable{"PICKLE_COLL_HIERARCHY", "1",
              "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "
@@ -67,6 +68,11 @@ constexpr std::array kTable = {
              "1: the communicator stages host memory through pinned buffers on the net transport as it always does GPU "
              "memory (copy engine to a pinned buffer, RMA write, copy into place): to test and measure that path on "
              "host memory."},
+    Variable{"PICKLE_PIPELINE_SCHEDULE", "parallel",
+             "How the pipelined collectives (reduce_scatter, allreduce, in-place alltoall) send each chunk to its "
+             "peers: parallel (a side stream per peer and lane, every peer at once) or staggered (one side stream "
+             "per lane for all peers, rank + 1 first, as PICKLE_ALLGATHER_SCHEDULE=staggered; not yet measured on "
+             "GPUs). The ranks may differ. See docs/collectives.md, \"Pipeline\"."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},

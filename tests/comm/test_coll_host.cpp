@@ -36,13 +36,30 @@ TEST(Coll, AChunkSettingThatIsNotAMultipleOfAPageIsAClearError) {
       run_ranks("coll_bad_setting", 2, {"host", "PICKLE_COLL_CHUNK"}, {"PICKLE_TIMEOUT=30", "PICKLE_COLL_CHUNK=5000"}));
 }
 
-// The staggered allgather schedule (one peer at a time on the caller's stream): the whole matrix, whose allgathers
-// and allgather-based steps then run it, and blocks large enough that the own block is copied beside the sends.
-TEST(Coll, TheStaggeredAllgatherScheduleStillMatchesTheReference) {
-  expect_all_ok(run_ranks("coll_matrix", 4, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"},
+// The parallel allgather schedule (every peer's copy at once, each on its own copy queue; the default, staggered,
+// runs in every other test): the whole matrix, whose allgathers and allgather-based steps then run it, and blocks
+// large enough that the own block is copied beside the sends.
+TEST(Coll, TheParallelAllgatherScheduleStillMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 4, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"},
                           std::chrono::seconds(240)));
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"host", "16"},
-                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"}));
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
+}
+
+// The staggered pipeline schedule (one side stream per lane for all peers, rank + 1 first): the matrix's
+// reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks, with page-sized chunks so that every call
+// runs through many chunks on the shared streams.
+TEST(Coll, TheStaggeredPipelineScheduleStillMatchesTheReference) {
+  for (int ranks : {4, 3}) {
+    expect_all_ok(run_ranks("coll_matrix", ranks, {"host"},
+                            {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_COLL_CHUNK=4096"},
+                            std::chrono::seconds(240)));
+  }
+}
+
+TEST(Coll, AnUnknownPipelineScheduleIsAClearError) {
+  expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_PIPELINE_SCHEDULE"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_PIPELINE_SCHEDULE=serial"}));
 }
 
 TEST(Coll, AnUnknownAllgatherScheduleIsAClearError) {

@@ -57,11 +57,20 @@ TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
 TEST_F(CollCuda, AllgathersOfLargeBlocksCopyTheOwnBlockBesideTheSends) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 2, {"cuda", "64"}, {"PICKLE_TIMEOUT=60"}));
 }
-// The staggered allgather schedule on GPUs: three ranks (so that a rank has two peers to take in turn) sharing the
+// Both allgather schedules on GPUs: three ranks (so that a rank has two peers, taken in turn or at once) sharing the
 // two GPUs, with 32 MiB blocks whose own copy goes beside the sends.
-TEST_F(CollCuda, TheStaggeredAllgatherScheduleMovesEveryBlock) {
+TEST_F(CollCuda, BothAllgatherSchedulesMoveEveryBlock) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=staggered"}));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
+}
+// The staggered pipeline schedule on GPUs: three ranks sharing the two GPUs (two peers each on one side stream per
+// lane), 64 KiB chunks so that the matrix's calls run through several chunks.
+TEST_F(CollCuda, TheStaggeredPipelineScheduleMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_COLL_CHUNK=65536"},
+                          std::chrono::seconds(400)));
 }
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));

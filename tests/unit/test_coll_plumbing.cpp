@@ -35,6 +35,34 @@ TEST(CollPlumbing, SplitBlocksCoversTheCountAndNonEmptyBlocksStartAligned) {
   }
 }
 
+// The pipeline's chunk rule (plumbing.cpp, ChunkLimits): on CUDA the whole block under 16 MiB, else a quarter of it
+// within 16-64 MiB (measured on 2 x H200, docs/results/2026-11-28b-h200x4.md); always within the scratch ceiling.
+TEST(CollPlumbing, CudaChunksAreAQuarterOfALargeBlockWithin16And64MiB) {
+  constexpr std::size_t MiB = 1u << 20;
+  auto chunk_bytes = [](std::size_t block_bytes, int world, std::size_t fixed = 0) {
+    return chunk_elements(MemoryKind::Cuda, block_bytes / 4, 4, world, fixed) * 4;
+  };
+  EXPECT_EQ(chunk_bytes(4096, 2), 4096u);
+  EXPECT_EQ(chunk_bytes(8 * MiB, 2), 8 * MiB);     // under 16 MiB: one chunk, no larger scratch than the block
+  EXPECT_EQ(chunk_bytes(32 * MiB, 2), 16 * MiB);   // a quarter would be 8 MiB: 16 MiB is the floor
+  EXPECT_EQ(chunk_bytes(64 * MiB, 2), 16 * MiB);
+  EXPECT_EQ(chunk_bytes(128 * MiB, 2), 32 * MiB);
+  EXPECT_EQ(chunk_bytes(256 * MiB, 2), 64 * MiB);
+  EXPECT_EQ(chunk_bytes(512 * MiB, 2), 64 * MiB);  // a quarter would be 128 MiB: 64 MiB is the ceiling
+  // 4 ranks: 4 stages x 3 peers share 256 MiB of scratch, 21.3 MiB each, rounded down to pages.
+  EXPECT_EQ(chunk_bytes(512 * MiB, 4), (256 * MiB / 12) / 4096 * 4096);
+  EXPECT_EQ(chunk_bytes(512 * MiB, 2, 8 * MiB), 8 * MiB);  // PICKLE_COLL_CHUNK wins
+}
+
+TEST(CollPlumbing, HostChunksAreAnEighthOfTheBlockWithin64KiBAnd1MiB) {
+  auto chunk_bytes = [](std::size_t block_bytes) {
+    return chunk_elements(MemoryKind::Host, block_bytes / 4, 4, 2) * 4;
+  };
+  EXPECT_EQ(chunk_bytes(4096), 64u << 10);
+  EXPECT_EQ(chunk_bytes(4u << 20), 512u << 10);
+  EXPECT_EQ(chunk_bytes(64u << 20), 1u << 20);
+}
+
 TEST(CollPlumbing, ACudaReductionOverMoreRanksThanTheKernelTakesIsRefusedByName) {
   const OpContext ctx{.rank = 3, .op = "allreduce", .bytes = 4096};
   EXPECT_NO_THROW(check_reduction_fits(ctx, MemoryKind::Cuda, kMaxReduceInputs));
