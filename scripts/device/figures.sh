@@ -13,16 +13,17 @@
 #   coll          issue 6: coll_time_probe between the two GPUs (stream time against host enqueue time per call: which
 #                 of the two bounds a size), then allgather and allreduce vs NCCL (both modes), 1M-1G
 #   transports    issue 5: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs, 64M-1G; about 5 minutes)
-#   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net, 1-4 lanes, 1M-1G)
+#   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net): bandwidth vs lanes 1-4 at 1 GiB
+#                 (3 runs each, about 3 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
+#   net16g        issue 8: the 16 GiB point of the 4-lane size sweep (about 1.5 s per message over loopback)
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
 #                 lanes, 1 GiB messages (bench interference --lanes: 6 children; its own call, to stay within 10 min)
 #   tests         every GPU test on the two GPUs
 #   interference  issue 4: GEMM and cuDNN attention under pickle's, NCCL's and the raw copy engine's p2p background
 #                 (the anchors' "CE copies" column, measured in the same run), 16M-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
-#   netfix        issue 8: the staged-send fix of 2026-11-28 (869eed6) on GPUs: NetCuda's tests, then bench p2p over
-#                 net 16M-1G (hung at 256 MiB before it), then the lanes table
-#   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce and allgather 32M-8G on 4 ranks with NCCL beside,
+#   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce 32M-8G on 4 ranks with NCCL beside, then with
+#                 PICKLE_PIPELINE_SCHEDULE=staggered (not yet measured), allgather 32M-8G with NCCL beside,
 #                 seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB per GPU),
 #                 the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the limits stopped
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
@@ -31,7 +32,7 @@
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netinterference|tests|interference|allgather|netfix|four|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netinterference|tests|interference|allgather|net16g|four|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -52,7 +53,11 @@ case "$group" in
   transports)
     exec "${session[@]}" bench:transports:--runs+3+-b+64M+-e+1G ;;
   lanes)
-    exec "${session[@]}" bench:transports:--lanes+1,2,4+--ops+p2p+-b+1M+-e+1G+-f+4+--runs+1 ;;
+    exec "${session[@]}" \
+      limit:300 bench:transports:--lanes+1,2,3,4+--ops+p2p+-b+1G+-e+1G+-n+5+-w+1+--repeats+2+--runs+3 \
+      limit:150 bench:transports:--lanes+4+--ops+p2p+-b+4K+-e+4G+-f+4+-n+5+-w+1+--repeats+2+--runs+1 ;;
+  net16g)
+    exec "${session[@]}" limit:300 bench:transports:--lanes+4+--ops+p2p+-b+16G+-e+16G+-n+3+-w+1+--repeats+1+--runs+1 ;;
   netinterference)
     exec "${session[@]}" bench:interference:--lanes+1,2,4+--foreground+gemm+-b+1G+-e+1G ;;
   tests)
@@ -62,18 +67,17 @@ case "$group" in
       bench:interference:--foreground+gemm,attention+--background+p2p+--backend+pickle,nccl,ce+-b+16M+-e+4G+-f+4 ;;
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
-  netfix)
-    exec "${session[@]}" gpu-tests:NetCuda env:PICKLE_TRANSPORT=net limit:120 \
-      bench:p2p:--backend+pickle+-b+16M+-e+1G+-f+4+-n+8+-w+2+--repeats+3 env:PICKLE_TRANSPORT= \
-      limit:300 bench:transports:--lanes+1,2,4+--ops+p2p+-b+16M+-e+1G+-f+4+-n+8+-w+2+--repeats+3+--runs+1 ;;
   four)
-    exec "${session[@]}" limit:200 bench:coll:-c+allreduce+--ranks+4+-b+32M+-e+8G+-f+2+-n+10+-w+3+--repeats+3 \
-      bench:coll:-c+allgather+--ranks+4+-b+32M+-e+8G+-f+2+-n+10+-w+3+--repeats+3 \
+    exec "${session[@]}" limit:120 bench:coll:-c+allreduce+--ranks+4+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
+      env:PICKLE_PIPELINE_SCHEDULE=staggered \
+      bench:coll:-c+allreduce,reduce_scatter+--ranks+4+--backend+pickle+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
+      env:PICKLE_PIPELINE_SCHEDULE= \
+      bench:coll:-c+allgather+--ranks+4+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
       limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+2G+-f+4 \
       limit:90 bench:interference:--ranks+4+--background+allgather+--foreground+attention+-b+4G+-e+4G+-n+100+-w+20 \
       limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netinterference, tests, interference, allgather, netfix, four, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netinterference, tests, interference, allgather, net16g, four, allgather8)" >&2; exit 2 ;;
 esac

@@ -490,17 +490,22 @@ TEST(Report, AnAllgatherOfEightRanksShowsTheMeanAndTheRange) {
   EXPECT_EQ(check_plots(out, md), 1);
 }
 
+/// The "traffic" entry of the ce backend under `background`.
+json::Value ce_traffic(const char* background, const char* status, const char* detail) {
+  json::Value traffic = json::Value::object();
+  traffic["background"] = background;
+  traffic["backend"] = "ce";
+  traffic["status"] = status;
+  traffic["detail"] = detail;
+  return traffic;
+}
+
 /// `--backend pickle,nccl,ce`: the raw copy engine's rows beside pickle's and NCCL's (p2p), and under an allgather,
 /// which ce does not have, its traffic entry unavailable.
 TEST(Report, TheRawCopyEngineGetsAColumnOfItsOwn) {
   json::Value p2p = interference_result();
   p2p["options"]["backends"] = json::Value(json::Array{"pickle", "nccl", "ce"});
-  json::Value ce = json::Value::object();
-  ce["background"] = "p2p";
-  ce["backend"] = "ce";
-  ce["status"] = "ok";
-  ce["detail"] = "cudaMemcpyAsync into rank 1's receive buffer mapped here (vmm)";
-  p2p["traffic"].push_back(std::move(ce));
+  p2p["traffic"].push_back(ce_traffic("p2p", "ok", "cudaMemcpyAsync into rank 1's receive buffer mapped here (vmm)"));
   json::Value rows = json::Value::array();
   for (const auto& row : p2p.at("results").as_array()) {
     if (row.at("backend").as_string() != "pickle") continue;
@@ -514,12 +519,8 @@ TEST(Report, TheRawCopyEngineGetsAColumnOfItsOwn) {
 
   json::Value allgather = allgather_result();
   allgather["options"]["backends"] = json::Value(json::Array{"pickle", "nccl", "ce"});
-  json::Value unavailable = json::Value::object();
-  unavailable["background"] = "allgather";
-  unavailable["backend"] = "ce";
-  unavailable["status"] = "unavailable";
-  unavailable["detail"] = "the raw copy engine is a p2p background only";
-  allgather["traffic"].push_back(std::move(unavailable));
+  allgather["traffic"].push_back(
+      ce_traffic("allgather", "unavailable", "the raw copy engine is a p2p background only"));
 
   TempDir dir("report-interference-ce");
   write_file(dir / "p2p.json", p2p.dump(2));
