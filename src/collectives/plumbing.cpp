@@ -1,6 +1,7 @@
 #include "collectives/plumbing.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstdint>
 
@@ -22,10 +23,10 @@ namespace {
 /// of the earlier rule). On 2 x H200 (docs/results/2026-11-28b-h200x4.md) larger blocks want larger chunks: a 2-rank
 /// allreduce of 256 MiB reached 343 GB/s busbw with 32 MiB chunks, of 512 MiB 360 and of 1 GiB 351-355 with 64 MiB
 /// chunks, against about 310 with 16 MiB ones; but 64 MiB chunks for blocks of 32-64 MiB (one or two chunks, no
-/// pipeline) fell to 0.8x NCCL. So CUDA chunks are a quarter of the block within 16-64 MiB, or the whole block when
-/// it is under 16 MiB (so that a small reduction does not allocate 16 MiB of scratch per stage and peer: found by
-/// review). PICKLE_COLL_CHUNK overrides it, to measure. On host memory the copies are memcpy on stream threads:
-/// small chunks keep the CPU tests' pipelines deep.
+/// pipeline) fell to 0.8x NCCL. So CUDA chunks are a quarter of the block rounded down to 16, 32 or 64 MiB, or the
+/// whole block when it is under 16 MiB (so that a small reduction does not allocate 16 MiB of scratch per stage and
+/// peer: found by review). PICKLE_COLL_CHUNK overrides it, to measure. On host memory the copies are memcpy on
+/// stream threads: small chunks keep the CPU tests' pipelines deep.
 struct ChunkLimits {
   std::size_t chunks_per_block;  ///< a block is cut into about this many chunks, before the limits below apply
   std::size_t min_bytes;
@@ -333,19 +334,23 @@ void Call::abandon() noexcept {
       PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, a send could not be waited for: " << e.what());
     }
   }
-  for (const auto& lane : state_.side) {
-    for (const auto& side : lane) {
-      if (!side) continue;
-      try {
-        auto done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
-        side->impl().record(*done);
-        stream().wait(*done);
-      } catch (const std::exception& e) {
-        PICKLE_LOG(Warn, "coll", prefix_ << ": after the failure, the stream could not be ordered after the side "
-                                            "streams: " << e.what());
-      }
+  auto join = [&](const std::optional<Stream>& side) {
+    if (!side) return;
+    try {
+      auto done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
+      side->impl().record(*done);
+      stream().wait(*done);
+    } catch (const std::exception& e) {
+      PICKLE_LOG(Warn, "coll", prefix_ << ": after the failure, the stream could not be ordered after the side "
+                                          "streams: " << e.what());
     }
+  };
+  for (const auto& lane : state_.side) {
+    for (const auto& side : lane) join(side);
   }
+  // The lanes' shared streams too (share_side_streams): a send whose failure made on_stream throw above may still
+  // have a staging copy queued there that reads the caller's buffer (found by review).
+  for (const auto& side : state_.shared_side) join(side);
 }
 
 // --- argument checks
@@ -439,6 +444,11 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
   std::size_t bytes =
       ceil_div(ceil_div(max_block * element_size, limits.chunks_per_block), kChunkAlign) * kChunkAlign;
   bytes = std::clamp(bytes, limits.min_bytes, limits.max_bytes);
+  if (bytes > limits.whole_block_bytes && limits.whole_block_bytes != 0) {
+    // Powers of two from the floor up (CUDA: 16, 32 or 64 MiB): a few scratch layouts for all large sizes, since a
+    // new slot size drains the scratch's earlier reductions (Scratch::prepare; found by review).
+    bytes = std::bit_floor(bytes);
+  }
   bytes = std::max(bytes, std::min(block_bytes, limits.whole_block_bytes));
   if (fixed_bytes != 0) bytes = fixed_bytes;
   // All stages of all peers within the ceiling (many ranks: smaller chunks).

@@ -271,9 +271,9 @@ Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
 /// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,
-/// else a quarter of the block within 16-64 MiB or the whole block under 16 MiB (CUDA), or about an eighth of it
-/// within 64 KiB-1 MiB (host memory); then within the scratch ceiling. It depends only on
-/// arguments that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
+/// else a quarter of the block rounded down to 16, 32 or 64 MiB, or the whole block under 16 MiB (CUDA), or about
+/// an eighth of it within 64 KiB-1 MiB (host memory); then within the scratch ceiling. It depends only on arguments
+/// that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);
 

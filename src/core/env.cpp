@@ -16,11 +16,13 @@ namespace {
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
     Variable{"PICKLE_ALLGATHER_SCHEDULE", "staggered",
-             "How allgather sends a rank's block to its peers within a host: staggered (one peer after another on "
-             "the caller's stream, rank + 1 first, so that at each step every rank receives from one peer only: the "
-             "faster on NVSwitch, 1.13-1.15x NCCL on 4 H200s from 512 MiB) or parallel (each peer's copy on its own "
-             "copy queue, all at once: for GPUs joined by direct links, one set per peer). The ranks may differ. "
-             "See docs/collectives.md, \"Allgather\"."},
+             "How allgather sends a rank's block to its peers (every peer of a direct allgather, of each step of the "
+             "two-level one): staggered (one peer after another on the caller's stream, rank + 1 first, so that at "
+             "each step every rank receives from one peer only: the faster on NVSwitch, 1.13-1.15x NCCL on 4 H200s "
+             "from 512 MiB) or parallel (each peer's copy on its own copy queue, all at once: for GPUs joined by "
+             "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
+             "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
+             "\"Allgather\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
              "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},
@@ -31,9 +33,10 @@ constexpr std::array kTable = {
     Variable{"PICKLE_COLL_CHUNK", "",
              "Bytes per pipeline chunk of reduce_scatter, allreduce and alltoall (a multiple of 4096, at least 4096), "
              "to tune the pipeline against the host's cost per chunk; unset: on CUDA a quarter of a rank's block "
-             "within 16-64 MiB (the whole block when under 16 MiB), and about an eighth of it within 64 KiB-1 MiB on "
-             "host memory. Every rank must set the same value (the ranks cut the same chunks). The communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over "
-             "4 stages and all peers) still applies."},
+             "rounded down to 16, 32 or 64 MiB (the whole block when under 16 MiB), and about an eighth of it within "
+             "64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks cut the same chunks). The "
+             "communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over 4 stages and all peers) "
+             "still applies."},
     Variable{"PICKLE_COLL_HIERARCHY", "1",
              "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "
              "runs allreduce, broadcast, allgather and reduce_scatter in two levels (a step among a host's ranks over "
@@ -72,7 +75,8 @@ constexpr std::array kTable = {
              "How the pipelined collectives (reduce_scatter, allreduce, in-place alltoall) send each chunk to its "
              "peers: parallel (a side stream per peer and lane, every peer at once) or staggered (one side stream "
              "per lane for all peers, rank + 1 first, as PICKLE_ALLGATHER_SCHEDULE=staggered; not yet measured on "
-             "GPUs). The ranks may differ. See docs/collectives.md, \"Pipeline\"."},
+             "GPUs; with PICKLE_IPC_STREAMS above 1 it runs like parallel). The ranks may differ. See "
+             "docs/collectives.md, \"Pipeline\"."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},

@@ -77,6 +77,20 @@ TEST_F(CollOverNet, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
     EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
   }
 }
+// The staggered pipeline schedule (one side stream per lane for all peers) over staged net sends, whose staging
+// copies wait on those shared streams: the matrix matches, and a peer's death fails the others promptly (the failed
+// call's abandon joins the shared streams).
+TEST_F(CollOverNet, TheStaggeredPipelineOverStagedSendsMatchesAndSurvivesAPeerDeath) {
+  std::vector<std::string> env = net_env("30");
+  env.insert(env.end(), {"PICKLE_NET_STAGING=1", "PICKLE_PIPELINE_SCHEDULE=staggered"});
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(240)));
+  env[0] = "PICKLE_TIMEOUT=5";
+  auto statuses = run_ranks("coll_peer_death", 3, {"host"}, env, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
 TEST(CollOverShm, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
   auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, shm_env("10"), std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

@@ -36,7 +36,8 @@ TEST(CollPlumbing, SplitBlocksCoversTheCountAndNonEmptyBlocksStartAligned) {
 }
 
 // The pipeline's chunk rule (plumbing.cpp, ChunkLimits): on CUDA the whole block under 16 MiB, else a quarter of it
-// within 16-64 MiB (measured on 2 x H200, docs/results/2026-11-28b-h200x4.md); always within the scratch ceiling.
+// rounded down to 16, 32 or 64 MiB (measured on 2 x H200, docs/results/2026-11-28b-h200x4.md); always within the
+// scratch ceiling.
 TEST(CollPlumbing, CudaChunksAreAQuarterOfALargeBlockWithin16And64MiB) {
   constexpr std::size_t MiB = 1u << 20;
   auto chunk_bytes = [](std::size_t block_bytes, int world, std::size_t fixed = 0) {
@@ -49,6 +50,10 @@ TEST(CollPlumbing, CudaChunksAreAQuarterOfALargeBlockWithin16And64MiB) {
   EXPECT_EQ(chunk_bytes(128 * MiB, 2), 32 * MiB);
   EXPECT_EQ(chunk_bytes(256 * MiB, 2), 64 * MiB);
   EXPECT_EQ(chunk_bytes(512 * MiB, 2), 64 * MiB);  // a quarter would be 128 MiB: 64 MiB is the ceiling
+  // Between them, powers of two (few scratch layouts): a quarter of 150 MiB is 37.5 MiB, of 250 MiB 62.5 MiB.
+  EXPECT_EQ(chunk_bytes(150 * MiB, 2), 32 * MiB);
+  EXPECT_EQ(chunk_bytes(250 * MiB, 2), 32 * MiB);
+  EXPECT_EQ(chunk_bytes(72 * MiB, 2), 16 * MiB);
   // 4 ranks: 4 stages x 3 peers share 256 MiB of scratch, 21.3 MiB each, rounded down to pages.
   EXPECT_EQ(chunk_bytes(512 * MiB, 4), (256 * MiB / 12) / 4096 * 4096);
   EXPECT_EQ(chunk_bytes(512 * MiB, 2, 8 * MiB), 8 * MiB);  // PICKLE_COLL_CHUNK wins
