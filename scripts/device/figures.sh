@@ -11,7 +11,8 @@
 #                 pickle's allreduce with 4 and 8 MiB pipeline chunks (PICKLE_COLL_CHUNK; by default 16 MiB, the best
 #                 of the three on one H100), to confirm the default between two GPUs
 #   coll          issue 6: coll_time_probe between the two GPUs (stream time against host enqueue time per call: which
-#                 of the two bounds a size), then allgather and allreduce vs NCCL (both modes), 1M-1G
+#                 of the two bounds a size), then allgather (1M-1G) and allreduce (16M-1G, every power of two: each
+#                 chunk size of the rule, 16/32/64 MiB) vs NCCL (both modes)
 #   transports    issue 5: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs, 64M-1G; about 5 minutes)
 #   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net): bandwidth vs lanes 1-4 at 1 GiB
 #                 (3 runs each, about 3 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
@@ -49,7 +50,7 @@ case "$group" in
   coll)
     exec "${session[@]}" \
       probe:coll_time_probe:20+5+allgather,allreduce+1M+16M+64M+256M+1G \
-      bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 bench:coll:-c+allreduce+-b+1M+-e+1G+-f+4 ;;
+      bench:coll:-c+allgather+-b+1M+-e+1G+-f+4 bench:coll:-c+allreduce+-b+16M+-e+1G+-f+2 ;;
   transports)
     exec "${session[@]}" bench:transports:--runs+3+-b+64M+-e+1G ;;
   lanes)
