@@ -35,22 +35,25 @@ void copy_own_block(Call& call, const std::vector<Region>& own, const char* own_
   }
 }
 
+/// This rank's regions to `peer`, from `lane`'s stream, once the peer's ready count (awaited there) shows the call.
+template <typename Source>
+void send_own(Call& call, int peer, const std::vector<Region>& own, Source source, Call::Lane lane) {
+  call.await_ready(peer, lane);  // a side lane's stream forks from the caller's at its first send
+  for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes, lane);
+}
+
 /// PICKLE_ALLGATHER_SCHEDULE=staggered (the default): the peers' copies one after another on the caller's stream,
 /// rank + 1 first, then rank + 2, ...: at step s every rank writes to rank + s and is written by rank - s only, so
 /// that each copy has the sender's and the receiver's links to itself. Through an NVSwitch one copy takes a GPU's
 /// whole NVLink bandwidth, so the call takes world - 1 copy times of a block at full speed, where the parallel
-/// schedule's copies share the links and went slower in sum (4 x H200: 0.68-0.73x NCCL parallel, 1.13-1.15x NCCL
+/// schedule's copies share the links and went slower in sum (4 x H200: 0.63-0.73x NCCL parallel, 1.13-1.15x NCCL
 /// staggered from 512 MiB; docs/results/2026-11-28b-h200x4.md). With two ranks both schedules are one copy on the
 /// caller's stream.
 template <typename Source>
 void staggered_sends(Call& call, const std::vector<Region>& own, Source source, const char* own_source, char* recv) {
   const int rank = call.rank(), world = call.world();
   copy_own_block(call, own, own_source, recv);
-  for (int step = 1; step < world; ++step) {
-    const int peer = (rank + step) % world;
-    call.await_ready(peer, Call::kCaller);
-    for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
-  }
+  for (int step = 1; step < world; ++step) send_own(call, (rank + step) % world, own, source, Call::kCaller);
 }
 
 /// PICKLE_ALLGATHER_SCHEDULE=parallel: every peer's copy at once. The next rank's copy runs on the caller's stream
@@ -61,15 +64,10 @@ void parallel_sends(Call& call, const std::vector<Region>& own, Source source, c
   const int rank = call.rank(), world = call.world();
   const int next = (rank + 1) % world;
   for (int peer = 0; peer < world; ++peer) {
-    if (peer == rank || peer == next) continue;
-    call.await_ready(peer);  // on the peer's side stream, which forks from the caller's at the first send
-    for (std::size_t i = 0; i < own.size(); ++i) call.send(peer, kTagAllgather, source(i), own[i].bytes);
+    if (peer != rank && peer != next) send_own(call, peer, own, source, Call::kInput);
   }
   copy_own_block(call, own, own_source, recv);
-  if (next != rank) {
-    call.await_ready(next, Call::kCaller);
-    for (std::size_t i = 0; i < own.size(); ++i) call.send(next, kTagAllgather, source(i), own[i].bytes, Call::kCaller);
-  }
+  if (next != rank) send_own(call, next, own, source, Call::kCaller);
 }
 
 }  // namespace

@@ -62,7 +62,8 @@ std::string point_figures(const std::vector<CollResult>& results, int nranks) {
   std::string text;
   for (const auto& r : results) {
     if (!r.measured()) continue;
-    text += cat(text.empty() ? " [busbw " : "; ", fixed(coll_median_busbw_gbps(r, nranks), 1), " GB/s ", r.in_place ? "in place" : "out of place",
+    text += cat(text.empty() ? " [busbw " : "; ", fixed(coll_median_busbw_gbps(r, nranks), 1), " GB/s ",
+                r.in_place ? "in place" : "out of place",
                 ", #wrong ", r.wrong ? std::to_string(*r.wrong) : std::string("N/A"));
   }
   return text.empty() ? text : text + "]";

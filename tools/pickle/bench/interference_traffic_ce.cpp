@@ -47,6 +47,7 @@
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 #include "interference_traffic.hpp"
+#include "memory_exchange.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -55,20 +56,6 @@ constexpr std::size_t kFlagBytes = 64;  // one 32-bit word in an allocation of i
 constexpr const char* kKeyPrefix = "bench/interference/ce/p2p/";
 
 std::string key(const char* name) { return cat(kKeyPrefix, name); }
-
-void send_export(device::FdChannel& channel, const void* ptr, const Deadline& deadline) {
-  auto exported = device::export_memory(ptr);
-  if (exported.offset != 0) {
-    throw Error(ErrorCode::Internal, "bench interference ce: a buffer from device::allocate does not start its "
-                                     "allocation");
-  }
-  channel.send(device::serialize(exported.descriptor), exported.fd.get(), deadline);
-}
-
-std::unique_ptr<device::ImportedMemory> recv_import(device::FdChannel& channel, int device, const Deadline& deadline) {
-  auto message = channel.recv(deadline);
-  return device::import_memory(device::parse_descriptor(message.bytes), std::move(message.fd), device);
-}
 
 class CeTraffic final : public Traffic {
  public:

@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "device/descriptor.hpp"
 #include "device/fd_channel.hpp"
+#include "memory_exchange.hpp"
 #include "pattern.hpp"
 
 namespace pickle::bench {
@@ -19,19 +20,6 @@ namespace {
 /// CUDA's out-of-memory code, the same number for the runtime (cudaErrorMemoryAllocation) and the driver
 /// (CUDA_ERROR_OUT_OF_MEMORY).
 constexpr int kCudaOutOfMemory = 2;
-
-void send_export(device::FdChannel& channel, const void* ptr, const Deadline& deadline) {
-  auto exported = device::export_memory(ptr);
-  if (exported.offset != 0) {
-    throw Error(ErrorCode::Internal, "bench: a buffer from device::allocate does not start its allocation");
-  }
-  channel.send(device::serialize(exported.descriptor), exported.fd.get(), deadline);
-}
-
-std::unique_ptr<device::ImportedMemory> recv_import(device::FdChannel& channel, int device, const Deadline& deadline) {
-  auto message = channel.recv(deadline);
-  return device::import_memory(device::parse_descriptor(message.bytes), std::move(message.fd), device);
-}
 
 }  // namespace
 
