@@ -949,17 +949,18 @@ PICKLE_CHILD(comm_staged_recv_reuse) {
                  static_cast<unsigned long long>(comm.stats().net.cache_hits));
     if (round == 0) registered_after_first_burst = registered;
     // Every buffer stays in the pool: none is closed, and the pool never holds more than were in use at once (at most
-    // the burst). How many that is depends on timing on GPU memory, where a receive's buffer returns from the staging
-    // stream after its copy out: on one H100 the first burst needed 7-8 buffers at once and the second 11-12
-    // (docs/results/2026-11-25d-h100x1.md). On host memory the copy out is done when the receive completes, so the
-    // second burst reuses the first's exactly.
+    // the burst), over both bursts: a second burst that could not reuse the first's buffers would register its own
+    // again and pass the burst. How many are in use at once depends on timing, on both memories: on GPU memory a
+    // receive's buffer returns from the staging stream after its copy out (one H100: 7-8 at once in the first burst,
+    // 11-12 in the second, docs/results/2026-11-25d-h100x1.md); on host memory an early message's receive may
+    // complete, and give its buffer back, before the last receive of the burst is posted (a loaded 2-core machine:
+    // 11 buffers registered after the first burst, 12 after the second, so an earlier check that the second burst
+    // register none was wrong and failed one run in fifteen there).
     const std::uint64_t closed = comm.stats().net.ipc_closes;
     CHILD_CHECK(closed == 0, "rank ", comm.rank(), ": ", closed, " staging buffer registrations were closed");
-    CHILD_CHECK(registered <= kBurst, "rank ", comm.rank(), ": ", registered, " staging buffers registered for bursts of ",
-                kBurst, ": buffers are not going back to the pool");
-    CHILD_CHECK(comm.memory_kind() != MemoryKind::Host || registered == registered_after_first_burst, "rank ",
-                comm.rank(), ": the second burst registered ", registered - registered_after_first_burst,
-                " more staging buffers: the first burst's were not kept");
+    CHILD_CHECK(registered <= kBurst, "rank ", comm.rank(), ": ", registered,
+                " staging buffers registered for bursts of ", kBurst, " (", registered_after_first_burst,
+                " after the first): buffers are not going back to the pool, or the first burst's were not kept");
   }
   comm.barrier();
   return 0;
