@@ -21,15 +21,16 @@ namespace {
 
 constexpr int kRanks = 4;
 
-/// The traffic entry of `backend` in the result file (by value: see test_bench_matrix.cpp on GCC 13's
-/// -Wdangling-reference).
-json::Value traffic_of(const json::Value& root, std::string_view backend) {
+/// The traffic entry of `backend` under `background` in the result file (by value: see test_bench_matrix.cpp on
+/// GCC 13's -Wdangling-reference).
+json::Value traffic_of(const json::Value& root, std::string_view background, std::string_view backend) {
   for (const auto& t : root.at("traffic").as_array()) {
-    if (t.at("backend").as_string() == backend) return t;
+    if (t.at("background").as_string() == background && t.at("backend").as_string() == backend) return t;
   }
-  ADD_FAILURE() << "no traffic entry for " << backend;
+  ADD_FAILURE() << "no traffic entry for " << background << " " << backend;
   return json::Value::object();
 }
+
 
 TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
   const int gpus = device::cuda_device_count();
@@ -63,9 +64,9 @@ TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
     EXPECT_NE(out.find("not interference figures"), std::string::npos) << context;
   }
 
-  const json::Value pickle = traffic_of(root, "pickle");
+  const json::Value pickle = traffic_of(root, "allgather", "pickle");
   EXPECT_EQ(pickle.at("status").as_string(), "ok") << pickle.at("detail").as_string() << context;
-  const json::Value nccl = traffic_of(root, "nccl");
+  const json::Value nccl = traffic_of(root, "allgather", "nccl");
   if (shared) {
     EXPECT_EQ(nccl.at("status").as_string(), "unavailable") << context;
     EXPECT_NE(nccl.at("detail").as_string().find("NCCL needs a GPU per rank"), std::string::npos) << context;
@@ -99,15 +100,6 @@ TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
   EXPECT_EQ(pickle_rows, 1) << "one size (4 MiB) through pickle" << context;
   EXPECT_NE(out.find("# per rank: gemm allgather pickle 4194304: r0 "), std::string::npos) << context;
   std::printf("[info] %s\n", out.c_str());
-}
-
-/// The traffic entry of `backend` under `background`.
-json::Value traffic_of(const json::Value& root, std::string_view background, std::string_view backend) {
-  for (const auto& t : root.at("traffic").as_array()) {
-    if (t.at("background").as_string() == background && t.at("backend").as_string() == backend) return t;
-  }
-  ADD_FAILURE() << "no traffic entry for " << background << " " << backend;
-  return json::Value::object();
 }
 
 TEST(BenchInterferenceCuda, TheRawCopyEngineRunsP2pBesidePickleAndHasNoAllgather) {
