@@ -1,11 +1,16 @@
 // allreduce = reduce_scatter into this rank's block + allgather of the blocks, fused chunk by chunk: as soon as a
-// chunk of this rank's block is reduced it goes to every peer, while the next chunks are still arriving.
+// chunk of this rank's block is reduced it goes to every peer, while the next chunks are still arriving. With three
+// or more ranks and large blocks the two halves run one after the other instead (allreduce_in_phases), each on its
+// own schedule: see PICKLE_ALLREDUCE_SCHEDULE.
 // Across hosts (ranks on several hosts, the same number on each) it goes in two levels instead: see
 // allreduce_in_two_levels.
+#include <algorithm>
+
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
 #include "collectives/pipeline.hpp"
+#include "collectives/placed.hpp"
 #include "collectives/plumbing.hpp"
 #include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
@@ -31,6 +36,46 @@ void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ct
     coll::run_exchange(call, x);
     call.finish();
   });
+}
+
+/// Two phases, each a whole collective of its own: reduce_scatter of the blocks into this rank's block of recv (the
+/// pipeline), then allgather of the reduced blocks in place (the allgather's schedule, copy engines only). On an
+/// NVSwitch the fused pipeline sends its reduced chunks while its input chunks still go out, two copies at once to
+/// two peers, which breaks the staggered schedule's one-peer-at-a-time pattern; phased, each half keeps it (four
+/// H200s: docs/collectives.md, "Allreduce").
+void allreduce_in_phases(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                         std::size_t count, DataType type, ReduceOp op) {
+  const std::size_t element = datatype_size(type);
+  const coll::Blocks blocks = coll::split_blocks(count, element, c.info.world_size);
+  char* out = static_cast<char*>(recv);
+  char* mine = out + blocks.offset[static_cast<std::size_t>(c.info.rank)] * element;
+  coll::reduce_scatter_blocks(c, stream, ctx, static_cast<const char*>(send), {coll::ScatterStep{blocks, mine}}, type,
+                              op);
+  std::vector<std::vector<coll::Region>> parts(blocks.offset.size());
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    if (blocks.length[r] != 0) parts[r].push_back({blocks.offset[r] * element, blocks.length[r] * element});
+  }
+  coll::allgather_regions(c, stream, ctx, nullptr, out, parts);
+}
+
+/// Whether this call goes in two phases (PICKLE_ALLREDUCE_SCHEDULE): the same answer on every rank, since it depends
+/// only on the setting and on arguments every rank passes alike (the ranks' message sequences must match).
+bool goes_in_phases(Communicator::Impl& c, std::size_t count, DataType type) {
+  const int world = c.info.world_size;
+  switch (coll::state_of(c).allreduce_schedule) {
+    case coll::AllreduceSchedule::Fused: return false;
+    case coll::AllreduceSchedule::Phased: {
+      // The allgather needs a block on every rank (each rank's ready signal waits for a receive of its block): small
+      // counts, which leave some blocks empty, stay fused.
+      const coll::Blocks blocks = coll::split_blocks(count, datatype_size(type), world);
+      return world > 1 && std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
+    }
+    case coll::AllreduceSchedule::Auto: break;
+  }
+  // Two ranks: one peer, so nothing to stagger, and the fused pipeline overlaps the halves (1.10x NCCL at 1 GiB on
+  // 2 x H200). Small blocks: the second call's fixed cost outweighs the overlap.
+  const std::size_t block_bytes = count / static_cast<std::size_t>(world) * datatype_size(type);
+  return world >= 3 && block_bytes >= coll::kPhasedAllreduceMinBlock;
 }
 
 /// Two levels, for ranks on several hosts (G ranks on each): with B = count / G,
@@ -85,6 +130,7 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
     Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
   }
+  if (goes_in_phases(c, count, type)) return allreduce_in_phases(c, stream, ctx, send, recv, count, type, op);
   allreduce_direct(c, stream, ctx, send, recv, count, type, op);
 }
 

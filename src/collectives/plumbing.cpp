@@ -71,6 +71,14 @@ bool read_staggered(const char* variable) {
   throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
 }
 
+AllreduceSchedule read_allreduce_schedule() {
+  const std::string schedule = env::get("PICKLE_ALLREDUCE_SCHEDULE");
+  if (schedule == "auto") return AllreduceSchedule::Auto;
+  if (schedule == "fused") return AllreduceSchedule::Fused;
+  if (schedule == "phased") return AllreduceSchedule::Phased;
+  throw InvalidArgument(cat("PICKLE_ALLREDUCE_SCHEDULE=", schedule, " must be auto, fused or phased"));
+}
+
 }  // namespace
 
 // --- state
@@ -83,6 +91,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->chunk_bytes = read_chunk_bytes();
     state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
     state->pipeline_staggered = read_staggered("PICKLE_PIPELINE_SCHEDULE");
+    state->allreduce_schedule = read_allreduce_schedule();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;

@@ -69,6 +69,16 @@ class Scratch {
   std::vector<std::unique_ptr<device::Event>> events_;
 };
 
+/// PICKLE_ALLREDUCE_SCHEDULE: how allreduce's two halves (reduce_scatter, allgather) go (allreduce.cpp).
+enum class AllreduceSchedule {
+  Auto,    ///< phased with three or more ranks when a rank's block is at least kPhasedAllreduceMinBlock, else fused
+  Fused,   ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
+  Phased,  ///< a whole reduce_scatter, then a whole allgather in place
+};
+/// The smallest block (bytes per rank) that Auto sends in two phases: on four H200s phased and fused took the same
+/// time with 32 MiB blocks and phased was about 1.2x faster from 128 MiB (docs/collectives.md, "Allreduce").
+inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{64} << 20;
+
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
 struct CollectiveState {
   std::mutex call_mutex;  ///< one collective at a time: they must be issued in the same order on every rank
@@ -108,10 +118,11 @@ struct CollectiveState {
   /// first, so that at each step every rank receives from one peer only; false (parallel): each peer's copy on its
   /// own copy queue, all at once (allgather.cpp).
   bool allgather_staggered = true;
-  /// PICKLE_PIPELINE_SCHEDULE: false (parallel, the default): the pipeline's sends to each peer on a side stream of
-  /// that peer's own, all peers at once; true (staggered): one side stream per lane for all peers (Call::
-  /// share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time (pipeline.cpp).
-  bool pipeline_staggered = false;
+  /// PICKLE_PIPELINE_SCHEDULE: true (staggered, the default): one side stream per lane for all peers (Call::
+  /// share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time; false (parallel): the
+  /// pipeline's sends to each peer on a side stream of that peer's own, all peers at once (pipeline.cpp).
+  bool pipeline_staggered = true;
+  AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
 

@@ -50,7 +50,7 @@ std::vector<std::string> Communicator::Impl::gather_rows(const std::string& key,
 void Communicator::Impl::check_settings_agree() const {
   // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
-  constexpr const char* kMustAgree[] = {"PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
+  constexpr const char* kMustAgree[] = {"PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
   std::string mine;
   for (const char* name : kMustAgree) mine += cat(name, "=", env::get_if_set(name).value_or("(unset)"), "\n");
   const auto rows = gather_rows(key_prefix + "settings/", mine);

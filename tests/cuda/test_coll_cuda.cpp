@@ -65,12 +65,18 @@ TEST_F(CollCuda, BothAllgatherSchedulesMoveEveryBlock) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
 }
-// The staggered pipeline schedule on GPUs: three ranks sharing the two GPUs (two peers each on one side stream per
-// lane), 64 KiB chunks so that the matrix's calls run through several chunks.
-TEST_F(CollCuda, TheStaggeredPipelineScheduleMatchesTheReference) {
+// The parallel pipeline schedule on GPUs (staggered, the default, runs in the other tests): three ranks sharing the
+// two GPUs (two peers each, on side streams of their own), 64 KiB chunks so that the matrix's calls run through
+// several chunks.
+TEST_F(CollCuda, TheParallelPipelineScheduleMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"},
-                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_COLL_CHUNK=65536"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_COLL_CHUNK=65536"},
                           std::chrono::seconds(400)));
+}
+// Three ranks sharing the two GPUs with 384 MiB allreduces: blocks of 128 MiB, which the default schedule (auto) sends
+// in two phases (reduce_scatter, then allgather in place), f32 and bf16, checked exactly.
+TEST_F(CollCuda, LargeAllreducesOnThreeRanksGoInPhasesAndAreExact) {
+  expect_all_ok(run_ranks("coll_large", 3, {"cuda", "384"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
