@@ -52,11 +52,11 @@ constexpr std::array kTable = {
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "
-             "turn on these streams, after an event on the caller's stream. Raw copies gain from taking turns (one "
-             "H200: 2.1-2.4 instead of 3.7-4.0 us per 4 KiB-1 MiB message); pickle's sends do not, because of the "
-             "event hand-off (one H100: back-to-back messages at most 0.8 us faster, or 1.5-1.9 us slower when the "
-             "receives are posted, and twice the one-way latency; docs/results/2026-11-24-h100x1.md). Not yet "
-             "measured between two GPUs."},
+             "turn on these streams, after an event on the caller's stream, so that one message's completion write "
+             "overlaps the next one's copy. Between two H200s 2 streams take back-to-back messages from 8.3 to 6.5 "
+             "us (1 MiB: 1.62x NCCL instead of 1.33x) and the one-way latency from 9.2 to 14.8 us (the event "
+             "hand-off); 4 add nothing over 2 (docs/results/2026-11-28c-h200x4.md). With two ranks on one H100 the "
+             "gain did not show (docs/results/2026-11-24-h100x1.md)."},
     Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
     Variable{"PICKLE_LOG_SUBSYS", "",
              "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},
