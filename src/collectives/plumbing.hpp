@@ -75,9 +75,10 @@ enum class AllreduceSchedule {
   Fused,   ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
   Phased,  ///< a whole reduce_scatter, then a whole allgather in place
 };
-/// The smallest block (bytes per rank) that Auto sends in two phases: on four H200s phased and fused took the same
-/// time with 32 MiB blocks and phased was about 1.2x faster from 128 MiB (docs/collectives.md, "Allreduce").
-inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{64} << 20;
+/// The smallest block (bytes per rank) that Auto sends in two phases: on four H200s phased was 1.21x faster than fused
+/// with 32 MiB blocks and 1.17x with 512 MiB ones, fused 1.07x faster with 8 MiB blocks (docs/collectives.md,
+/// "Allreduce").
+inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{32} << 20;
 
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
 struct CollectiveState {

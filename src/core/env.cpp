@@ -27,7 +27,7 @@ constexpr std::array kTable = {
              "How allreduce runs its two halves (reduce_scatter, then allgather of the reduced blocks) within one "
              "host: fused (one pipeline: each reduced chunk goes on to the peers while later chunks still arrive), "
              "phased (a whole reduce_scatter, then a whole allgather in place, each on its own schedule) or auto "
-             "(phased with three or more ranks when a rank's block is at least 64 MiB, else fused). Every rank must "
+             "(phased with three or more ranks when a rank's block is at least 32 MiB, else fused). Every rank must "
              "set the same value (the ranks' messages must match). See docs/collectives.md, \"Allreduce\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "

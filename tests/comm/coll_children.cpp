@@ -1067,6 +1067,23 @@ PICKLE_CHILD(coll_large) {
   return h.failures() == 0 ? 0 : 1;
 }
 
+// Alltoalls where the ranks differ in working in place: even ranks in place (the pipeline, through scratch), odd
+// ranks out of place (straight into recv), so that each pairing of the two sends and receives the same chunks in
+// the same order per peer. Counts of one element, of part of a chunk and of several chunks (with a page-sized
+// PICKLE_COLL_CHUNK), then the other way round; every block checked. args: memory.
+PICKLE_CHILD(coll_alltoall_mixed_in_place) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t counts[] = {1, 700, 5 * 4096 + 3};
+  Harness h(comm, counts[2] * 8 * static_cast<std::size_t>(comm.world_size()));
+  std::uint64_t salt = 40;
+  for (int flip = 0; flip < 2; ++flip) {
+    const bool in_place = (comm.rank() + flip) % 2 == 0;
+    for (std::size_t count : counts) run_alltoall(h, DataType::F64, count, in_place, ++salt);
+  }
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
 // Out-of-place allgathers of blocks large enough that each rank's own block is copied beside the sends, on a side
 // stream of its own (Call::copy_beside), twice in a row: the gathered buffer is copied on the caller's stream right
 // after the call (which must have waited for the own block's copy) and every byte checked, the own block's included.

@@ -73,6 +73,17 @@ TEST(Coll, AnUnknownAllreduceScheduleIsAClearError) {
                           {"PICKLE_TIMEOUT=30", "PICKLE_ALLREDUCE_SCHEDULE=ring"}));
 }
 
+// Ranks that differ in working in place: in-place alltoall goes through the pipeline, out of place straight into
+// recv, and both must send the same chunks in an order the other can match, with either pipeline schedule.
+TEST(Coll, AlltoallsMatchWhenSomeRanksWorkInPlaceAndOthersDoNot) {
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_PIPELINE_SCHEDULE=parallel"}) {
+    for (int ranks : {4, 3}) {
+      expect_all_ok(run_ranks("coll_alltoall_mixed_in_place", ranks, {"host"},
+                              {"PICKLE_TIMEOUT=60", "PICKLE_COLL_CHUNK=4096", schedule}));
+    }
+  }
+}
+
 TEST(Coll, AnUnknownPipelineScheduleIsAClearError) {
   expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_PIPELINE_SCHEDULE"},
                           {"PICKLE_TIMEOUT=30", "PICKLE_PIPELINE_SCHEDULE=serial"}));
