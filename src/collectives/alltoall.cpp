@@ -60,8 +60,8 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
     const std::size_t element = datatype_size(type);
     const std::size_t chunk = coll::chunk_elements(c.kind, count, element, world, call.state().chunk_bytes) * element;
     // The sends follow PICKLE_PIPELINE_SCHEDULE, as in place: staggered, one side stream for every peer, taken
-    // rank + 1 first, so that at each step every rank copies to one peer and is copied to by one (on four H200s the
-    // parallel pattern, a side stream per peer, moved 221 GB/s busbw where in place moved 273; docs/collectives.md).
+    // rank + 1 first, so that at each step every rank copies to one peer and is copied to by one (four H200s:
+    // 1.33-1.38x the parallel pattern, a side stream per peer, at 32-128 MiB, even at 2 GiB; docs/collectives.md).
     // Shared from before the handshake, so that the sends follow the ready waits on the same stream.
     if (call.state().pipeline_staggered) call.share_side_streams();
     // Chunk by chunk, receives before sends: every rank's posts of chunk k precede its sends of chunk k, and the
