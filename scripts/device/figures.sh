@@ -23,10 +23,12 @@
 #   interference  issue 4: GEMM and cuDNN attention under pickle's, NCCL's and the raw copy engine's p2p background
 #                 (the anchors' "CE copies" column, measured in the same run), 16M-4G
 #   allgather     issue 6: attention under an allgather background, pickle vs NCCL
-#   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce 32M-8G on 4 ranks with NCCL beside, then with
-#                 PICKLE_PIPELINE_SCHEDULE=staggered (not yet measured), allgather 32M-8G with NCCL beside,
-#                 seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB per GPU),
-#                 the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the limits stopped
+#   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce 32M-8G on 4 ranks with NCCL beside (the default: phased
+#                 from 32 MiB blocks), then fused (PICKLE_ALLREDUCE_SCHEDULE=fused) to compare, 20 iterations x 3
+#                 repeats (5 x 2 left the 32-128 MiB rows noisy on 2026-11-28c); allgather and alltoall 32M-8G with
+#                 NCCL beside, seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB
+#                 per GPU), the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the
+#                 limits stopped
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
@@ -69,11 +71,11 @@ case "$group" in
   allgather)
     exec "${session[@]}" bench:interference:--foreground+attention+--background+allgather+-b+16M+-e+1G+-f+4 ;;
   four)
-    exec "${session[@]}" limit:120 bench:coll:-c+allreduce+--ranks+4+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
-      env:PICKLE_PIPELINE_SCHEDULE=staggered \
-      bench:coll:-c+allreduce,reduce_scatter+--ranks+4+--backend+pickle+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
-      env:PICKLE_PIPELINE_SCHEDULE= \
-      bench:coll:-c+allgather+--ranks+4+-b+32M+-e+8G+-f+4+-n+5+-w+2+--repeats+2 \
+    exec "${session[@]}" limit:150 bench:coll:-c+allreduce+--ranks+4+-b+32M+-e+8G+-f+4+-n+20+-w+3+--repeats+3 \
+      env:PICKLE_ALLREDUCE_SCHEDULE=fused \
+      limit:90 bench:coll:-c+allreduce+--ranks+4+--backend+pickle+-b+32M+-e+8G+-f+4+-n+20+-w+3+--repeats+3 \
+      env:PICKLE_ALLREDUCE_SCHEDULE= \
+      limit:150 bench:coll:-c+allgather,alltoall+--ranks+4+-b+32M+-e+8G+-f+4+-n+10+-w+2+--repeats+3 \
       limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+2G+-f+4 \
       limit:90 bench:interference:--ranks+4+--background+allgather+--foreground+attention+-b+4G+-e+4G+-n+100+-w+20 \
       limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
