@@ -58,24 +58,11 @@ void allreduce_in_phases(Communicator::Impl& c, Stream& stream, const OpContext&
   coll::allgather_regions(c, stream, ctx, nullptr, out, parts);
 }
 
-/// Whether this call goes in two phases (PICKLE_ALLREDUCE_SCHEDULE): the same answer on every rank, since it depends
-/// only on the setting and on arguments every rank passes alike (the ranks' message sequences must match).
+/// Whether this call goes in two phases (coll::allreduce_in_phases, under PICKLE_ALLREDUCE_SCHEDULE).
 bool goes_in_phases(Communicator::Impl& c, std::size_t count, DataType type) {
-  const int world = c.info.world_size;
-  switch (coll::state_of(c).allreduce_schedule) {
-    case coll::AllreduceSchedule::Fused: return false;
-    case coll::AllreduceSchedule::Phased: {
-      // The allgather needs a block on every rank (each rank's ready signal waits for a receive of its block): small
-      // counts, which leave some blocks empty, stay fused.
-      const coll::Blocks blocks = coll::split_blocks(count, datatype_size(type), world);
-      return world > 1 && std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
-    }
-    case coll::AllreduceSchedule::Auto: break;
-  }
-  // Two ranks: one peer, so nothing to stagger, and the fused pipeline overlaps the halves (1.10x NCCL at 1 GiB on
-  // 2 x H200). Small blocks: the second call's fixed cost outweighs the overlap.
-  const std::size_t block_bytes = count / static_cast<std::size_t>(world) * datatype_size(type);
-  return world >= 3 && block_bytes >= coll::kPhasedAllreduceMinBlock;
+  const bool one_host = std::all_of(c.hosts.begin(), c.hosts.end(), [&](const auto& h) { return h == c.hosts[0]; });
+  return coll::allreduce_in_phases(coll::state_of(c).allreduce_schedule, count, datatype_size(type),
+                                   c.info.world_size, one_host);
 }
 
 /// Two levels, for ranks on several hosts (G ranks on each): with B = count / G,

@@ -75,9 +75,9 @@ enum class AllreduceSchedule {
   Fused,   ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
   Phased,  ///< a whole reduce_scatter, then a whole allgather in place
 };
-/// The smallest block (bytes per rank) that Auto sends in two phases: on four H200s phased was 1.21x faster than fused
-/// with 32 MiB blocks and 1.17x with 512 MiB ones, fused 1.07x faster with 8 MiB blocks (docs/collectives.md,
-/// "Allreduce").
+/// The smallest block (bytes per rank) that Auto sends in two phases. On four H200s (docs/collectives.md, "Allreduce")
+/// phased was 1.07-1.17x fused with 128-512 MiB blocks in every run, fused 1.07x phased with 8 MiB blocks; with 32
+/// MiB blocks one run gave phased 1.21x and a noisier one less than fused: not settled.
 inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{32} << 20;
 
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
@@ -288,6 +288,14 @@ Blocks equal_blocks(std::size_t count, int world);
 /// that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);
+/// Whether an allreduce of `count` elements runs in two phases (reduce_scatter, then allgather in place) rather than
+/// fused, under `schedule` (PICKLE_ALLREDUCE_SCHEDULE). Auto: with three or more ranks, all on one host (the gain is
+/// the NVSwitch's: a copy to one peer at a time; nothing measured it across hosts), and blocks of at least
+/// kPhasedAllreduceMinBlock. Phased (forced): wherever every rank's block is non-empty (the allgather's ready
+/// signals wait for each block's receive). Every rank must get the same answer: it depends only on arguments that
+/// every rank passes alike.
+bool allreduce_in_phases(AllreduceSchedule schedule, std::size_t count, std::size_t element_size, int world,
+                         bool one_host);
 
 // --- template definition
 

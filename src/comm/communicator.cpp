@@ -52,7 +52,12 @@ void Communicator::Impl::check_settings_agree() const {
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
   constexpr const char* kMustAgree[] = {"PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
   std::string mine;
-  for (const char* name : kMustAgree) mine += cat(name, "=", env::get_if_set(name).value_or("(unset)"), "\n");
+  // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
+  // leaves it unset.
+  for (const char* name : kMustAgree) {
+    const std::string value = env::get(name);
+    mine += cat(name, "=", value.empty() ? "(unset)" : value, "\n");
+  }
   const auto rows = gather_rows(key_prefix + "settings/", mine);
   for (int peer = 0; peer < info.world_size; ++peer) {
     if (rows[peer] == mine) continue;

@@ -24,11 +24,15 @@ constexpr std::array kTable = {
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
     Variable{"PICKLE_ALLREDUCE_SCHEDULE", "auto",
-             "How allreduce runs its two halves (reduce_scatter, then allgather of the reduced blocks) within one "
-             "host: fused (one pipeline: each reduced chunk goes on to the peers while later chunks still arrive), "
-             "phased (a whole reduce_scatter, then a whole allgather in place, each on its own schedule) or auto "
-             "(phased with three or more ranks when a rank's block is at least 32 MiB, else fused). Every rank must "
-             "set the same value (the ranks' messages must match). See docs/collectives.md, \"Allreduce\"."},
+             "How allreduce runs its two halves (reduce_scatter, then allgather of the reduced blocks): fused (one "
+             "pipeline: each reduced chunk goes on to the peers while later chunks still arrive), phased (a whole "
+             "reduce_scatter, then a whole allgather in place, each on its own schedule; wherever every rank has a "
+             "non-empty block) or auto (phased with three or more ranks on one host when a rank's block is at "
+             "least 32 MiB, else fused: on 4 H200s phased was 1.07-1.17x fused from 512 MiB, the 32 MiB threshold "
+             "rests on one run, docs/results/2026-11-28c-h200x4.md). Every rank must set the same value (the "
+             "ranks' messages must match; a communicator whose ranks differ fails at creation), and any other "
+             "value fails the communicator's first collective, whichever it is. See docs/collectives.md, "
+             "\"Allreduce\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
              "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},
@@ -81,7 +85,8 @@ constexpr std::array kTable = {
              "How the pipelined collectives (reduce_scatter, allreduce, alltoall) send each chunk to its "
              "peers: staggered (one side stream per lane for all peers, rank + 1 first, as "
              "PICKLE_ALLGATHER_SCHEDULE=staggered: on 4 H200s the fused allreduce 1.17-1.22x at 512 MiB-2 GiB and "
-             "alltoall 1.33-1.38x at 32-128 MiB faster than parallel) or parallel (a side stream per peer and lane, every peer at once). With "
+             "alltoall 1.33-1.38x at 32-128 MiB faster than parallel) or parallel (a side stream per peer and lane, "
+             "every peer at once). With "
              "PICKLE_IPC_STREAMS above 1 staggered runs like parallel. The ranks may differ. See "
              "docs/collectives.md, \"Pipeline\"."},
     Variable{"PICKLE_PYTHON", "",

@@ -964,6 +964,35 @@ PICKLE_CHILD(coll_chunk_setting_differs) {
   return 0;
 }
 
+// PICKLE_ALLREDUCE_SCHEDULE set on rank 1 only: spelled as its default (auto), the ranks agree (the settings are
+// compared as they take effect) and an allreduce runs; set to phased, creation fails on both ranks naming the
+// variable and both values. args: memory, the value rank 1 sets.
+PICKLE_CHILD(coll_allreduce_schedule_on_one_rank) {
+  const int rank = std::stoi(env::foreign("RANK").value());
+  const std::string value = args.at(1);
+  if (rank == 1) ::setenv("PICKLE_ALLREDUCE_SCHEDULE", value.c_str(), 1);
+  try {
+    Communicator comm = make_comm(args.at(0));
+    if (value != "auto") {
+      std::fprintf(stderr, "rank %d: a communicator was made although rank 1 has %s\n", rank, value.c_str());
+      return 1;
+    }
+    Harness h(comm, 4096);
+    run_allreduce(h, DataType::F32, ReduceOp::Sum, 1000, false, 7);
+    comm.barrier();
+    return h.failures() == 0 ? 0 : 3;
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
+    if (value == "auto") return 4;
+    if (message.find(cat("PICKLE_ALLREDUCE_SCHEDULE=", value)) == std::string::npos ||
+        message.find("PICKLE_ALLREDUCE_SCHEDULE=auto") == std::string::npos) {
+      return 2;
+    }
+  }
+  return 0;
+}
+
 // A broadcast's root receives nothing: only its stream's wait for each peer's ready signal tells it whether the peer
 // was there to take the data. Rank 1 holds its stream, calls broadcast (so its ready signal is queued behind the
 // hold), says so, and dies: the root's wait is released by the failure, its copy goes nowhere, and its stream's

@@ -58,8 +58,9 @@ TEST(Coll, TheParallelPipelineScheduleStillMatchesTheReference) {
 }
 
 // Allreduce in two phases (a whole reduce_scatter into the rank's block, then an allgather in place), which the
-// default (auto) takes only with blocks of 64 MiB and more: the matrix's allreduces on 4, 3 and 2 ranks, whose
-// small counts leave some blocks short or empty, and page-sized chunks for many chunks per reduce_scatter.
+// default (auto) takes only from three ranks on one host with blocks of 32 MiB and more: the matrix's allreduces on
+// 4, 3 and 2 ranks, whose small counts leave some blocks short or empty (those stay fused), and page-sized chunks
+// for many chunks per reduce_scatter.
 TEST(Coll, ThePhasedAllreduceStillMatchesTheReference) {
   for (int ranks : {4, 3, 2}) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"host"},
@@ -92,6 +93,11 @@ TEST(Coll, AnUnknownPipelineScheduleIsAClearError) {
 TEST(Coll, AnUnknownAllgatherScheduleIsAClearError) {
   expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_ALLGATHER_SCHEDULE"},
                           {"PICKLE_TIMEOUT=30", "PICKLE_ALLGATHER_SCHEDULE=rotated"}));
+}
+
+TEST(Coll, AnAllreduceScheduleSetOnOneRankAgreesOnlyWhenItIsTheDefault) {
+  expect_all_ok(run_ranks("coll_allreduce_schedule_on_one_rank", 2, {"host", "auto"}, {"PICKLE_TIMEOUT=30"}));
+  expect_all_ok(run_ranks("coll_allreduce_schedule_on_one_rank", 2, {"host", "phased"}, {"PICKLE_TIMEOUT=30"}));
 }
 
 TEST(Coll, AChunkSettingThatDiffersBetweenRanksFailsCreationOnEveryRank) {

@@ -43,6 +43,19 @@ TEST_F(CollOverNet, StagedEveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
 }
 
+// Allreduce in two phases over the transports that do not write into the peer's memory from this rank's stream (the
+// in-place case leans on Call::finish's waits for the reduce_scatter's sends before the allgather's peers write).
+TEST(CollOverShm, ThePhasedAllreduceMatchesTheReference) {
+  auto env = shm_env("60");
+  env.push_back("PICKLE_ALLREDUCE_SCHEDULE=phased");
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+TEST_F(CollOverNet, StagedThePhasedAllreduceMatchesTheReference) {
+  auto env = net_env("60");
+  env.insert(env.end(), {"PICKLE_NET_STAGING=1", "PICKLE_ALLREDUCE_SCHEDULE=phased"});
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+
 // A collective's send whose net write is refused fails its pair on both sides: every rank's synchronize reports it,
 // none goes on with a block that never came (found by review: the sending rank's call succeeded, its result wrong).
 TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsOnEveryRank) {

@@ -35,6 +35,24 @@ TEST(CollPlumbing, SplitBlocksCoversTheCountAndNonEmptyBlocksStartAligned) {
   }
 }
 
+// Which allreduces go in two phases (allreduce.cpp): auto only from three ranks on one host with blocks of at least
+// 32 MiB; forced phased wherever no block is empty; fused never; a world of one never.
+TEST(CollPlumbing, AllreduceGoesInPhasesOnlyWhereTheScheduleSays) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t at_threshold = 3 * kPhasedAllreduceMinBlock / 4;  // f32 elements of 3 blocks of 32 MiB
+  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold, 4, 3, true));
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold - 3, 4, 3, true));  // blocks just under
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold, 4, 3, false));     // ranks on two hosts
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, 1024 * kMiB, 4, 2, true));       // two ranks: fused
+  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Auto, 512 * kMiB, 4, 4, true));
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Fused, 512 * kMiB, 4, 4, true));
+  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Phased, 64, 4, 4, false));  // forced: any size, any hosts
+  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Phased, 64, 4, 2, true));
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 5, 4, 4, true));   // 5 floats leave a block empty
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 1, 8, 2, true));
+  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 1024, 4, 1, true));  // a world of one
+}
+
 // The pipeline's chunk rule (plumbing.cpp, ChunkLimits): on CUDA the whole block under 16 MiB, else a quarter of it
 // rounded down to 16, 32 or 64 MiB (measured on 2 x H200, docs/results/2026-11-28b-h200x4.md); always within the
 // scratch ceiling.
