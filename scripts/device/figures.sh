@@ -32,13 +32,17 @@
 #                 NCCL beside, seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB
 #                 per GPU), the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the
 #                 limits stopped
+#   patterns      issue 7 on nvidia-h200-x4: the collectives' copy patterns with raw copies and nothing of pickle
+#                 (tools/probes/copy_pattern_probe: alltoall staggered/parallel, allgather staggered, 64 MiB chunks and
+#                 whole 512 MiB blocks, with and without a completion write per copy): is the ~225 GB/s of pickle's
+#                 chunked patterns on 4 GPUs the switch's or pickle's?
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -85,8 +89,10 @@ case "$group" in
       limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+2G+-f+4 \
       limit:90 bench:interference:--ranks+4+--background+allgather+--foreground+attention+-b+4G+-e+4G+-n+100+-w+20 \
       limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
+  patterns)
+    exec "${session[@]}" probe:copy_pattern_probe:512M+64M,16M,512M+5 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, allgather8)" >&2; exit 2 ;;
 esac
