@@ -94,6 +94,22 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 14);
 }
 
+// Two committed runs of one command, one of them with PICKLE_IPC_STREAMS=2: the headings (and the plot titles, made
+// from the same words) name the setting, and leave out the run's bookkeeping (PICKLE_TIMEOUT, the source revision).
+TEST(Report, RunsMadeWithOtherSettingsAreNamedByThem) {
+  TempDir dir("report");
+  const std::string results = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-28c-h200x4/";
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", results + "call3/p2p-5.json", results + "call2/p2p.json", "-o", out},
+                             std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("## p2p-5.json: p2p on 2 x NVIDIA H200, PICKLE_IPC_STREAMS=2\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("## p2p.json: p2p on 2 x NVIDIA H200\n"), std::string::npos) << md;
+  EXPECT_EQ(md.find("H200, PICKLE_TIMEOUT"), std::string::npos) << md;
+  EXPECT_EQ(md.find("H200, PICKLE_SOURCE_REVISION"), std::string::npos) << md;
+}
+
 const std::string kDeviceMemcpy = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/memcpy.json";
 const std::string kDeviceIpc = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/ipc.json";
 const std::string kMemcpyHeader =

@@ -19,13 +19,36 @@ def gpus(data):
     return " + ".join("%d x %s" % (n, name) for name, n in counts.items())
 
 
+# PICKLE_* variables that say how a run was kept, not what it measured: left out of the settings named with a run.
+_BOOKKEEPING = {"PICKLE_TIMEOUT", "PICKLE_TOKEN", "PICKLE_SOURCE_REVISION", "PICKLE_LOG", "PICKLE_LOG_SUBSYS",
+                "PICKLE_PYTHON", "PICKLE_BENCH_CHECK_THREADS"}
+# At most this many settings in a title; the rest are counted ("and 2 more"), and the report lists them all.
+_SETTINGS_SHOWN = 3
+
+
+def settings(data):
+    """The pickle settings the run was made with ('PICKLE_IPC_STREAMS=2', ...): runs of one command under different
+    settings must not look alike in a plot title or a heading."""
+    env = data.get("environment") or {}
+    if not isinstance(env, dict):
+        return []
+    return ["%s=%s" % (name, env[name]) for name in sorted(env)
+            if name.startswith("PICKLE_") and name not in _BOOKKEEPING]
+
+
 def short(data):
-    """The machine for a plot title: GPUs (or the CPU when there are none), and host memory when that was measured."""
+    """The run for a plot title or a heading: GPUs (or the CPU when there are none), host memory when that was
+    measured, and the pickle settings it was made with."""
     host = _topology(data).get("host") or {}
     text = gpus(data) or "%s (no GPU)" % (host.get("cpu_model") or host.get("hostname") or "unknown host")
     memory = (data.get("options") or {}).get("memory")
     if memory == "host":
         text += ", host memory"
+    chosen = settings(data)
+    if chosen:
+        text += ", " + ", ".join(chosen[:_SETTINGS_SHOWN])
+        if len(chosen) > _SETTINGS_SHOWN:
+            text += " and %d more" % (len(chosen) - _SETTINGS_SHOWN)
     return text
 
 
