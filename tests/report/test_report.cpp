@@ -110,6 +110,20 @@ TEST(Report, RunsMadeWithOtherSettingsAreNamedByThem) {
   EXPECT_EQ(md.find("H200, PICKLE_SOURCE_REVISION"), std::string::npos) << md;
 }
 
+// Two inputs of one name from different folders: each section is headed by its path, not by the name they share.
+TEST(Report, InputsOfOneNameAreHeadedByTheirPaths) {
+  TempDir dir("report");
+  const std::string results = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-28c-h200x4/";
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", results + "call1/coll.json", results + "call4/coll.json", "-o", out},
+                             std::chrono::seconds(120));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("## " + results + "call1/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("## " + results + "call4/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
+  EXPECT_EQ(md.find("## coll.json"), std::string::npos) << md;
+}
+
 const std::string kDeviceMemcpy = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/memcpy.json";
 const std::string kDeviceIpc = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-22-memcpy-ipc-h200x2/ipc.json";
 const std::string kMemcpyHeader =

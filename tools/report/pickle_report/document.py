@@ -1,5 +1,4 @@
 """report.md: one section per input file (its recorded environment, then its suite's tables and plots)."""
-import os
 
 from . import machine, markdown
 from .suites import known, lookup
@@ -34,7 +33,7 @@ def environment(bench):
 
 def section(bench, out, warn):
     """The Markdown of one input; a suite nobody registered is named, not fatal."""
-    lines = ["", "## %s: %s on %s" % (os.path.basename(bench.path), bench.suite, machine.short(bench.data)), ""]
+    lines = ["", "## %s: %s on %s" % (bench.name, bench.suite, machine.short(bench.data)), ""]
     lines += environment(bench)
     lines.append("")
     suite = lookup(bench.suite)

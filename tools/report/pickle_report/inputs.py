@@ -18,6 +18,7 @@ class BenchFile:
         self.path = path
         self.data = data
         self.stem = stem
+        self.name = os.path.basename(path)  # for headings; load() lengthens it where two inputs share it
 
     @property
     def suite(self):
@@ -64,6 +65,11 @@ def load(paths):
         if not isinstance(data.get("suite"), str) or not data["suite"]:
             raise InputError("%s: the key 'suite' is missing or not a string" % path)
         files.append(BenchFile(path, data, _stem(path, taken)))
+    # Inputs of one name from different folders (call1/coll.json, call4/coll.json) are headed by their paths as given.
+    names = [bench.name for bench in files]
+    for bench in files:
+        if names.count(bench.name) > 1:
+            bench.name = os.path.normpath(bench.path)
     return files
 
 
