@@ -94,16 +94,25 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 14);
 }
 
-// Two committed runs of one command, one of them with PICKLE_IPC_STREAMS=2: the headings (and the plot titles, made
-// from the same words) name the setting, and leave out the run's bookkeeping (PICKLE_TIMEOUT, the source revision).
-TEST(Report, RunsMadeWithOtherSettingsAreNamedByThem) {
+// This session's committed runs (2026-11-28c), where several runs share a command or a file name.
+const std::string kSessionRuns = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-28c-h200x4/";
+
+/// report.md of `pickle report` on `inputs` (paths under kSessionRuns); fails the test if the report fails.
+std::string report_of(const std::vector<std::string>& inputs) {
   TempDir dir("report");
-  const std::string results = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-28c-h200x4/";
-  std::string out = dir / "out";
-  Result report = run_pickle(dir, {"report", results + "call3/p2p-5.json", results + "call2/p2p.json", "-o", out},
-                             std::chrono::seconds(90));
-  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
-  std::string md = read_file(out + "/report.md");
+  std::vector<std::string> args = {"report"};
+  for (const std::string& input : inputs) args.push_back(kSessionRuns + input);
+  const std::string out = dir / "out";
+  args.insert(args.end(), {"-o", out});
+  Result report = run_pickle(dir, args, std::chrono::seconds(120));
+  EXPECT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  return read_file(out + "/report.md");
+}
+
+// Two runs of one command, one of them with PICKLE_IPC_STREAMS=2: the headings (and the plot titles, made from the
+// same words) name the setting, and leave out the run's bookkeeping (PICKLE_TIMEOUT, the source revision).
+TEST(Report, RunsMadeWithOtherSettingsAreNamedByThem) {
+  const std::string md = report_of({"call3/p2p-5.json", "call2/p2p.json"});
   EXPECT_NE(md.find("## p2p-5.json: p2p on 2 x NVIDIA H200, PICKLE_IPC_STREAMS=2\n"), std::string::npos) << md;
   EXPECT_NE(md.find("## p2p.json: p2p on 2 x NVIDIA H200\n"), std::string::npos) << md;
   EXPECT_EQ(md.find("H200, PICKLE_TIMEOUT"), std::string::npos) << md;
@@ -112,15 +121,9 @@ TEST(Report, RunsMadeWithOtherSettingsAreNamedByThem) {
 
 // Two inputs of one name from different folders: each section is headed by its path, not by the name they share.
 TEST(Report, InputsOfOneNameAreHeadedByTheirPaths) {
-  TempDir dir("report");
-  const std::string results = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-28c-h200x4/";
-  std::string out = dir / "out";
-  Result report = run_pickle(dir, {"report", results + "call1/coll.json", results + "call4/coll.json", "-o", out},
-                             std::chrono::seconds(120));
-  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
-  std::string md = read_file(out + "/report.md");
-  EXPECT_NE(md.find("## " + results + "call1/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
-  EXPECT_NE(md.find("## " + results + "call4/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
+  const std::string md = report_of({"call1/coll.json", "call4/coll.json"});
+  EXPECT_NE(md.find("## " + kSessionRuns + "call1/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("## " + kSessionRuns + "call4/coll.json: coll on 4 x NVIDIA H200\n"), std::string::npos) << md;
   EXPECT_EQ(md.find("## coll.json"), std::string::npos) << md;
 }
 
