@@ -60,7 +60,7 @@ void allreduce_in_phases(Communicator::Impl& c, Stream& stream, const OpContext&
 
 /// Whether this call goes in two phases (coll::allreduce_in_phases, under PICKLE_ALLREDUCE_SCHEDULE).
 bool goes_in_phases(Communicator::Impl& c, std::size_t count, DataType type) {
-  const bool one_host = std::all_of(c.hosts.begin(), c.hosts.end(), [&](const auto& h) { return h == c.hosts[0]; });
+  const bool one_host = std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
   return coll::allreduce_in_phases(coll::state_of(c).allreduce_schedule, count, datatype_size(type),
                                    c.info.world_size, one_host);
 }

@@ -82,13 +82,12 @@ constexpr std::array kTable = {
              "memory (copy engine to a pinned buffer, RMA write, copy into place): to test and measure that path on "
              "host memory."},
     Variable{"PICKLE_PIPELINE_SCHEDULE", "staggered",
-             "How the pipelined collectives (reduce_scatter, allreduce, alltoall) send each chunk to its "
-             "peers: staggered (one side stream per lane for all peers, rank + 1 first, as "
-             "PICKLE_ALLGATHER_SCHEDULE=staggered: on 4 H200s the fused allreduce 1.17-1.22x at 512 MiB-2 GiB and "
+             "How the pipelined collectives (reduce_scatter, allreduce, alltoall) send each chunk to its peers: "
+             "staggered (one side stream per lane for all peers, rank + 1 first, as PICKLE_ALLGATHER_SCHEDULE="
+             "staggered: on 4 H200s the fused allreduce 1.17-1.22x at 512 MiB-2 GiB and "
              "alltoall 1.33-1.38x at 32-128 MiB faster than parallel) or parallel (a side stream per peer and lane, "
-             "every peer at once). With "
-             "PICKLE_IPC_STREAMS above 1 staggered runs like parallel. The ranks may differ. See "
-             "docs/collectives.md, \"Pipeline\"."},
+             "every peer at once). With PICKLE_IPC_STREAMS above 1 staggered runs like parallel. The ranks may "
+             "differ. See docs/collectives.md, \"Pipeline\"."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},
