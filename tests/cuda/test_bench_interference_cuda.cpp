@@ -15,6 +15,7 @@
 #include "core/json.hpp"
 #include "device/backends.hpp"
 #include "../mp/bench_test_util.hpp"
+#include "interference_rows.hpp"
 
 namespace pickle::test {
 namespace {
@@ -132,13 +133,7 @@ TEST(BenchInterferenceCuda, TheRawCopyEngineRunsP2pBesidePickleAndHasNoAllgather
     if (row.at("backend").as_string() != "ce") continue;
     const std::string where = "ce " + std::to_string(row.at("bytes").as_int()) + context;
     EXPECT_EQ(row.at("background").as_string(), "p2p") << where;
-    EXPECT_TRUE(row.at("error").is_null()) << where;
-    EXPECT_TRUE(row.at("overlap").as_bool()) << where;
-    EXPECT_EQ(row.at("background_wrong").as_int(), 0) << where;
-    EXPECT_EQ(row.at("foreground_wrong").as_int(), 0) << where;
-    EXPECT_GT(row.at("background_gbps").as_double(), 0) << where;
-    EXPECT_GT(row.at("relative").as_double(), 0) << where;
-    EXPECT_TRUE(row.at("passed").as_bool()) << where;
+    expect_clean_row(row, where);
     ++ce_rows;
   }
   EXPECT_EQ(ce_rows, 2) << "4 MiB and 16 MiB through ce" << context;
