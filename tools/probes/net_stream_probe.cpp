@@ -7,6 +7,10 @@
 // the transport's (docs/results/2026-11-28c-h200x4.md).
 //
 // Usage: net_stream_probe [seconds=3] [chunk=1M] [inflight=4] [pairs=1,2,4] [provider=tcp] [iface=lo]
+//                         [footprint=SOURCE[/TARGET]]
+// footprint: the bytes the sending and the receiving side cycle through, chunk by chunk (default chunk x inflight on
+// both sides, which stays in the CPU's caches; 1G makes every chunk come from or land in memory, as a large
+// message's does; 1G/4M is a large source written into a small ring at the receiver).
 // Output: one line per (kind, pairs): GB/s (1e9 B/s) summed over the pairs, bytes received over the receivers' time.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -52,7 +57,12 @@ double seconds_since(Clock::time_point start) {
 // --- plain TCP: one stream per pair, 127.0.0.1
 
 /// Bytes per second one stream moved: the receiver's bytes over its time from the first byte to end of stream.
-double tcp_stream(double seconds, std::size_t chunk) {
+struct Footprint {
+  std::size_t source = 0;  // bytes the sender's chunks come from, in turn
+  std::size_t target = 0;  // bytes the receiver's chunks land in, in turn
+};
+
+double tcp_stream(double seconds, std::size_t chunk, Footprint footprint) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -66,11 +76,12 @@ double tcp_stream(double seconds, std::size_t chunk) {
   std::thread receiver([&] {
     const int fd = accept(listener, nullptr, nullptr);
     if (fd < 0) fail(std::string("accept: ") + std::strerror(errno));
-    std::vector<char> buffer(4 << 20);
+    std::vector<char> buffer(footprint.target);
     std::size_t total = 0;
     Clock::time_point first{};
     for (;;) {
-      const ssize_t got = recv(fd, buffer.data(), buffer.size(), 0);
+      const std::size_t at = (total / chunk % (footprint.target / chunk)) * chunk;  // chunk by chunk through the footprint
+      const ssize_t got = recv(fd, buffer.data() + at + total % chunk, chunk - total % chunk, 0);
       if (got < 0) fail(std::string("recv: ") + std::strerror(errno));
       if (got == 0) break;
       if (total == 0) first = Clock::now();
@@ -83,11 +94,12 @@ double tcp_stream(double seconds, std::size_t chunk) {
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     fail(std::string("connect: ") + std::strerror(errno));
   }
-  std::vector<char> data(chunk, 'x');
+  std::vector<char> data(footprint.source, 'x');
   const auto start = Clock::now();
-  while (seconds_since(start) < seconds) {
+  for (std::size_t next = 0; seconds_since(start) < seconds; ++next) {
+    const char* source = data.data() + (next % (footprint.source / chunk)) * chunk;
     for (std::size_t sent = 0; sent < chunk;) {
-      const ssize_t n = send(fd, data.data() + sent, chunk - sent, 0);
+      const ssize_t n = send(fd, source + sent, chunk - sent, 0);
       if (n < 0) fail(std::string("send: ") + std::strerror(errno));
       sent += static_cast<std::size_t>(n);
     }
@@ -111,7 +123,7 @@ struct Side {
   std::vector<char> buffer;
   fi_addr_t peer = FI_ADDR_UNSPEC;
 
-  void open(fi_info* info, std::size_t bytes, std::uint64_t access) {
+  void open(fi_info* info, std::size_t bytes, std::uint64_t access) {  // `bytes`: the registered buffer
     check_fi(fi_fabric(info->fabric_attr, &fabric, nullptr), "fi_fabric");
     check_fi(fi_domain(fabric, info, &domain, nullptr), "fi_domain");
     fi_av_attr av_attr{};
@@ -166,11 +178,13 @@ fi_info* choose_info(const std::string& provider, const std::string& iface) {
 
 /// Bytes per second one endpoint pair moved: `inflight` RMA writes of `chunk` bytes kept outstanding for `seconds`,
 /// counted by their completions at the sender, over the sender's time from the first post to the last completion.
-double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int inflight) {
+double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int inflight, Footprint footprint) {
   Side sender, target;
-  const std::size_t bytes = chunk * static_cast<std::size_t>(inflight);
-  sender.open(info, bytes, FI_WRITE);
-  target.open(info, bytes, FI_REMOTE_WRITE);
+  // Chunk-sized places the writes take their bytes from and put them into, in turn.
+  const std::size_t source_places = footprint.source / chunk, target_places = footprint.target / chunk;
+  std::size_t next_write = 0;
+  sender.open(info, footprint.source, FI_WRITE);
+  target.open(info, footprint.target, FI_REMOTE_WRITE);
   sender.insert(target.name());
   target.insert(sender.name());
   const std::uint64_t key = fi_mr_key(target.mr);
@@ -187,9 +201,10 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   // sender's provider progresses only inside fi_cq_read.
   std::vector<int> refused;
   auto post = [&](int slot) {
-    const std::size_t offset = static_cast<std::size_t>(slot) * chunk;
-    const ssize_t rc = fi_write(sender.ep, sender.buffer.data() + offset, chunk, fi_mr_desc(sender.mr), target.peer,
-                                remote + offset, key, &contexts[static_cast<std::size_t>(slot)]);
+    const std::size_t from = (next_write % source_places) * chunk, to = (next_write % target_places) * chunk;
+    ++next_write;
+    const ssize_t rc = fi_write(sender.ep, sender.buffer.data() + from, chunk, fi_mr_desc(sender.mr), target.peer,
+                                remote + to, key, &contexts[static_cast<std::size_t>(slot)]);
     if (rc == -FI_EAGAIN) {
       refused.push_back(slot);
     } else if (rc != 0) {
@@ -265,16 +280,28 @@ int main(int argc, char** argv) {
   const std::vector<int> pairs = parse_list(argc > 4 ? argv[4] : "1,2,4");
   const std::string provider = argc > 5 ? argv[5] : "tcp";
   const std::string iface = argc > 6 ? argv[6] : "lo";
-  if (seconds <= 0 || chunk == 0 || inflight < 1 || pairs.empty()) {
-    fail("usage: net_stream_probe [seconds=3] [chunk=1M] [inflight=4] [pairs=1,2,4] [provider=tcp] [iface=lo]");
+  const std::size_t in_flight_bytes = chunk * static_cast<std::size_t>(std::max(inflight, 1));
+  Footprint footprint{in_flight_bytes, in_flight_bytes};
+  if (argc > 7) {
+    const std::string text = argv[7];
+    const std::size_t slash = text.find('/');
+    footprint.source = probe::parse_bytes(text.substr(0, slash));
+    footprint.target = slash == std::string::npos ? footprint.source : probe::parse_bytes(text.substr(slash + 1));
+  }
+  if (seconds <= 0 || chunk == 0 || inflight < 1 || pairs.empty() || footprint.source < in_flight_bytes ||
+      footprint.target < in_flight_bytes) {
+    fail("usage: net_stream_probe [seconds=3] [chunk=1M] [inflight=4] [pairs=1,2,4] [provider=tcp] [iface=lo] "
+         "[footprint=SOURCE[/TARGET], each >= chunk x inflight]");
   }
   fi_info* info = choose_info(provider, iface);
-  std::printf("# net_stream_probe: %.1f s per run, chunk %zu B, %d writes in flight per endpoint; libfabric %s on %s\n",
-              seconds, chunk, inflight, info->fabric_attr->prov_name, info->domain_attr->name);
+  std::printf("# net_stream_probe: %.1f s per run, chunk %zu B, %d writes in flight per endpoint, chunks from %zu B "
+              "into %zu B; libfabric %s on %s\n",
+              seconds, chunk, inflight, footprint.source, footprint.target, info->fabric_attr->prov_name,
+              info->domain_attr->name);
   for (int n : pairs) {
-    const double tcp = together(n, [&] { return tcp_stream(seconds, chunk); });
+    const double tcp = together(n, [&] { return tcp_stream(seconds, chunk, footprint); });
     std::printf("tcp     %d stream(s)        %8.2f GB/s\n", n, tcp / 1e9);
-    const double fabric = together(n, [&] { return fabric_pair(info, seconds, chunk, inflight); });
+    const double fabric = together(n, [&] { return fabric_pair(info, seconds, chunk, inflight, footprint); });
     std::printf("fabric  %d endpoint pair(s) %8.2f GB/s\n", n, fabric / 1e9);
     std::fflush(stdout);
   }
