@@ -17,8 +17,10 @@
 #   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net): bandwidth vs lanes 1-4 at 1 GiB
 #                 (3 runs each, about 3 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
 #   netraw        issue 8's one-lane gap: one plain TCP stream against one libfabric endpoint pair over loopback
-#                 (tools/probes/net_stream_probe: 1, 2 and 4 at once, 1 MiB writes, 4 in flight), then pickle and NCCL
-#                 at 1 and 2 lanes/sockets, 1 GiB (bench transports --lanes), to see whose limit one lane is
+#                 (tools/probes/net_stream_probe: 1, 2 and 4 at once, 1 MiB writes, 4 in flight; then one pair with
+#                 its source and target in memory (1G), and with a cached source into memory (4M/1G): the source's
+#                 footprint is what one lane loses, docs/results/2026-11-28d-h200x2.md), then pickle and NCCL at 1
+#                 and 2 lanes/sockets, 1 GiB (bench transports --lanes)
 #   net16g        issue 8: the 16 GiB point of the 4-lane size sweep (about 1.5 s per message over loopback)
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
 #                 lanes, 1 GiB messages (bench interference --lanes: 6 children; its own call, to stay within 10 min)
@@ -67,7 +69,8 @@ case "$group" in
       limit:300 bench:transports:--lanes+1,2,3,4+--ops+p2p+-b+1G+-e+1G+-n+5+-w+1+--repeats+2+--runs+3 \
       limit:150 bench:transports:--lanes+4+--ops+p2p+-b+4K+-e+4G+-f+4+-n+5+-w+1+--repeats+2+--runs+1 ;;
   netraw)
-    exec "${session[@]}" probe:net_stream_probe:3+1M+4+1,2,4 probe:net_stream_probe:3+4M+8+1 \
+    exec "${session[@]}" probe:net_stream_probe:3+1M+4+1,2,4 \
+      probe:net_stream_probe:3+1M+4+1+tcp+lo+1G probe:net_stream_probe:3+1M+4+1+tcp+lo+4M/1G \
       limit:200 bench:transports:--lanes+1,2+--ops+p2p+-b+1G+-e+1G+-n+5+-w+1+--repeats+2+--runs+2 ;;
   net16g)
     exec "${session[@]}" limit:300 bench:transports:--lanes+4+--ops+p2p+-b+16G+-e+16G+-n+3+-w+1+--repeats+1+--runs+1 ;;
