@@ -22,7 +22,6 @@
 #include "comm/control.hpp"
 #include "comm/landed_prefix.hpp"
 #include "comm/signal_area.hpp"
-#include "comm/staged_sender.hpp"
 #include "comm/staging_pool.hpp"
 #include "core/format.hpp"
 #include "core/serial_worker.hpp"
@@ -382,14 +381,11 @@ struct Communicator::Impl {
   std::unique_ptr<transport::ipc::IpcTransport> ipc;
   std::unique_ptr<transport::shm::ShmTransport> shm;  // null when no pair uses it
   // net with staging (GPU memory, or PICKLE_NET_STAGING=1): pinned buffers, the stream that copies landed data into
-  // place, the stream and thread that copy sends out through their rings (staged_sender.hpp), and the buffers of
-  // failed receives, never reused (a slow peer's writes may still land in them). Declared before `net`, which is
-  // destroyed first: the transport's completions call into the sender.
+  // place, and the buffers of failed receives, never reused (a slow peer's writes may still land in them). Declared
+  // before `net`, which is destroyed first.
   bool stage_net = false;
   std::unique_ptr<comm::StagingPool> staging;
   std::unique_ptr<device::Stream> staging_stream;
-  std::unique_ptr<device::Stream> send_copy_stream;
-  std::unique_ptr<comm::StagedSender> staged_sender;
   std::vector<std::shared_ptr<std::byte>> quarantined;  // guarded by `mutex`
 #ifdef PICKLE_HAVE_LIBFABRIC
   std::unique_ptr<transport::net::NetTransport> net;  // null when no pair uses it

@@ -168,8 +168,6 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     if (stage_net) {
       staging = std::make_unique<comm::StagingPool>(kind, std::max(0, device));
       staging_stream = device::make_stream(kind, std::max(0, device));
-      send_copy_stream = device::make_stream(kind, std::max(0, device));
-      staged_sender = std::make_unique<comm::StagedSender>(*send_copy_stream, kind, std::max(0, device));
     }
     net = std::make_unique<transport::net::NetTransport>(
         info.rank, info.world_size, net_peers, *store, key_prefix + "net/", transport::net::options_from_env(),
@@ -253,13 +251,6 @@ Communicator::Impl::~Impl() {
   });
 #ifdef PICKLE_HAVE_LIBFABRIC
   attempt([&] {
-    // Staged sends whose later pieces are not copied yet: the transport's flush knows only the writes it was given.
-    if (staged_sender && !staged_sender->drain(Deadline::after_seconds(timeout_seconds))) {
-      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": staged sends still under way after " << timeout_seconds
-                                       << " s");
-    }
-  });
-  attempt([&] {
     if (net && !net->flush(Deadline::after_seconds(timeout_seconds))) {
       PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": net writes still pending after " << timeout_seconds << " s");
     }
@@ -292,9 +283,7 @@ Communicator::Impl::~Impl() {
   outbox.reset();
   shm.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
-  if (staged_sender) staged_sender->stop();  // its thread writes through the transport
   net.reset();
-  staged_sender.reset();  // after the transport, whose completions call into it
 #endif
   // The peers' last puts into staged windows may have landed after step 1 (until net.reset() above): their copies
   // and `landed` callbacks, which use `mutex` and `peers`, were queued on the staging stream and must run before

@@ -12,6 +12,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "comm/staged_pieces.hpp"
 #include "core/error_text.hpp"
 #include "core/log.hpp"
 
@@ -25,6 +26,17 @@ std::string Communicator::Impl::first_missing_net_put(const PeerState& state) {
 }
 
 #ifdef PICKLE_HAVE_LIBFABRIC
+
+namespace {
+// A staged send's pieces, shared by their stream callbacks (which run one after another, in stream order) and by
+// their writes' completions (on the transport's threads).
+struct StagedPieces {
+  explicit StagedPieces(std::size_t count) : unsent(count) {}
+  std::atomic<std::size_t> unsent;  // pieces whose writes have not all completed
+  bool written = false;             // a piece's writes went to the transport
+  std::exception_ptr failed;        // the write that could not be made: the pieces after it write nothing
+};
+}  // namespace
 
 std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const std::shared_ptr<RequestState>& request,
                                                                 const RecvPostMessage& post, device::Stream& stream) {
@@ -68,39 +80,43 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
     });
     return std::nullopt;
   }
-  // Staged: through a ring of pinned pieces (send_ring.hpp), each copied out of the source by the staged sender's
-  // thread when an earlier piece's writes have completed, and written from there while the next ones are copied.
-  // Pieces are whole chunks (but the last), so the receiver counts the same chunks under the one message id as for
-  // a single write. The send starts when the stream gets here (after the producer), and completes, giving its
-  // buffers back to the pool, when the last piece's writes did.
-  const transport::net::NetOptions& options = net->options();
-  auto job = std::make_shared<comm::StagedSendJob>();
-  job->peer = peer;
-  job->src = static_cast<const std::byte*>(src);
-  job->bytes = bytes;
-  job->ring = comm::send_ring(bytes, options.chunk, static_cast<std::size_t>(options.lanes),
-                              static_cast<std::size_t>(options.inflight_per_lane));
-  for (std::size_t i = 0; i < job->ring.slots; ++i) {
-    job->slots.push_back(staging->take(std::min(job->ring.piece_bytes, bytes)));
+  // Staged: the copy engine copies the source into a pinned buffer piece by piece on the same stream, and each
+  // piece's writes leave as soon as its copy is done, while the next piece is copied. Pieces are whole chunks (but
+  // the last), so the receiver counts the same chunks under the one message id as for a single write, and at most
+  // comm::kMaxStagedPieces per send (staged_pieces.hpp: the stream's queue is bounded). The buffer goes back to the
+  // pool, and the send completes, with the last piece's writes.
+  std::shared_ptr<std::byte> staged = staging->take(bytes);
+  const std::size_t piece = comm::staged_piece_bytes(bytes, net->options().chunk);
+  const std::size_t pieces = (bytes + piece - 1) / piece;
+  auto shared = std::make_shared<StagedPieces>(pieces);
+  for (std::size_t offset = 0; offset < bytes; offset += piece) {
+    const std::size_t length = std::min(piece, bytes - offset);
+    const bool last = offset + length == bytes;
+    std::byte* from = staged.get() + offset;
+    stream.copy(from, static_cast<const std::byte*>(src) + offset, length);
+    const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
+    on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
+                                   generation, staged, shared, last] {
+      if (!shared->failed) {
+        try {
+          transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {
+            if (shared->unsent.fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
+          });
+          shared->written = true;
+        } catch (const Error&) {
+          shared->failed = std::current_exception();
+        }
+      }
+      // A failed send is reported from the last piece's callback, once the stream has copied every piece: until
+      // then it still reads the source, which the application may reuse as soon as it hears that the send is over.
+      if (!last || !shared->failed) return;
+      try {
+        std::rethrow_exception(shared->failed);
+      } catch (const Error& e) {
+        fail_net_send(peer, request, e, shared->written);
+      }
+    });
   }
-  job->write = [transport, peer, dst, message](const std::byte* from, std::size_t offset, std::size_t length,
-                                               std::function<void()> written) {
-    transport->write(peer, from, length, transport::net::RemoteRegion{dst.addr + offset, dst.key}, message,
-                     std::move(written));
-  };
-  job->on_sent = [words, peer, index, generation] { words->advance_sent(peer, index, generation); };
-  // Called once no copy of the send is queued any more: the application may free the source once it hears.
-  job->on_failed = [this, peer, request](std::exception_ptr error, bool partly_written) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const Error& e) {
-      fail_net_send(peer, request, e, partly_written);
-    } catch (const std::exception& e) {
-      fail_net_send(peer, request, Error(ErrorCode::Internal, e.what()), partly_written);
-    }
-  };
-  comm::StagedSender* sender = staged_sender.get();
-  on_application_stream(stream, [sender, job] { sender->start(job); });
   return std::nullopt;
 }
 

@@ -239,8 +239,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
   // may be freed once it is. shm: streams waiting on the pair's staging rings go on, and their copies run through
   // (the rings stay mapped until the communicator closes). net: the peer's unfinished writes are dropped and its
   // endpoints closed, so that no write still reads a source and no late byte lands in a receive's buffer, and the
-  // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete; the staged
-  // sends to the peer stop copying out of their sources.
+  // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete.
   if (uses_shm(peer)) {
     {
       // Once per pair, before the first release: a second caller (the progress thread and a transport's callback
@@ -266,11 +265,6 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
       net->release_closed_peer(peer);
     } else {
       net->release(peer, Deadline::after_seconds(timeout_seconds));
-    }
-    // Staged sends to the peer stop, and once their last queued copy is done none reads its source any more.
-    if (staged_sender && !staged_sender->release(peer, Deadline::after_seconds(timeout_seconds))) {
-      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": staged sends to peer " << peer << " still copying after "
-                                       << timeout_seconds << " s");
     }
   }
 #endif

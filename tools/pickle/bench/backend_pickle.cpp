@@ -17,7 +17,7 @@
 
 #include "backend.hpp"
 #include "bench_communicator.hpp"
-#include "comm/staged_sender.hpp"
+#include "comm/staged_pieces.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
 #include "device/host/backoff.hpp"
@@ -47,13 +47,12 @@ class PickleBackend final : public P2pBackend {
 
   bool times(Mode, int) const override { return true; }
   // Send: event record on the timing stream; wait, copy, write-value, record on the copy stream; the timing
-  // stream's wait on completion. Lat adds the receive's wait. Over net a GPU send is staged: it also puts the host
-  // callback that starts it on the stream (comm/staged_sender.hpp); its pieces' copies go on a stream of the
-  // communicator. (Until 2026-11-28 every piece's copy and callback went on the send's stream: ten 256 MiB messages
-  // behind the gate were 1920 operations before the pieces were capped.)
+  // stream's wait on completion. Lat adds the receive's wait. Over net a GPU send is staged: up to
+  // kMaxStagedPieces pieces of a copy and a host callback each (comm/staged_pieces.hpp), so that ten 256 MiB
+  // messages behind the gate were 1920 operations before the pieces were capped.
   int ops_per_iteration(Mode) const override {
     const bool staged = comm_ && comm_->transport(1 - comm_->rank()) == "net";
-    return 7 + (staged ? comm::kStagedSendStreamOps : 0);
+    return 7 + (staged ? static_cast<int>(comm::kMaxStagedPieces) * comm::kStreamOpsPerStagedPiece : 0);
   }
 
   void enqueue(P2pContext& ctx, Mode mode, std::size_t bytes, int iterations) override {
