@@ -18,8 +18,8 @@
 #                 (3 runs each, about 3 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
 #   netraw        issue 8's one-lane gap: one plain TCP stream against one libfabric endpoint pair over loopback
 #                 (tools/probes/net_stream_probe: 1, 2 and 4 at once, 1 MiB writes, 4 in flight; then one pair with
-#                 its source and target in memory (1G), and with a cached source into memory (4M/1G): the source's
-#                 footprint is what one lane loses, docs/results/2026-11-28d-h200x2.md), then pickle and NCCL at 1
+#                 its source and target in memory (1G), and with a CPU-cached source into memory (4M/1G): 3.7-4.7
+#                 against 5.5-5.9 GB/s on 2026-11-28, docs/results/2026-11-28d-h200x2.md), then pickle and NCCL at 1
 #                 and 2 lanes/sockets, 1 GiB (bench transports --lanes)
 #   net16g        issue 8: the 16 GiB point of the 4-lane size sweep (about 1.5 s per message over loopback)
 #   netinterference  issue 8, seed 001 item 4: GEMM under each library's network p2p background at 1, 2 and 4
