@@ -7,10 +7,13 @@
 // the transport's (docs/results/2026-11-28c-h200x4.md).
 //
 // Usage: net_stream_probe [seconds=3] [chunk=1M] [inflight=4] [pairs=1,2,4] [provider=tcp] [iface=lo]
-//                         [footprint=SOURCE[/TARGET]]
+//                         [footprint=SOURCE[/TARGET]] [fill=cpu|ce]
 // footprint: the bytes the sending and the receiving side cycle through, chunk by chunk (default chunk x inflight on
 // both sides, which stays in the CPU's caches; 1G makes every chunk come from or land in memory, as a large
 // message's does; 1G/4M is a large source written into a small ring at the receiver).
+// fill: who writes a chunk's source bytes. cpu: the probe, once, before the run; ce: the copy engine, just before each
+// write (cudaMemcpyAsync from GPU memory into the pinned source, waited for), as a staged send's ring would: do such
+// bytes come out of the CPU's caches as the CPU's own do? (docs/results/2026-11-28d-h200x2.md, the send ring.)
 // Output: one line per (kind, pairs): GB/s (1e9 B/s) summed over the pairs, bytes received over the receivers' time.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +25,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/socket.h>
+#include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -60,6 +65,38 @@ double seconds_since(Clock::time_point start) {
 struct Footprint {
   std::size_t source = 0;  // bytes the sender's chunks come from, in turn
   std::size_t target = 0;  // bytes the receiver's chunks land in, in turn
+};
+
+void check_cuda(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(rc));
+}
+
+/// With fill=ce: copies `chunk` bytes from GPU memory into a place of the (pinned) source just before it is written.
+class CopyEngineFill {
+ public:
+  CopyEngineFill(char* source, std::size_t source_bytes, std::size_t chunk) : source_(source), chunk_(chunk) {
+    check_cuda(cudaHostRegister(source, source_bytes, cudaHostRegisterDefault), "cudaHostRegister");
+    check_cuda(cudaMalloc(&device_, chunk), "cudaMalloc");
+    check_cuda(cudaMemset(device_, 'y', chunk), "cudaMemset");
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  ~CopyEngineFill() {
+    cudaStreamDestroy(stream_);
+    cudaFree(device_);
+    cudaHostUnregister(source_);
+  }
+  CopyEngineFill(const CopyEngineFill&) = delete;
+  CopyEngineFill& operator=(const CopyEngineFill&) = delete;
+  void fill(std::size_t offset) {
+    check_cuda(cudaMemcpyAsync(source_ + offset, device_, chunk_, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ private:
+  char* source_;
+  std::size_t chunk_;
+  void* device_ = nullptr;
+  cudaStream_t stream_ = nullptr;
 };
 
 double tcp_stream(double seconds, std::size_t chunk, Footprint footprint) {
@@ -178,7 +215,7 @@ fi_info* choose_info(const std::string& provider, const std::string& iface) {
 
 /// Bytes per second one endpoint pair moved: `inflight` RMA writes of `chunk` bytes kept outstanding for `seconds`,
 /// counted by their completions at the sender, over the sender's time from the first post to the last completion.
-double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int inflight, Footprint footprint) {
+double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int inflight, Footprint footprint, bool ce_fill) {
   Side sender, target;
   // Chunk-sized places the writes take their bytes from and put them into, in turn.
   const std::size_t source_places = footprint.source / chunk, target_places = footprint.target / chunk;
@@ -187,6 +224,8 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   target.open(info, footprint.target, FI_REMOTE_WRITE);
   sender.insert(target.name());
   target.insert(sender.name());
+  std::optional<CopyEngineFill> filler;
+  if (ce_fill) filler.emplace(sender.buffer.data(), footprint.source, chunk);
   const std::uint64_t key = fi_mr_key(target.mr);
   // Virtual addresses where the provider asks for them, else offsets into the registration (tcp in libfabric 1.17).
   const bool virtual_address = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
@@ -203,6 +242,7 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   auto post = [&](int slot) {
     const std::size_t from = (next_write % source_places) * chunk, to = (next_write % target_places) * chunk;
     ++next_write;
+    if (filler) filler->fill(from);  // no write of this place is in flight: its slot's completion freed it
     const ssize_t rc = fi_write(sender.ep, sender.buffer.data() + from, chunk, fi_mr_desc(sender.mr), target.peer,
                                 remote + to, key, &contexts[static_cast<std::size_t>(slot)]);
     if (rc == -FI_EAGAIN) {
@@ -288,20 +328,21 @@ int main(int argc, char** argv) {
     footprint.source = probe::parse_bytes(text.substr(0, slash));
     footprint.target = slash == std::string::npos ? footprint.source : probe::parse_bytes(text.substr(slash + 1));
   }
+  const std::string fill = argc > 8 ? argv[8] : "cpu";
   if (seconds <= 0 || chunk == 0 || inflight < 1 || pairs.empty() || footprint.source < in_flight_bytes ||
-      footprint.target < in_flight_bytes) {
+      footprint.target < in_flight_bytes || (fill != "cpu" && fill != "ce")) {
     fail("usage: net_stream_probe [seconds=3] [chunk=1M] [inflight=4] [pairs=1,2,4] [provider=tcp] [iface=lo] "
-         "[footprint=SOURCE[/TARGET], each >= chunk x inflight]");
+         "[footprint=SOURCE[/TARGET], each >= chunk x inflight] [fill=cpu|ce]");
   }
   fi_info* info = choose_info(provider, iface);
   std::printf("# net_stream_probe: %.1f s per run, chunk %zu B, %d writes in flight per endpoint, chunks from %zu B "
-              "into %zu B; libfabric %s on %s\n",
-              seconds, chunk, inflight, footprint.source, footprint.target, info->fabric_attr->prov_name,
-              info->domain_attr->name);
+              "into %zu B, source filled by the %s; libfabric %s on %s\n",
+              seconds, chunk, inflight, footprint.source, footprint.target, fill == "ce" ? "copy engine" : "CPU",
+              info->fabric_attr->prov_name, info->domain_attr->name);
   for (int n : pairs) {
     const double tcp = together(n, [&] { return tcp_stream(seconds, chunk, footprint); });
     std::printf("tcp     %d stream(s)        %8.2f GB/s\n", n, tcp / 1e9);
-    const double fabric = together(n, [&] { return fabric_pair(info, seconds, chunk, inflight, footprint); });
+    const double fabric = together(n, [&] { return fabric_pair(info, seconds, chunk, inflight, footprint, fill == "ce"); });
     std::printf("fabric  %d endpoint pair(s) %8.2f GB/s\n", n, fabric / 1e9);
     std::fflush(stdout);
   }
