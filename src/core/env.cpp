@@ -64,7 +64,7 @@ constexpr std::array kTable = {
     Variable{"PICKLE_LOG", "warn", "Log level: error, warn, info or debug."},
     Variable{"PICKLE_LOG_SUBSYS", "",
              "Comma-separated subsystems to log (core, bootstrap, launch, device, topology, ...); empty logs all."},
-    Variable{"PICKLE_NET_CHUNK", "1048576",
+    Variable{"PICKLE_NET_CHUNK", "524288",
              "Bytes per RMA write of the net transport (4 KiB to 1 GiB): a message is cut into chunks of this size, "
              "striped over the lanes, each chunk carrying the message's remote CQ data."},
     Variable{"PICKLE_NET_IFACE", "",

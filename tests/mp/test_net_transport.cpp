@@ -199,7 +199,7 @@ TEST(NetTransportSetup, OptionsOutOfRangeAreInvalidArguments) {
   }
   NetOptions defaults = transport::net::options_from_env();
   EXPECT_EQ(defaults.lanes, 4);
-  EXPECT_EQ(defaults.chunk, std::size_t(1) << 20);
+  EXPECT_EQ(defaults.chunk, std::size_t(512) << 10);  // NCCL's step size; 1 MiB until 2026-11-28 (docs/env.md)
   EXPECT_EQ(defaults.provider, "tcp");
 }
 

@@ -12,7 +12,7 @@ struct NetOptions {
   std::string provider = "tcp";  ///< fi_getinfo's provider name ("tcp", "verbs", "efa", "tcp;ofi_rxm")
   std::string iface;             ///< interface / domain name ("lo", "mlx5_0"); empty: the provider's first choice
   int lanes = 4;                 ///< endpoints per peer (1..kMaxLanes)
-  std::size_t chunk = 1 << 20;   ///< bytes per RMA write (kMinChunk..kMaxChunk)
+  std::size_t chunk = 512 << 10;  ///< bytes per RMA write (kMinChunk..kMaxChunk): NCCL's step size too
   int inflight_per_lane = 4;     ///< RMA writes posted and not yet completed, per lane (1..kMaxInflight)
 
   static constexpr int kMaxLanes = 64;

@@ -63,7 +63,7 @@ class NetTransport {
   NetTransport& operator=(const NetTransport&) = delete;
 
   bool uses(int peer) const;
-  /// "tcp;ofi_rxm on lo (fabric 127.0.0.1/32), 4 lanes, 1 MiB chunks".
+  /// "tcp;ofi_rxm on lo (fabric 127.0.0.1/32), 4 lanes, 512 KiB chunks".
   std::string description() const;
   const NetOptions& options() const;
 
