@@ -24,21 +24,11 @@
 #include <vector>
 
 #include "probe_args.hpp"
+#include "probe_check.hpp"
 
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "copy_batch_probe: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-void check(CUresult status, const char* what) {
-  if (status != CUDA_SUCCESS) {
-    std::fprintf(stderr, "copy_batch_probe: %s: CUresult %d\n", what, static_cast<int>(status));
-    std::exit(1);
-  }
-}
+using probe::check;
 
 using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 

@@ -14,14 +14,11 @@
 #include <cstdlib>
 #include <thread>
 
+#include "probe_check.hpp"
+
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "host_unregister_probe: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using probe::check;
 
 using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 

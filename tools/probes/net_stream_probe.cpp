@@ -25,7 +25,6 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/socket.h>
-#include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +40,7 @@
 #include <vector>
 
 #include "probe_args.hpp"
+#include "probe_check.hpp"
 
 namespace {
 
@@ -67,18 +67,14 @@ struct Footprint {
   std::size_t target = 0;  // bytes the receiver's chunks land in, in turn
 };
 
-void check_cuda(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(rc));
-}
-
 /// With fill=ce: copies `chunk` bytes from GPU memory into a place of the (pinned) source just before it is written.
 class CopyEngineFill {
  public:
   CopyEngineFill(char* source, std::size_t source_bytes, std::size_t chunk) : source_(source), chunk_(chunk) {
-    check_cuda(cudaHostRegister(source, source_bytes, cudaHostRegisterDefault), "cudaHostRegister");
-    check_cuda(cudaMalloc(&device_, chunk), "cudaMalloc");
-    check_cuda(cudaMemset(device_, 'y', chunk), "cudaMemset");
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    probe::check(cudaHostRegister(source, source_bytes, cudaHostRegisterDefault), "cudaHostRegister");
+    probe::check(cudaMalloc(&device_, chunk), "cudaMalloc");
+    probe::check(cudaMemset(device_, 'y', chunk), "cudaMemset");
+    probe::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~CopyEngineFill() {
     cudaStreamDestroy(stream_);
@@ -88,8 +84,9 @@ class CopyEngineFill {
   CopyEngineFill(const CopyEngineFill&) = delete;
   CopyEngineFill& operator=(const CopyEngineFill&) = delete;
   void fill(std::size_t offset) {
-    check_cuda(cudaMemcpyAsync(source_ + offset, device_, chunk_, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    probe::check(cudaMemcpyAsync(source_ + offset, device_, chunk_, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync");
+    probe::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
  private:
@@ -117,7 +114,8 @@ double tcp_stream(double seconds, std::size_t chunk, Footprint footprint) {
     std::size_t total = 0;
     Clock::time_point first{};
     for (;;) {
-      const std::size_t at = (total / chunk % (footprint.target / chunk)) * chunk;  // chunk by chunk through the footprint
+      // Chunk by chunk through the footprint.
+      const std::size_t at = (total / chunk % (footprint.target / chunk)) * chunk;
       const ssize_t got = recv(fd, buffer.data() + at + total % chunk, chunk - total % chunk, 0);
       if (got < 0) fail(std::string("recv: ") + std::strerror(errno));
       if (got == 0) break;
@@ -342,7 +340,8 @@ int main(int argc, char** argv) {
   for (int n : pairs) {
     const double tcp = together(n, [&] { return tcp_stream(seconds, chunk, footprint); });
     std::printf("tcp     %d stream(s)        %8.2f GB/s\n", n, tcp / 1e9);
-    const double fabric = together(n, [&] { return fabric_pair(info, seconds, chunk, inflight, footprint, fill == "ce"); });
+    const double fabric =
+        together(n, [&] { return fabric_pair(info, seconds, chunk, inflight, footprint, fill == "ce"); });
     std::printf("fabric  %d endpoint pair(s) %8.2f GB/s\n", n, fabric / 1e9);
     std::fflush(stdout);
   }

@@ -21,15 +21,11 @@
 
 #include "collectives/reduce.hpp"
 #include "probe_args.hpp"
+#include "probe_check.hpp"
 
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "reduce_probe: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using probe::check;
 
 std::vector<int> parse_list(const std::string& text) {
   std::vector<int> values;

@@ -17,14 +17,9 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/communicator.hpp>
 
-namespace probe {
+#include "probe_check.hpp"
 
-inline void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+namespace probe {
 
 /// A free TCP port on the loopback interface for rank 0's store (bound to port 0, read back, released).
 inline int free_port() {
