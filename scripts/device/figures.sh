@@ -14,8 +14,9 @@
 #                 of the two bounds a size), then allgather (1M-1G) and allreduce (16M-1G, every power of two: each
 #                 chunk size of the rule, 16/32/64 MiB) vs NCCL (both modes)
 #   transports    issue 5: seed 000's NCCL P2P/SHM vs pickle ipc/shm table (3 runs, 64M-1G; about 5 minutes)
-#   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net): bandwidth vs lanes 1-4 at 1 GiB
-#                 (3 runs each, about 3 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
+#   lanes         issue 8: seed 001's network comparison (NCCL Socket vs pickle net, pickle's 512 KiB chunks since
+#                 2026-11-28): bandwidth vs lanes 1-4 at 64 MiB, 256 MiB and 1 GiB (the figure's ">= 64 MiB"; 3 runs
+#                 each, about 4 minutes), then bandwidth vs size at 4 lanes, 4K-4G (about 1 minute)
 #   netraw        issue 8's one-lane gap: one plain TCP stream against one libfabric endpoint pair over loopback
 #                 (tools/probes/net_stream_probe: 1, 2 and 4 at once, 1 MiB writes, 4 in flight; then one pair with
 #                 its source and target in memory (1G), and with a CPU-cached source into memory (4M/1G): 3.7-4.7
@@ -66,7 +67,7 @@ case "$group" in
     exec "${session[@]}" bench:transports:--runs+3+-b+64M+-e+1G ;;
   lanes)
     exec "${session[@]}" \
-      limit:300 bench:transports:--lanes+1,2,3,4+--ops+p2p+-b+1G+-e+1G+-n+5+-w+1+--repeats+2+--runs+3 \
+      limit:330 bench:transports:--lanes+1,2,3,4+--ops+p2p+-b+64M+-e+1G+-f+4+-n+5+-w+1+--repeats+2+--runs+3 \
       limit:150 bench:transports:--lanes+4+--ops+p2p+-b+4K+-e+4G+-f+4+-n+5+-w+1+--repeats+2+--runs+1 ;;
   netraw)
     exec "${session[@]}" probe:net_stream_probe:3+1M+4+1,2,4 \
