@@ -1,26 +1,40 @@
 #!/usr/bin/env bash
-# A/B of one probe between two source trees, in one device call: the working tree ("new") and a tarball of an
-# earlier commit ("old", made here with `git archive REV -o old-tree.tar` and sent along as an untracked file).
-# Both are built (Release, sm_90, the probe's target only), then the probe runs new, old, new, old, so that drift
-# of the machine shows as a difference between the two runs of one tree. Output: $OUT/compare.txt.
-#   bash scripts/device/compare_trees.sh old-tree.tar PROBE [ARGS...]
+# A/B of one program between two source trees, in one device call: the working tree ("new") and a tarball of another
+# commit ("old", made here with `git archive REV -o old-tree.tar` and sent along as an untracked file; a branch's
+# tip works as well as an earlier commit). Both are built (Release, sm_90, the program's target only; the old tree
+# without its tests), then the program runs new, old, new, old, ... ROUNDS times (default 2), so that drift of the
+# machine shows as a difference between the runs of one tree. Output: $OUT/compare.txt.
+#   bash scripts/device/compare_trees.sh old-tree.tar PROBE [ARGS...]      a probe of tools/probes
+#   bash scripts/device/compare_trees.sh old-tree.tar pickle [ARGS...]     the pickle command, e.g. `bench p2p ...`
+# The old tree gets this tree's .deps/libfabric (carry it) so that both build the net transport.
+# Example, the staged send ring of the branch exp/send-ring-v2 against main, one lane (docs/rdma.md):
+#   git archive exp/send-ring-v2 -o old-tree.tar   (here), then with carry [".deps/googletest", ".deps/libfabric"]:
+#   PICKLE_TRANSPORT=net PICKLE_NET_LANES=1 PICKLE_NET_IFACE=lo ROUNDS=3 bash scripts/device/compare_trees.sh \
+#     old-tree.tar pickle bench p2p --backend pickle --mode uni -b 1G -e 1G -n 5 -w 1 --repeats 3
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-tarball=$1 probe=$2
+tarball=$1 program=$2
 shift 2
+case "$program" in
+  pickle) target=pickle_cli binary=tools/pickle/pickle ;;
+  *) target=$program binary=tools/probes/$program ;;
+esac
 out=${OUT:-compare-out}
 mkdir -p "$out" /tmp/old-tree
 export NCCL_NVLS_ENABLE=0 PICKLE_TIMEOUT=${PICKLE_TIMEOUT:-60}
 tar -xf "$tarball" -C /tmp/old-tree || exit 1
-configure() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.log" 2>&1; }
-(configure . build-gpu && cmake --build build-gpu -j 8 --target "$probe" >> build-gpu.log 2>&1) &
-(configure /tmp/old-tree /tmp/old-tree/build && cmake --build /tmp/old-tree/build -j 8 --target "$probe" \
-  >> /tmp/old-tree/build.log 2>&1) &
+[ -d .deps/libfabric ] && mkdir -p /tmp/old-tree/.deps && cp -r .deps/libfabric /tmp/old-tree/.deps/
+configure() {
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${@:3}" > "$2.log" 2>&1
+}
+(configure . build-gpu && cmake --build build-gpu -j 8 --target "$target" >> build-gpu.log 2>&1) &
+(configure /tmp/old-tree /tmp/old-tree/build -DPICKLE_BUILD_TESTS=OFF &&
+  cmake --build /tmp/old-tree/build -j 8 --target "$target" >> /tmp/old-tree/build.log 2>&1) &
 wait
-for binary in build-gpu/tools/probes/$probe /tmp/old-tree/build/tools/probes/$probe; do
-  [ -x "$binary" ] || { echo "build of $binary failed"; tail -20 build-gpu.log /tmp/old-tree/build.log; exit 1; }
+for tree in build-gpu /tmp/old-tree/build; do
+  [ -x "$tree/$binary" ] || { echo "build of $tree/$binary failed"; tail -20 build-gpu.log /tmp/old-tree/build.log; exit 1; }
 done
-for round in 1 2; do
-  echo "== new (round $round)"; build-gpu/tools/probes/$probe "$@"
-  echo "== old (round $round)"; /tmp/old-tree/build/tools/probes/$probe "$@"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  echo "== new (round $round)"; "build-gpu/$binary" "$@"
+  echo "== old (round $round)"; "/tmp/old-tree/build/$binary" "$@"
 done 2>&1 | tee "$out/compare.txt"
