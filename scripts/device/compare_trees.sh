@@ -3,7 +3,7 @@
 # commit ("old", made here with `git archive REV -o old-tree.tar` and sent along as an untracked file; a branch's
 # tip works as well as an earlier commit). Both are built (Release, sm_90, the program's target only; the old tree
 # without its tests), then the program runs new, old, new, old, ... ROUNDS times (default 2), so that drift of the
-# machine shows as a difference between the runs of one tree. Output: $OUT/compare.txt.
+# machine shows as a difference between the runs of one tree. Output: $OUT/compare.txt (and both build logs).
 #   bash scripts/device/compare_trees.sh old-tree.tar PROBE [ARGS...]      a probe of tools/probes
 #   bash scripts/device/compare_trees.sh old-tree.tar pickle [ARGS...]     the pickle command, e.g. `bench p2p ...`
 # The old tree gets this tree's .deps/libfabric (carry it) so that both build the net transport.
@@ -24,15 +24,16 @@ mkdir -p "$out" /tmp/old-tree
 export NCCL_NVLS_ENABLE=0 PICKLE_TIMEOUT=${PICKLE_TIMEOUT:-60}
 tar -xf "$tarball" -C /tmp/old-tree || exit 1
 [ -d .deps/libfabric ] && mkdir -p /tmp/old-tree/.deps && cp -r .deps/libfabric /tmp/old-tree/.deps/
-configure() {
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${@:3}" > "$2.log" 2>&1
+# Builds tree $1 into $2 (log $3), with further cmake options after.
+build() {
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${@:4}" > "$3" 2>&1 &&
+    cmake --build "$2" -j 8 --target "$target" >> "$3" 2>&1
 }
-(configure . build-gpu && cmake --build build-gpu -j 8 --target "$target" >> build-gpu.log 2>&1) &
-(configure /tmp/old-tree /tmp/old-tree/build -DPICKLE_BUILD_TESTS=OFF &&
-  cmake --build /tmp/old-tree/build -j 8 --target "$target" >> /tmp/old-tree/build.log 2>&1) &
+build . build-gpu "$out/new-build.log" &
+build /tmp/old-tree /tmp/old-tree/build "$out/old-build.log" -DPICKLE_BUILD_TESTS=OFF &
 wait
 for tree in build-gpu /tmp/old-tree/build; do
-  [ -x "$tree/$binary" ] || { echo "build of $tree/$binary failed"; tail -20 build-gpu.log /tmp/old-tree/build.log; exit 1; }
+  [ -x "$tree/$binary" ] || { echo "build of $tree/$binary failed"; tail -20 "$out"/new-build.log "$out"/old-build.log; exit 1; }
 done
 for round in $(seq 1 "${ROUNDS:-2}"); do
   echo "== new (round $round)"; "build-gpu/$binary" "$@"
