@@ -166,7 +166,16 @@ void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestSt
     }
   }
   if (pair_fails) {
-    fail_peer(peer, reason);
+    // Whatever happens in fail_peer, the send leaves with its error and its word moved: it is no longer among the
+    // pair's sends in flight, so nothing else would release a stream waiting for it. (Failing the pair takes until
+    // the transport has closed the pair's endpoints, at most PICKLE_TIMEOUT; the send's error comes after.)
+    try {
+      fail_peer(peer, reason);
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      if (!send.error) fail_send_locked();
+      throw;
+    }
     std::lock_guard lock(mutex);
     if (!send.error) fail_send_locked();
   }
