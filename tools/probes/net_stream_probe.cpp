@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -155,7 +156,8 @@ struct Side {
   fid_cq* cq = nullptr;
   fid_ep* ep = nullptr;
   fid_mr* mr = nullptr;
-  std::vector<char> buffer;
+  // Page-aligned (cudaHostRegister with fill=ce pins whole pages: two pairs' buffers must not share one).
+  std::unique_ptr<char, decltype(&std::free)> buffer{nullptr, &std::free};
   fi_addr_t peer = FI_ADDR_UNSPEC;
 
   void open(fi_info* info, std::size_t bytes, std::uint64_t access) {  // `bytes`: the registered buffer
@@ -172,8 +174,11 @@ struct Side {
     check_fi(fi_ep_bind(ep, &av->fid, 0), "fi_ep_bind(av)");
     check_fi(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
     check_fi(fi_enable(ep), "fi_enable");
-    buffer.assign(bytes, 'x');
-    check_fi(fi_mr_reg(domain, buffer.data(), bytes, access, 0, 0, 0, &mr, nullptr), "fi_mr_reg");
+    constexpr std::size_t kPage = 4096;
+    buffer.reset(static_cast<char*>(std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage)));
+    if (!buffer) fail("out of memory for a " + std::to_string(bytes) + "-byte buffer");
+    std::memset(buffer.get(), 'x', bytes);
+    check_fi(fi_mr_reg(domain, buffer.get(), bytes, access, 0, 0, 0, &mr, nullptr), "fi_mr_reg");
   }
   std::vector<char> name() const {
     std::vector<char> address(256);
@@ -223,11 +228,11 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   sender.insert(target.name());
   target.insert(sender.name());
   std::optional<CopyEngineFill> filler;
-  if (ce_fill) filler.emplace(sender.buffer.data(), footprint.source, chunk);
+  if (ce_fill) filler.emplace(sender.buffer.get(), footprint.source, chunk);
   const std::uint64_t key = fi_mr_key(target.mr);
   // Virtual addresses where the provider asks for them, else offsets into the registration (tcp in libfabric 1.17).
   const bool virtual_address = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
-  const std::uint64_t remote = virtual_address ? reinterpret_cast<std::uint64_t>(target.buffer.data()) : 0;
+  const std::uint64_t remote = virtual_address ? reinterpret_cast<std::uint64_t>(target.buffer.get()) : 0;
   std::atomic<bool> stop{false};
   std::thread progress([&] {  // the target's side: its provider moves the bytes in only while it is polled
     fi_cq_data_entry entries[16];
@@ -237,17 +242,20 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   // A write the provider refused for now (-FI_EAGAIN: its queue is full) is retried after the next completions: the
   // sender's provider progresses only inside fi_cq_read.
   std::vector<int> refused;
+  // The places advance only with writes the provider took (one endpoint completes its writes in order, and at most
+  // `inflight` are out, so a place comes round again only after its last write completed); a refused write is retried
+  // at the same places.
   auto post = [&](int slot) {
     const std::size_t from = (next_write % source_places) * chunk, to = (next_write % target_places) * chunk;
-    ++next_write;
-    if (filler) filler->fill(from);  // no write of this place is in flight: its slot's completion freed it
-    const ssize_t rc = fi_write(sender.ep, sender.buffer.data() + from, chunk, fi_mr_desc(sender.mr), target.peer,
+    if (filler) filler->fill(from);
+    const ssize_t rc = fi_write(sender.ep, sender.buffer.get() + from, chunk, fi_mr_desc(sender.mr), target.peer,
                                 remote + to, key, &contexts[static_cast<std::size_t>(slot)]);
     if (rc == -FI_EAGAIN) {
       refused.push_back(slot);
-    } else if (rc != 0) {
-      check_fi(static_cast<int>(rc), "fi_write");
+      return;
     }
+    if (rc != 0) check_fi(static_cast<int>(rc), "fi_write");
+    ++next_write;
   };
   const auto start = Clock::now();
   for (int slot = 0; slot < inflight; ++slot) post(slot);
@@ -335,8 +343,9 @@ int main(int argc, char** argv) {
   fi_info* info = choose_info(provider, iface);
   std::printf("# net_stream_probe: %.1f s per run, chunk %zu B, %d writes in flight per endpoint, chunks from %zu B "
               "into %zu B, source filled by the %s; libfabric %s on %s\n",
-              seconds, chunk, inflight, footprint.source, footprint.target, fill == "ce" ? "copy engine" : "CPU",
-              info->fabric_attr->prov_name, info->domain_attr->name);
+              seconds, chunk, inflight, footprint.source, footprint.target,
+              fill == "ce" ? "copy engine (fabric pairs)" : "CPU", info->fabric_attr->prov_name,
+              info->domain_attr->name);
   for (int n : pairs) {
     const double tcp = together(n, [&] { return tcp_stream(seconds, chunk, footprint); });
     std::printf("tcp     %d stream(s)        %8.2f GB/s\n", n, tcp / 1e9);
