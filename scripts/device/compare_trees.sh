@@ -20,8 +20,10 @@ case "$program" in
   *) target=$program binary=tools/probes/$program ;;
 esac
 out=${OUT:-compare-out}
-mkdir -p "$out" /tmp/old-tree
 export NCCL_NVLS_ENABLE=0 PICKLE_TIMEOUT=${PICKLE_TIMEOUT:-60}
+# A warm machine keeps /tmp and build-gpu between calls: a fresh old tree, and no binary that this build did not make.
+rm -rf /tmp/old-tree "build-gpu/$binary"
+mkdir -p "$out" /tmp/old-tree
 tar -xf "$tarball" -C /tmp/old-tree || exit 1
 [ -d .deps/libfabric ] && mkdir -p /tmp/old-tree/.deps && cp -r .deps/libfabric /tmp/old-tree/.deps/
 # Builds tree $1 into $2 (log $3), with further cmake options after.
@@ -30,11 +32,13 @@ build() {
     cmake --build "$2" -j 8 --target "$target" >> "$3" 2>&1
 }
 build . build-gpu "$out/new-build.log" &
+new_build=$!
 build /tmp/old-tree /tmp/old-tree/build "$out/old-build.log" -DPICKLE_BUILD_TESTS=OFF &
-wait
-for tree in build-gpu /tmp/old-tree/build; do
-  [ -x "$tree/$binary" ] || { echo "build of $tree/$binary failed"; tail -20 "$out"/new-build.log "$out"/old-build.log; exit 1; }
-done
+old_build=$!
+built=0
+wait "$new_build" || { echo "the new tree's build failed"; tail -20 "$out/new-build.log"; built=1; }
+wait "$old_build" || { echo "the old tree's build failed"; tail -20 "$out/old-build.log"; built=1; }
+[ "$built" -eq 0 ] || exit 1
 for round in $(seq 1 "${ROUNDS:-2}"); do
   echo "== new (round $round)"; "build-gpu/$binary" "$@"
   echo "== old (round $round)"; "/tmp/old-tree/build/$binary" "$@"
