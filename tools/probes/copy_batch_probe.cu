@@ -30,7 +30,6 @@ namespace {
 
 using probe::check;
 
-using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 
 enum class Variant { AAlone, BAlone, Sequential, Batch, TwoStreams, BatchSplit };
 constexpr struct {
@@ -65,11 +64,7 @@ int main(int argc, char** argv) {
   const bool peer = gpus > 1 && peer_access != 0;
   check(cudaSetDevice(0), "cudaSetDevice");
   if (peer) check(cudaDeviceEnablePeerAccess(1, 0), "cudaDeviceEnablePeerAccess");
-  WaitValue wait_value = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
-                                         cudaEnableDefault, &found),
-        "cuStreamWaitValue32 entry point");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
 
   char *src = nullptr, *dst_a = nullptr, *dst_b = nullptr;
   check(cudaMalloc(&src, largest), "cudaMalloc");

@@ -31,8 +31,6 @@ namespace {
 
 using probe::check;
 
-using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
-using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 
 enum class Pattern { AlltoallStaggered, AlltoallParallel, AllgatherStaggered };
 constexpr struct {
@@ -67,13 +65,8 @@ int main(int argc, char** argv) {
     std::printf("copy_pattern_probe: needs at least 2 GPUs (found %d)\n", n);
     return 0;
   }
-  WaitValue wait_value = nullptr;
-  WriteValue write_value = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
-                                         cudaEnableDefault, &found), "cuStreamWaitValue32 entry point");
-  check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&write_value), 12000,
-                                         cudaEnableDefault, &found), "cuStreamWriteValue32 entry point");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
+  const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
   unsigned* gate = nullptr;
   unsigned* words = nullptr;  // one completion word per GPU, as pickle's host-memory words
   check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");

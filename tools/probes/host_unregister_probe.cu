@@ -20,7 +20,6 @@ namespace {
 
 using probe::check;
 
-using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 
 void* pages(std::size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -32,11 +31,7 @@ void* pages(std::size_t bytes) {
 
 int main() {
   check(cudaSetDevice(0), "cudaSetDevice");
-  WaitValue wait_value = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
-                                         cudaEnableDefault, &found),
-        "cuStreamWaitValue32 entry point");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
   constexpr std::size_t kBytes = 1 << 20;
   unsigned* gate = nullptr;
   check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");

@@ -1,6 +1,7 @@
 #pragma once
 // How a probe fails on a CUDA error: the probe's name, what it was doing and CUDA's word for it on stderr, then exit
-// 1 (a probe measures; there is nothing to recover). C++17: some probes are CUDA sources.
+// 1 (a probe measures; there is nothing to recover); and the driver's stream memory operations, which the probes
+// reach through the runtime. C++17: some probes are CUDA sources.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <errno.h>  // program_invocation_short_name (glibc)
@@ -21,6 +22,18 @@ inline void check(CUresult status, const char* what) {
   if (status == CUDA_SUCCESS) return;
   std::fprintf(stderr, "%s: %s: CUresult %d\n", program_invocation_short_name, what, static_cast<int>(status));
   std::exit(1);
+}
+
+/// cuStreamWaitValue32 and cuStreamWriteValue32 share this signature.
+using StreamValueOp = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+
+/// The driver entry point `name` ("cuStreamWaitValue32", "cuStreamWriteValue32") through the runtime, so that the
+/// probe needs no link to libcuda; exits as check() does when it is missing.
+inline StreamValueOp stream_value_op(const char* name) {
+  StreamValueOp op = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  check(cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(&op), 12000, cudaEnableDefault, &found), name);
+  return op;
 }
 
 }  // namespace probe

@@ -29,8 +29,6 @@ namespace {
 
 using probe::check;
 
-using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
-using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 
 enum class Variant { CopyOnly, WriteHost, WriteDevice, Rotate2, Rotate4, SideWrite };
 constexpr struct {
@@ -51,15 +49,8 @@ constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
 int main(int argc, char** argv) {
   const int device = argc > 1 ? std::atoi(argv[1]) : 0;
   check(cudaSetDevice(device), "cudaSetDevice");
-  WriteValue write_value = nullptr;
-  WaitValue wait_value = nullptr;
-  cudaDriverEntryPointQueryResult found;
-  check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&write_value), 12000,
-                                         cudaEnableDefault, &found),
-        "cuStreamWriteValue32 entry point");
-  check(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&wait_value), 12000,
-                                         cudaEnableDefault, &found),
-        "cuStreamWaitValue32 entry point");
+  const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
 
   char *src = nullptr, *dst = nullptr;
   check(cudaMalloc(&src, kMaxBytes), "cudaMalloc");
