@@ -1,6 +1,6 @@
 // allreduce = reduce_scatter into this rank's block + allgather of the blocks, fused chunk by chunk: as soon as a
 // chunk of this rank's block is reduced it goes to every peer, while the next chunks are still arriving. With three
-// or more ranks and large blocks the two halves run one after the other instead (allreduce_in_phases), each on its
+// or more ranks and large blocks the two halves run one after the other instead (allreduce_phased), each on its
 // own schedule: see PICKLE_ALLREDUCE_SCHEDULE.
 // Across hosts (ranks on several hosts, the same number on each) it goes in two levels instead: see
 // allreduce_in_two_levels.
@@ -43,8 +43,8 @@ void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ct
 /// NVSwitch the fused pipeline sends its reduced chunks while its input chunks still go out, two copies at once to
 /// two peers, which breaks the staggered schedule's one-peer-at-a-time pattern; phased, each half keeps it (four
 /// H200s: docs/collectives.md, "Allreduce").
-void allreduce_in_phases(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
-                         std::size_t count, DataType type, ReduceOp op) {
+void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                      std::size_t count, DataType type, ReduceOp op) {
   const std::size_t element = datatype_size(type);
   const coll::Blocks blocks = coll::split_blocks(count, element, c.info.world_size);
   char* out = static_cast<char*>(recv);
@@ -117,7 +117,7 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
     Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
   }
-  if (goes_in_phases(c, count, type)) return allreduce_in_phases(c, stream, ctx, send, recv, count, type, op);
+  if (goes_in_phases(c, count, type)) return allreduce_phased(c, stream, ctx, send, recv, count, type, op);
   allreduce_direct(c, stream, ctx, send, recv, count, type, op);
 }
 
