@@ -20,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,18 +45,11 @@ struct Gpu {
   std::vector<cudaStream_t> streams;  // [0]: the staggered stream; [p]: the parallel stream to peer p
 };
 
-std::vector<std::size_t> parse_sizes(const std::string& text) {
-  std::vector<std::size_t> values;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) values.push_back(probe::parse_bytes(item));
-  return values;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::size_t block = argc > 1 ? probe::parse_bytes(argv[1]) : std::size_t{512} << 20;
-  const std::vector<std::size_t> chunks = parse_sizes(argc > 2 ? argv[2] : "64M,512M");
+  const std::vector<std::size_t> chunks = probe::parse_byte_list(argc > 2 ? argv[2] : "64M,512M");
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no GPU: nothing to measure

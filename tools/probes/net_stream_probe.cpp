@@ -35,7 +35,6 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -298,13 +297,6 @@ double fabric_pair(fi_info* info, double seconds, std::size_t chunk, int infligh
   return rate;
 }
 
-std::vector<int> parse_list(const std::string& text) {
-  std::vector<int> values;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) values.push_back(std::atoi(item.c_str()));
-  return values;
-}
-
 /// `pairs` runs of `one` at once, each on threads of its own: the sum of their rates.
 template <class One>
 double together(int pairs, One one) {
@@ -323,7 +315,7 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 3.0;
   const std::size_t chunk = argc > 2 ? probe::parse_bytes(argv[2]) : std::size_t{1} << 20;
   const int inflight = argc > 3 ? std::atoi(argv[3]) : 4;
-  const std::vector<int> pairs = parse_list(argc > 4 ? argv[4] : "1,2,4");
+  const std::vector<int> pairs = probe::parse_ints(argc > 4 ? argv[4] : "1,2,4");
   const std::string provider = argc > 5 ? argv[5] : "tcp";
   const std::string iface = argc > 6 ? argv[6] : "lo";
   const std::size_t in_flight_bytes = chunk * static_cast<std::size_t>(std::max(inflight, 1));

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,13 +25,6 @@
 namespace {
 
 using probe::check;
-
-std::vector<int> parse_list(const std::string& text) {
-  std::vector<int> values;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) values.push_back(std::atoi(item.c_str()));
-  return values;
-}
 
 /// Input j holds (i % 7) + j at element i (exact in f32 and bf16), so the sum of `inputs` inputs at i is
 /// inputs * (i % 7) + inputs * (inputs - 1) / 2.
@@ -73,7 +65,7 @@ int main(int argc, char** argv) {
   const int launches = argc > 1 ? std::atoi(argv[1]) : 20;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 7;
   const int inputs = argc > 3 ? std::atoi(argv[3]) : 2;
-  const std::vector<int> budgets = parse_list(argc > 4 ? argv[4] : "8,16,32");
+  const std::vector<int> budgets = probe::parse_ints(argc > 4 ? argv[4] : "8,16,32");
   std::vector<std::size_t> sizes;
   for (int i = 5; i < argc; ++i) sizes.push_back(probe::parse_bytes(argv[i]));
   if (sizes.empty()) sizes = {4u << 20, 16u << 20, 64u << 20, 256u << 20};
