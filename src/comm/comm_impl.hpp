@@ -101,6 +101,10 @@ struct RequestState {
   // fails after that does not fail the receive: it completes when the copy does, so the copy never writes into a
   // buffer that the application freed after a PeerError.
   bool landed = false;
+  // Recv over net, staged: how many of its pieces (comm/net_pieces.hpp) landed and had their copy into place queued
+  // (guarded by Impl::mutex). A receive that fails with some queued reports its failure only once they ran
+  // (fail_recv_after_copies_locked), so that no copy writes into its buffer after the application heard.
+  std::size_t pieces_copied = 0;
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
@@ -165,10 +169,12 @@ struct Communicator::Impl {
   /// Whether a send to `peer` that is matched at call time runs its copy and completion write on the stream given to
   /// send() (ipc, one copy stream per peer): such sends on one stream then complete in order.
   bool sends_join_given_stream(int peer) const { return !uses_shm(peer) && !uses_net(peer) && ipc->joins_caller_stream(); }
-  /// The net transport's id of the message that completes recv `slot` at `generation` (below 2^31: put ids have the
+  /// The net transport's id of piece `piece` (comm/net_pieces.hpp) of the message that completes recv `slot` at
+  /// `generation`: slot in bits 19-30, piece in 16-18, generation's low 16 bits below (below 2^31: put ids have the
   /// top bit set). A slot is reused only after its message arrived, so an id is never live twice.
-  static std::uint32_t net_recv_message(int slot, std::uint32_t generation) {
-    return (static_cast<std::uint32_t>(slot) << 19) | (generation & 0x7ffffu);
+  static std::uint32_t net_recv_message(int slot, std::uint32_t generation, std::size_t piece) {
+    return (static_cast<std::uint32_t>(slot) << 19) | (static_cast<std::uint32_t>(piece) << 16) |
+           (generation & 0xffffu);
   }
   /// The net path of a matched send (net_path.cpp, state mutex held): an RMA write of the data straight into the
   /// posted buffer, issued from `stream` once it reaches this point; the receiver's transport sees it land and
@@ -183,6 +189,12 @@ struct Communicator::Impl {
   /// address and key. Then, once the slot is taken: expects the message, and completes the recv when it landed.
   std::pair<std::uint64_t, std::uint64_t> prepare_net_recv(RequestState& recv);
   void expect_net_recv(int peer, RequestState& recv);
+  /// A staged net recv whose copies into place are all queued: its staging buffer goes back to the pool once they ran
+  /// (mutex held).
+  void release_staging_after_copies_locked(RequestState& recv);
+  /// Fails a staged net recv some of whose pieces' copies into place are queued (pieces_copied > 0, not landed): the
+  /// error and the released word come from the staging stream once those copies ran (mutex held).
+  void fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv, std::exception_ptr error);
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
   void handle_net(int peer, const NetEmptySendMessage& message);

@@ -12,7 +12,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
-#include "comm/staged_pieces.hpp"
+#include "comm/net_pieces.hpp"
 #include "core/error_text.hpp"
 #include "core/log.hpp"
 
@@ -25,13 +25,44 @@ std::string Communicator::Impl::first_missing_net_put(const PeerState& state) {
   return cat("put #", sequence, " of ", found->second, " bytes");
 }
 
+void Communicator::Impl::release_staging_after_copies_locked(RequestState& recv) {
+  // The buffer goes back to the pool once the copies out of it are done (a host callback after them on the staging
+  // stream), not when the RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots
+  // wrap, and a loop of receives would keep a pinned, registered buffer per receive. No peer writes into it any
+  // more: every chunk of the message has landed, and a landed receive is never failed (so never quarantined).
+  std::shared_ptr<std::byte> buffer = std::move(recv.staging);
+  try {
+    staging_stream->host_callback([buffer]() mutable { buffer.reset(); });
+  } catch (...) {
+    quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
+    throw;
+  }
+}
+
+void Communicator::Impl::fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv,
+                                                       std::exception_ptr error) {
+  // Some of its pieces' copies into place are queued on the staging stream: the failure is reported (the error set,
+  // the word moved for streams that wait on it) from a host callback after them, so that the application, once it
+  // heard, may reuse or free the buffer with nothing of this receive still writing into it. (The copies take
+  // milliseconds; the stream runs nothing that waits.) Its staging buffer is never reused: queued copies read it.
+  const int peer = recv->ctx.peer;
+  const int index = comm::kPeerSignalSlots + recv->slot;
+  const std::uint32_t generation = recv->generation;
+  if (recv->staging) quarantined.push_back(std::move(recv->staging));
+  staging_stream->host_callback([this, recv, error, peer, index, generation] {
+    std::lock_guard lock(mutex);
+    if (!recv->error) recv->error = error;
+    signals->store(peer, index, generation);
+  });
+}
+
 #ifdef PICKLE_HAVE_LIBFABRIC
 
 namespace {
-// A staged send's pieces, shared by their stream callbacks (which run one after another, in stream order) and by
-// their writes' completions (on the transport's threads).
-struct StagedPieces {
-  explicit StagedPieces(std::size_t count) : unsent(count) {}
+// A net send's pieces, shared by their stream callbacks (which run one after another, in stream order) and by their
+// writes' completions (on the transport's threads).
+struct SendPieces {
+  explicit SendPieces(std::size_t count) : unsent(count) {}
   std::atomic<std::size_t> unsent;  // pieces whose writes have not all completed
   bool written = false;             // a piece's writes went to the transport
   std::exception_ptr failed;        // the write that could not be made: the pieces after it write nothing
@@ -58,43 +89,32 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
     });
     return std::nullopt;
   }
+  // The message goes as pieces (comm/net_pieces.hpp), each a message of its own to the transport, so that a staged
+  // receiver copies each into place as soon as it landed. Each piece is handed to the transport from a host callback
+  // on the send's stream, in stream order: after the producer, and when staged after the copy engine copied the
+  // piece into a pinned buffer, while the next piece is copied (the buffer goes back to the pool, and the send
+  // completes, with the last piece's writes). The transport returns at once and the data flows from its progress
+  // threads; the Request completes when every piece's writes did (the source may then be reused).
   const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
-  const std::uint32_t message = net_recv_message(slot, post.generation);
   transport::net::NetTransport* transport = net.get();
   const comm::SignalArea* words = signals.get();  // outlives the transport, which is destroyed first
-  const void* src = send.src;
-  const std::size_t bytes = post.bytes;
   const std::uint32_t generation = post.generation;
-  if (!stage_net) {
-    // Issued when the stream gets here (after the producer); the transport returns at once and the data flows from
-    // its progress threads. The Request completes when the writes did (the source may then be reused). A write
-    // that cannot be made fails the send from here: nothing else would ever move its word.
-    on_application_stream(stream, [this, request, transport, words, peer, src, bytes, dst, message, index, generation] {
-      try {
-        transport->write(peer, src, bytes, dst, message, [words, peer, index, generation] {
-          words->advance_sent(peer, index, generation);
-        });
-      } catch (const Error& e) {
-        fail_net_send(peer, request, e, /*partly_written=*/false);
-      }
-    });
-    return std::nullopt;
-  }
-  // Staged: the copy engine copies the source into a pinned buffer piece by piece on the same stream, and each
-  // piece's writes leave as soon as its copy is done, while the next piece is copied. Pieces are whole chunks (but
-  // the last), so the receiver counts the same chunks under the one message id as for a single write, and at most
-  // comm::kMaxStagedPieces per send (staged_pieces.hpp: the stream's queue is bounded). The buffer goes back to the
-  // pool, and the send completes, with the last piece's writes.
-  std::shared_ptr<std::byte> staged = staging->take(bytes);
-  const std::size_t piece = comm::staged_piece_bytes(bytes, net->options().chunk);
-  const std::size_t pieces = (bytes + piece - 1) / piece;
-  auto shared = std::make_shared<StagedPieces>(pieces);
-  for (std::size_t offset = 0; offset < bytes; offset += piece) {
+  const std::size_t bytes = post.bytes;
+  const std::size_t piece = comm::net_piece_bytes(bytes);
+  const std::size_t pieces = comm::net_piece_count(bytes);
+  std::shared_ptr<std::byte> staged = stage_net ? staging->take(bytes) : nullptr;
+  auto shared = std::make_shared<SendPieces>(pieces);
+  for (std::size_t index_of_piece = 0; index_of_piece < pieces; ++index_of_piece) {
+    const std::size_t offset = index_of_piece * piece;
     const std::size_t length = std::min(piece, bytes - offset);
-    const bool last = offset + length == bytes;
-    std::byte* from = staged.get() + offset;
-    stream.copy(from, static_cast<const std::byte*>(src) + offset, length);
+    const bool last = index_of_piece + 1 == pieces;
+    const std::byte* from = static_cast<const std::byte*>(send.src) + offset;
+    if (staged) {
+      stream.copy(staged.get() + offset, from, length);
+      from = staged.get() + offset;
+    }
     const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
+    const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
     on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
                                    generation, staged, shared, last] {
       if (!shared->failed) {
@@ -109,6 +129,7 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
       }
       // A failed send is reported from the last piece's callback, once the stream has copied every piece: until
       // then it still reads the source, which the application may reuse as soon as it hears that the send is over.
+      // Nothing else would ever move its word. Pieces written before the failure may still land: the pair fails.
       if (!last || !shared->failed) return;
       try {
         std::rethrow_exception(shared->failed);
@@ -207,37 +228,44 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const int slot = recv.slot;
   const std::uint32_t generation = recv.generation;
   const int index = comm::kPeerSignalSlots + slot;
+  const std::size_t bytes = recv.ctx.bytes;
+  const std::size_t piece = comm::net_piece_bytes(bytes);
+  const std::size_t pieces = comm::net_piece_count(bytes);
   if (!stage_net) {
-    net->expect(
-        peer, net_recv_message(slot, generation), recv.ctx.bytes,
-        [this, peer, index, generation] { signals->store(peer, index, generation); },  // the data is all here
-        recv.dst);
+    // The data lands in place: the receive completes when the last of its pieces did.
+    auto unlanded = std::make_shared<std::atomic<std::size_t>>(pieces);
+    for (std::size_t i = 0; i < pieces; ++i) {
+      const std::size_t offset = i * piece;
+      net->expect(
+          peer, net_recv_message(slot, generation, i), std::min(piece, bytes - offset),
+          [this, peer, index, generation, unlanded] {
+            if (unlanded->fetch_sub(1) == 1) signals->store(peer, index, generation);  // the data is all here
+          },
+          static_cast<std::byte*>(recv.dst) + offset);
+    }
     return;
   }
-  // Staged: once all of the data is in the staging buffer, the copy engine copies it into place and then moves the
-  // completion word, in that order on the staging stream (the caller's streams may wait on the word).
-  std::byte* landed = recv.staging.get();
-  void* dst = recv.dst;
-  const std::size_t bytes = recv.ctx.bytes;
-  net->expect(peer, net_recv_message(slot, generation), bytes, [this, peer, slot, index, generation, landed, dst, bytes] {
-    std::lock_guard lock(mutex);  // with fail_peer: either the receive failed first, or it completes
-    const auto& owner = peers[peer].slot_owner[slot];
-    if (!owner || owner->generation != generation || owner->error) return;
-    owner->landed = true;
-    staging_stream->copy(dst, landed, bytes);
-    staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
-    // The buffer goes back to the pool once the copy out of it is done (a host callback after it on the staging
-    // stream), not when the RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots
-    // wrap, and a loop of receives would keep a pinned, registered buffer per receive. No peer writes into it any
-    // more: every chunk of the message has landed, and a landed receive is never failed (so never quarantined).
-    std::shared_ptr<std::byte> buffer = std::move(owner->staging);
-    try {
-      staging_stream->host_callback([buffer]() mutable { buffer.reset(); });
-    } catch (...) {
-      quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
-      throw;
-    }
-  }, landed);
+  // Staged: as each piece lands in the staging buffer, the copy engine copies it into place on the staging stream;
+  // after the last piece's copy (whichever piece landed last: the stream runs the copies in the order queued), the
+  // stream moves the completion word (the caller's streams may wait on it).
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const std::size_t offset = i * piece;
+    const std::size_t length = std::min(piece, bytes - offset);
+    std::byte* landed = recv.staging.get() + offset;
+    std::byte* dst = static_cast<std::byte*>(recv.dst) + offset;
+    net->expect(peer, net_recv_message(slot, generation, i), length,
+                [this, peer, slot, index, generation, landed, dst, length, pieces] {
+                  std::lock_guard lock(mutex);  // with fail_peer: either the pair failed first, or the copy is queued
+                  const auto& owner = peers[peer].slot_owner[slot];
+                  if (!owner || owner->generation != generation || owner->error || peers[peer].failed) return;
+                  staging_stream->copy(dst, landed, length);
+                  if (++owner->pieces_copied < pieces) return;
+                  owner->landed = true;
+                  staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
+                  release_staging_after_copies_locked(*owner);
+                },
+                landed);
+  }
 }
 
 void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {

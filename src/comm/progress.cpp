@@ -13,6 +13,7 @@
 #include <pickle/error.hpp>
 
 #include "comm/comm_impl.hpp"
+#include "comm/net_pieces.hpp"
 #include "core/log.hpp"
 #include "core/overloaded.hpp"
 #include "device/descriptor.hpp"
@@ -147,7 +148,12 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                                   ") could not be written: ", m.reason));
               return;
             }
-            std::optional<std::uint32_t> never_coming;  // the net message id the receive expected
+            struct NeverComing {
+              int slot;
+              std::uint32_t generation;
+              std::size_t bytes;
+            };
+            std::optional<NeverComing> never_coming;  // the net message the receive expected
             {
               std::lock_guard lock(mutex);
               PeerState& state = peers[peer];
@@ -160,12 +166,18 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               request.error = m.failure == Failure::Mismatch ? std::make_exception_ptr(InvalidArgument(text))
                                                              : std::make_exception_ptr(PeerError(text, peer));
               signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
-              if (uses_net(peer) && request.ctx.bytes != 0) never_coming = net_recv_message(request.slot, request.generation);
+              if (uses_net(peer) && request.ctx.bytes != 0) {
+                never_coming = NeverComing{request.slot, request.generation, request.ctx.bytes};
+              }
             }
 #ifdef PICKLE_HAVE_LIBFABRIC
-            // Its id comes round again once the slot's generation wraps (2^19 receives in that slot): it must not
-            // still be expected then.
-            if (never_coming) net->forget(peer, *never_coming);
+            // Its pieces' ids come round again once the slot's generation wraps (2^16 receives in that slot): they
+            // must not still be expected then.
+            if (never_coming) {
+              for (std::size_t piece = 0; piece < comm::net_piece_count(never_coming->bytes); ++piece) {
+                net->forget(peer, net_recv_message(never_coming->slot, never_coming->generation, piece));
+              }
+            }
 #endif
           },
           [&](const ShmSendMessage& m) { handle_shm(peer, m); },
@@ -331,13 +343,16 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
                                     request->generation))) {
       continue;  // it completed (or failed) before the peer went away
     }
-    if (!request->error) {
-      request->error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
+    ++failed;
+    auto error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
+    if (!request->error && request->pieces_copied > 0) {
+      fail_recv_after_copies_locked(request, error);  // once the copies into its buffer that are queued ran
+      continue;
     }
+    if (!request->error) request->error = error;
     signals->store(peer, comm::kPeerSignalSlots + request->slot, request->generation);  // release stream waits
     // Its staging buffer is never reused: writes of a peer that is slow rather than dead could still land in it.
     if (request->staging) quarantined.push_back(std::move(request->staging));
-    ++failed;
   }
   // A peer that closes normally has nothing pending with us: that is worth a debug line, not a warning.
   if (failed > 0) {

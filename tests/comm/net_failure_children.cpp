@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -293,6 +295,13 @@ PICKLE_CHILD(net_send_write_fails) {
     const auto waited = stream_error(stream, timeout / 2);
     CHILD_CHECK(!waited, "a stream waiting for the failed receive: ", waited->second);
     if (pair_fails) {
+      // Nothing of the failed receive writes into its buffer once it reported the failure: not a piece's write
+      // (the pair's endpoints are closed), nor, staged, a queued copy of a piece that had landed (the failure waits
+      // for those). The buffer is ours again: a pattern written now must stay.
+      fill(comm, data.data(), kBytes, 33);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const std::size_t overwritten = count_wrong(comm, data.data(), kBytes, 33);
+      CHILD_CHECK(overwritten == 0, overwritten, " bytes of the failed receive's buffer changed after it failed");
       const auto later = call_error([&] { comm.recv(1, kTag, data.data(), kBytes); });
       CHILD_CHECK(later && later->first == ErrorCode::Peer && contains(later, "rank 0 -> peer 1: recv"),
                   later ? later->second : "a later receive was accepted");

@@ -84,8 +84,8 @@ TEST_F(Net, StagedPutSignalWaitAndErrors) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, staged_env(3)));
   expect_all_ok(run_ranks("comm_errors", 2, {"host"}, staged_env(2)));
 }
-// Messages past 32 MiB are cut into at most 8 pieces, each larger than the 4 MiB floor and a whole number of chunks
-// (comm/staged_pieces.hpp): 32 MiB + 1 and 64 MiB arrive intact.
+// Messages past 32 MiB are cut into at most 8 pieces, each larger than the 4 MiB floor
+// (comm/net_pieces.hpp), each its own message id: 32 MiB + 1 and 64 MiB arrive intact.
 TEST_F(Net, StagedMessagesLargerThanEightFloorPiecesArriveIntact) {
   expect_all_ok(
       run_ranks("comm_sizes", 2, {"host", std::to_string(64u << 20)}, staged_env(2), std::chrono::seconds(120)));

@@ -17,7 +17,7 @@
 
 #include "backend.hpp"
 #include "bench_communicator.hpp"
-#include "comm/staged_pieces.hpp"
+#include "comm/net_pieces.hpp"
 #include "core/clock.hpp"
 #include "core/format.hpp"
 #include "device/host/backoff.hpp"
@@ -47,12 +47,12 @@ class PickleBackend final : public P2pBackend {
 
   bool times(Mode, int) const override { return true; }
   // Send: event record on the timing stream; wait, copy, write-value, record on the copy stream; the timing
-  // stream's wait on completion. Lat adds the receive's wait. Over net a GPU send is staged: up to
-  // kMaxStagedPieces pieces of a copy and a host callback each (comm/staged_pieces.hpp), so that ten 256 MiB
+  // stream's wait on completion. Lat adds the receive's wait. Over net a send goes in up to kMaxNetPieces pieces
+  // of a host callback each, and a copy before it when staged (GPU memory; comm/net_pieces.hpp), so that ten 256 MiB
   // messages behind the gate were 1920 operations before the pieces were capped.
   int ops_per_iteration(Mode) const override {
-    const bool staged = comm_ && comm_->transport(1 - comm_->rank()) == "net";
-    return 7 + (staged ? static_cast<int>(comm::kMaxStagedPieces) * comm::kStreamOpsPerStagedPiece : 0);
+    const bool net = comm_ && comm_->transport(1 - comm_->rank()) == "net";
+    return 7 + (net ? static_cast<int>(comm::kMaxNetPieces) * comm::kStreamOpsPerNetPiece : 0);
   }
 
   void enqueue(P2pContext& ctx, Mode mode, std::size_t bytes, int iterations) override {
