@@ -21,16 +21,24 @@ case "$program" in
 esac
 out=${OUT:-compare-out}
 export NCCL_NVLS_ENABLE=0 PICKLE_TIMEOUT=${PICKLE_TIMEOUT:-60}
-# A warm machine keeps /tmp and build-gpu between calls: a fresh old tree, and no binary that this build did not make.
-rm -rf /tmp/old-tree "build-gpu/$binary"
-mkdir -p "$out" /tmp/old-tree
-tar -xf "$tarball" -C /tmp/old-tree || exit 1
-[ -d .deps/libfabric ] && mkdir -p /tmp/old-tree/.deps && cp -r .deps/libfabric /tmp/old-tree/.deps/
+# A warm machine keeps /tmp and build-gpu between calls: no binary that this build did not make, and a fresh old tree
+# unless it came from this very tarball (a second comparison in one call, with other settings, rebuilds nothing).
+rm -f "build-gpu/$binary"
+mkdir -p "$out"
+sum=$(sha256sum "$tarball" | cut -d' ' -f1)
+if [ "$(cat /tmp/old-tree/.tarball-sum 2>/dev/null)" != "$sum" ]; then
+  rm -rf /tmp/old-tree
+  mkdir -p /tmp/old-tree
+  tar -xf "$tarball" -C /tmp/old-tree || exit 1
+  [ -d .deps/libfabric ] && mkdir -p /tmp/old-tree/.deps && cp -r .deps/libfabric /tmp/old-tree/.deps/
+  echo "$sum" > /tmp/old-tree/.tarball-sum
+fi
 # Builds tree $1 into $2 (log $3), with further cmake options after.
 build() {
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${@:4}" > "$3" 2>&1 &&
     cmake --build "$2" -j 8 --target "$target" >> "$3" 2>&1
 }
+rm -f "/tmp/old-tree/build/$binary"
 build . build-gpu "$out/new-build.log" &
 new_build=$!
 build /tmp/old-tree /tmp/old-tree/build "$out/old-build.log" -DPICKLE_BUILD_TESTS=OFF &
