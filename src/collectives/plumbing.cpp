@@ -27,6 +27,11 @@ namespace {
 /// whole block when it is under 16 MiB (so that a small reduction does not allocate 16 MiB of scratch per stage and
 /// peer: found by review). PICKLE_COLL_CHUNK overrides it, to measure. On host memory the copies are memcpy on
 /// stream threads: small chunks keep the CPU tests' pipelines deep.
+/// The CUDA scratch ceiling, 1 GiB (all stages of all peers), lets four ranks keep 64 MiB chunks (64 MiB x 4 stages x
+/// 3 peers = 768 MiB): under the 256 MiB of before, four ranks' chunks were capped at 21 MiB, and on four H200s raw
+/// staggered copies of 16 MiB chunks move 285 GB/s busbw against 361 with 64 MiB ones and 390 with whole blocks
+/// (tools/probes/copy_pattern_probe, docs/results/2026-11-28e-h200x2.md); with the 1 GiB ceiling a 2 GiB alltoall on
+/// four ranks went from 229 to 303. Scratch is allocated only as large as a collective needs (4 stages x peers x chunk).
 struct ChunkLimits {
   std::size_t chunks_per_block;  ///< a block is cut into about this many chunks, before the limits below apply
   std::size_t min_bytes;
@@ -36,7 +41,7 @@ struct ChunkLimits {
 };
 
 constexpr ChunkLimits limits_of(MemoryKind kind) {
-  return kind == MemoryKind::Cuda ? ChunkLimits{4, 4u << 10, 64u << 20, 16u << 20, 256u << 20}
+  return kind == MemoryKind::Cuda ? ChunkLimits{4, 4u << 10, 64u << 20, 16u << 20, std::size_t{1} << 30}
                                   : ChunkLimits{8, 64u << 10, 1u << 20, 0, 32u << 20};
 }
 

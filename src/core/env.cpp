@@ -45,7 +45,7 @@ constexpr std::array kTable = {
              "to tune the pipeline against the host's cost per chunk; unset: on CUDA a quarter of a rank's block "
              "rounded down to 16, 32 or 64 MiB (the whole block when under 16 MiB), and about an eighth of it within "
              "64 KiB-1 MiB on host memory. Every rank must set the same value (the ranks cut the same chunks). The "
-             "communicator's scratch ceiling (256 MiB on CUDA, 32 MiB on host memory, over 4 stages and all peers) "
+             "communicator's scratch ceiling (1 GiB on CUDA, 32 MiB on host memory, over 4 stages and all peers) "
              "still applies."},
     Variable{"PICKLE_COLL_HIERARCHY", "1",
              "Collectives of a communicator whose ranks span several hosts with the same number of ranks on each: 1 "

@@ -72,8 +72,10 @@ TEST(CollPlumbing, CudaChunksAreAQuarterOfALargeBlockWithin16And64MiB) {
   EXPECT_EQ(chunk_bytes(150 * MiB, 2), 32 * MiB);
   EXPECT_EQ(chunk_bytes(250 * MiB, 2), 32 * MiB);
   EXPECT_EQ(chunk_bytes(72 * MiB, 2), 16 * MiB);
-  // 4 ranks: 4 stages x 3 peers share 256 MiB of scratch, 21.3 MiB each, rounded down to pages.
-  EXPECT_EQ(chunk_bytes(512 * MiB, 4), (256 * MiB / 12) / 4096 * 4096);
+  // 4 ranks: 4 stages x 3 peers of 64 MiB fit in the 1 GiB of scratch (768 MiB); 8 ranks: 4 x 7 share it, 36.6 MiB
+  // each, rounded down to pages.
+  EXPECT_EQ(chunk_bytes(512 * MiB, 4), 64 * MiB);
+  EXPECT_EQ(chunk_bytes(512 * MiB, 8), (1024 * MiB / 28) / 4096 * 4096);
   EXPECT_EQ(chunk_bytes(512 * MiB, 2, 8 * MiB), 8 * MiB);  // PICKLE_COLL_CHUNK wins
 }
 
