@@ -193,8 +193,9 @@ struct Communicator::Impl {
   /// (mutex held).
   void release_staging_after_copies_locked(RequestState& recv);
   /// Fails a staged net recv some of whose pieces' copies into place are queued (pieces_copied > 0, not landed): the
-  /// error and the released word come from the staging stream once those copies ran (mutex held).
-  void fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv, std::exception_ptr error);
+  /// error and the released word come from the staging stream once those copies ran (mutex held). False when it
+  /// cannot be deferred (the teardown drained the stream, or the stream refused the callback): fail it at once.
+  bool fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv, std::exception_ptr error);
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
   void handle_net(int peer, const NetEmptySendMessage& message);
@@ -399,6 +400,8 @@ struct Communicator::Impl {
   std::unique_ptr<comm::StagingPool> staging;
   std::unique_ptr<device::Stream> staging_stream;
   std::vector<std::shared_ptr<std::byte>> quarantined;  // guarded by `mutex`
+  // The teardown synchronized the staging stream for the last time (guarded by `mutex`): nothing may be queued on it.
+  bool staging_drained = false;
 #ifdef PICKLE_HAVE_LIBFABRIC
   std::unique_ptr<transport::net::NetTransport> net;  // null when no pair uses it
 #endif

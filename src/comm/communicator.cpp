@@ -291,6 +291,11 @@ Communicator::Impl::~Impl() {
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
   });
+  {
+    // What fails a peer from here on (retire_signal_area) must not queue work on the staging stream.
+    std::lock_guard lock(mutex);
+    staging_drained = true;
+  }
   // 4. Nothing of this communicator writes the signal words any more: what the application's streams still wait for
   // never comes. Release it, and free the words only if no stream can read them any more.
   attempt([&] { retire_signal_area(stream_waits); });

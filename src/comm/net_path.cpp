@@ -39,21 +39,32 @@ void Communicator::Impl::release_staging_after_copies_locked(RequestState& recv)
   }
 }
 
-void Communicator::Impl::fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv,
+bool Communicator::Impl::fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv,
                                                        std::exception_ptr error) {
   // Some of its pieces' copies into place are queued on the staging stream: the failure is reported (the error set,
   // the word moved for streams that wait on it) from a host callback after them, so that the application, once it
   // heard, may reuse or free the buffer with nothing of this receive still writing into it. (The copies take
   // milliseconds; the stream runs nothing that waits.) Its staging buffer is never reused: queued copies read it.
+  // Not once the teardown drained the staging stream for the last time (nothing of it is queued then, and a callback
+  // would run after `mutex` and `signals` are gone), nor when the stream refuses the callback (a broken stream runs
+  // no copy either): the caller then fails the receive at once.
+  if (staging_drained) return false;
   const int peer = recv->ctx.peer;
   const int index = comm::kPeerSignalSlots + recv->slot;
   const std::uint32_t generation = recv->generation;
+  try {
+    staging_stream->host_callback([this, recv, error, peer, index, generation] {
+      std::lock_guard lock(mutex);
+      if (!recv->error) recv->error = error;
+      signals->store(peer, index, generation);
+    });
+  } catch (const std::exception& e) {
+    PICKLE_LOG(Warn, "comm", describe(recv->ctx) << ": failed at once, the staging stream refused its deferred "
+                                                     "failure: " << e.what());
+    return false;
+  }
   if (recv->staging) quarantined.push_back(std::move(recv->staging));
-  staging_stream->host_callback([this, recv, error, peer, index, generation] {
-    std::lock_guard lock(mutex);
-    if (!recv->error) recv->error = error;
-    signals->store(peer, index, generation);
-  });
+  return true;
 }
 
 #ifdef PICKLE_HAVE_LIBFABRIC
@@ -147,7 +158,7 @@ void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestSt
   // by every later signal of its sender, so no later signal could be honoured, whereas a send's sequence number and
   // completion slot were taken on both sides at the match, and the receiver gives them up as for a size mismatch
   // (its receive fails, its slot completes, the message id is forgotten). A write that throws handed nothing to the
-  // provider (NetTransport::write), so nothing of it lands later: the pair stays in step and goes on. Once a staged
+  // provider (NetTransport::write), so nothing of it lands later: the pair stays in step and goes on. Once a
   // send's earlier pieces left, though, their chunks may still land in the receive's buffer after the receiver
   // heard (the control channel is another connection): only closing the pair's endpoints stops them, so the pair
   // fails, here first (our writes to the peer are dropped), then at the peer, told why. A collective's send (tag < 0)

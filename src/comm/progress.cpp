@@ -345,10 +345,8 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
     }
     ++failed;
     auto error = std::make_exception_ptr(PeerError(cat(describe(request->ctx), ": ", reason), peer));
-    if (!request->error && request->pieces_copied > 0) {
-      fail_recv_after_copies_locked(request, error);  // once the copies into its buffer that are queued ran
-      continue;
-    }
+    // Once the copies into its buffer that are queued ran, where it can be deferred.
+    if (!request->error && request->pieces_copied > 0 && fail_recv_after_copies_locked(request, error)) continue;
     if (!request->error) request->error = error;
     signals->store(peer, comm::kPeerSignalSlots + request->slot, request->generation);  // release stream waits
     // Its staging buffer is never reused: writes of a peer that is slow rather than dead could still land in it.

@@ -274,7 +274,7 @@ PICKLE_CHILD(net_send_write_fails) {
   const bool pair_fails = args.at(2) == "pair";
   const double timeout = env::timeout_seconds();
   Communicator comm = make_comm(args.at(0));
-  constexpr std::size_t kBytes = (8u << 20) + 4321;  // three pieces when staged (4 MiB each)
+  constexpr std::size_t kBytes = (8u << 20) + 4321;  // three pieces (4 MiB each, comm/net_pieces.hpp)
   constexpr int kTag = 7;
   const std::string send_text = cat("rank 1 -> peer 0: send of ", kBytes, " bytes (tag ", kTag, ")");
   const std::string hook_text = cat("refused by the test hook PICKLE_TEST_FAIL_NET_WRITE=", args.at(1));

@@ -32,7 +32,7 @@ TEST(NetPieces, SmallMessagesAreOnePieceAndLargeOnesSpreadOverEight) {
   EXPECT_EQ(net_piece_count(1), 1u);
   EXPECT_EQ(net_piece_count(4 * kMiB), 1u);
   EXPECT_EQ(net_piece_count(4 * kMiB + 1), 2u);
-  EXPECT_EQ(net_piece_bytes(16 * kMiB), 4 * kMiB);  // up to 32 MiB the floor: 4 pieces of 16 MiB
+  EXPECT_EQ(net_piece_bytes(16 * kMiB), 4 * kMiB);  // up to 32 MiB the floor: 16 MiB is 4 pieces of 4 MiB
   EXPECT_EQ(net_piece_bytes(32 * kMiB), 4 * kMiB);
   EXPECT_EQ(net_piece_bytes(32 * kMiB + 1), 5 * kMiB);  // then whole MiB: 7 pieces
   EXPECT_EQ(net_piece_count(32 * kMiB + 1), 7u);
