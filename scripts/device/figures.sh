@@ -39,13 +39,17 @@
 #                 (tools/probes/copy_pattern_probe: alltoall staggered/parallel, allgather staggered, 64 MiB chunks and
 #                 whole 512 MiB blocks, with and without a completion write per copy): is the ~225 GB/s of pickle's
 #                 chunked patterns on 4 GPUs the switch's or pickle's?
+#   rs4           issue 7 on nvidia-h200-x4: why the 4-rank reduce_scatter stays at ~220 GB/s busbw with 64 MiB chunks
+#                 (the 1 GiB scratch ceiling since 2026-11-28) where the alltoall's same copies reach ~300: the
+#                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, and the same sizes as an alltoall, in one
+#                 call (pickle only, 512M-2G, about 20 s per line)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|rs4|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -95,8 +99,14 @@ case "$group" in
       limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
   patterns)
     exec "${session[@]}" probe:copy_pattern_probe:512M+64M,16M,512M+5 ;;
+  rs4)
+    sizes=--ranks+4+--backend+pickle+-b+512M+-e+2G+-f+4+-n+10+-w+2+--repeats+3
+    rs=bench:coll:-c+reduce_scatter+$sizes
+    exec "${session[@]}" limit:60 bench:coll:-c+alltoall,reduce_scatter+$sizes \
+      env:PICKLE_REDUCE_CTAS=16 limit:40 "$rs" env:PICKLE_REDUCE_CTAS=32 limit:40 "$rs" env:PICKLE_REDUCE_CTAS= \
+      env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, rs4, allgather8)" >&2; exit 2 ;;
 esac
