@@ -41,8 +41,8 @@
 #                 chunked patterns on 4 GPUs the switch's or pickle's?
 #   rs4           issue 7 on nvidia-h200-x4: why the 4-rank reduce_scatter stays at ~220 GB/s busbw with 64 MiB chunks
 #                 (the 1 GiB scratch ceiling since 2026-11-28) where the alltoall's same copies reach ~300: the
-#                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, and the same sizes as an alltoall, in one
-#                 call (pickle only, 512M-2G, about 20 s per line)
+#                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, 32 MiB chunks (a deeper pipeline), and
+#                 the same sizes as an alltoall, in one call (pickle only, 512M-2G, about 20 s per line)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
@@ -104,7 +104,8 @@ case "$group" in
     rs=bench:coll:-c+reduce_scatter+$sizes
     exec "${session[@]}" limit:60 bench:coll:-c+alltoall,reduce_scatter+$sizes \
       env:PICKLE_REDUCE_CTAS=16 limit:40 "$rs" env:PICKLE_REDUCE_CTAS=32 limit:40 "$rs" env:PICKLE_REDUCE_CTAS= \
-      env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" ;;
+      env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" env:PICKLE_PIPELINE_SCHEDULE= \
+      env:PICKLE_COLL_CHUNK=33554432 limit:40 "$rs" ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
