@@ -242,15 +242,26 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const std::size_t bytes = recv.ctx.bytes;
   const std::size_t piece = comm::net_piece_bytes(bytes);
   const std::size_t pieces = comm::net_piece_count(bytes);
+  transport::net::NetTransport* transport = net.get();  // outlives its callbacks
+  // Run as each piece lands (on a transport thread, no lock held); true for the last one. The first piece to land
+  // makes the others owed: the sender has begun, and its silence from then on fails the pair after PICKLE_TIMEOUT, as
+  // a message some of whose chunks landed would (each piece is a message of its own to the transport).
+  auto unlanded = std::make_shared<std::atomic<std::size_t>>(pieces);
+  auto one_landed = [transport, peer, slot, generation, pieces, unlanded] {
+    const std::size_t before = unlanded->fetch_sub(1);
+    if (before == pieces && pieces > 1) {
+      for (std::size_t i = 0; i < pieces; ++i) transport->owe(peer, net_recv_message(slot, generation, i));
+    }
+    return before == 1;
+  };
   if (!stage_net) {
     // The data lands in place: the receive completes when the last of its pieces did.
-    auto unlanded = std::make_shared<std::atomic<std::size_t>>(pieces);
     for (std::size_t i = 0; i < pieces; ++i) {
       const std::size_t offset = i * piece;
       net->expect(
           peer, net_recv_message(slot, generation, i), std::min(piece, bytes - offset),
-          [this, peer, index, generation, unlanded] {
-            if (unlanded->fetch_sub(1) == 1) signals->store(peer, index, generation);  // the data is all here
+          [this, peer, index, generation, one_landed] {
+            if (one_landed()) signals->store(peer, index, generation);  // the data is all here
           },
           static_cast<std::byte*>(recv.dst) + offset);
     }
@@ -265,7 +276,8 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
     std::byte* landed = recv.staging.get() + offset;
     std::byte* dst = static_cast<std::byte*>(recv.dst) + offset;
     net->expect(peer, net_recv_message(slot, generation, i), length,
-                [this, peer, slot, index, generation, landed, dst, length, pieces] {
+                [this, peer, slot, index, generation, landed, dst, length, pieces, one_landed] {
+                  one_landed();
                   std::lock_guard lock(mutex);  // with fail_peer: either the pair failed first, or the copy is queued
                   const auto& owner = peers[peer].slot_owner[slot];
                   if (!owner || owner->generation != generation || owner->error || peers[peer].failed) return;

@@ -431,6 +431,48 @@ PICKLE_CHILD(net_late_sender) {
   return 0;
 }
 
+// Rank 1 expects two messages, the pieces of one transfer; rank 0, alive throughout, writes only the first. Once it
+// landed rank 1 marks the second owed (NetTransport::owe, as the communicator does for a message's later pieces):
+// rank 0's silence must then fail it within PICKLE_TIMEOUT (plus slack), naming the owed message, where an expected
+// message alone is never a fault (net_late_sender). Rank 0 waits for rank 1's verdict before it leaves, so that
+// its exit cannot be what ended the wait.
+PICKLE_CHILD(net_owed_message) {
+  constexpr std::size_t kBytes = 2 * 65536;
+  constexpr double kRoom = 30;  // the store and set-up get room for a loaded 2-core machine (see net_late_sender)
+  Store::Options room;
+  room.timeout_seconds = kRoom;
+  Store store(discover_rank_info(), room);
+  const int rank = store.self().rank;
+  const int peer = 1 - rank;
+  Tally tally;
+  auto net = make_transport(store, tally, "net", kRoom);
+  auto buffer = device::allocate(MemoryKind::Host, 2 * kBytes);
+  const double timeout = env::timeout_seconds();
+  if (rank == 1) {
+    store.set("owed/region", encode_regions({net->expose(buffer->data(), 2 * kBytes)}));
+    net->expect(peer, 7, kBytes, [&] { tally.arrived(); });
+    net->expect(peer, 8, kBytes, [&] { tally.arrived(); });
+    NET_CHECK(tally.wait(0, 1, kRoom), "rank 1: the first piece did not land: ", tally.summary());
+    net->owe(peer, 8);
+    Stopwatch clock;
+    NET_CHECK(tally.wait_failure(timeout + 10), "rank 1: a silent peer that owes a message was not failed: ",
+              tally.summary());
+    const std::string summary = tally.summary();
+    std::printf("rank 1: failed after %.2f s: %s\n", clock.seconds(), summary.c_str());
+    NET_CHECK(clock.seconds() < timeout + 5, "the failure took ", clock.seconds(), " s with PICKLE_TIMEOUT=", timeout);
+    NET_CHECK(summary.find("1 more owed") != std::string::npos, "the failure does not name the owed message: ",
+              summary);
+    NET_CHECK(tally.arrived_count() == 1, "the unsent message arrived: ", summary);
+    store.set("owed/verdict", "done");
+  } else {
+    const RemoteRegion region = decode_regions(store.get("owed/region")).at(0);
+    net->write(peer, buffer->data(), kBytes, region, 7, [&] { tally.sent(); });
+    NET_CHECK(tally.wait(1, 0, kRoom), "rank 0: ", tally.summary());
+    (void)store.get("owed/verdict");  // alive, and silent, until rank 1 has judged
+  }
+  return 0;
+}
+
 // Rank 1 dies (SIGKILL) right after set-up, before any message between the ranks (set-up connected every lane);
 // rank 0 then writes to it. ofi_rxm may report nothing on the completion queue (it answers a refused reconnection by
 // retrying every few seconds), so the transport's timeout must end it: a failure within PICKLE_TIMEOUT (plus slack),

@@ -104,6 +104,10 @@ TEST(NetTransport, AReceiveExpectedLongBeforeItsSendIsNotAFault) {
   expect_all_ok(run_ranks("net_late_sender", 2, {}, net_env(2, 65536, 2), std::chrono::seconds(60)));
 }
 
+TEST(NetTransport, ASilentPeerThatOwesAMarkedMessageFailsWithinTheTimeout) {
+  expect_all_ok(run_ranks("net_owed_message", 2, {}, net_env(2, 65536, 3), std::chrono::seconds(90)));
+}
+
 TEST(NetTransport, WriteToAPeerThatDiedBeforeAnyMessageFailsWithinTheTimeout) {
   auto statuses = run_ranks("net_write_to_dead_peer", 2, {}, net_env(2, 1 << 20, 4), std::chrono::seconds(60));
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();

@@ -16,6 +16,7 @@ void SharedState::on_arrival(int peer, std::uint32_t message, Callbacks& callbac
   // expect() completes a message whose chunks all landed before it, so an expectation never sees more than its count.
   if (expected != link->expected.end() && landed == expected->second.chunks) {
     callbacks.push_back(std::move(expected->second.on_arrived));
+    if (expected->second.owed) --link->owed_expectations;
     link->expected.erase(expected);
     link->arrived.erase(message);
   }
@@ -51,6 +52,7 @@ bool SharedState::fail(int peer, const std::string& reason, bool report) {
     link->expected.clear();
     link->arrived.clear();
     link->unfinished_writes = 0;
+    link->owed_expectations = 0;
     message = cat("rank ", rank_, " -> peer ", peer, ": net transport: ", reason);
     link->failure = message;
     link->report_failure = report;
@@ -101,8 +103,9 @@ bool SharedState::check_timeouts() {
     for (const auto& link : peers) {
       if (!link || link->failed.load() || !owes_progress(*link) || now - link->last_progress_ns <= limit) continue;
       overdue.emplace_back(link->rank, cat("no progress for ", timeout_seconds_, " s (PICKLE_TIMEOUT) with ",
-                                           link->unfinished_writes, " write(s) unfinished and ", link->arrived.size(),
-                                           " message(s) partly landed"));
+                                           link->unfinished_writes, " write(s) unfinished, ", link->arrived.size(),
+                                           " message(s) partly landed and ", link->owed_expectations,
+                                           " more owed"));
     }
   }
   for (const auto& [peer, reason] : overdue) fail(peer, reason);

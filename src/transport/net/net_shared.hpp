@@ -49,6 +49,7 @@ struct Expectation {
   std::uint64_t chunks = 0;
   std::function<void()> on_arrived;
   std::shared_ptr<const void> pin;  // keeps the target's registration open until the message landed or was dropped
+  bool owed = false;                // NetTransport::owe: the peer has begun the transfer this message is part of
 };
 
 /// One peer as every rail sees it. Guarded by SharedState::mutex except where noted.
@@ -58,6 +59,7 @@ struct PeerLink {
   std::map<std::uint32_t, Expectation> expected;
   std::map<std::uint32_t, std::uint64_t> arrived;  // chunks landed per message id, until its expectation completes
   std::uint64_t unfinished_writes = 0;             // accepted by write(), not yet completed or dropped
+  std::size_t owed_expectations = 0;               // expectations marked owed (NetTransport::owe), not yet complete
   std::int64_t last_progress_ns = 0;               // last completion or arrival, or when a write came to an idle peer
   std::atomic<bool> failed{false};                 // written under the mutex, read by rails without it
   int rails_open = 0;                              // rails whose endpoints to the peer are still open
@@ -110,11 +112,14 @@ class SharedState {
   bool check_timeouts();
   /// Whether the peer has operations pending (state mutex held): the rails poll sooner while it does.
   bool has_pending(const PeerLink& link) const { return link.unfinished_writes > 0 || !link.expected.empty(); }
-  /// Whether the peer owes us progress (state mutex held): writes not yet completed, or messages of which some chunks
-  /// landed and others not yet. Only then does silence for PICKLE_TIMEOUT fail it. A receive expected long before
+  /// Whether the peer owes us progress (state mutex held): writes not yet completed, messages of which some chunks
+  /// landed and others not yet, or messages the owner marked owed (the later pieces of a transfer whose first piece
+  /// landed: NetTransport::owe). Only then does silence for PICKLE_TIMEOUT fail it. A receive expected long before
   /// the peer sends is not a fault (a rank may post early and compute for minutes); a peer that dies meanwhile is
   /// found by its control channel closing, and the waiting Request by its own timeout.
-  bool owes_progress(const PeerLink& link) const { return link.unfinished_writes > 0 || !link.arrived.empty(); }
+  bool owes_progress(const PeerLink& link) const {
+    return link.unfinished_writes > 0 || !link.arrived.empty() || link.owed_expectations > 0;
+  }
 
  private:
   int rank_;

@@ -354,9 +354,20 @@ void NetTransport::forget(int peer, std::uint32_t message) {
   if (link == nullptr) return;
   if (auto it = link->expected.find(message); it != link->expected.end()) {
     dropped = std::move(it->second.on_arrived);
+    if (it->second.owed) --link->owed_expectations;
     link->expected.erase(it);
   }
   link->arrived.erase(message);
+}
+
+void NetTransport::owe(int peer, std::uint32_t message) {
+  std::lock_guard lock(impl_->shared->mutex);
+  PeerLink* link = impl_->shared->peer(peer);
+  if (link == nullptr || link->failed.load()) return;
+  auto it = link->expected.find(message);
+  if (it == link->expected.end() || it->second.owed) return;
+  it->second.owed = true;
+  ++link->owed_expectations;
 }
 
 bool NetTransport::release(int peer, const Deadline& deadline) {

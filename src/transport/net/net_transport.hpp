@@ -93,6 +93,11 @@ class NetTransport {
   /// Receiver side: `message` from `peer` will never come (its send failed): drops its expectation, without running
   /// its callback, so that the id may be expected again. Nothing when it is not expected.
   void forget(int peer, std::uint32_t message);
+  /// Receiver side: `message` from `peer`, expected, is part of a transfer the peer has begun (an earlier message of
+  /// it landed): from now on the peer owes it, and silence for PICKLE_TIMEOUT until it lands fails the peer, as for a
+  /// message some of whose chunks landed. (A message merely expected is not owed: its sender may not have started.)
+  /// Nothing when it is not expected (it landed already, or was never expected) or the peer failed.
+  void owe(int peer, std::uint32_t message);
 
   /// The owner learnt that `peer` failed (its control channel closed: the provider may report nothing, tcp does
   /// not). Fails the peer here too, unless the transport already did: its pending writes and expectations are
