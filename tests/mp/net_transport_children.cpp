@@ -396,16 +396,20 @@ PICKLE_CHILD(net_release_dead_peer) {
   return 0;
 }
 
+// The tests of the no-progress timer set a short PICKLE_TIMEOUT, which is for that timer only: their store, set-up
+// and waits get this much room for a loaded 2-core machine.
+constexpr double kRoom = 30;
+Store store_with_room(double seconds) {
+  Store::Options room;
+  room.timeout_seconds = seconds;
+  return Store(discover_rank_info(), room);
+}
+
 // Rank 1 expects a message that rank 0 writes only after twice PICKLE_TIMEOUT: an early receive is not a fault,
 // so neither side may fail the other meanwhile, and the message must then arrive intact.
 PICKLE_CHILD(net_late_sender) {
   constexpr std::size_t kBytes = 3 * 65536 + 5;
-  // The short PICKLE_TIMEOUT is for the transport's no-progress timer only: the store, the set-up and the waits
-  // below get room for a loaded 2-core machine.
-  constexpr double kRoom = 30;
-  Store::Options room;
-  room.timeout_seconds = kRoom;
-  Store store(discover_rank_info(), room);
+  Store store = store_with_room(kRoom);
   const int rank = store.self().rank;
   const int peer = 1 - rank;
   Tally tally;
@@ -438,10 +442,7 @@ PICKLE_CHILD(net_late_sender) {
 // its exit cannot be what ended the wait.
 PICKLE_CHILD(net_owed_message) {
   constexpr std::size_t kBytes = 2 * 65536;
-  constexpr double kRoom = 30;  // the store and set-up get room for a loaded 2-core machine (see net_late_sender)
-  Store::Options room;
-  room.timeout_seconds = kRoom;
-  Store store(discover_rank_info(), room);
+  Store store = store_with_room(kRoom);
   const int rank = store.self().rank;
   const int peer = 1 - rank;
   Tally tally;
