@@ -111,13 +111,12 @@ std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const
   const comm::SignalArea* words = signals.get();  // outlives the transport, which is destroyed first
   const std::uint32_t generation = post.generation;
   const std::size_t bytes = post.bytes;
-  const std::size_t piece = comm::net_piece_bytes(bytes);
   const std::size_t pieces = comm::net_piece_count(bytes);
   std::shared_ptr<std::byte> staged = stage_net ? staging->take(bytes) : nullptr;
   auto shared = std::make_shared<SendPieces>(pieces);
   for (std::size_t index_of_piece = 0; index_of_piece < pieces; ++index_of_piece) {
-    const std::size_t offset = index_of_piece * piece;
-    const std::size_t length = std::min(piece, bytes - offset);
+    const comm::NetPiece part = comm::net_piece(bytes, index_of_piece);
+    const std::size_t offset = part.offset, length = part.length;
     const bool last = index_of_piece + 1 == pieces;
     const std::byte* from = static_cast<const std::byte*>(send.src) + offset;
     if (staged) {
@@ -240,7 +239,6 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   const std::uint32_t generation = recv.generation;
   const int index = comm::kPeerSignalSlots + slot;
   const std::size_t bytes = recv.ctx.bytes;
-  const std::size_t piece = comm::net_piece_bytes(bytes);
   const std::size_t pieces = comm::net_piece_count(bytes);
   transport::net::NetTransport* transport = net.get();  // outlives its callbacks
   // Run as each piece lands (on a transport thread, no lock held); true for the last one. The first piece to land
@@ -257,13 +255,13 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   if (!stage_net) {
     // The data lands in place: the receive completes when the last of its pieces did.
     for (std::size_t i = 0; i < pieces; ++i) {
-      const std::size_t offset = i * piece;
+      const comm::NetPiece part = comm::net_piece(bytes, i);
       net->expect(
-          peer, net_recv_message(slot, generation, i), std::min(piece, bytes - offset),
+          peer, net_recv_message(slot, generation, i), part.length,
           [this, peer, index, generation, one_landed] {
             if (one_landed()) signals->store(peer, index, generation);  // the data is all here
           },
-          static_cast<std::byte*>(recv.dst) + offset);
+          static_cast<std::byte*>(recv.dst) + part.offset);
     }
     return;
   }
@@ -271,10 +269,10 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   // after the last piece's copy (whichever piece landed last: the stream runs the copies in the order queued), the
   // stream moves the completion word (the caller's streams may wait on it).
   for (std::size_t i = 0; i < pieces; ++i) {
-    const std::size_t offset = i * piece;
-    const std::size_t length = std::min(piece, bytes - offset);
-    std::byte* landed = recv.staging.get() + offset;
-    std::byte* dst = static_cast<std::byte*>(recv.dst) + offset;
+    const comm::NetPiece part = comm::net_piece(bytes, i);
+    const std::size_t length = part.length;
+    std::byte* landed = recv.staging.get() + part.offset;
+    std::byte* dst = static_cast<std::byte*>(recv.dst) + part.offset;
     net->expect(peer, net_recv_message(slot, generation, i), length,
                 [this, peer, slot, index, generation, landed, dst, length, pieces, one_landed] {
                   one_landed();

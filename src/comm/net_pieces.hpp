@@ -44,4 +44,15 @@ inline std::size_t net_piece_count(std::size_t bytes) {
   return (bytes + piece - 1) / piece;
 }
 
+/// Where piece `index` (< net_piece_count(bytes)) of a net message of `bytes` starts, and how long it is.
+struct NetPiece {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+inline NetPiece net_piece(std::size_t bytes, std::size_t index) {
+  const std::size_t piece = net_piece_bytes(bytes);
+  const std::size_t offset = index * piece;
+  return {offset, std::min(piece, bytes - offset)};
+}
+
 }  // namespace pickle::comm

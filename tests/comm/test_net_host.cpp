@@ -182,30 +182,31 @@ TEST_F(Net, APutWhoseWriteFailsAfterItWasAnnouncedFailsTheWaitForItsSignal) {
   }
 }
 
+// Runs net_send_write_fails (net_failure_children.cpp) with its write number `refused` refused by the test hook and
+// the outcome it checks ("alone": the receive fails and the pair goes on; "pair": the pair fails), direct and staged.
+void expect_refused_write_handled_direct_and_staged(const std::string& refused, const std::string& outcome) {
+  for (bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged" : "direct");
+    auto env = staged ? staged_env(2) : net_env(2);
+    env[0] = "PICKLE_TIMEOUT=20";
+    expect_all_ok(run_ranks("net_send_write_fails", 2, {"host", refused, outcome}, env, std::chrono::seconds(90)));
+  }
+}
+
 // A send whose RMA write the sender's transport refuses (the test hook PICKLE_TEST_FAIL_NET_WRITE, as a source
 // registration refused on verbs or efa): its Request fails naming the send and the cause, the streams waiting for it
 // and for its receive go on, and the receiver's receive fails with PeerError within seconds (before: the sender's
 // Request waited until PICKLE_TIMEOUT, the streams for ever, and the receiver was never told). Nothing of it was
 // written, so the pair goes on: the next send of the same tag arrives intact.
 TEST_F(Net, ASendWhoseWriteIsRefusedFailsWithItsReceiveAndThePairGoesOn) {
-  for (bool staged : {false, true}) {
-    SCOPED_TRACE(staged ? "staged" : "direct");
-    auto env = staged ? staged_env(2) : net_env(2);
-    env[0] = "PICKLE_TIMEOUT=20";
-    expect_all_ok(run_ranks("net_send_write_fails", 2, {"host", "1", "alone"}, env, std::chrono::seconds(90)));
-  }
+  expect_refused_write_handled_direct_and_staged("1", "alone");
 }
 // A send whose second piece's write is refused after its first piece left (a message over 4 MiB goes in pieces,
 // comm/net_pieces.hpp, staged or not): that piece may still land, so the pair fails on both sides, promptly, rather
 // than the receive failing alone. Staged, the receiver may have queued the first piece's copy into place: its
 // failure waits for that copy, and the buffer the application rewrites after the failure stays as written.
 TEST_F(Net, ASendRefusedAfterItsFirstPieceLeftFailsThePairOnBothSides) {
-  for (bool staged : {false, true}) {
-    SCOPED_TRACE(staged ? "staged" : "direct");
-    auto env = staged ? staged_env(2) : net_env(2);
-    env[0] = "PICKLE_TIMEOUT=20";
-    expect_all_ok(run_ranks("net_send_write_fails", 2, {"host", "2", "pair"}, env, std::chrono::seconds(90)));
-  }
+  expect_refused_write_handled_direct_and_staged("2", "pair");
 }
 
 // Two "hosts": ranks in separate network namespaces joined by a veth link that drops and delays packets. Nothing is

@@ -28,6 +28,21 @@ TEST(NetPieces, AtLeastTheFloorWholeMiBAndAtMostEightPerMessage) {
   }
 }
 
+TEST(NetPieces, PiecesFollowOneAnotherAndEndAtTheMessagesEnd) {
+  for (std::size_t bytes : {std::size_t{1}, 4 * kMiB, 4 * kMiB + 1, 32 * kMiB + 1, 40 * kMiB + 5, kMiB << 10}) {
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < net_piece_count(bytes); ++i) {
+      const NetPiece part = net_piece(bytes, i);
+      EXPECT_EQ(part.offset, next) << "bytes " << bytes << ", piece " << i;
+      EXPECT_GT(part.length, 0u) << "bytes " << bytes << ", piece " << i;
+      EXPECT_LE(part.length, net_piece_bytes(bytes)) << "bytes " << bytes << ", piece " << i;
+      next = part.offset + part.length;
+    }
+    EXPECT_EQ(next, bytes);
+  }
+  EXPECT_EQ(net_piece(32 * kMiB + 1, 6).length, 2 * kMiB + 1);  // 6 pieces of 5 MiB, then the rest
+}
+
 TEST(NetPieces, SmallMessagesAreOnePieceAndLargeOnesSpreadOverEight) {
   EXPECT_EQ(net_piece_count(1), 1u);
   EXPECT_EQ(net_piece_count(4 * kMiB), 1u);
