@@ -83,10 +83,10 @@ void run_exchange(Call& call, const Exchange& x) {
   };
   auto slot_of = [&](int peer) { return peer < rank ? peer : peer - 1; };
 
-  // Receives run kStages - 1 chunks ahead of the sends: when this rank sends chunk k, the peers posted it long ago,
-  // so no send waits a control-message round trip. Posting chunk j needs its stage free, i.e. the reduction of
-  // chunk j - kStages done; chunk j = k + kStages - 1 is posted after chunk k's copies are queued, so the host's
-  // wait for reduction k - 1 overlaps the copies of chunk k.
+  // Receives run kStages - 1 chunks ahead of the consumption: when this rank sends chunk k, the peers posted it long
+  // ago, so no send waits a control-message round trip. Posting chunk j needs its stage free, i.e. the reduction of
+  // chunk j - kStages done; chunk j = k + kStages - 1 is posted after chunk k + 1's copies are queued, so the host's
+  // wait for reduction k - 1 overlaps the copies of chunks k and k + 1.
   const auto n = static_cast<std::size_t>(world);
   std::vector<std::vector<Request>> incoming(kStages, std::vector<Request>(n));
   auto post = [&](std::size_t j) {
@@ -116,32 +116,51 @@ void run_exchange(Call& call, const Exchange& x) {
   if (call.state().pipeline_staggered) call.share_side_streams();
   if (x.before_first_send) x.before_first_send();
 
+  // The sends run one chunk ahead of the consumption: chunk k + 1 goes out before the host waits (in post) for the
+  // reduction of chunk k - 1, so that the side streams always hold a chunk's copies beyond the one in flight. Sent
+  // just before that wait, chunk k + 1's copies were queued only once reduction k - 1 was done and the host had
+  // woken up, while the copies of chunk k, all that was queued, took about as long; every late wake-up left the
+  // links idle (four H200s: the reduce_scatter stopped at ~225 GB/s busbw where the same copies reach ~310). The
+  // peers posted chunk k + 1 at their chunk k - 2, after their reduction of chunk k - 3, which needs only sends this
+  // rank queued before, so the early send waits for nothing that waits for it.
   auto peer_at = [&](int step) { return (rank + step) % world; };
-  std::vector<Request> outgoing(n);
+  constexpr std::size_t kSendsQueued = 2;  // chunk k and chunk k + 1
+  std::vector<std::vector<Request>> outgoing(kSendsQueued, std::vector<Request>(n));
+  auto send_chunk = [&](std::size_t k) {
+    for (int step = 1; step < world; ++step) {
+      const int peer = peer_at(step);
+      const auto [begin, length] = piece(peer, k);
+      outgoing[k % kSendsQueued][static_cast<std::size_t>(peer)] =
+          call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
+    }
+  };
+  if (world > 1) send_chunk(0);
   std::vector<const void*> inputs(n);
   for (std::size_t k = 0; k < chunks; ++k) {
     const int stage = static_cast<int>(k % kStages);
     const auto [mine_begin, mine_length] = piece(rank, k);
-    for (int step = 1; step < world; ++step) {
-      const int peer = peer_at(step);
-      const auto [begin, length] = piece(peer, k);
-      outgoing[static_cast<std::size_t>(peer)] =
-          call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
-    }
+    if (world > 1 && k + 1 < chunks) send_chunk(k + 1);
     // The chunk is consumed once it arrived from every peer, and, where consuming it overwrites what this rank sent
     // of it, once those sends are done: copying into place (in-place alltoall: block p is what goes to p and where p's
     // block lands), and a reduce_scatter whose result goes over the start of its input (recv == send). Otherwise
     // (allreduce, whose result is this rank's own block, which no send reads) the reduction starts as soon as the
-    // peers' data is in, and the stream waits for the sends by the call's end (Call::finish).
+    // peers' data is in, and the stream waits for the sends by the call's end (Call::finish). Copying into place
+    // writes chunk k of each peer's block, which only chunk k's sends read; a reduction's `out_chunk` is checked
+    // against chunk k + 1's queued sends too (with recv == send only block 0's chunk k overlaps it, but the check
+    // keeps the rule independent of where blocks start).
     char* const out_chunk = x.recv + (x.out_offset + mine_begin) * element;
+    const std::size_t last_sent = std::min(k + kSendsQueued, chunks);
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
       call.stream_wait(incoming[static_cast<std::size_t>(stage)][static_cast<std::size_t>(peer)]);
-      const auto [begin, length] = piece(peer, k);
-      const bool overwrites_sent = x.consume == Exchange::Consume::CopyIntoPlace ||
-                                   overlaps(out_chunk, mine_length * element, block_at(x.send, peer, begin),
-                                            length * element);
-      if (overwrites_sent) call.stream_wait(outgoing[static_cast<std::size_t>(peer)]);
+      for (std::size_t sent = k; sent < last_sent; ++sent) {
+        const auto [begin, length] = piece(peer, sent);
+        const bool overwrites_sent =
+            x.consume == Exchange::Consume::CopyIntoPlace
+                ? sent == k
+                : overlaps(out_chunk, mine_length * element, block_at(x.send, peer, begin), length * element);
+        if (overwrites_sent) call.stream_wait(outgoing[sent % kSendsQueued][static_cast<std::size_t>(peer)]);
+      }
     }
 
     if (x.consume == Exchange::Consume::Reduce) {
