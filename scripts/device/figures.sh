@@ -43,13 +43,18 @@
 #                 (the 1 GiB scratch ceiling since 2026-11-28) where the alltoall's same copies reach ~300: the
 #                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, 32 MiB chunks (a deeper pipeline), and
 #                 the same sizes as an alltoall, in one call (pickle only, 512M-2G, about 20 s per line)
+#   pipeline      issue 7 on nvidia-h200-x4: the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
+#                 event and no host in the loop (tools/probes/pipeline_probe): with the reduction (8 and 32 CTAs) and
+#                 with a copy as consumer, with and without the call start's wait for the caller's stream; on four
+#                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1); then pickle's reduce_scatter beside it. Does the
+#                 schedule itself stop at pickle's ~225 GB/s busbw (four ranks), or pickle's host plumbing?
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|rs4|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|rs4|pipeline|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -106,8 +111,15 @@ case "$group" in
       env:PICKLE_REDUCE_CTAS=16 limit:40 "$rs" env:PICKLE_REDUCE_CTAS=32 limit:40 "$rs" env:PICKLE_REDUCE_CTAS= \
       env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" env:PICKLE_PIPELINE_SCHEDULE= \
       env:PICKLE_COLL_CHUNK=33554432 limit:40 "$rs" ;;
+  pipeline)
+    runs=(probe:pipeline_probe:512M+64M+reduce+8+1 probe:pipeline_probe:512M+64M+reduce+32+1
+          probe:pipeline_probe:512M+64M+copy+8+1 probe:pipeline_probe:512M+64M+reduce+8+0)
+    exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${runs[@]}" \
+      bench:coll:-c+reduce_scatter+--ranks+4+--backend+pickle+-b+2G+-e+2G+-n+10+-w+2+--repeats+3 \
+      env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1 probe:pipeline_probe:512M+64M+copy+8+1 \
+      bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, rs4, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, rs4, pipeline, allgather8)" >&2; exit 2 ;;
 esac
