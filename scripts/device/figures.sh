@@ -47,7 +47,8 @@
 #                 event and no host in the loop (tools/probes/pipeline_probe): with the reduction (8 and 32 CTAs) and
 #                 with a copy as consumer, with and without the call start's wait for the caller's stream; on four
 #                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1); then pickle's reduce_scatter beside it. Does the
-#                 schedule itself stop at pickle's ~225 GB/s busbw (four ranks), or pickle's host plumbing?
+#                 schedule itself stop at pickle's ~225 GB/s busbw (four ranks), or pickle's host plumbing? Last, the
+#                 two-rank reduce_scatter with 16 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
@@ -117,7 +118,8 @@ case "$group" in
     exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${runs[@]}" \
       bench:coll:-c+reduce_scatter+--ranks+4+--backend+pickle+-b+2G+-e+2G+-n+10+-w+2+--repeats+3 \
       env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1 probe:pipeline_probe:512M+64M+copy+8+1 \
-      bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 ;;
+      bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 \
+      env:PICKLE_REDUCE_CTAS=16 bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
