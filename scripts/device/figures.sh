@@ -45,7 +45,8 @@
 #                 the same sizes as an alltoall, in one call (pickle only, 512M-2G, about 20 s per line)
 #   pipeline      issue 7 on nvidia-h200-x4: the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
 #                 event and no host in the loop (tools/probes/pipeline_probe): with the reduction (8 and 32 CTAs) and
-#                 with a copy as consumer, with and without the call start's wait for the caller's stream; on four
+#                 with a copy as consumer, with and without the call start's wait for the caller's stream and the
+#                 sends' wait for the sender's own reduction three chunks back (pickle's host does that); on four
 #                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1); then pickle's reduce_scatter beside it. Does the
 #                 schedule itself stop at pickle's ~225 GB/s busbw (four ranks), or pickle's host plumbing? Last, the
 #                 two-rank reduce_scatter with 16 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
@@ -113,11 +114,12 @@ case "$group" in
       env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" env:PICKLE_PIPELINE_SCHEDULE= \
       env:PICKLE_COLL_CHUNK=33554432 limit:40 "$rs" ;;
   pipeline)
-    runs=(probe:pipeline_probe:512M+64M+reduce+8+1 probe:pipeline_probe:512M+64M+reduce+32+1
-          probe:pipeline_probe:512M+64M+copy+8+1 probe:pipeline_probe:512M+64M+reduce+8+0)
+    runs=(probe:pipeline_probe:512M+64M+reduce+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+1+3
+          probe:pipeline_probe:512M+64M+reduce+32+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3
+          probe:pipeline_probe:512M+64M+copy+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+0+0)
     exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${runs[@]}" \
       bench:coll:-c+reduce_scatter+--ranks+4+--backend+pickle+-b+2G+-e+2G+-n+10+-w+2+--repeats+3 \
-      env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1 probe:pipeline_probe:512M+64M+copy+8+1 \
+      env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3 \
       bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 \
       env:PICKLE_REDUCE_CTAS=16 bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 ;;
   allgather8)

@@ -13,12 +13,19 @@
 //                copy-engine copies out of the slots, the in-place alltoall's consumer)
 //   fork=1: at a call's start the side stream waits for the main stream (pickle: the send buffer's producer is the
 //   caller's stream), so the previous call's last consumption delays the next call's first copies; fork=0: no wait.
-// Streams wait at a gate until the first call is queued. Time per call = (end - start) / calls on the slowest GPU, busbw
+//   self=D: before chunk m's copies the side stream also waits for this GPU's own consumption of chunk m - D: pickle's
+//   host queues chunk m's sends only once it saw its reduction m - 3 done (D=3; m - 2 before 2026-11-28f: D=2), a
+//   wait through the host that this models without the host's latency; self=0: no such wait (the schedule's own
+//   limit: only the receivers' stage reuse holds the copies back).
+//   The copy consumer waits for the GPU's own copies of chunk k first, as the in-place alltoall's copies into place do.
+// Streams wait at a gate until the first chunks are queued. Time per call = (end - start) / calls on the slowest GPU, busbw
 // as nccl-tests' reduce_scatter (size = n x block). Then the timeline of GPU 0's second call: when each chunk's
 // copies were done on its side stream and its consumption on its main stream (ms after chunk 0's copies). The
-// reduction's output is checked (GPU r's source holds r + 1: every sum is n (n + 1) / 2).
+// reduction's output is checked: GPU r's source holds (r + 1) (1 + k % 8) in chunk k of every block, so every sum is
+// n (n + 1) / 2 (1 + k % 8), and a chunk reduced from a stage that still held chunk k - 4 shows.
 //
-// Usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] [calls=3] [repeats=3]
+// Usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] [self=0] [calls=3]
+//                       [repeats=3]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -38,6 +45,7 @@ namespace {
 using probe::check;
 
 constexpr int kStages = 4;  // pickle's kStages (src/collectives/plumbing.hpp)
+constexpr std::size_t kGateChunks = 16;  // chunks queued before the gate opens
 
 struct Gpu {
   char* source = nullptr;   // n blocks: block p goes to GPU p
@@ -76,13 +84,14 @@ int main(int argc, char** argv) {
   const std::string consumer = argc > 3 ? argv[3] : "reduce";
   const int ctas = argc > 4 ? std::atoi(argv[4]) : 8;
   const bool fork = argc > 5 ? std::atoi(argv[5]) != 0 : true;
-  const int calls = argc > 6 ? std::atoi(argv[6]) : 3;
-  const int repeats = argc > 7 ? std::atoi(argv[7]) : 3;
+  const int self_lag = argc > 6 ? std::atoi(argv[6]) : 0;
+  const int calls = argc > 7 ? std::atoi(argv[7]) : 3;
+  const int repeats = argc > 8 ? std::atoi(argv[8]) : 3;
   const std::size_t chunk = std::min(chunk_arg, block);
   if (block == 0 || block % 16 != 0 || chunk == 0 || chunk % 16 != 0 || (consumer != "reduce" && consumer != "copy") ||
-      ctas < 1 || calls < 2 || repeats < 1) {
+      ctas < 1 || self_lag < 0 || calls < 2 || repeats < 1) {
     std::fprintf(stderr, "usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] "
-                         "[calls=3, at least 2] [repeats=3] (block and chunk multiples of 16)\n");
+                         "[self=0] [calls=3, at least 2] [repeats=3] (block and chunk multiples of 16)\n");
     return 2;
   }
   int n = 0;
@@ -111,7 +120,9 @@ int main(int argc, char** argv) {
       (void)cudaGetLastError();
     }
     check(cudaMalloc(&g.source, static_cast<std::size_t>(n) * block), "cudaMalloc");
-    std::fill(host_values.begin(), host_values.end(), static_cast<float>(r + 1));
+    for (std::size_t i = 0; i < host_values.size(); ++i) {
+      host_values[i] = static_cast<float>((r + 1) * (1 + static_cast<int>(i * 4 / chunk % 8)));
+    }
     for (int p = 0; p < n; ++p) {
       check(cudaMemcpy(g.source + static_cast<std::size_t>(p) * block, host_values.data(), block,
                        cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -137,9 +148,9 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  std::printf("# pipeline_probe on %d x %s: blocks of %zu B in %zu chunks of %zu B, consumer %s%s, fork %d, %d calls, "
-              "median of %d\n", n, prop.name, block, chunks, chunk, consumer.c_str(),
-              reduce ? (" (" + std::to_string(ctas) + " CTAs)").c_str() : "", fork ? 1 : 0, calls, repeats);
+  std::printf("# pipeline_probe on %d x %s: blocks of %zu B in %zu chunks of %zu B, consumer %s%s, fork %d, self %d, "
+              "%d calls, median of %d\n", n, prop.name, block, chunks, chunk, consumer.c_str(),
+              reduce ? (" (" + std::to_string(ctas) + " CTAs)").c_str() : "", fork ? 1 : 0, self_lag, calls, repeats);
 
   const int timeline_call = 1;
   std::vector<double> per_call_us;
@@ -166,9 +177,17 @@ int main(int argc, char** argv) {
         const std::size_t global = static_cast<std::size_t>(call) * chunks + k;
         const int stage = static_cast<int>(global % kStages);
         const std::size_t offset = k * chunk, length = std::min(chunk, block - offset);
+        // Once the first chunks are queued the gate opens and the host queues the rest while the GPUs run (it queues
+        // a chunk in well under the chunk's copy time): no stream holds hundreds of operations behind a closed gate.
+        if (global == std::min<std::size_t>(kGateChunks, total_chunks - 1)) {
+          __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+        }
         for (int r = 0; r < n; ++r) {  // every GPU's copies of chunk k
           Gpu& g = gpus[static_cast<std::size_t>(r)];
           check(cudaSetDevice(r), "cudaSetDevice");
+          if (self_lag > 0 && global >= static_cast<std::size_t>(self_lag)) {
+            check(cudaStreamWaitEvent(g.side, g.consumed[global - static_cast<std::size_t>(self_lag)], 0), "wait");
+          }
           for (int s = 1; s < n; ++s) {
             const int p = (r + s) % n;
             Gpu& peer = gpus[static_cast<std::size_t>(p)];
@@ -204,6 +223,8 @@ int main(int argc, char** argv) {
             }
             pickle::coll::launch_reduce_cuda(task, g.main, r, ctas);
           } else {
+            check(cudaStreamWaitEvent(g.main, g.sent_to[global][static_cast<std::size_t>((r + n - 1) % n)], 0),
+                  "wait");
             for (int p = 0; p < n; ++p) {
               if (p == r) continue;
               // Into the output block's chunk (one destination for all peers: a timing consumer, like the
@@ -216,9 +237,6 @@ int main(int argc, char** argv) {
           if (call == timeline_call) check(cudaEventRecord(g.consumed_time[k], g.main), "cudaEventRecord");
         }
       }
-      // The first call queued, the gate opens: the host queues the rest while the GPUs run that one (it queues a
-      // chunk in well under the chunk's copy time), so no stream holds hundreds of operations behind a closed gate.
-      if (call == 0) __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
     }
     for (int r = 0; r < n; ++r) {
       Gpu& g = gpus[static_cast<std::size_t>(r)];
@@ -253,15 +271,18 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   if (reduce) {
-    const float expected = static_cast<float>(n * (n + 1) / 2);
     for (int r = 0; r < n; ++r) {
       check(cudaSetDevice(r), "cudaSetDevice");
       check(cudaMemcpy(host_values.data(), gpus[static_cast<std::size_t>(r)].output, block, cudaMemcpyDeviceToHost),
             "cudaMemcpy");
-      const auto wrong = static_cast<std::size_t>(
-          std::count_if(host_values.begin(), host_values.end(), [&](float v) { return v != expected; }));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < host_values.size(); ++i) {
+        const int factor = 1 + static_cast<int>(i * 4 / chunk % 8);
+        wrong += host_values[i] != static_cast<float>(n * (n + 1) / 2 * factor);
+      }
       if (wrong != 0) {
-        std::printf("GPU %d: %zu of %zu output elements are not %.0f\n", r, wrong, host_values.size(), expected);
+        std::printf("GPU %d: %zu of %zu output elements are not the sum of their chunk\n", r, wrong,
+                    host_values.size());
         ++failures;
       }
     }
