@@ -51,17 +51,12 @@ int main(int argc, char** argv) {
   const std::size_t block = argc > 1 ? probe::parse_bytes(argv[1]) : std::size_t{512} << 20;
   const std::vector<std::size_t> chunks = probe::parse_byte_list(argc > 2 ? argv[2] : "64M,512M");
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no GPU: nothing to measure
-  if (n < 2) {
-    std::printf("copy_pattern_probe: needs at least 2 GPUs (found %d)\n", n);
-    return 0;
-  }
+  const int n = probe::gpus_at_least(2);
+  if (n == 0) return 0;
   const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
   const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
-  unsigned* gate = nullptr;
+  unsigned* gate = probe::mapped_gate();
   unsigned* words = nullptr;  // one completion word per GPU, as pickle's host-memory words
-  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
   check(cudaHostAlloc(&words, static_cast<std::size_t>(n) * sizeof(unsigned),
                       cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
   std::vector<Gpu> gpus(static_cast<std::size_t>(n));

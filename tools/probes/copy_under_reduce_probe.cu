@@ -34,6 +34,7 @@
 namespace {
 
 using probe::check;
+using probe::elapsed_ms;
 
 constexpr int kSlots = 4;  // the copies' ring of destination slots on the peer
 
@@ -57,12 +58,6 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-float elapsed_ms(cudaEvent_t start, cudaEvent_t stop) {
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-  return ms;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,15 +72,9 @@ int main(int argc, char** argv) {
                          "[ctas=8,32] [repeats=5]\n", pickle::coll::kMaxReduceInputs);
     return 2;
   }
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no GPU: nothing to measure
-  if (n < 2) {
-    std::printf("copy_under_reduce_probe: needs 2 GPUs (found %d)\n", n);
-    return 0;
-  }
+  if (probe::gpus_at_least(2) == 0) return 0;  // it uses GPUs 0 and 1
   const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
-  unsigned* gate = nullptr;
-  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+  unsigned* gate = probe::mapped_gate();
   Gpu gpus[2];
   for (int g = 0; g < 2; ++g) {
     Gpu& gpu = gpus[g];

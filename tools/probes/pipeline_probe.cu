@@ -43,6 +43,7 @@
 namespace {
 
 using probe::check;
+using probe::elapsed_ms;
 
 constexpr int kStages = 4;  // pickle's kStages (src/collectives/plumbing.hpp)
 constexpr std::size_t kGateChunks = 16;  // chunks queued before the gate opens
@@ -70,12 +71,6 @@ cudaEvent_t timing_event() {
   return e;
 }
 
-float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, from, to), "cudaEventElapsedTime");
-  return ms;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,19 +89,14 @@ int main(int argc, char** argv) {
                          "[self=0] [calls=3, at least 2] [repeats=3] (block and chunk multiples of 16)\n");
     return 2;
   }
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no GPU: nothing to measure
-  if (n < 2) {
-    std::printf("pipeline_probe: needs at least 2 GPUs (found %d)\n", n);
-    return 0;
-  }
+  const int n = probe::gpus_at_least(2);
+  if (n == 0) return 0;
   const bool reduce = consumer == "reduce";
   const std::size_t chunks = (block + chunk - 1) / chunk;
   const std::size_t total_chunks = chunks * static_cast<std::size_t>(calls);
   const auto slot_index = [](int r, int p) { return p < r ? p : p - 1; };  // GPU r's slot for peer p's chunks
   const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
-  unsigned* gate = nullptr;
-  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+  unsigned* gate = probe::mapped_gate();
 
   std::vector<Gpu> gpus(static_cast<std::size_t>(n));
   std::vector<float> host_values(block / 4);

@@ -36,4 +36,30 @@ inline StreamValueOp stream_value_op(const char* name) {
   return op;
 }
 
+/// The number of GPUs, or 0 after saying on stdout that the probe needs `needed` (a machine without enough GPUs has
+/// nothing to measure: the probe then exits 0).
+inline int gpus_at_least(int needed) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;  // no driver or no GPU
+  if (n >= needed) return n;
+  std::printf("%s: needs at least %d GPUs (found %d)\n", program_invocation_short_name, needed, n);
+  return 0;
+}
+
+/// Milliseconds between two events of one device.
+inline float elapsed_ms(cudaEvent_t start, cudaEvent_t stop) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  return ms;
+}
+
+/// A gate: a host word, 0 until the probe stores 1, that streams of any GPU wait for (cuStreamWaitValue32 GEQ 1), so
+/// that everything is queued before anything runs.
+inline unsigned* mapped_gate() {
+  unsigned* gate = nullptr;
+  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+  *gate = 0;
+  return gate;
+}
+
 }  // namespace probe
