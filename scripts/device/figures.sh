@@ -32,9 +32,9 @@
 #   four          issue 7 on nvidia-h200-x4 (4 GPUs): allreduce 32M-8G on 4 ranks with NCCL beside (the default: phased
 #                 from 32 MiB blocks), then fused (PICKLE_ALLREDUCE_SCHEDULE=fused) to compare, 20 iterations x 3
 #                 repeats (5 x 2 left the 32-128 MiB rows noisy on 2026-11-28c); allgather and alltoall 32M-8G with
-#                 NCCL beside, seed 000's P2P-vs-SHM allreduce on 4 ranks, attention under a 4-rank allgather (1 GiB
-#                 per GPU), the all-pairs matrix; two calls' worth: run it with a 600 s limit and rerun what the
-#                 limits stopped
+#                 NCCL beside, seed 000's P2P-vs-SHM allreduce on 4 ranks (to 512 MiB: NCCL SHM alone takes 51 s
+#                 to 2 GiB), attention under a 4-rank allgather (1 GiB per GPU), the all-pairs matrix; two calls'
+#                 worth: run it with a 600 s limit and rerun what the limits stopped
 #   patterns      issue 7 on nvidia-h200-x4: the collectives' copy patterns with raw copies and nothing of pickle
 #                 (tools/probes/copy_pattern_probe: alltoall staggered/parallel, allgather staggered, 64 MiB chunks and
 #                 whole 512 MiB blocks, with and without a completion write per copy): is the ~225 GB/s of pickle's
@@ -101,7 +101,7 @@ case "$group" in
       limit:90 bench:coll:-c+allreduce+--ranks+4+--backend+pickle+-b+32M+-e+8G+-f+4+-n+20+-w+3+--repeats+3 \
       env:PICKLE_ALLREDUCE_SCHEDULE= \
       limit:150 bench:coll:-c+allgather,alltoall+--ranks+4+-b+32M+-e+8G+-f+4+-n+10+-w+2+--repeats+3 \
-      limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+2G+-f+4 \
+      limit:150 bench:transports:--ranks+4+--ops+allreduce+--runs+1+-b+32M+-e+512M+-f+4 \
       limit:90 bench:interference:--ranks+4+--background+allgather+--foreground+attention+-b+4G+-e+4G+-n+100+-w+20 \
       limit:150 bench:matrix:--backend+pickle,nccl,ce+-b+1G+-n+10+-w+3+--repeats+3 ;;
   patterns)
