@@ -114,14 +114,14 @@ case "$group" in
       env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" env:PICKLE_PIPELINE_SCHEDULE= \
       env:PICKLE_COLL_CHUNK=33554432 limit:40 "$rs" ;;
   pipeline)
+    rs2=bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3
     runs=(probe:pipeline_probe:512M+64M+reduce+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+1+3
           probe:pipeline_probe:512M+64M+reduce+32+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3
           probe:pipeline_probe:512M+64M+copy+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+0+0)
     exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${runs[@]}" \
       bench:coll:-c+reduce_scatter+--ranks+4+--backend+pickle+-b+2G+-e+2G+-n+10+-w+2+--repeats+3 \
-      env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3 \
-      bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 \
-      env:PICKLE_REDUCE_CTAS=16 bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3 ;;
+      env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 \
+      probe:pipeline_probe:512M+64M+copy+8+1+3 "$rs2" env:PICKLE_REDUCE_CTAS=16 "$rs2" ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;

@@ -18,8 +18,8 @@
 //   wait through the host that this models without the host's latency; self=0: no such wait (the schedule's own
 //   limit: only the receivers' stage reuse holds the copies back).
 //   The copy consumer waits for the GPU's own copies of chunk k first, as the in-place alltoall's copies into place do.
-// Streams wait at a gate until the first chunks are queued. Time per call = (end - start) / calls on the slowest GPU, busbw
-// as nccl-tests' reduce_scatter (size = n x block). Then the timeline of GPU 0's second call: when each chunk's
+// Streams wait at a gate until the first chunks are queued. Time per call = (end - start) / calls on the slowest
+// GPU, busbw as nccl-tests' reduce_scatter (size = n x block). Then the timeline of GPU 0's second call: when each chunk's
 // copies were done on its side stream and its consumption on its main stream (ms after chunk 0's copies). The
 // reduction's output is checked: GPU r's source holds (r + 1) (1 + k % 8) in chunk k of every block, so every sum is
 // n (n + 1) / 2 (1 + k % 8), and a chunk reduced from a stage that still held chunk k - 4 shows.
