@@ -43,13 +43,15 @@
 #                 (the 1 GiB scratch ceiling since 2026-11-28) where the alltoall's same copies reach ~300: the
 #                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, 32 MiB chunks (a deeper pipeline), and
 #                 the same sizes as an alltoall, in one call (pickle only, 512M-2G, about 20 s per line)
-#   pipeline      issue 7 on nvidia-h200-x4: the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
+#   pipeline      issue 7 on nvidia-h200-x4: PICKLE_PIPELINE_SCHEDULE=ordered against staggered (reduce_scatter,
+#                 allreduce and alltoall on 4 ranks, 512 MiB and 2 GiB, twice each, alternating: the model of
+#                 tools/models/pipeline_model.py predicts ~360 against ~220 GB/s busbw when the ranks are out of step);
+#                 then the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
 #                 event and no host in the loop (tools/probes/pipeline_probe): with the reduction (8 and 32 CTAs) and
 #                 with a copy as consumer, with and without the call start's wait for the caller's stream and the
 #                 sends' wait for the sender's own reduction three chunks back (pickle's host does that); on four
-#                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1); then pickle's reduce_scatter beside it. Does the
-#                 schedule itself stop at pickle's ~225 GB/s busbw (four ranks), or pickle's host plumbing? Last, the
-#                 two-rank reduce_scatter with 16 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
+#                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1) beside pickle's two-rank reduce_scatter, at 8 and 16
+#                 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
@@ -114,12 +116,15 @@ case "$group" in
       env:PICKLE_PIPELINE_SCHEDULE=parallel limit:40 "$rs" env:PICKLE_PIPELINE_SCHEDULE= \
       env:PICKLE_COLL_CHUNK=33554432 limit:40 "$rs" ;;
   pipeline)
+    # PICKLE_PIPELINE_SCHEDULE staggered against ordered, alternating (drift shows as a difference between runs of one)
+    four=bench:coll:-c+reduce_scatter,allreduce,alltoall+--ranks+4+--backend+pickle+-b+512M+-e+2G+-f+4+-n+10+-w+2
     rs2=bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3
+    ab=(env:PICKLE_PIPELINE_SCHEDULE=staggered "$four" env:PICKLE_PIPELINE_SCHEDULE=ordered "$four")
     runs=(probe:pipeline_probe:512M+64M+reduce+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+1+3
           probe:pipeline_probe:512M+64M+reduce+32+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3
           probe:pipeline_probe:512M+64M+copy+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+0+0)
-    exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${runs[@]}" \
-      bench:coll:-c+reduce_scatter+--ranks+4+--backend+pickle+-b+2G+-e+2G+-n+10+-w+2+--repeats+3 \
+    exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${ab[@]}" "${ab[@]}" \
+      env:PICKLE_PIPELINE_SCHEDULE= "${runs[@]}" \
       env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 \
       probe:pipeline_probe:512M+64M+copy+8+1+3 "$rs2" env:PICKLE_REDUCE_CTAS=16 "$rs2" ;;
   allgather8)

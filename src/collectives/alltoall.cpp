@@ -66,18 +66,20 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
     if (call.state().pipeline_staggered) call.share_side_streams();
     // Chunk by chunk, receives before sends: every rank's posts of chunk k precede its sends of chunk k, and the
     // completion slots of earlier chunks free up while later ones are posted.
-    for (std::size_t begin = 0; begin < bytes; begin += chunk) {
-      const std::size_t length = std::min(chunk, bytes - begin);
+    // The same tokens as in place when the schedule is ordered (send_chunk_in_order), so that ranks that differ in
+    // working in place still raise and await the same ones.
+    const std::size_t chunks = (bytes + chunk - 1) / chunk;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const std::size_t begin = k * chunk, length = std::min(chunk, bytes - begin);
       for (int peer = 0; peer < world; ++peer) {
         if (peer != rank) {
           call.stream_wait_later(call.recv(peer, coll::kTagAlltoall, out + peer * bytes + begin, length));
         }
       }
-      if (begin == 0) handshake();
-      for (int step = 1; step < world; ++step) {
-        const int peer = (rank + step) % world;
-        call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length);
-      }
+      if (k == 0) handshake();
+      coll::send_chunk_in_order(call, k, chunks, [&](int peer) {
+        return call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length);
+      });
     }
     call.stream().copy(out + rank * bytes, in + rank * bytes, bytes);
     call.finish();

@@ -49,6 +49,28 @@ void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world) {
   }
 }
 
+void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const std::function<Request(int)>& send) {
+  // PICKLE_PIPELINE_SCHEDULE=ordered (three ranks or more): each rank receives the chunks in the schedule's order,
+  // one at a time. At step s of chunk k rank r copies into p = r + s, which rank r + 1 copied into at step s - 1 (or,
+  // at step 1, rank r + 2 at step n - 1 of chunk k - 1); r's copy waits for that rank's token, raised once its copy
+  // is done. Staggered without tokens keeps the order only while the ranks run in step: a rank that starts or falls
+  // behind by part of a copy then shares a receiver with another sender for the rest of the call, while a third
+  // receiver idles, and nothing brings the ranks back in step (docs/collectives.md, "Pipeline"). Every rank raises
+  // and awaits the same tokens in every call, whatever its blocks' lengths (empty sends included), and no call
+  // awaits a token of another (the first copy of a call waits for none).
+  const int rank = call.rank(), world = call.world();
+  const bool ordered = call.state().pipeline_ordered && call.state().pipeline_staggered && world > 2;
+  auto peer_at = [&](int step) { return (rank + step) % world; };
+  for (int step = 1; step < world; ++step) {
+    if (ordered && step > 1) call.await_token(peer_at(1));
+    if (ordered && step == 1 && k > 0) call.await_token(peer_at(2));
+    Request sent = send(peer_at(step));
+    // The rank that copies into this peer next: rank - 1 at the next step, rank - 2 at step 1 of the next chunk.
+    if (ordered && step < world - 1) call.send_token(peer_at(world - 1), sent);
+    if (ordered && step == world - 1 && k + 1 < chunks) call.send_token(peer_at(world - 2), sent);
+  }
+}
+
 void run_exchange(Call& call, const Exchange& x) {
   const int rank = call.rank(), world = call.world();
   // Before the first message: failing after receives were posted would break the communicator for good.
@@ -127,12 +149,12 @@ void run_exchange(Call& call, const Exchange& x) {
   constexpr std::size_t kSendsQueued = 2;  // chunk k and chunk k + 1
   std::vector<std::vector<Request>> outgoing(kSendsQueued, std::vector<Request>(n));
   auto send_chunk = [&](std::size_t k) {
-    for (int step = 1; step < world; ++step) {
-      const int peer = peer_at(step);
+    send_chunk_in_order(call, k, chunks, [&](int peer) {
       const auto [begin, length] = piece(peer, k);
-      outgoing[k % kSendsQueued][static_cast<std::size_t>(peer)] =
-          call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
-    }
+      Request& sent = outgoing[k % kSendsQueued][static_cast<std::size_t>(peer)];
+      sent = call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);
+      return sent;
+    });
   };
   if (world > 1) send_chunk(0);
   std::vector<const void*> inputs(n);

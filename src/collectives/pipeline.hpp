@@ -40,6 +40,12 @@ struct Exchange {
 /// ranks in step and the communicator usable.
 void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world);
 
+/// Sends chunk k (of `chunks`, the same on every rank) to every peer, rank + 1 first: `send(peer)` makes the send and
+/// returns its Request (empty for nothing). With PICKLE_PIPELINE_SCHEDULE=ordered and three ranks or more, each
+/// send's stream first waits for the token of the rank that copies into the same peer just before it, and raises
+/// the token of the rank that copies into it next. Every rank must call it for every chunk of the call, in order.
+void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const std::function<Request(int)>& send);
+
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);
 

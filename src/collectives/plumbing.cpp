@@ -68,12 +68,22 @@ int read_reduce_ctas() {
   return static_cast<int>(ctas);
 }
 
-/// PICKLE_ALLGATHER_SCHEDULE, PICKLE_PIPELINE_SCHEDULE: true for staggered.
+/// PICKLE_ALLGATHER_SCHEDULE: true for staggered.
 bool read_staggered(const char* variable) {
   const std::string schedule = env::get(variable);
   if (schedule == "staggered") return true;
   if (schedule == "parallel") return false;
   throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
+}
+
+/// PICKLE_PIPELINE_SCHEDULE into the state's two flags.
+void read_pipeline_schedule(CollectiveState& state) {
+  const std::string schedule = env::get("PICKLE_PIPELINE_SCHEDULE");
+  if (schedule != "staggered" && schedule != "parallel" && schedule != "ordered") {
+    throw InvalidArgument(cat("PICKLE_PIPELINE_SCHEDULE=", schedule, " must be staggered, ordered or parallel"));
+  }
+  state.pipeline_staggered = schedule != "parallel";
+  state.pipeline_ordered = schedule == "ordered";
 }
 
 AllreduceSchedule read_allreduce_schedule() {
@@ -95,10 +105,11 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
     state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
-    state->pipeline_staggered = read_staggered("PICKLE_PIPELINE_SCHEDULE");
+    read_pipeline_schedule(*state);
     state->allreduce_schedule = read_allreduce_schedule();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
+    state->tokens_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     comm.collectives = state;
   }
   return *static_cast<CollectiveState*>(comm.collectives.get());
@@ -271,6 +282,21 @@ void Call::await_ready(int peer, Lane lane) {
   device::Stream& on = lane == kCaller ? stream() : side_stream(peer, lane).impl();
   comm_.wait_signal_on_stream(on, peer, comm::kCollectiveReadySlot, expected);
   ready_waits_.push_back(ReadyWait{peer, expected});
+}
+
+void Call::send_token(int peer, Request& sent) {
+  Stream& side = lane_stream(peer, kInput);
+  started_ = true;
+  // The copy ran on this stream (ipc, one copy stream per peer): ordered already. Elsewhere (PICKLE_IPC_STREAMS
+  // above 1, shm, net) the stream first waits for its completion word.
+  if (sent.valid()) sent.on_stream(side);
+  comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
+}
+
+void Call::await_token(int peer) {
+  started_ = true;
+  const std::uint32_t expected = ++state_.tokens_awaited[static_cast<std::size_t>(peer)];
+  comm_.wait_signal_on_stream(lane_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot, expected);
 }
 
 void Call::copy_beside(void* dst, const void* src, std::size_t bytes) {

@@ -103,6 +103,8 @@ struct CollectiveState {
   /// Per peer: the ready signals awaited so far (await_ready), so the count the next one expects. Every rank issues
   /// the same collectives in the same order, so the i-th wait meets the peer's i-th signal.
   std::vector<std::uint32_t> ready_awaited;
+  /// Per peer: the pipeline tokens awaited so far (Call::await_token), as ready_awaited.
+  std::vector<std::uint32_t> tokens_awaited;
   Scratch scratch;
   /// The two-level reduce_scatter's partial results between its steps (reduce_scatter.cpp), made on first use and
   /// grown when too small, and the event its last call's readers recorded.
@@ -119,10 +121,14 @@ struct CollectiveState {
   /// first, so that at each step every rank receives from one peer only; false (parallel): each peer's copy on its
   /// own copy queue, all at once (allgather.cpp).
   bool allgather_staggered = true;
-  /// PICKLE_PIPELINE_SCHEDULE: true (staggered, the default): one side stream per lane for all peers (Call::
-  /// share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time; false (parallel): the
-  /// pipeline's sends to each peer on a side stream of that peer's own, all peers at once (pipeline.cpp).
+  /// PICKLE_PIPELINE_SCHEDULE: true (staggered, the default, or ordered): one side stream per lane for all peers
+  /// (Call::share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time; false
+  /// (parallel): the pipeline's sends to each peer on a side stream of that peer's own, all peers at once
+  /// (pipeline.cpp).
   bool pipeline_staggered = true;
+  /// PICKLE_PIPELINE_SCHEDULE=ordered: staggered, and each input copy into a peer waits for the token of the rank
+  /// that copies into that peer just before it in the schedule (pipeline.cpp).
+  bool pipeline_ordered = false;
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
@@ -190,6 +196,13 @@ class Call {
   Request post_ready_message(int peer);
   void send_ready_message(int peer);
   void await_ready_message(int peer, Request& ready);
+  /// The ordered pipeline's tokens (PICKLE_PIPELINE_SCHEDULE=ordered, pipeline.cpp), in the pair's token slot
+  /// (comm::kCollectiveTokenSlot), on the input lane's stream: send_token raises `peer`'s count once `sent` (this
+  /// rank's latest copy, to a third rank; empty: none) is done; await_token makes later sends on the lane wait until
+  /// `peer`'s count reaches the next one this rank expects. Tokens only order copies, never guard data: every rank
+  /// raises and awaits the same tokens in each call, whatever its blocks' lengths.
+  void send_token(int peer, Request& sent);
+  void await_token(int peer);
   /// Copies `bytes` from `src` to `dst` (this rank's own data: an allgather's block into its own slot) on a side
   /// stream of this rank's own, which starts after the caller's stream's work so far; the caller's stream waits for
   /// the copy at finish. It then runs on another copy engine than the sends queued on the caller's stream, instead

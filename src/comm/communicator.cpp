@@ -50,7 +50,9 @@ std::vector<std::string> Communicator::Impl::gather_rows(const std::string& key,
 void Communicator::Impl::check_settings_agree() const {
   // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
-  constexpr const char* kMustAgree[] = {"PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY"};
+  // PICKLE_PIPELINE_SCHEDULE: ordered ranks await tokens that only ordered ranks raise.
+  constexpr const char* kMustAgree[] = {"PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY",
+                                        "PICKLE_PIPELINE_SCHEDULE"};
   std::string mine;
   // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
   // leaves it unset.
@@ -545,8 +547,7 @@ void Communicator::Impl::throw_if_released(PairFailure& record, const OpContext&
   // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
   const bool named = record.net_put_missing.empty() || record.reason.find(record.net_put_missing) != std::string::npos;
   const std::string missing = named ? "" : cat(", and its ", record.net_put_missing, " had not landed");
-  const std::string what = slot == comm::kCollectiveReadySlot ? std::string("the collectives' ready signal")
-                                                              : cat("signal ", slot);
+  const std::string what = comm::signal_slot_name(slot);
   throw PeerError(cat(describe(ctx), " for ", what, " to reach ", expected, ": the pair with peer ", ctx.peer,
                       " failed while it stood at ", reached, missing, ": ", record.reason),
                   ctx.peer);

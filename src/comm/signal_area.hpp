@@ -1,8 +1,8 @@
 #pragma once
 // Every rank keeps, in shared host memory, one block of 32-bit words per peer: signal slots (signal/wait, and the
-// collectives' ready slot) and completion slots (a posted recv completes when its slot reaches the generation the
-// receiver chose). Peers on this host map the block and bump words with stream write-values after their copies; the
-// owner waits on them from a stream or reads them from the host with an atomic load. On CUDA the memory is
+// collectives' ready and token slots) and completion slots (a posted recv completes when its slot reaches the
+// generation the receiver chose). Peers on this host map the block and bump words with stream write-values after their
+// copies; the owner waits on them from a stream or reads them from the host with an atomic load. On CUDA the memory is
 // host-registered (pinned, mapped), so copy engines write it and streams wait on it without any kernel. Peers on other
 // hosts map nothing: their words are set here, by the progress and transport threads, when their messages arrive. A
 // second block per peer holds "sent" words: a send over the net transport completes when its writes did, here, not when
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "device/export.hpp"
@@ -24,10 +25,20 @@
 namespace pickle::comm {
 
 /// Signal slots per peer: the application's (Communicator::kSignalSlots, slots 0..63), then the collectives' ready
-/// slot: a peer's stream counts there the calls it has reached whose data this rank writes into its buffers.
+/// slot: a peer's stream counts there the calls it has reached whose data this rank writes into its buffers; then
+/// the pipeline's token slot (PICKLE_PIPELINE_SCHEDULE=ordered): a peer's stream counts there its copies into a
+/// third rank after which this rank's copy into that rank may go (collectives/pipeline.cpp).
 inline constexpr int kApplicationSignalSlots = 64;
 inline constexpr int kCollectiveReadySlot = kApplicationSignalSlots;
-inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 1;
+inline constexpr int kCollectiveTokenSlot = kApplicationSignalSlots + 1;
+inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 2;
+
+/// How errors name a signal slot.
+inline std::string signal_slot_name(int slot) {
+  if (slot == kCollectiveReadySlot) return "the collectives' ready signal";
+  if (slot == kCollectiveTokenSlot) return "the pipeline's token";
+  return "signal " + std::to_string(slot);
+}
 inline constexpr int kCompletionSlots = 4096;
 /// shm puts' "source read" words, in the "sent" block only: this rank's shm sending stream writes word
 /// kShmPutWordBase + (n % kShmPutSlots) once put n's source has been read, and the put's stream waits on it.

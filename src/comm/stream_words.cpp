@@ -137,8 +137,7 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
     for (const auto& wait : at_close.signals) {
       if (signal_reached_locked(wait.peer, wait.slot, wait.expected)) continue;
       released.push_back(cat(describe({.rank = info.rank, .peer = wait.peer, .op = "wait"}), " for ",
-                             wait.slot == comm::kCollectiveReadySlot ? std::string("the collectives' ready signal")
-                                                                     : cat("signal ", wait.slot),
+                             comm::signal_slot_name(wait.slot),
                              " to reach ", wait.expected));
     }
     for (const auto& [serial, stream] : streams_on_words) noted.push_back(stream);

@@ -85,9 +85,11 @@ constexpr std::array kTable = {
              "How the pipelined collectives (reduce_scatter, allreduce, alltoall) send each chunk to its peers: "
              "staggered (one side stream per lane for all peers, rank + 1 first, as PICKLE_ALLGATHER_SCHEDULE="
              "staggered: on 4 H200s the fused allreduce 1.17-1.22x at 512 MiB-2 GiB and "
-             "alltoall 1.33-1.38x at 32-128 MiB faster than parallel) or parallel (a side stream per peer and lane, "
-             "every peer at once). With PICKLE_IPC_STREAMS above 1 staggered runs like parallel. The ranks may "
-             "differ. See docs/collectives.md, \"Pipeline\"."},
+             "alltoall 1.33-1.38x at 32-128 MiB faster than parallel), ordered (staggered, and each copy into a "
+             "peer waits, on the stream, for the copy into that peer just before it in the schedule to be done: "
+             "the ranks stay in step; three ranks or more; to measure) or parallel (a side stream per peer and "
+             "lane, every peer at once). With PICKLE_IPC_STREAMS above 1 staggered runs like parallel (ordered "
+             "keeps its order). The same on every rank. See docs/collectives.md, \"Pipeline\"."},
     Variable{"PICKLE_PYTHON", "",
              "Python interpreter that `pickle report` runs (it must import matplotlib); unset: python3 on PATH, "
              "then /usr/bin/python3."},

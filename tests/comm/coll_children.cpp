@@ -964,17 +964,23 @@ PICKLE_CHILD(coll_chunk_setting_differs) {
   return 0;
 }
 
-// PICKLE_ALLREDUCE_SCHEDULE set on rank 1 only: spelled as its default (auto), the ranks agree (the settings are
-// compared as they take effect) and an allreduce runs; set to phased, creation fails on both ranks naming the
-// variable and both values. args: memory, the value rank 1 sets.
-PICKLE_CHILD(coll_allreduce_schedule_on_one_rank) {
+// A setting that must agree (PICKLE_ALLREDUCE_SCHEDULE, PICKLE_PIPELINE_SCHEDULE) set on rank 1 only: spelled as its
+// default, the ranks agree (the settings are compared as they take effect) and an allreduce runs; set to another
+// value, creation fails on both ranks naming the variable and both values. args: memory, the variable, the value
+// rank 1 sets.
+PICKLE_CHILD(coll_setting_on_one_rank) {
   const int rank = std::stoi(env::foreign("RANK").value());
-  const std::string value = args.at(1);
-  if (rank == 1) ::setenv("PICKLE_ALLREDUCE_SCHEDULE", value.c_str(), 1);
+  const std::string variable = args.at(1), value = args.at(2);
+  std::string fallback;  // the setting's default, which rank 0 runs with
+  for (const auto& known : env::table()) {
+    if (known.name == variable) fallback = std::string(known.default_value);
+  }
+  if (rank == 1) ::setenv(variable.c_str(), value.c_str(), 1);
   try {
     Communicator comm = make_comm(args.at(0));
-    if (value != "auto") {
-      std::fprintf(stderr, "rank %d: a communicator was made although rank 1 has %s\n", rank, value.c_str());
+    if (value != fallback) {
+      std::fprintf(stderr, "rank %d: a communicator was made although rank 1 has %s=%s\n", rank, variable.c_str(),
+                   value.c_str());
       return 1;
     }
     Harness h(comm, 4096);
@@ -984,9 +990,9 @@ PICKLE_CHILD(coll_allreduce_schedule_on_one_rank) {
   } catch (const InvalidArgument& e) {
     const std::string message = e.what();
     std::fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
-    if (value == "auto") return 4;
-    if (message.find(cat("PICKLE_ALLREDUCE_SCHEDULE=", value)) == std::string::npos ||
-        message.find("PICKLE_ALLREDUCE_SCHEDULE=auto") == std::string::npos) {
+    if (value == fallback) return 4;
+    if (message.find(cat(variable, "=", value)) == std::string::npos ||
+        message.find(cat(variable, "=", fallback)) == std::string::npos) {
       return 2;
     }
   }

@@ -69,6 +69,36 @@ TEST(Coll, ThePhasedAllreduceStillMatchesTheReference) {
   }
 }
 
+// The ordered pipeline schedule (staggered, each input copy into a peer waiting for the token of the rank that copied
+// into it just before): the matrix's reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks with
+// page-sized chunks, so that every call raises and awaits many tokens; a count that one side raises and the other
+// does not await (or the reverse) leaves a stream waiting and the call times out. With 3 copy streams per peer the
+// copies leave the side stream, and each token first waits for its copy's completion word.
+TEST(Coll, TheOrderedPipelineScheduleMatchesTheReference) {
+  for (int ranks : {4, 3}) {
+    expect_all_ok(run_ranks("coll_matrix", ranks, {"host"},
+                            {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=ordered", "PICKLE_COLL_CHUNK=4096"},
+                            std::chrono::seconds(240)));
+  }
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=ordered", "PICKLE_COLL_CHUNK=4096",
+                           "PICKLE_IPC_STREAMS=3"},
+                          std::chrono::seconds(240)));
+}
+
+// A peer that dies during ordered allreduces (four ranks: the three survivors await tokens from each other): every
+// survivor's call fails within PICKLE_TIMEOUT and the next fails at once. A survivor whose call failed before it
+// raised the tokens it owes holds its peers' waits until their timeout (docs/collectives.md, "Errors"): bounded.
+TEST(Coll, APeerKilledDuringOrderedAllreducesFailsTheOthersWithinTheTimeout) {
+  auto statuses = run_ranks("coll_peer_death", 4, {"host"},
+                            {"PICKLE_TIMEOUT=10", "PICKLE_PIPELINE_SCHEDULE=ordered", "PICKLE_COLL_CHUNK=65536"},
+                            std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
 TEST(Coll, AnUnknownAllreduceScheduleIsAClearError) {
   expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_ALLREDUCE_SCHEDULE"},
                           {"PICKLE_TIMEOUT=30", "PICKLE_ALLREDUCE_SCHEDULE=ring"}));
@@ -77,7 +107,8 @@ TEST(Coll, AnUnknownAllreduceScheduleIsAClearError) {
 // Ranks that differ in working in place: in-place alltoall goes through the pipeline, out of place straight into
 // recv, and both must send the same chunks in an order the other can match, with either pipeline schedule.
 TEST(Coll, AlltoallsMatchWhenSomeRanksWorkInPlaceAndOthersDoNot) {
-  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_PIPELINE_SCHEDULE=parallel"}) {
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_PIPELINE_SCHEDULE=ordered",
+                               "PICKLE_PIPELINE_SCHEDULE=parallel"}) {
     for (int ranks : {4, 3}) {
       expect_all_ok(run_ranks("coll_alltoall_mixed_in_place", ranks, {"host"},
                               {"PICKLE_TIMEOUT=60", "PICKLE_COLL_CHUNK=4096", schedule}));
@@ -96,8 +127,18 @@ TEST(Coll, AnUnknownAllgatherScheduleIsAClearError) {
 }
 
 TEST(Coll, AnAllreduceScheduleSetOnOneRankAgreesOnlyWhenItIsTheDefault) {
-  expect_all_ok(run_ranks("coll_allreduce_schedule_on_one_rank", 2, {"host", "auto"}, {"PICKLE_TIMEOUT=30"}));
-  expect_all_ok(run_ranks("coll_allreduce_schedule_on_one_rank", 2, {"host", "phased"}, {"PICKLE_TIMEOUT=30"}));
+  for (const char* value : {"auto", "phased"}) {
+    expect_all_ok(run_ranks("coll_setting_on_one_rank", 2, {"host", "PICKLE_ALLREDUCE_SCHEDULE", value},
+                            {"PICKLE_TIMEOUT=30"}));
+  }
+}
+
+// Ordered ranks await tokens that only ordered ranks raise: the pipeline schedule must agree too.
+TEST(Coll, APipelineScheduleSetOnOneRankAgreesOnlyWhenItIsTheDefault) {
+  for (const char* value : {"staggered", "ordered", "parallel"}) {
+    expect_all_ok(run_ranks("coll_setting_on_one_rank", 2, {"host", "PICKLE_PIPELINE_SCHEDULE", value},
+                            {"PICKLE_TIMEOUT=30"}));
+  }
 }
 
 TEST(Coll, AChunkSettingThatDiffersBetweenRanksFailsCreationOnEveryRank) {

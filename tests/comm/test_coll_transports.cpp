@@ -56,6 +56,19 @@ TEST_F(CollOverNet, StagedThePhasedAllreduceMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
 }
 
+// The ordered pipeline schedule where sends do not copy on the side stream (shm: the transport's stream; staged net:
+// a staging copy and a write): each token waits for its send's completion word first.
+TEST(CollOverShm, TheOrderedPipelineScheduleMatchesTheReference) {
+  auto env = shm_env("60");
+  env.push_back("PICKLE_PIPELINE_SCHEDULE=ordered");
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+TEST_F(CollOverNet, StagedTheOrderedPipelineScheduleMatchesTheReference) {
+  auto env = net_env("60");
+  env.insert(env.end(), {"PICKLE_NET_STAGING=1", "PICKLE_PIPELINE_SCHEDULE=ordered"});
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+
 // A collective's send whose net write is refused fails its pair on both sides: every rank's synchronize reports it,
 // none goes on with a block that never came (found by review: the sending rank's call succeeded, its result wrong).
 TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsOnEveryRank) {
