@@ -73,6 +73,16 @@ TEST_F(CollCuda, TheParallelPipelineScheduleMatchesTheReference) {
                           {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_COLL_CHUNK=65536"},
                           std::chrono::seconds(400)));
 }
+// The ordered pipeline schedule on GPUs: the tokens are stream write-values into the peers' mapped words and stream
+// waits on this rank's, after each copy on the shared side stream; three ranks sharing the two GPUs, 64 KiB chunks.
+// Then the same with 384 MiB allreduces, which go in phases, exact.
+TEST_F(CollCuda, TheOrderedPipelineScheduleMatchesTheReference) {
+  expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=ordered", "PICKLE_COLL_CHUNK=65536"},
+                          std::chrono::seconds(400)));
+  expect_all_ok(run_ranks("coll_large", 3, {"cuda", "384"}, {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=ordered"},
+                          std::chrono::seconds(400)));
+}
 // Three ranks sharing the two GPUs with 384 MiB allreduces: blocks of 128 MiB, which the default schedule (auto) sends
 // in two phases (reduce_scatter, then allgather in place), f32 and bf16, checked exactly.
 TEST_F(CollCuda, LargeAllreducesOnThreeRanksGoInPhasesAndAreExact) {
