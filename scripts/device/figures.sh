@@ -49,7 +49,8 @@
 #                 then the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
 #                 event and no host in the loop (tools/probes/pipeline_probe): with the reduction (8 and 32 CTAs) and
 #                 with a copy as consumer, with and without the call start's wait for the caller's stream and the
-#                 sends' wait for the sender's own reduction three chunks back (pickle's host does that); on four
+#                 sends' wait for the sender's own reduction three chunks back (pickle's host does that), and with
+#                 the ordered schedule's tokens as events; on four
 #                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1) beside pickle's two-rank reduce_scatter, at 8 and 16
 #                 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
@@ -121,8 +122,9 @@ case "$group" in
     rs2=bench:coll:-c+reduce_scatter+--ranks+2+--backend+pickle+-b+1G+-e+1G+-n+10+-w+2+--repeats+3
     ab=(env:PICKLE_PIPELINE_SCHEDULE=staggered "$four" env:PICKLE_PIPELINE_SCHEDULE=ordered "$four")
     runs=(probe:pipeline_probe:512M+64M+reduce+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+1+3
-          probe:pipeline_probe:512M+64M+reduce+32+1+3 probe:pipeline_probe:512M+64M+copy+8+1+3
-          probe:pipeline_probe:512M+64M+copy+8+1+0 probe:pipeline_probe:512M+64M+reduce+8+0+0)
+          probe:pipeline_probe:512M+64M+reduce+8+1+3+1 probe:pipeline_probe:512M+64M+reduce+32+1+3
+          probe:pipeline_probe:512M+64M+copy+8+1+3 probe:pipeline_probe:512M+64M+copy+8+1+0
+          probe:pipeline_probe:512M+64M+reduce+8+0+0)
     exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${ab[@]}" "${ab[@]}" \
       env:PICKLE_PIPELINE_SCHEDULE= "${runs[@]}" \
       env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 \

@@ -17,15 +17,17 @@
 //   host queues chunk m's sends only once it saw its reduction m - 3 done (D=3; m - 2 before 2026-11-28f: D=2), a
 //   wait through the host that this models without the host's latency; self=0: no such wait (the schedule's own
 //   limit: only the receivers' stage reuse holds the copies back).
+//   ordered=1 (3 GPUs or more): each copy into a peer also waits for the copy into that peer just before it in the
+//   schedule (PICKLE_PIPELINE_SCHEDULE=ordered's tokens, as events).
 //   The copy consumer waits for the GPU's own copies of chunk k first, as the in-place alltoall's copies into place do.
 // Streams wait at a gate until the first chunks are queued. Time per call = (end - start) / calls on the slowest
-// GPU, busbw as nccl-tests' reduce_scatter (size = n x block). Then the timeline of GPU 0's second call: when each chunk's
-// copies were done on its side stream and its consumption on its main stream (ms after chunk 0's copies). The
+// GPU, busbw as nccl-tests' reduce_scatter (size = n x block). Then the timeline of GPU 0's second call: when each
+// chunk's copies were done on its side stream and its consumption on its main stream (ms after chunk 0's copies). The
 // reduction's output is checked: GPU r's source holds (r + 1) (1 + k % 8) in chunk k of every block, so every sum is
 // n (n + 1) / 2 (1 + k % 8), and a chunk reduced from a stage that still held chunk k - 4 shows.
 //
-// Usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] [self=0] [calls=3]
-//                       [repeats=3]
+// Usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] [self=0] [ordered=0]
+//                       [calls=3] [repeats=3]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -80,13 +82,14 @@ int main(int argc, char** argv) {
   const int ctas = argc > 4 ? std::atoi(argv[4]) : 8;
   const bool fork = argc > 5 ? std::atoi(argv[5]) != 0 : true;
   const int self_lag = argc > 6 ? std::atoi(argv[6]) : 0;
-  const int calls = argc > 7 ? std::atoi(argv[7]) : 3;
-  const int repeats = argc > 8 ? std::atoi(argv[8]) : 3;
+  const bool ordered = argc > 7 ? std::atoi(argv[7]) != 0 : false;
+  const int calls = argc > 8 ? std::atoi(argv[8]) : 3;
+  const int repeats = argc > 9 ? std::atoi(argv[9]) : 3;
   const std::size_t chunk = std::min(chunk_arg, block);
   if (block == 0 || block % 16 != 0 || chunk == 0 || chunk % 16 != 0 || (consumer != "reduce" && consumer != "copy") ||
       ctas < 1 || self_lag < 0 || calls < 2 || repeats < 1) {
     std::fprintf(stderr, "usage: pipeline_probe [block=512M] [chunk=64M] [consumer=reduce|copy] [ctas=8] [fork=1] "
-                         "[self=0] [calls=3, at least 2] [repeats=3] (block and chunk multiples of 16)\n");
+                         "[self=0] [ordered=0] [calls=3, at least 2] [repeats=3] (block and chunk multiples of 16)\n");
     return 2;
   }
   const int n = probe::gpus_at_least(2);
@@ -139,8 +142,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("# pipeline_probe on %d x %s: blocks of %zu B in %zu chunks of %zu B, consumer %s%s, fork %d, self %d, "
-              "%d calls, median of %d\n", n, prop.name, block, chunks, chunk, consumer.c_str(),
-              reduce ? (" (" + std::to_string(ctas) + " CTAs)").c_str() : "", fork ? 1 : 0, self_lag, calls, repeats);
+              "ordered %d, %d calls, median of %d\n", n, prop.name, block, chunks, chunk, consumer.c_str(),
+              reduce ? (" (" + std::to_string(ctas) + " CTAs)").c_str() : "", fork ? 1 : 0, self_lag, ordered ? 1 : 0,
+              calls, repeats);
 
   const int timeline_call = 1;
   std::vector<double> per_call_us;
@@ -172,22 +176,35 @@ int main(int argc, char** argv) {
         if (global == std::min<std::size_t>(kGateChunks, total_chunks - 1)) {
           __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
         }
-        for (int r = 0; r < n; ++r) {  // every GPU's copies of chunk k
-          Gpu& g = gpus[static_cast<std::size_t>(r)];
-          check(cudaSetDevice(r), "cudaSetDevice");
-          if (self_lag > 0 && global >= static_cast<std::size_t>(self_lag)) {
-            check(cudaStreamWaitEvent(g.side, g.consumed[global - static_cast<std::size_t>(self_lag)], 0), "wait");
-          }
-          for (int s = 1; s < n; ++s) {
+        // Every GPU's copies of chunk k, step by step (so that with `ordered` the copy a step waits for, of the
+        // step before, was queued already: a wait on an event never recorded would not wait).
+        for (int s = 1; s < n; ++s) {
+          for (int r = 0; r < n; ++r) {
+            Gpu& g = gpus[static_cast<std::size_t>(r)];
+            check(cudaSetDevice(r), "cudaSetDevice");
+            if (s == 1 && self_lag > 0 && global >= static_cast<std::size_t>(self_lag)) {
+              check(cudaStreamWaitEvent(g.side, g.consumed[global - static_cast<std::size_t>(self_lag)], 0), "wait");
+            }
             const int p = (r + s) % n;
             Gpu& peer = gpus[static_cast<std::size_t>(p)];
             if (global >= kStages) check(cudaStreamWaitEvent(g.side, peer.consumed[global - kStages], 0), "wait");
+            if (ordered && n > 2) {
+              // The copy into p just before this one: rank r + 1's at step s - 1, or rank r + 2's at step n - 1 of
+              // the chunk before (none for a call's first chunk, as pickle's tokens).
+              if (s > 1) {
+                check(cudaStreamWaitEvent(g.side, gpus[static_cast<std::size_t>((r + 1) % n)].sent_to[global][
+                                                      static_cast<std::size_t>(p)], 0), "wait");
+              } else if (k > 0) {
+                check(cudaStreamWaitEvent(g.side, gpus[static_cast<std::size_t>((r + 2) % n)].sent_to[global - 1][
+                                                      static_cast<std::size_t>(p)], 0), "wait");
+              }
+            }
             char* slot = peer.scratch + (static_cast<std::size_t>(stage) * (n - 1) + slot_index(p, r)) * chunk;
             check(cudaMemcpyPeerAsync(slot, p, g.source + static_cast<std::size_t>(p) * block + offset, r, length,
                                       g.side), "cudaMemcpyPeerAsync");
             check(cudaEventRecord(g.sent_to[global][static_cast<std::size_t>(p)], g.side), "cudaEventRecord");
+            if (s == n - 1 && call == timeline_call) check(cudaEventRecord(g.sent_time[k], g.side), "cudaEventRecord");
           }
-          if (call == timeline_call) check(cudaEventRecord(g.sent_time[k], g.side), "cudaEventRecord");
         }
         for (int r = 0; r < n; ++r) {  // every GPU's consumption of chunk k
           Gpu& g = gpus[static_cast<std::size_t>(r)];
