@@ -1,6 +1,6 @@
 """What the interference plots share, whatever their x axis (message size, or lanes): per backend, relative
-throughput as a line, the background bandwidth in the timed window dashed on a second axis, and a red cross where the
-background did not overlap the window."""
+throughput as a line, the background bandwidth in the timed window dashed (hollow markers) on a second axis, and a red
+cross where the background did not overlap the window."""
 from .. import plotting
 
 
@@ -19,7 +19,10 @@ def draw_series(ax, bw_axis, backends, rows_of, x_of, display, markersize):
         relatives += ys
         ax.plot(xs, ys, marker=marker, markersize=markersize, color=colour,
                 label="%s relative throughput" % display(backend))
+        # Hollow markers too: a run of one size (seed 001's 1 GB allgather) is a single point, which a dashed line
+        # alone does not draw.
         bw_axis.plot(xs, [r.gbps or 0.0 for r in good], linestyle="--", color=colour, alpha=0.6, linewidth=1,
+                     marker=marker, markersize=max(3, markersize - 1), markerfacecolor="none",
                      label="%s background GB/s" % display(backend))
         bad = [r for r in good if not r.overlap]
         if bad:
