@@ -43,7 +43,8 @@
 #                 (the 1 GiB scratch ceiling since 2026-11-28) where the alltoall's same copies reach ~300: the
 #                 reduction kernel's CTAs (8, 16, 32), the parallel schedule, 32 MiB chunks (a deeper pipeline), and
 #                 the same sizes as an alltoall, in one call (pickle only, 512M-2G, about 20 s per line)
-#   pipeline      issue 7 on nvidia-h200-x4: PICKLE_PIPELINE_SCHEDULE=ordered against staggered (reduce_scatter,
+#   pipeline      issue 7 on nvidia-h200-x4: the ordered schedule's GPU test, then
+#                 PICKLE_PIPELINE_SCHEDULE=ordered against staggered (reduce_scatter,
 #                 allreduce and alltoall on 4 ranks, 512 MiB and 2 GiB, twice each, alternating: the model of
 #                 tools/models/pipeline_model.py predicts ~360 against ~220 GB/s busbw when the ranks are out of step);
 #                 then the reduce_scatter's pipeline rebuilt from raw CUDA, every dependency an
@@ -125,7 +126,7 @@ case "$group" in
           probe:pipeline_probe:512M+64M+reduce+8+1+3+1 probe:pipeline_probe:512M+64M+reduce+32+1+3
           probe:pipeline_probe:512M+64M+copy+8+1+3 probe:pipeline_probe:512M+64M+copy+8+1+0
           probe:pipeline_probe:512M+64M+reduce+8+0+0)
-    exec bash scripts/device/session.sh build:pipeline_probe,pickle_cli limit:60 "${ab[@]}" "${ab[@]}" \
+    exec bash scripts/device/session.sh build gpu-tests:CollCuda.TheOrdered limit:60 "${ab[@]}" "${ab[@]}" \
       env:PICKLE_PIPELINE_SCHEDULE= "${runs[@]}" \
       env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 \
       probe:pipeline_probe:512M+64M+copy+8+1+3 "$rs2" env:PICKLE_REDUCE_CTAS=16 "$rs2" ;;
