@@ -141,8 +141,8 @@ void run_exchange(Call& call, const Exchange& x) {
   // The sends run one chunk ahead of the consumption: chunk k + 1 goes out before the host waits (in post) for the
   // reduction of chunk k - 1, so that the side streams always hold a chunk's copies beyond the one in flight. Sent
   // just before that wait, chunk k + 1's copies were queued only once reduction k - 1 was done and the host had
-  // woken up, while the copies of chunk k, all that was queued, took about as long; every late wake-up left the
-  // links idle (four H200s: the reduce_scatter stopped at ~225 GB/s busbw where the same copies reach ~310). The
+  // woken up, while the copies of chunk k, all that was queued, took about as long; a late wake-up left the links
+  // idle (two H200s: a 1 GiB allreduce 366-368 GB/s busbw against 352-355 before, docs/results/2026-11-28f). The
   // peers posted chunk k + 1 at their chunk k - 2, after their reduction of chunk k - 3, which needs only sends this
   // rank queued before, so the early send waits for nothing that waits for it.
   auto peer_at = [&](int step) { return (rank + step) % world; };
