@@ -31,42 +31,38 @@ class CollOverNet : public testing::Test {
   }
 };
 
+/// The matrix of every collective on three ranks over `env`'s transport, with `settings` added.
+void expect_matrix_matches(std::vector<std::string> env, const std::vector<std::string>& settings) {
+  env.insert(env.end(), settings.begin(), settings.end());
+  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+}
+
 TEST(CollOverShm, EveryCollectiveTypeAndOperatorMatchesTheReference) {
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, shm_env("60"), std::chrono::seconds(280)));
+  expect_matrix_matches(shm_env("60"), {});
 }
 TEST_F(CollOverNet, EveryCollectiveTypeAndOperatorMatchesTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"host"}, net_env("60"), std::chrono::seconds(280)));
 }
 TEST_F(CollOverNet, StagedEveryCollectiveTypeAndOperatorMatchesTheReference) {
-  auto env = net_env("60");
-  env.push_back("PICKLE_NET_STAGING=1");
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+  expect_matrix_matches(net_env("60"), {"PICKLE_NET_STAGING=1"});
 }
 
 // Allreduce in two phases over the transports that do not write into the peer's memory from this rank's stream (the
 // in-place case leans on Call::finish's waits for the reduce_scatter's sends before the allgather's peers write).
 TEST(CollOverShm, ThePhasedAllreduceMatchesTheReference) {
-  auto env = shm_env("60");
-  env.push_back("PICKLE_ALLREDUCE_SCHEDULE=phased");
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+  expect_matrix_matches(shm_env("60"), {"PICKLE_ALLREDUCE_SCHEDULE=phased"});
 }
 TEST_F(CollOverNet, StagedThePhasedAllreduceMatchesTheReference) {
-  auto env = net_env("60");
-  env.insert(env.end(), {"PICKLE_NET_STAGING=1", "PICKLE_ALLREDUCE_SCHEDULE=phased"});
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+  expect_matrix_matches(net_env("60"), {"PICKLE_NET_STAGING=1", "PICKLE_ALLREDUCE_SCHEDULE=phased"});
 }
 
 // The ordered pipeline schedule where sends do not copy on the side stream (shm: the transport's stream; staged net:
 // a staging copy and a write): each token waits for its send's completion word first.
 TEST(CollOverShm, TheOrderedPipelineScheduleMatchesTheReference) {
-  auto env = shm_env("60");
-  env.push_back("PICKLE_PIPELINE_SCHEDULE=ordered");
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+  expect_matrix_matches(shm_env("60"), {"PICKLE_PIPELINE_SCHEDULE=ordered"});
 }
 TEST_F(CollOverNet, StagedTheOrderedPipelineScheduleMatchesTheReference) {
-  auto env = net_env("60");
-  env.insert(env.end(), {"PICKLE_NET_STAGING=1", "PICKLE_PIPELINE_SCHEDULE=ordered"});
-  expect_all_ok(run_ranks("coll_matrix", 3, {"host"}, env, std::chrono::seconds(280)));
+  expect_matrix_matches(net_env("60"), {"PICKLE_NET_STAGING=1", "PICKLE_PIPELINE_SCHEDULE=ordered"});
 }
 
 // A collective's send whose net write is refused fails its pair on both sides: every rank's synchronize reports it,
