@@ -59,7 +59,7 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
   // and awaits the same tokens in every call, whatever its blocks' lengths (empty sends included), and no call
   // awaits a token of another (the first copy of a call waits for none).
   const int rank = call.rank(), world = call.world();
-  const bool ordered = call.state().pipeline_ordered && call.state().pipeline_staggered && world > 2;
+  const bool ordered = call.state().pipeline_ordered && world > 2;  // ordered implies staggered (shared streams)
   auto peer_at = [&](int step) { return (rank + step) % world; };
   for (int step = 1; step < world; ++step) {
     if (ordered && step > 1) call.await_token(peer_at(1));
