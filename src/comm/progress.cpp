@@ -20,6 +20,13 @@
 #include "device/host/backoff.hpp"
 
 namespace pickle {
+namespace {
+
+/// How far ahead of what a failed peer's signal slot reached its release moves it (fail_peer_locked): half of the
+/// cyclic comparison's range, so that waits up to 2^30 behind and up to 2^30 ahead of the slot both pass.
+constexpr std::uint32_t kReleaseDistance = 1u << 30;
+
+}  // namespace
 
 void Communicator::Impl::send_control(int peer, const ControlMessage& message, int fd) {
   std::lock_guard lock(*channel_send_mutex[peer]);
@@ -301,7 +308,7 @@ Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locke
 void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before) {
   PeerState& state = peers[peer];
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
-  // would move the words 2^31 or more ahead, where a wait reads them as behind again.
+  // would move the words another 2^30 ahead, where a wait for a value the peer had reached reads them as behind.
   if (state.failed) return;
   state.failed = true;
   state.failure = reason;
@@ -358,9 +365,13 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   } else {
     PICKLE_LOG(Debug, "comm", reason);
   }
-  // Release stream waits on the peer's user signal slots too: a value 2^31 - 1 ahead satisfies any wait_value the
-  // peer could still have been expected to satisfy. Later calls naming the peer fail with PeerError. What each slot
-  // had reached first tells a released wait from a signalled one (check_wait).
+  // Release stream waits on the peer's signal slots too (the application's, the collectives' ready and token
+  // slots): a value 2^30 ahead of what the slot reached satisfies every wait for a value up to 2^30 ahead of it,
+  // which the peer could still have been expected to raise, and every wait up to 2^30 behind it, which the peer had
+  // raised but a stream had not got to yet (the ordered pipeline queues such waits chunks ahead). 2^31 - 1 ahead, as
+  // here until 2026-11-28, turned those behind into waits that never pass (wait_value's comparison is cyclic: a
+  // word more than 2^31 past the value reads as behind it). Later calls naming the peer fail with PeerError. What
+  // each slot had reached first tells a released wait from a signalled one (check_wait).
   PairFailure& record = *state.failure_record;
   std::lock_guard record_lock(record.mutex);
   record.failed = true;
@@ -370,7 +381,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
     const std::uint32_t reached =
         before != nullptr ? before->signals[static_cast<std::size_t>(slot)] : signals->load(peer, slot);
     record.signals[static_cast<std::size_t>(slot)] = reached;
-    signals->store(peer, slot, reached + 0x7fffffffu);
+    signals->store(peer, slot, reached + kReleaseDistance);
   }
   // The peer's mappings stay: copies into them may still be queued on streams, and the memory they map stays valid
   // (our import holds it) until the communicator is destroyed.

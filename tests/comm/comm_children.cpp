@@ -741,6 +741,44 @@ PICKLE_CHILD(comm_signal_dead_peer) {
   return 0;
 }
 
+// A stream that reaches a wait for a signal value the peer had raised only after the peer died (the wait queued
+// behind a gate, as the ordered pipeline queues its token waits chunks ahead): the failure's release must leave the
+// wait satisfied, and the stream's synchronize succeeds, since the signal came. Until 2026-11-28 the release moved
+// the word 2^31 - 1 ahead, where the cyclic comparison reads a value already passed as not reached: the stream then
+// waited until the teardown. args: memory (host: the gate is a host word).
+PICKLE_CHILD(comm_signal_reached_before_a_peer_died) {
+  Communicator comm = make_comm(args.at(0));
+  CHILD_CHECK(comm.memory_kind() == MemoryKind::Host, "a gate needs a host stream");
+  Stream stream = comm.make_stream();
+  if (comm.rank() == 1) {
+    for (int i = 0; i < 3; ++i) comm.signal(stream, 0, 0);
+    stream.synchronize();  // the word of rank 0 reads 3
+    comm.barrier();
+    ::kill(::getpid(), SIGKILL);
+  }
+  std::uint32_t gate = 0;  // declared before the waits that read it
+  stream.impl().wait_value(&gate, 1);
+  comm.wait(stream, 1, 0, 2);  // reached before the death, but not by the stream: it is at its gate
+  comm.barrier();
+  // Until the death is noticed (a signal to the peer is refused then); the stream stays at its gate meanwhile.
+  Stream probe = comm.make_stream();
+  Stopwatch watch;
+  std::string what;
+  bool noticed = false;
+  while (!noticed && watch.seconds() < env::timeout_seconds() / 2) {
+    noticed = throws_with([&] { comm.signal(probe, 1, 1); }, ErrorCode::Peer, "peer 1", what);
+    if (!noticed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHILD_CHECK(noticed, "the death of peer 1 was not noticed in ", watch.seconds(), " s");
+  std::atomic_ref<std::uint32_t>(gate).store(1, std::memory_order_release);
+  Stopwatch passed;
+  stream.synchronize();  // the signal had come: no error
+  CHILD_CHECK(passed.seconds() < env::timeout_seconds() / 2, "the stream passed the wait after ", passed.seconds(),
+              " s");
+  probe.synchronize();
+  return 0;
+}
+
 // A communicator destroyed while a stream still holds a wait on a peer's signal, behind work that has not run (a
 // gate): the teardown does not wait for that stream (the check after the wait reads a record of the pair, not the
 // communicator), and the stream is left at its gate. args: memory.

@@ -129,6 +129,14 @@ TEST(Comm, StreamWaitingOnADeadPeersSignalIsReleased) {
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
 }
 
+// A wait for a value the peer raised before it died, reached by the stream only after the death: it passes.
+TEST(Comm, AWaitForASignalRaisedBeforeThePeerDiedPassesAfterTheRelease) {
+  auto statuses = run_ranks("comm_signal_reached_before_a_peer_died", 2, {"host"}, {"PICKLE_TIMEOUT=20"},
+                            std::chrono::seconds(60));
+  EXPECT_EQ(statuses[1].signal, SIGKILL) << "rank 1 " << statuses[1].describe();
+  EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
+}
+
 TEST(Comm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(120)));
 }
