@@ -71,6 +71,18 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
   }
 }
 
+void owe_ordered_tokens(Call& call, std::size_t chunks) {
+  const int rank = call.rank(), world = call.world();
+  if (!call.state().pipeline_ordered || world <= 2 || chunks == 0) return;
+  // Ordered sends share one side stream per lane; shared from here on, so that the tokens abandon raises go on the
+  // stream of the tokens raised before (by earlier calls too), and the peer's word only grows.
+  call.share_side_streams();
+  // As send_chunk_in_order raises them: to rank - 1 after each of steps 1 to n - 2 of every chunk, to rank - 2
+  // after step n - 1 of every chunk but the last.
+  call.owe_tokens((rank + world - 1) % world, static_cast<std::uint32_t>(chunks * static_cast<std::size_t>(world - 2)));
+  call.owe_tokens((rank + world - 2) % world, static_cast<std::uint32_t>(chunks - 1));
+}
+
 void run_exchange(Call& call, const Exchange& x) {
   const int rank = call.rank(), world = call.world();
   // Before the first message: failing after receives were posted would break the communicator for good.
@@ -90,6 +102,7 @@ void run_exchange(Call& call, const Exchange& x) {
   }
   const std::size_t chunk = chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
   const std::size_t chunks = ceil_div(longest, chunk);
+  owe_ordered_tokens(call, chunks);
   Scratch& scratch = call.state().scratch;
   if (world > 1) scratch.prepare(call.kind(), call.device(), chunk * element, world - 1, call.ctx(), call.timeout());
 

@@ -45,6 +45,9 @@ void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world);
 /// send's stream first waits for the token of the rank that copies into the same peer just before it, and raises
 /// the token of the rank that copies into it next. Every rank must call it for every chunk of the call, in order.
 void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const std::function<Request(int)>& send);
+/// Tells `call` the tokens send_chunk_in_order will raise over a call of `chunks` chunks (none unless ordered), so
+/// that a call failing partway raises the rest (Call::abandon). Before anything of the call that can fail.
+void owe_ordered_tokens(Call& call, std::size_t chunks);
 
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);

@@ -175,6 +175,7 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       prefix_(describe(ctx)) {
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
+  tokens_owed_.assign(static_cast<std::size_t>(comm.info.world_size), 0);
 }
 
 int Call::rank() const noexcept { return comm_.info.rank; }
@@ -291,7 +292,11 @@ void Call::send_token(int peer, Request& sent) {
   // above 1, shm, net) the stream first waits for its completion word.
   if (sent.valid()) sent.on_stream(side);
   comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
+  std::uint32_t& owed = tokens_owed_[static_cast<std::size_t>(peer)];
+  if (owed > 0) --owed;
 }
+
+void Call::owe_tokens(int peer, std::uint32_t count) { tokens_owed_[static_cast<std::size_t>(peer)] += count; }
 
 void Call::await_token(int peer) {
   started_ = true;
@@ -372,6 +377,21 @@ void Call::abandon() noexcept {
       send.on_stream(stream_);
     } catch (const std::exception& e) {
       PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, a send could not be waited for: " << e.what());
+    }
+  }
+  // The ordered pipeline's tokens this call still owes: a peer's copy into a third rank may wait for one on its
+  // stream, and only the pair's failure (not this call's) would release it. Tokens order copies and never guard data,
+  // so raising them now is safe; on the lane's stream, after the tokens raised before, so that the counts the peer's
+  // word sees only grow.
+  for (int peer = 0; peer < world(); ++peer) {
+    const std::uint32_t owed = tokens_owed_[static_cast<std::size_t>(peer)];
+    try {
+      for (std::uint32_t i = 0; i < owed; ++i) {
+        comm_.signal_peer(side_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot);
+      }
+    } catch (const std::exception& e) {
+      PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, peer " << peer << "'s tokens could not be raised: "
+                                        << e.what());
     }
   }
   auto join = [&](const std::optional<Stream>& side) {

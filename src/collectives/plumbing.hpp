@@ -121,7 +121,7 @@ struct CollectiveState {
   /// first, so that at each step every rank receives from one peer only; false (parallel): each peer's copy on its
   /// own copy queue, all at once (allgather.cpp).
   bool allgather_staggered = true;
-  /// PICKLE_PIPELINE_SCHEDULE: true (staggered, the default, or ordered): one side stream per lane for all peers
+  /// PICKLE_PIPELINE_SCHEDULE: true (ordered, the default, or staggered): one side stream per lane for all peers
   /// (Call::share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time; false
   /// (parallel): the pipeline's sends to each peer on a side stream of that peer's own, all peers at once
   /// (pipeline.cpp).
@@ -203,6 +203,9 @@ class Call {
   /// raises and awaits the same tokens in each call, whatever its blocks' lengths.
   void send_token(int peer, Request& sent);
   void await_token(int peer);
+  /// The tokens this call will raise to `peer` in all (before its first send): those still owed when the call fails
+  /// partway are raised by abandon, so that a peer whose copies wait for them is not held until PICKLE_TIMEOUT.
+  void owe_tokens(int peer, std::uint32_t count);
   /// Copies `bytes` from `src` to `dst` (this rank's own data: an allgather's block into its own slot) on a side
   /// stream of this rank's own, which starts after the caller's stream's work so far; the caller's stream waits for
   /// the copy at finish. It then runs on another copy engine than the sends queued on the caller's stream, instead
@@ -258,6 +261,7 @@ class Call {
   };
   std::vector<ReadyWait> ready_waits_;  // for finish()'s check
   std::vector<Request> sends_;  // for finish()'s check and abandon()
+  std::vector<std::uint32_t> tokens_owed_;  // per peer: owe_tokens less send_token, for abandon()
   // What the caller's stream waits for at the end, for the sends: per side lane and peer the latest send whose copy
   // ran on that side stream (they complete in order), and each send whose copy runs elsewhere.
   std::vector<Request> last_on_side_[2];
