@@ -46,14 +46,16 @@ TEST(Coll, TheParallelAllgatherScheduleStillMatchesTheReference) {
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
 }
 
-// The parallel pipeline schedule (a side stream per peer and lane, every peer at once; the default, staggered, runs in
-// every other test): the matrix's reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks, with
-// page-sized chunks so that every call runs through many chunks on the peers' streams.
-TEST(Coll, TheParallelPipelineScheduleStillMatchesTheReference) {
-  for (int ranks : {4, 3}) {
-    expect_all_ok(run_ranks("coll_matrix", ranks, {"host"},
-                            {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_COLL_CHUNK=4096"},
-                            std::chrono::seconds(240)));
+// The pipeline schedules other than the default (ordered, which runs in every other test): parallel (a side stream
+// per peer and lane, every peer at once) and staggered (one side stream per lane, no tokens): the matrix's
+// reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks, with page-sized chunks so that every call runs
+// through many chunks on the side streams.
+TEST(Coll, TheParallelAndStaggeredPipelineSchedulesStillMatchTheReference) {
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_PIPELINE_SCHEDULE=staggered"}) {
+    for (int ranks : {4, 3}) {
+      expect_all_ok(run_ranks("coll_matrix", ranks, {"host"},
+                              {"PICKLE_TIMEOUT=60", schedule, "PICKLE_COLL_CHUNK=4096"}, std::chrono::seconds(240)));
+    }
   }
 }
 

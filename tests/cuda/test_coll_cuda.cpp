@@ -65,13 +65,14 @@ TEST_F(CollCuda, BothAllgatherSchedulesMoveEveryBlock) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
 }
-// The parallel pipeline schedule on GPUs (staggered, the default, runs in the other tests): three ranks sharing the
-// two GPUs (two peers each, on side streams of their own), 64 KiB chunks so that the matrix's calls run through
-// several chunks.
-TEST_F(CollCuda, TheParallelPipelineScheduleMatchesTheReference) {
-  expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"},
-                          {"PICKLE_TIMEOUT=60", "PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_COLL_CHUNK=65536"},
-                          std::chrono::seconds(400)));
+// The pipeline schedules other than the default (ordered) on GPUs: parallel and staggered; three ranks sharing the
+// two GPUs (two peers each: on side streams of their own, or one shared), 64 KiB chunks so that the matrix's calls
+// run through several chunks.
+TEST_F(CollCuda, TheParallelAndStaggeredPipelineSchedulesMatchTheReference) {
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=parallel", "PICKLE_PIPELINE_SCHEDULE=staggered"}) {
+    expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"}, {"PICKLE_TIMEOUT=60", schedule, "PICKLE_COLL_CHUNK=65536"},
+                            std::chrono::seconds(400)));
+  }
 }
 // The ordered pipeline schedule on GPUs: the tokens are stream write-values into the peers' mapped words and stream
 // waits on this rank's, after each copy on the shared side stream; three ranks sharing the two GPUs, 64 KiB chunks.
