@@ -381,14 +381,15 @@ void Call::abandon() noexcept {
   }
   // The ordered pipeline's tokens this call still owes: a peer's copy into a third rank may wait for one on its
   // stream, and only the pair's failure (not this call's) would release it. Tokens order copies and never guard data,
-  // so raising them now is safe; on the lane's stream, after the tokens raised before, so that the counts the peer's
-  // word sees only grow.
+  // so raising them now is safe; all at once (one write of the final count, not one message per token over shm and
+  // net), on the lane's stream after the tokens raised before, so that the counts the peer's word sees only grow.
+  // Not to a peer whose pair failed: its waits on this rank were released.
   for (int peer = 0; peer < world(); ++peer) {
     const std::uint32_t owed = tokens_owed_[static_cast<std::size_t>(peer)];
+    if (owed == 0) continue;
     try {
-      for (std::uint32_t i = 0; i < owed; ++i) {
-        comm_.signal_peer(side_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot);
-      }
+      comm_.check_peer_alive(peer, ctx_);
+      comm_.signal_peer(side_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot, owed);
     } catch (const std::exception& e) {
       PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, peer " << peer << "'s tokens could not be raised: "
                                         << e.what());

@@ -227,9 +227,10 @@ struct Communicator::Impl {
   /// What check_wait's check does, for any wait on `ctx.peer`'s signal `slot`: PeerError when the pair's failure
   /// released the wait before the signal reached `expected`.
   static void throw_if_released(PairFailure& record, const OpContext& ctx, int slot, std::uint32_t expected);
-  /// Raises `peer`'s signal `slot` (the application's, or the collectives' ready slot) by one, stream-ordered, over
-  /// the pair's transport; returns the new count (the value a wait for this signal expects).
-  std::uint32_t signal_peer(device::Stream& stream, int peer, int slot);
+  /// Raises `peer`'s signal `slot` (the application's, or the collectives' ready and token slots) by `by` (one
+  /// signal, or several at once with one write: the words hold counts), stream-ordered, over the pair's transport;
+  /// returns the new count (the value a wait for the last of these signals expects).
+  std::uint32_t signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by = 1);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,

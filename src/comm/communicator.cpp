@@ -497,7 +497,7 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
   c.signal_peer(stream.impl(), peer, slot);
 }
 
-std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, int slot) {
+std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by) {
   // The count is taken and its write enqueued under the pair's channel lock: two threads signalling the slot must
   // not enqueue their counts in the opposite order (the later write would move the peer's word back). Signals of
   // one slot from streams that nothing orders may still reach the peer in either order (over ipc the two streams'
@@ -506,7 +506,7 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
   std::uint32_t value;
   {
     std::lock_guard lock(mutex);
-    value = ++peers[peer].signals_sent[slot];
+    value = peers[peer].signals_sent[slot] += by;
     note_stream_on_words_locked(stream);  // ipc: the stream writes into the peer's word
   }
   if (uses_net(peer)) {
