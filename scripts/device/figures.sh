@@ -54,13 +54,17 @@
 #                 the ordered schedule's tokens as events; on four
 #                 GPUs, then on two (CUDA_VISIBLE_DEVICES=0,1) beside pickle's two-rank reduce_scatter, at 8 and 16
 #                 CTAs: at 8 it should be reduction-bound (8 x 0.22 ms per 1 GiB call)
+#   small4        issue 7 on nvidia-h200-x4: the four-rank collectives below 512 MiB, where NCCL stays ahead (0.60-0.85x
+#                 at 32-128 MiB on 2026-11-28g): pickle and NCCL 8M-512M, then pickle alone with 2, 4 and 8 MiB
+#                 pipeline chunks (PICKLE_COLL_CHUNK) and with the staggered schedule (no tokens: their cost per
+#                 copy shows at small chunks), about 30 s per line
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
 # session.sh exports NCCL_NVLS_ENABLE=0 for every group (NVLink multicast stays off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|rs4|pipeline|allgather8}
+group=${1:?usage: figures.sh link|coll|transports|lanes|netraw|netinterference|tests|interference|allgather|net16g|four|patterns|rs4|pipeline|small4|allgather8}
 session=(bash scripts/device/session.sh build info)
 case "$group" in
   link)
@@ -130,8 +134,15 @@ case "$group" in
       env:PICKLE_PIPELINE_SCHEDULE= "${runs[@]}" \
       env:CUDA_VISIBLE_DEVICES=0,1 probe:pipeline_probe:512M+64M+reduce+8+1+3 \
       probe:pipeline_probe:512M+64M+copy+8+1+3 "$rs2" env:PICKLE_REDUCE_CTAS=16 "$rs2" ;;
+  small4)
+    colls=bench:coll:-c+reduce_scatter,allreduce,alltoall+--ranks+4+-b+8M+-e+512M+-f+4+-n+20+-w+5
+    mine=$colls+--backend+pickle
+    exec bash scripts/device/session.sh build:pickle_cli limit:90 "$colls" limit:45 \
+      env:PICKLE_COLL_CHUNK=2097152 "$mine" env:PICKLE_COLL_CHUNK=4194304 "$mine" \
+      env:PICKLE_COLL_CHUNK=8388608 "$mine" env:PICKLE_COLL_CHUNK= \
+      env:PICKLE_PIPELINE_SCHEDULE=staggered "$mine" ;;
   allgather8)
     exec "${session[@]}" \
       bench:interference:--ranks+8+--background+allgather+--backend+pickle,nccl+--foreground+attention+-b+8G+-e+8G+-n+100+-w+20 ;;
-  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, rs4, pipeline, allgather8)" >&2; exit 2 ;;
+  *) echo "figures.sh: unknown group $group (link, coll, transports, lanes, netraw, netinterference, tests, interference, allgather, net16g, four, patterns, rs4, pipeline, small4, allgather8)" >&2; exit 2 ;;
 esac
