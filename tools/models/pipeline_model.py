@@ -14,6 +14,9 @@ previous call's last chunk (`fork`: pickle's side streams start after the caller
 PICKLE_PIPELINE_SCHEDULE=ordered). Durations measured on H200s: a 64 MiB copy at 388 GB/s, the reduction of 4
 inputs at 8 CTAs 0.304 ms per 64 MiB, of 2 inputs 0.217 ms (tools/probes/copy_under_reduce_probe).
 
+Measured afterwards (docs/results/2026-11-28g-h200x2.md): staggered 226-230, ordered 337-338 GB/s busbw at 2 GiB on
+four H200s, as the model says; ordered became the default.
+
 Usage: python3 tools/models/pipeline_model.py     (prints the table docs/collectives.md quotes)
 """
 
