@@ -292,8 +292,14 @@ void Call::send_token(int peer, Request& sent) {
   // above 1, shm, net) the stream first waits for its completion word.
   if (sent.valid()) sent.on_stream(side);
   comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
+  // What abandon would raise must be what the schedule raises: every ordered call checks the count (here and at
+  // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting.
   std::uint32_t& owed = tokens_owed_[static_cast<std::size_t>(peer)];
-  if (owed > 0) --owed;
+  if (owed == 0) {
+    throw Error(ErrorCode::Internal,
+                cat(prefix_, ": the ordered schedule raised more tokens to peer ", peer, " than the call planned"));
+  }
+  --owed;
 }
 
 void Call::owe_tokens(int peer, std::uint32_t count) { tokens_owed_[static_cast<std::size_t>(peer)] += count; }
@@ -319,6 +325,12 @@ void Call::stream_wait_later(Request request) {
 }
 
 void Call::finish() {
+  for (int peer = 0; peer < world(); ++peer) {
+    if (const std::uint32_t owed = tokens_owed_[static_cast<std::size_t>(peer)]; owed != 0) {
+      throw Error(ErrorCode::Internal, cat(prefix_, ": the ordered schedule raised ", owed,
+                                           " token(s) fewer to peer ", peer, " than the call planned"));
+    }
+  }
   if (beside_) {
     if (!state_.beside_done) state_.beside_done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
     side_stream(rank(), kInput).impl().record(*state_.beside_done);
