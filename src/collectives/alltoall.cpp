@@ -68,7 +68,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
     // completion slots of earlier chunks free up while later ones are posted.
     // The same tokens as in place when the schedule is ordered (send_chunk_in_order), so that ranks that differ in
     // working in place still raise and await the same ones.
-    const std::size_t chunks = (bytes + chunk - 1) / chunk;
+    const std::size_t chunks = coll::ceil_div(bytes, chunk);
     coll::owe_ordered_tokens(call, chunks);
     for (std::size_t k = 0; k < chunks; ++k) {
       const std::size_t begin = k * chunk, length = std::min(chunk, bytes - begin);

@@ -38,8 +38,6 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
 #endif
 }
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
 }  // namespace
 
 void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world) {
@@ -59,7 +57,7 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
   // and awaits the same tokens in every call, whatever its blocks' lengths (empty sends included), and no call
   // awaits a token of another (the first copy of a call waits for none).
   const int rank = call.rank(), world = call.world();
-  const bool ordered = call.state().pipeline_ordered && world > 2;  // ordered implies staggered (shared streams)
+  const bool ordered = call.state().pipeline_ordered;  // three ranks or more; implies staggered (shared streams)
   auto peer_at = [&](int step) { return (rank + step) % world; };
   for (int step = 1; step < world; ++step) {
     if (ordered && step > 1) call.await_token(peer_at(1));
@@ -73,7 +71,7 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
 
 void owe_ordered_tokens(Call& call, std::size_t chunks) {
   const int rank = call.rank(), world = call.world();
-  if (!call.state().pipeline_ordered || world <= 2 || chunks == 0) return;
+  if (!call.state().pipeline_ordered || chunks == 0) return;
   // Ordered sends share one side stream per lane; shared from here on, so that the tokens abandon raises go on the
   // stream of the tokens raised before (by earlier calls too), and the peer's word only grows.
   call.share_side_streams();

@@ -48,8 +48,6 @@ constexpr ChunkLimits limits_of(MemoryKind kind) {
 /// Chunk sizes stay multiples of this: whole elements of every type, and 16-byte aligned chunk starts.
 constexpr std::size_t kChunkAlign = 4096;
 
-std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
-
 std::size_t read_chunk_bytes() {
   const std::optional<std::string> text = env::get_if_set("PICKLE_COLL_CHUNK");
   if (!text) return 0;
@@ -76,14 +74,15 @@ bool read_staggered(const char* variable) {
   throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
 }
 
-/// PICKLE_PIPELINE_SCHEDULE into the state's two flags.
-void read_pipeline_schedule(CollectiveState& state) {
+/// PICKLE_PIPELINE_SCHEDULE into the state's two flags. Ordered only from three ranks: with two, each rank's one peer
+/// receives from nobody else, so there is nothing to keep in step (ordered is staggered then).
+void read_pipeline_schedule(CollectiveState& state, int world) {
   const std::string schedule = env::get("PICKLE_PIPELINE_SCHEDULE");
   if (schedule != "staggered" && schedule != "parallel" && schedule != "ordered") {
     throw InvalidArgument(cat("PICKLE_PIPELINE_SCHEDULE=", schedule, " must be staggered, ordered or parallel"));
   }
   state.pipeline_staggered = schedule != "parallel";
-  state.pipeline_ordered = schedule == "ordered";
+  state.pipeline_ordered = schedule == "ordered" && world > 2;
 }
 
 AllreduceSchedule read_allreduce_schedule() {
@@ -105,7 +104,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
     state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
-    read_pipeline_schedule(*state);
+    read_pipeline_schedule(*state, comm.info.world_size);
     state->allreduce_schedule = read_allreduce_schedule();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);

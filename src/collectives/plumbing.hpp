@@ -126,8 +126,8 @@ struct CollectiveState {
   /// (parallel): the pipeline's sends to each peer on a side stream of that peer's own, all peers at once
   /// (pipeline.cpp).
   bool pipeline_staggered = true;
-  /// PICKLE_PIPELINE_SCHEDULE=ordered: staggered, and each input copy into a peer waits for the token of the rank
-  /// that copies into that peer just before it in the schedule (pipeline.cpp).
+  /// PICKLE_PIPELINE_SCHEDULE=ordered and three ranks or more: staggered, and each input copy into a peer waits for
+  /// the token of the rank that copies into that peer just before it in the schedule (pipeline.cpp).
   bool pipeline_ordered = false;
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
@@ -299,6 +299,8 @@ struct Blocks {
 Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
+/// a / b rounded up (chunks of a block, pieces of a size).
+constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 /// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,
 /// else a quarter of the block rounded down to 16, 32 or 64 MiB, or the whole block under 16 MiB (CUDA), or about
 /// an eighth of it within 64 KiB-1 MiB (host memory); then within the scratch ceiling. It depends only on arguments
