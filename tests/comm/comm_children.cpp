@@ -747,6 +747,7 @@ PICKLE_CHILD(comm_signal_dead_peer) {
 // the word 2^31 - 1 ahead, where the cyclic comparison reads a value already passed as not reached: the stream then
 // waited until the teardown. args: memory (host: the gate is a host word).
 PICKLE_CHILD(comm_signal_reached_before_a_peer_died) {
+  std::uint32_t gate = 0;  // declared before the stream, which may still wait on it when an early check returns
   Communicator comm = make_comm(args.at(0));
   CHILD_CHECK(comm.memory_kind() == MemoryKind::Host, "a gate needs a host stream");
   Stream stream = comm.make_stream();
@@ -756,7 +757,6 @@ PICKLE_CHILD(comm_signal_reached_before_a_peer_died) {
     comm.barrier();
     ::kill(::getpid(), SIGKILL);
   }
-  std::uint32_t gate = 0;  // declared before the waits that read it
   stream.impl().wait_value(&gate, 1);
   comm.wait(stream, 1, 0, 2);  // reached before the death, but not by the stream: it is at its gate
   comm.barrier();
