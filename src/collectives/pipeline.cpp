@@ -118,12 +118,13 @@ void run_exchange(Call& call, const Exchange& x) {
 
   // Receives run kStages - 1 chunks ahead of the consumption: when this rank sends chunk k, the peers posted it long
   // ago, so no send waits a control-message round trip. Posting chunk j needs its stage free, i.e. the reduction of
-  // chunk j - kStages done; chunk j = k + kStages - 1 is posted after chunk k + 1's copies are queued, so the host's
-  // wait for reduction k - 1 overlaps the copies of chunks k and k + 1.
+  // the chunk kStages before it done (of this call or, since the stages go round across calls, of an earlier one);
+  // chunk j = k + kStages - 1 is posted after chunk k + 1's copies are queued, so the host's wait for reduction
+  // k - 1 overlaps the copies of chunks k and k + 1.
   const auto n = static_cast<std::size_t>(world);
   std::vector<std::vector<Request>> incoming(kStages, std::vector<Request>(n));
   auto post = [&](std::size_t j) {
-    const int stage = static_cast<int>(j % kStages);
+    const int stage = scratch.stage_of(j);
     const std::size_t mine_length = piece(rank, j).second;
     // The stage's previous chunk must be fully read before peers may write this one into it.
     scratch.acquire(stage, call.ctx(), call.timeout());
@@ -170,7 +171,7 @@ void run_exchange(Call& call, const Exchange& x) {
   if (world > 1) send_chunk(0);
   std::vector<const void*> inputs(n);
   for (std::size_t k = 0; k < chunks; ++k) {
-    const int stage = static_cast<int>(k % kStages);
+    const int stage = scratch.stage_of(k);
     const auto [mine_begin, mine_length] = piece(rank, k);
     if (world > 1 && k + 1 < chunks) send_chunk(k + 1);
     // The chunk is consumed once it arrived from every peer, and, where consuming it overwrites what this rank sent
@@ -223,6 +224,7 @@ void run_exchange(Call& call, const Exchange& x) {
     }
     if (k + kStages - 1 < chunks) post(k + kStages - 1);
   }
+  scratch.advance(chunks);
 }
 
 }  // namespace pickle::coll

@@ -164,6 +164,12 @@ device::Event& Scratch::release(int stage, device::Stream& stream) {
   return event;
 }
 
+int Scratch::stage_of(std::size_t chunk) const {
+  return static_cast<int>((static_cast<std::size_t>(first_stage_) + chunk) % kStages);
+}
+
+void Scratch::advance(std::size_t chunks) { first_stage_ = stage_of(chunks); }
+
 // --- one call
 
 Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, const OpContext& ctx)

@@ -38,8 +38,8 @@ enum Tag : int {
   kTagBroadcastReady = -7,   ///< broadcast: "my stream reached this call" from a non-root rank to the root (0 bytes)
 };
 
-/// Scratch stages of the pipelined collectives: chunk k lands in stage k % kStages, so that up to kStages chunks are
-/// in flight while earlier ones are reduced.
+/// Scratch stages of the pipelined collectives: consecutive chunks land in consecutive stages (round robin, across
+/// calls too: Scratch::stage_of), so that up to kStages chunks are in flight while earlier ones are reduced.
 inline constexpr int kStages = 4;
 
 /// Receive space for the pipelined collectives: kStages stages of `slots` slots of `slot_bytes`, in one allocation of
@@ -57,6 +57,14 @@ class Scratch {
   char* slot(int stage, int index) const;
   /// Marks the end of `stage`'s readers on `stream`; returns the event, which later work may wait for too.
   device::Event& release(int stage, device::Stream& stream);
+  /// The stage of chunk `chunk` of the current exchange. The stages go round across exchanges: the next one's chunk 0
+  /// takes the stage after this one's last (advance). Starting every exchange at stage 0 made a call of one chunk
+  /// acquire the stage its predecessor had just released, so the host waited for the previous call's reduction
+  /// before it enqueued anything of the next, and small calls ran host time plus GPU time back to back. Only the
+  /// receiver picks its stages (its receives name the slots), so the ranks need not agree on them.
+  int stage_of(std::size_t chunk) const;
+  /// Moves the round robin past an exchange of `chunks` chunks.
+  void advance(std::size_t chunks);
 
  private:
   void drain(const OpContext& ctx, double timeout);
@@ -67,6 +75,7 @@ class Scratch {
   std::size_t slot_bytes_ = 0;
   int slots_ = 0;
   std::vector<std::unique_ptr<device::Event>> events_;
+  int first_stage_ = 0;  ///< the stage of the current exchange's chunk 0
 };
 
 /// PICKLE_ALLREDUCE_SCHEDULE: how allreduce's two halves (reduce_scatter, allgather) go (allreduce.cpp).
