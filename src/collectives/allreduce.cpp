@@ -58,6 +58,21 @@ void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ct
   coll::allgather_regions(c, stream, ctx, nullptr, out, parts);
 }
 
+/// One step: every rank sends its whole input to every peer and reduces all the inputs itself, in rank order (so
+/// the result is the same on every rank): reduce_scatter's pipeline with every rank's block the whole buffer. Each
+/// rank sends n - 1 times its input where the fused pipeline sends 2 (n - 1) / n of it, but the call has half the
+/// steps and none of the fused pipeline's second round of messages (a post, a send and a wait per peer for the
+/// reduced chunks): for small messages, where the host's work per call, not the links, sets the pace.
+void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                        std::size_t count, DataType type, ReduceOp op) {
+  const auto world = static_cast<std::size_t>(c.info.world_size);
+  coll::Blocks whole;
+  whole.offset.assign(world, 0);
+  whole.length.assign(world, count);
+  coll::reduce_scatter_blocks(c, stream, ctx, static_cast<const char*>(send),
+                              {coll::ScatterStep{whole, static_cast<char*>(recv)}}, type, op);
+}
+
 /// Whether this call goes in two phases (coll::allreduce_in_phases, under PICKLE_ALLREDUCE_SCHEDULE).
 bool goes_in_phases(Communicator::Impl& c, std::size_t count, DataType type) {
   const bool one_host = std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
@@ -116,6 +131,9 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
   if (op != ReduceOp::Avg) {
     Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
+  }
+  if (coll::state_of(c).allreduce_schedule == coll::AllreduceSchedule::OneShot) {
+    return allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
   }
   if (goes_in_phases(c, count, type)) return allreduce_phased(c, stream, ctx, send, recv, count, type, op);
   allreduce_direct(c, stream, ctx, send, recv, count, type, op);

@@ -90,7 +90,8 @@ AllreduceSchedule read_allreduce_schedule() {
   if (schedule == "auto") return AllreduceSchedule::Auto;
   if (schedule == "fused") return AllreduceSchedule::Fused;
   if (schedule == "phased") return AllreduceSchedule::Phased;
-  throw InvalidArgument(cat("PICKLE_ALLREDUCE_SCHEDULE=", schedule, " must be auto, fused or phased"));
+  if (schedule == "oneshot") return AllreduceSchedule::OneShot;
+  throw InvalidArgument(cat("PICKLE_ALLREDUCE_SCHEDULE=", schedule, " must be auto, fused, phased or oneshot"));
 }
 
 }  // namespace
@@ -540,7 +541,8 @@ bool allreduce_in_phases(AllreduceSchedule schedule, std::size_t count, std::siz
                          bool one_host) {
   if (world < 2) return false;
   switch (schedule) {
-    case AllreduceSchedule::Fused: return false;
+    case AllreduceSchedule::Fused:
+    case AllreduceSchedule::OneShot: return false;
     case AllreduceSchedule::Phased: {
       const Blocks blocks = split_blocks(count, element_size, world);
       return std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();

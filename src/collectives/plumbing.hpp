@@ -83,6 +83,7 @@ enum class AllreduceSchedule {
   Auto,    ///< phased with three or more ranks when a rank's block is at least kPhasedAllreduceMinBlock, else fused
   Fused,   ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
   Phased,  ///< a whole reduce_scatter, then a whole allgather in place
+  OneShot,  ///< every rank sends its whole input to every peer and reduces all of them itself
 };
 /// The smallest block (bytes per rank) that Auto sends in two phases. On four H200s (docs/collectives.md, "Allreduce")
 /// phased was 1.07-1.17x fused with 128-512 MiB blocks in every run, fused 1.07x phased with 8 MiB blocks; with 32
