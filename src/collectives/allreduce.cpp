@@ -73,10 +73,10 @@ void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& 
                               {coll::ScatterStep{whole, static_cast<char*>(recv)}}, type, op);
 }
 
-/// Whether this call goes in two phases (coll::allreduce_in_phases, under PICKLE_ALLREDUCE_SCHEDULE).
-bool goes_in_phases(Communicator::Impl& c, std::size_t count, DataType type) {
+/// Which form this call takes (coll::allreduce_algorithm, under PICKLE_ALLREDUCE_SCHEDULE).
+coll::AllreduceAlgorithm algorithm_for(Communicator::Impl& c, std::size_t count, DataType type) {
   const bool one_host = std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
-  return coll::allreduce_in_phases(coll::state_of(c).allreduce_schedule, count, datatype_size(type),
+  return coll::allreduce_algorithm(coll::state_of(c).allreduce_schedule, count, datatype_size(type),
                                    c.info.world_size, one_host);
 }
 
@@ -132,11 +132,11 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
     Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
   }
-  if (coll::state_of(c).allreduce_schedule == coll::AllreduceSchedule::OneShot) {
-    return allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
+  switch (algorithm_for(c, count, type)) {
+    case coll::AllreduceAlgorithm::OneShot: return allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
+    case coll::AllreduceAlgorithm::Phased: return allreduce_phased(c, stream, ctx, send, recv, count, type, op);
+    case coll::AllreduceAlgorithm::Fused: return allreduce_direct(c, stream, ctx, send, recv, count, type, op);
   }
-  if (goes_in_phases(c, count, type)) return allreduce_phased(c, stream, ctx, send, recv, count, type, op);
-  allreduce_direct(c, stream, ctx, send, recv, count, type, op);
 }
 
 }  // namespace pickle

@@ -537,22 +537,28 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
   return bytes / element_size;
 }
 
-bool allreduce_in_phases(AllreduceSchedule schedule, std::size_t count, std::size_t element_size, int world,
-                         bool one_host) {
-  if (world < 2) return false;
+AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
+                                       int world, bool one_host) {
+  if (world < 2) return AllreduceAlgorithm::Fused;
+  const bool blocks_full = [&] {
+    const Blocks blocks = split_blocks(count, element_size, world);
+    return std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
+  }();
   switch (schedule) {
-    case AllreduceSchedule::Fused:
-    case AllreduceSchedule::OneShot: return false;
-    case AllreduceSchedule::Phased: {
-      const Blocks blocks = split_blocks(count, element_size, world);
-      return std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
-    }
+    case AllreduceSchedule::Fused: return AllreduceAlgorithm::Fused;
+    case AllreduceSchedule::OneShot: return AllreduceAlgorithm::OneShot;
+    case AllreduceSchedule::Phased: return blocks_full ? AllreduceAlgorithm::Phased : AllreduceAlgorithm::Fused;
     case AllreduceSchedule::Auto: break;
   }
+  // Small messages on one host: the host's work per call sets the pace, and one-shot has half the steps. Not across
+  // hosts, where the n - 1 copies of the input would cross a network of a few GB/s (and nothing measured it there).
+  const auto peers = static_cast<std::size_t>(world - 1);
+  if (one_host && count <= kOneShotAllreduceMaxSent / element_size / peers) return AllreduceAlgorithm::OneShot;
   // Two ranks: one peer, so nothing to stagger, and the fused pipeline overlaps the halves (1.10x NCCL at 1 GiB on
   // 2 x H200). Small blocks: the second call's fixed cost outweighs the gain.
   const std::size_t block_bytes = count / static_cast<std::size_t>(world) * element_size;
-  return world >= 3 && one_host && block_bytes >= kPhasedAllreduceMinBlock;
+  const bool phased = world >= 3 && one_host && block_bytes >= kPhasedAllreduceMinBlock;
+  return phased ? AllreduceAlgorithm::Phased : AllreduceAlgorithm::Fused;
 }
 
 }  // namespace pickle::coll

@@ -78,17 +78,23 @@ class Scratch {
   int first_stage_ = 0;  ///< the stage of the current exchange's chunk 0
 };
 
-/// PICKLE_ALLREDUCE_SCHEDULE: how allreduce's two halves (reduce_scatter, allgather) go (allreduce.cpp).
+/// PICKLE_ALLREDUCE_SCHEDULE: how allreduce goes (allreduce.cpp).
 enum class AllreduceSchedule {
-  Auto,    ///< phased with three or more ranks when a rank's block is at least kPhasedAllreduceMinBlock, else fused
-  Fused,   ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
-  Phased,  ///< a whole reduce_scatter, then a whole allgather in place
+  Auto,     ///< allreduce_algorithm's rule: one-shot for small messages, phased or fused for the rest
+  Fused,    ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
+  Phased,   ///< a whole reduce_scatter, then a whole allgather in place
   OneShot,  ///< every rank sends its whole input to every peer and reduces all of them itself
 };
+/// What one allreduce call runs: the three forms above.
+enum class AllreduceAlgorithm { Fused, Phased, OneShot };
 /// The smallest block (bytes per rank) that Auto sends in two phases. On four H200s (docs/collectives.md, "Allreduce")
 /// phased was 1.07-1.17x fused with 128-512 MiB blocks in every run, fused 1.07x phased with 8 MiB blocks; with 32
 /// MiB blocks one run gave phased 1.21x and a noisier one less than fused: not settled.
 inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{32} << 20;
+/// The most a rank sends in an allreduce that Auto runs one-shot: (ranks - 1) x the message. On H200s
+/// (docs/results/2026-11-28h-h200x4.md) one-shot took 28-30 us against fused's 38-47 up to 1 MiB and 42 against 52 at
+/// 4 MiB on two ranks, and was behind from 16 MiB; on four ranks 56-64 us against 99-110 up to 1 MiB, level at 4 MiB.
+inline constexpr std::size_t kOneShotAllreduceMaxSent = std::size_t{4} << 20;
 
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
 struct CollectiveState {
@@ -317,14 +323,15 @@ constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a
 /// that every rank passes alike, so that every rank cuts the same chunks (the message sequences must match).
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);
-/// Whether an allreduce of `count` elements runs in two phases (reduce_scatter, then allgather in place) rather than
-/// fused, under `schedule` (PICKLE_ALLREDUCE_SCHEDULE). Auto: with three or more ranks, all on one host (the gain is
-/// the NVSwitch's: a copy to one peer at a time; nothing measured it across hosts), and blocks of at least
-/// kPhasedAllreduceMinBlock. Phased (forced): wherever every rank's block is non-empty (the allgather's ready
-/// signals wait for each block's receive). Every rank must get the same answer: it depends only on arguments that
-/// every rank passes alike.
-bool allreduce_in_phases(AllreduceSchedule schedule, std::size_t count, std::size_t element_size, int world,
-                         bool one_host);
+/// How an allreduce of `count` elements runs under `schedule` (PICKLE_ALLREDUCE_SCHEDULE); a world of one always
+/// Fused (nothing to exchange). Auto: one-shot where the ranks are on one host and each would send at most
+/// kOneShotAllreduceMaxSent in it; else
+/// phased with three or more ranks, all on one host (the gain is the NVSwitch's: a copy to one peer at a time;
+/// nothing measured it across hosts), and blocks of at least kPhasedAllreduceMinBlock; else fused. Phased (forced):
+/// wherever every rank's block is non-empty (the allgather's ready signals wait for each block's receive), else
+/// fused. Every rank must get the same answer: it depends only on arguments that every rank passes alike.
+AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
+                                       int world, bool one_host);
 
 // --- template definition
 

@@ -24,15 +24,17 @@ constexpr std::array kTable = {
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
     Variable{"PICKLE_ALLREDUCE_SCHEDULE", "auto",
-             "How allreduce runs its two halves (reduce_scatter, then allgather of the reduced blocks): fused (one "
-             "pipeline: each reduced chunk goes on to the peers while later chunks still arrive), phased (a whole "
+             "How allreduce runs: fused (reduce_scatter, then allgather of the reduced blocks, in one pipeline: "
+             "each reduced chunk goes on to the peers while later chunks still arrive), phased (a whole "
              "reduce_scatter, then a whole allgather in place, each on its own schedule; wherever every rank has a "
-             "non-empty block) or auto (phased with three or more ranks on one host when a rank's block is at "
-             "least 32 MiB, else fused: on 4 H200s phased was 1.07-1.17x fused from 512 MiB, the 32 MiB threshold "
-             "rests on one run, docs/results/2026-11-28c-h200x4.md). Every rank must set the same value (the "
-             "ranks' messages must match; a communicator whose ranks differ fails at creation), and any other "
-             "value fails the communicator's first collective, whichever it is. See docs/collectives.md, "
-             "\"Allreduce\"."},
+             "non-empty block), oneshot (every rank sends its whole input to every peer and reduces all of them: "
+             "half the steps, n - 1 times the input sent) or auto (oneshot where the ranks are on one host and each "
+             "sends at most 4 MiB in it, (n - 1) x the message; else phased with three or more ranks on one host when "
+             "a rank's block is at least 32 MiB; else fused: docs/results/2026-11-28h-h200x4.md and "
+             "2026-11-28c-h200x4.md). Every rank "
+             "must set the same value (the ranks' messages must match; a communicator whose ranks differ fails at "
+             "creation), and any other value fails the communicator's first collective, whichever it is. See "
+             "docs/collectives.md, \"Allreduce\"."},
     Variable{"PICKLE_BENCH_CHECK_THREADS", "",
              "Threads per rank that compute `pickle bench coll`'s (and `scenario`'s) inputs and expected results on "
              "the host (1 to 64); unset: the CPUs this process may run on shared by the ranks of its host, 1 to 16."},

@@ -71,6 +71,18 @@ TEST(Coll, ThePhasedAllreduceStillMatchesTheReference) {
   }
 }
 
+// The two forms of allreduce that the default (auto) takes by size, each forced for every call: fused (the matrix's
+// small counts, some leaving blocks short or empty, would otherwise go one-shot) and one-shot (the matrix's large
+// counts on four ranks would otherwise go fused); page-sized chunks, so that one-shot runs through many chunks too.
+TEST(Coll, TheFusedAndOneShotAllreducesStillMatchTheReference) {
+  for (const char* schedule : {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_ALLREDUCE_SCHEDULE=oneshot"}) {
+    for (int ranks : {4, 3, 2}) {
+      expect_all_ok(run_ranks("coll_matrix", ranks, {"host"}, {"PICKLE_TIMEOUT=60", schedule, "PICKLE_COLL_CHUNK=4096"},
+                              std::chrono::seconds(240)));
+    }
+  }
+}
+
 // The ordered pipeline schedule (staggered, each input copy into a peer waiting for the token of the rank that copied
 // into it just before): the matrix's reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks with
 // page-sized chunks, so that every call raises and awaits many tokens; a count that one side raises and the other

@@ -50,6 +50,14 @@ TEST_F(CollCuda, SmallChunksStillMatchTheReference) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_COLL_CHUNK=65536"},
                           std::chrono::seconds(300)));
 }
+// Both forms of allreduce that the default takes by size, each forced for every call (fused: the matrix's small
+// counts; one-shot: its large ones), three ranks sharing the two GPUs, 64 KiB chunks.
+TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
+  for (const char* schedule : {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_ALLREDUCE_SCHEDULE=oneshot"}) {
+    expect_all_ok(run_ranks("coll_matrix", 3, {"cuda"}, {"PICKLE_TIMEOUT=60", schedule, "PICKLE_COLL_CHUNK=65536"},
+                            std::chrono::seconds(400)));
+  }
+}
 TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},
                           std::chrono::seconds(300)));

@@ -35,22 +35,35 @@ TEST(CollPlumbing, SplitBlocksCoversTheCountAndNonEmptyBlocksStartAligned) {
   }
 }
 
-// Which allreduces go in two phases (allreduce.cpp): auto only from three ranks on one host with blocks of at least
-// 32 MiB; forced phased wherever no block is empty; fused never; a world of one never.
-TEST(CollPlumbing, AllreduceGoesInPhasesOnlyWhereTheScheduleSays) {
+// Which form an allreduce takes (allreduce.cpp): auto one-shot on one host while a rank sends at most 4 MiB in it,
+// phased only
+// from three ranks on one host with blocks of at least 32 MiB, else fused; forced phased wherever no block is empty;
+// forced fused and one-shot always; a world of one fused.
+TEST(CollPlumbing, AllreduceTakesTheFormTheScheduleSays) {
+  using enum AllreduceAlgorithm;
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const std::size_t at_threshold = 3 * kPhasedAllreduceMinBlock / 4;  // f32 elements of 3 blocks of 32 MiB
-  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold, 4, 3, true));
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold - 3, 4, 3, true));  // blocks just under
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, at_threshold, 4, 3, false));     // ranks on two hosts
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Auto, 1024 * kMiB, 4, 2, true));       // two ranks: fused
-  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Auto, 512 * kMiB, 4, 4, true));
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Fused, 512 * kMiB, 4, 4, true));
-  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Phased, 64, 4, 4, false));  // forced: any size, any hosts
-  EXPECT_TRUE(allreduce_in_phases(AllreduceSchedule::Phased, 64, 4, 2, true));
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 5, 4, 4, true));   // 5 floats leave a block empty
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 1, 8, 2, true));
-  EXPECT_FALSE(allreduce_in_phases(AllreduceSchedule::Phased, 1024, 4, 1, true));  // a world of one
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, at_threshold, 4, 3, true), Phased);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, at_threshold - 3, 4, 3, true), Fused);  // blocks just under
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, at_threshold, 4, 3, false), Fused);     // ranks on two hosts
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1024 * kMiB, 4, 2, true), Fused);       // two ranks: fused
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 512 * kMiB, 4, 4, true), Phased);
+  // One-shot: up to 4 MiB sent, (ranks - 1) x the message.
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB, 4, 2, true), OneShot);  // 4 MiB of f32 to one peer
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB + 1, 4, 2, true), Fused);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3, 4, 4, true), OneShot);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3, 4, 4, false), Fused);  // ranks on two hosts
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3 + 1, 4, 4, true), Fused);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1, 8, 8, true), OneShot);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Fused, 512 * kMiB, 4, 4, true), Fused);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Fused, 16, 4, 4, true), Fused);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::OneShot, 512 * kMiB, 4, 4, true), OneShot);  // forced: any size
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Phased, 64, 4, 4, false), Phased);  // forced: any size, any hosts
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Phased, 64, 4, 2, true), Phased);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Phased, 5, 4, 4, true), Fused);  // 5 floats leave a block empty
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Phased, 1, 8, 2, true), Fused);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::OneShot, 1024, 4, 1, true), Fused);  // a world of one
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1, 4, 1, true), Fused);
 }
 
 // The pipeline's chunk rule (plumbing.cpp, ChunkLimits): on CUDA the whole block under 16 MiB, else a quarter of it
