@@ -778,6 +778,61 @@ PICKLE_CHILD(coll_peer_death) {
   return 0;
 }
 
+// A peer that stays alive but never joins a collective (the last rank skips one allreduce): every other rank's call
+// fails with a TimeoutError naming that peer and the allreduce within PICKLE_TIMEOUT, never hangs; its stream drains
+// (what the failed call left queued, token waits on the other survivors included, runs out: the ordered schedule's
+// owed tokens are raised by the failed calls, Call::abandon); and the next collective fails at once. The last rank
+// stays alive throughout and meets the others in a barrier at the end. Exit codes name the check that failed.
+PICKLE_CHILD(coll_absent_peer) {
+  Communicator comm = make_comm(args.at(0));
+  const int world = comm.world_size(), absent = world - 1;
+  // Large enough for the fused pipeline and several chunks, so that the survivors owe each other tokens.
+  const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(world);
+  Harness h(comm, count * 4);
+  run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 7);  // everything set up and working
+  if (h.failures() != 0) return 1;
+  comm.barrier();
+  const double timeout = env::timeout_seconds();
+  if (comm.rank() == absent) {
+    // Alive and reachable, but in no collective: the others time out waiting for its receives.
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
+    comm.barrier();
+    return 0;
+  }
+  Stopwatch watch;
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+    h.stream().synchronize();
+    std::fprintf(stderr, "rank %d: the allreduce without rank %d succeeded\n", comm.rank(), absent);
+    return 2;
+  } catch (const TimeoutError& e) {
+    const std::string message = e.what();
+    std::fprintf(stderr, "rank %d: failed after %.2f s: %s\n", comm.rank(), watch.seconds(), e.what());
+    if (message.find("allreduce") == std::string::npos || message.find(cat("peer ", absent)) == std::string::npos) {
+      return 3;
+    }
+  }
+  if (watch.seconds() > timeout + 5) return 4;
+  // What the failed call queued runs out: no wait is left on a word that nobody will raise.
+  Stopwatch drain;
+  try {
+    h.stream().synchronize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: the stream reported: %s\n", comm.rank(), e.what());
+  }
+  if (drain.seconds() > 5) return 5;
+  Stopwatch again;
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+    return 6;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("allreduce") == std::string::npos) return 7;
+  }
+  if (again.seconds() > 2) return 8;
+  comm.barrier();
+  return 0;
+}
+
 /// After a peer died, `stream`'s synchronize must throw PeerError naming `collective` and `peer`, within half of
 /// PICKLE_TIMEOUT of `watch`'s start. The child's exit code: 0 when it does, 1 when synchronize succeeded (although
 /// `lost`), 2 when the error names something else, 3 when it came late.

@@ -100,6 +100,16 @@ TEST(Coll, TheOrderedPipelineScheduleMatchesTheReference) {
                           std::chrono::seconds(240)));
 }
 
+// A peer that stays alive but skips a collective: the others' calls fail with a timeout naming it, their streams
+// drain and their next calls fail at once (four ranks, the ordered schedule with many chunks: the survivors owe each
+// other tokens when their calls fail, which the failed calls raise; three ranks with one-shot allreduces).
+TEST(Coll, APeerThatSkipsACollectiveFailsTheOthersWithinTheTimeout) {
+  expect_all_ok(run_ranks("coll_absent_peer", 4, {"host"}, {"PICKLE_TIMEOUT=5", "PICKLE_COLL_CHUNK=65536"},
+                          std::chrono::seconds(90)));
+  expect_all_ok(run_ranks("coll_absent_peer", 3, {"host"}, {"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=oneshot"},
+                          std::chrono::seconds(90)));
+}
+
 // A peer that dies during ordered allreduces (four ranks: the three survivors await tokens from each other): every
 // survivor's call fails within PICKLE_TIMEOUT and the next fails at once. A survivor whose call failed before it
 // raised the tokens it owes holds its peers' waits until their timeout (docs/collectives.md, "Errors"): bounded.
