@@ -62,7 +62,8 @@ void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ct
 /// the result is the same on every rank): reduce_scatter's pipeline with every rank's block the whole buffer. Each
 /// rank sends n - 1 times its input where the fused pipeline sends 2 (n - 1) / n of it, but the call has half the
 /// steps and none of the fused pipeline's second round of messages (a post, a send and a wait per peer for the
-/// reduced chunks): for small messages, where the host's work per call, not the links, sets the pace.
+/// reduced chunks): for small messages, where the host's work per call, not the links, sets the pace. Without the
+/// ordered schedule's tokens, for the same reason (Exchange::without_tokens).
 void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
                         std::size_t count, DataType type, ReduceOp op) {
   const auto world = static_cast<std::size_t>(c.info.world_size);
@@ -70,7 +71,7 @@ void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& 
   whole.offset.assign(world, 0);
   whole.length.assign(world, count);
   coll::reduce_scatter_blocks(c, stream, ctx, static_cast<const char*>(send),
-                              {coll::ScatterStep{whole, static_cast<char*>(recv)}}, type, op);
+                              {coll::ScatterStep{whole, static_cast<char*>(recv)}}, type, op, /*without_tokens=*/true);
 }
 
 /// Which form this call takes (coll::allreduce_algorithm, under PICKLE_ALLREDUCE_SCHEDULE).

@@ -69,7 +69,8 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
     // The same tokens as in place when the schedule is ordered (send_chunk_in_order), so that ranks that differ in
     // working in place still raise and await the same ones.
     const std::size_t chunks = coll::ceil_div(bytes, chunk);
-    coll::owe_ordered_tokens(call, chunks);
+    const bool ordered = call.state().pipeline_ordered;
+    coll::owe_ordered_tokens(call, chunks, ordered);
     for (std::size_t k = 0; k < chunks; ++k) {
       const std::size_t begin = k * chunk, length = std::min(chunk, bytes - begin);
       for (int peer = 0; peer < world; ++peer) {
@@ -78,7 +79,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
         }
       }
       if (k == 0) handshake();
-      coll::send_chunk_in_order(call, k, chunks, [&](int peer) {
+      coll::send_chunk_in_order(call, k, chunks, ordered, [&](int peer) {
         return call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length);
       });
     }

@@ -47,7 +47,8 @@ void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world) {
   }
 }
 
-void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const std::function<Request(int)>& send) {
+void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, bool ordered,
+                         const std::function<Request(int)>& send) {
   // PICKLE_PIPELINE_SCHEDULE=ordered (three ranks or more): each rank receives the chunks in the schedule's order,
   // one at a time. At step s of chunk k rank r copies into p = r + s, which rank r + 1 copied into at step s - 1 (or,
   // at step 1, rank r + 2 at step n - 1 of chunk k - 1); r's copy waits for that rank's token, raised once its copy
@@ -57,7 +58,6 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
   // and awaits the same tokens in every call, whatever its blocks' lengths (empty sends included), and no call
   // awaits a token of another (the first copy of a call waits for none).
   const int rank = call.rank(), world = call.world();
-  const bool ordered = call.state().pipeline_ordered;  // three ranks or more; implies staggered (shared streams)
   auto peer_at = [&](int step) { return (rank + step) % world; };
   for (int step = 1; step < world; ++step) {
     if (ordered && step > 1) call.await_token(peer_at(1));
@@ -69,9 +69,9 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const st
   }
 }
 
-void owe_ordered_tokens(Call& call, std::size_t chunks) {
+void owe_ordered_tokens(Call& call, std::size_t chunks, bool ordered) {
   const int rank = call.rank(), world = call.world();
-  if (!call.state().pipeline_ordered || chunks == 0) return;
+  if (!ordered || chunks == 0) return;
   // Ordered sends share one side stream per lane; shared from here on, so that the tokens abandon raises go on the
   // stream of the tokens raised before (by earlier calls too), and the peer's word only grows.
   call.share_side_streams();
@@ -100,7 +100,9 @@ void run_exchange(Call& call, const Exchange& x) {
   }
   const std::size_t chunk = chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
   const std::size_t chunks = ceil_div(longest, chunk);
-  owe_ordered_tokens(call, chunks);
+  // pipeline_ordered: three ranks or more, and it implies staggered (shared side streams, below).
+  const bool ordered = call.state().pipeline_ordered && !x.without_tokens;
+  owe_ordered_tokens(call, chunks, ordered);
   Scratch& scratch = call.state().scratch;
   if (world > 1) scratch.prepare(call.kind(), call.device(), chunk * element, world - 1, call.ctx(), call.timeout());
 
@@ -161,7 +163,7 @@ void run_exchange(Call& call, const Exchange& x) {
   constexpr std::size_t kSendsQueued = 2;  // chunk k and chunk k + 1
   std::vector<std::vector<Request>> outgoing(kSendsQueued, std::vector<Request>(n));
   auto send_chunk = [&](std::size_t k) {
-    send_chunk_in_order(call, k, chunks, [&](int peer) {
+    send_chunk_in_order(call, k, chunks, ordered, [&](int peer) {
       const auto [begin, length] = piece(peer, k);
       Request& sent = outgoing[k % kSendsQueued][static_cast<std::size_t>(peer)];
       sent = call.send(peer, x.tag, block_at(x.send, peer, begin), length * element);

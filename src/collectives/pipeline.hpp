@@ -33,6 +33,11 @@ struct Exchange {
   /// When set, runs once the first chunks' receives are posted and before the first send (in-place alltoall's ready
   /// handshake, which waits for the peers' first posts).
   std::function<void()> before_first_send;
+  /// Sends without the ordered schedule's tokens even where PICKLE_PIPELINE_SCHEDULE=ordered (then in the staggered
+  /// order alone): the one-shot allreduce, whose small copies gain less from the order than its two stream
+  /// operations per step cost (four H200s: 57-71 against 68-86 us per call up to 1 MiB, docs/collectives.md).
+  /// Every rank must set it alike (the token counts must match).
+  bool without_tokens = false;
 };
 
 /// UnavailableError naming the call when a reduction of `world` inputs cannot run on `kind` memory (the CUDA kernel
@@ -41,13 +46,15 @@ struct Exchange {
 void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world);
 
 /// Sends chunk k (of `chunks`, the same on every rank) to every peer, rank + 1 first: `send(peer)` makes the send and
-/// returns its Request (empty for nothing). With PICKLE_PIPELINE_SCHEDULE=ordered and three ranks or more, each
-/// send's stream first waits for the token of the rank that copies into the same peer just before it, and raises
-/// the token of the rank that copies into it next. Every rank must call it for every chunk of the call, in order.
-void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, const std::function<Request(int)>& send);
-/// Tells `call` the tokens send_chunk_in_order will raise over a call of `chunks` chunks (none unless ordered), so
+/// returns its Request (empty for nothing). When `ordered` (PICKLE_PIPELINE_SCHEDULE=ordered with three ranks or
+/// more: CollectiveState::pipeline_ordered, unless the exchange goes without tokens), each send's stream first waits
+/// for the token of the rank that copies into the same peer just before it, and raises the token of the rank that
+/// copies into it next. Every rank must call it for every chunk of the call, in order, with the same `ordered`.
+void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, bool ordered,
+                         const std::function<Request(int)>& send);
+/// Tells `call` the tokens send_chunk_in_order will raise over a call of `chunks` chunks (none unless `ordered`), so
 /// that a call failing partway raises the rest (Call::abandon). Before anything of the call that can fail.
-void owe_ordered_tokens(Call& call, std::size_t chunks);
+void owe_ordered_tokens(Call& call, std::size_t chunks, bool ordered);
 
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);
