@@ -57,7 +57,8 @@
 #   small4        issue 7 on nvidia-h200-x4: the four-rank collectives below 512 MiB, where NCCL stays ahead (0.60-0.85x
 #                 at 32-128 MiB on 2026-11-28g): pickle and NCCL 8M-512M, then pickle alone with 2, 4 and 8 MiB
 #                 pipeline chunks (PICKLE_COLL_CHUNK) and with the staggered schedule (no tokens: their cost per
-#                 copy shows at small chunks), about 30 s per line
+#                 copy shows at small chunks), about 30 s per line (2026-11-28h: smaller chunks lost everywhere;
+#                 the gap is a cost per call: docs/results/2026-11-28h-h200x4.md)
 #   allgather8    seed 001 item 6, on the eight-GPU machine (nvidia-h200-x8): attention (batch 8, heads 64, seq 4096,
 #                 head dim 128) on every GPU under an 8-rank allgather of 1 GiB per GPU (8G gathered), pickle and NCCL,
 #                 100 iterations after 20 warm-up; relative = the mean over the 8 ranks (the seed: 0.858 for both)
