@@ -124,8 +124,12 @@ void Scratch::prepare(MemoryKind kind, int device, std::size_t slot_bytes, int s
       events_.push_back(device::make_ordering_event(kind, std::max(0, device)));
     }
   }
+  // Slots at least as large as asked for keep serving where they are: smaller chunks land at the start of each slot,
+  // nothing moves, and nothing waits. Re-laid out for every change of chunk size, the stages would drain on the host
+  // whenever the message size changed (alternating sizes, a one-shot allreduce between reduce_scatters), and each
+  // call would again wait for its predecessor's reduction (found by review).
+  if (memory_ && slots == slots_ && slot_bytes <= slot_bytes_) return;
   const std::size_t needed = static_cast<std::size_t>(kStages) * static_cast<std::size_t>(slots) * slot_bytes;
-  if (slot_bytes == slot_bytes_ && slots == slots_ && memory_ && memory_->bytes() >= needed) return;
   // The regions move: every reader of the old layout must be done before anything lands in the new one.
   drain(ctx, timeout);
   slot_bytes_ = slot_bytes;
@@ -540,14 +544,14 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
 AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
                                        int world, bool one_host) {
   if (world < 2) return AllreduceAlgorithm::Fused;
-  const bool blocks_full = [&] {
-    const Blocks blocks = split_blocks(count, element_size, world);
-    return std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
-  }();
   switch (schedule) {
     case AllreduceSchedule::Fused: return AllreduceAlgorithm::Fused;
     case AllreduceSchedule::OneShot: return AllreduceAlgorithm::OneShot;
-    case AllreduceSchedule::Phased: return blocks_full ? AllreduceAlgorithm::Phased : AllreduceAlgorithm::Fused;
+    case AllreduceSchedule::Phased: {
+      const Blocks blocks = split_blocks(count, element_size, world);
+      const bool blocks_full = std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
+      return blocks_full ? AllreduceAlgorithm::Phased : AllreduceAlgorithm::Fused;
+    }
     case AllreduceSchedule::Auto: break;
   }
   // Small messages on one host: the host's work per call sets the pace, and one-shot has half the steps. Not across

@@ -49,8 +49,9 @@ inline constexpr int kStages = 4;
 /// its readers' stream records; acquire() waits for it on the host, bounded by PICKLE_TIMEOUT.
 class Scratch {
  public:
-  /// Lays out the stages for this call. When the layout differs from the previous call's (the regions move), first
-  /// waits until every earlier reader is done; grows the allocation (a new one) when it is too small.
+  /// Lays out the stages for this call: kept while its slots are at least `slot_bytes` (a smaller chunk uses the start
+  /// of each slot); otherwise (the regions move) first waits until every earlier reader is done, and grows the
+  /// allocation (a new one) when it is too small.
   void prepare(MemoryKind kind, int device, std::size_t slot_bytes, int slots, const OpContext& ctx, double timeout);
   /// Waits (host, bounded) until the readers of `stage`'s previous contents have finished.
   void acquire(int stage, const OpContext& ctx, double timeout);
@@ -93,7 +94,8 @@ enum class AllreduceAlgorithm { Fused, Phased, OneShot };
 inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{32} << 20;
 /// The most a rank sends in an allreduce that Auto runs one-shot: (ranks - 1) x the message. On H200s
 /// (docs/results/2026-11-28h-h200x4.md) one-shot took 28-30 us against fused's 38-47 up to 1 MiB and 42 against 52 at
-/// 4 MiB on two ranks, and was behind from 16 MiB; on four ranks 56-64 us against 99-110 up to 1 MiB, level at 4 MiB.
+/// 4 MiB on two ranks, and was behind from 16 MiB; on four ranks 56-64 us (57-64 without tokens, the default since)
+/// against 99-110 up to 1 MiB, level at 4 MiB.
 inline constexpr std::size_t kOneShotAllreduceMaxSent = std::size_t{4} << 20;
 
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).

@@ -786,7 +786,8 @@ PICKLE_CHILD(coll_peer_death) {
 PICKLE_CHILD(coll_absent_peer) {
   Communicator comm = make_comm(args.at(0));
   const int world = comm.world_size(), absent = world - 1;
-  // Large enough for the fused pipeline and several chunks, so that the survivors owe each other tokens.
+  // Large enough for several chunks, and on four ranks for the fused pipeline, whose ordered tokens the survivors
+  // then owe each other (a one-shot allreduce raises none).
   const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(world);
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 7);  // everything set up and working
@@ -794,8 +795,10 @@ PICKLE_CHILD(coll_absent_peer) {
   comm.barrier();
   const double timeout = env::timeout_seconds();
   if (comm.rank() == absent) {
-    // Alive and reachable, but in no collective: the others time out waiting for its receives.
-    std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
+    // Alive and reachable, but in no collective: the others time out waiting for its receives. It reaches the
+    // barrier a second after the others' calls fail, and waits for them up to PICKLE_TIMEOUT more: room for them to
+    // be late by most of PICKLE_TIMEOUT on a loaded machine.
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 1));
     comm.barrier();
     return 0;
   }
