@@ -63,15 +63,26 @@ void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ct
 /// rank sends n - 1 times its input where the fused pipeline sends 2 (n - 1) / n of it, but the call has half the
 /// steps and none of the fused pipeline's second round of messages (a post, a send and a wait per peer for the
 /// reduced chunks): for small messages, where the host's work per call, not the links, sets the pace. Without the
-/// ordered schedule's tokens, for the same reason (Exchange::without_tokens).
+/// ordered schedule's tokens, for the same reason (Exchange::without_tokens). On the fused pipeline's first tag, so
+/// that ranks which pass different counts (and so pick different forms) meet a size mismatch at once rather than
+/// each waiting for a post on a tag the other never uses.
 void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
                         std::size_t count, DataType type, ReduceOp op) {
-  const auto world = static_cast<std::size_t>(c.info.world_size);
-  coll::Blocks whole;
-  whole.offset.assign(world, 0);
-  whole.length.assign(world, count);
-  coll::reduce_scatter_blocks(c, stream, ctx, static_cast<const char*>(send),
-                              {coll::ScatterStep{whole, static_cast<char*>(recv)}}, type, op, /*without_tokens=*/true);
+  coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
+    coll::Exchange x;
+    x.consume = coll::Exchange::Consume::Reduce;
+    x.tag = coll::kTagAllreduceReduce;
+    x.type = type;
+    x.op = op;
+    x.send = static_cast<const char*>(send);
+    x.recv = static_cast<char*>(recv);
+    x.blocks.offset.assign(static_cast<std::size_t>(c.info.world_size), 0);
+    x.blocks.length.assign(static_cast<std::size_t>(c.info.world_size), count);
+    x.out_offset = 0;
+    x.without_tokens = true;
+    coll::run_exchange(call, x);
+    call.finish();
+  });
 }
 
 /// Which form this call takes (coll::allreduce_algorithm, under PICKLE_ALLREDUCE_SCHEDULE).

@@ -39,10 +39,8 @@ struct ScatterStep {
 };
 
 /// reduce_scatter among the ranks of `comm`, once per step, in one call (the steps' pipelines follow one another
-/// without a call boundary between them). Every rank passes the same steps (their `recv` aside) and the same
-/// `without_tokens` (Exchange::without_tokens: the one-shot allreduce).
+/// without a call boundary between them). Every rank passes the same steps (their `recv` aside).
 void reduce_scatter_blocks(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send,
-                           const std::vector<ScatterStep>& steps, DataType type, ReduceOp op,
-                           bool without_tokens = false);
+                           const std::vector<ScatterStep>& steps, DataType type, ReduceOp op);
 
 }  // namespace pickle::coll

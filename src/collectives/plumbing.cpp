@@ -220,6 +220,10 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   if (bytes == 0) return Request();
   Stream& from = lane_stream(peer, lane);
   started_ = true;
+  // A send refused when it was matched (a size mismatch: ranks that passed different counts) has failed already: the
+  // call fails now, not after PICKLE_TIMEOUT in a wait for a post that the peer, gone another way, never makes. The
+  // last send is the one to look at: a mismatch shows at the first send to a peer (found by review).
+  if (!sends_.empty()) sends_.back().test();
   wait_for_post(peer, tag);
   Request request = comm_.send(peer, tag, ptr, bytes, &from);
   sends_.push_back(request);

@@ -16,7 +16,7 @@ namespace pickle {
 namespace coll {
 
 void reduce_scatter_blocks(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send,
-                           const std::vector<ScatterStep>& steps, DataType type, ReduceOp op, bool without_tokens) {
+                           const std::vector<ScatterStep>& steps, DataType type, ReduceOp op) {
   run_collective(comm, stream, ctx, [&](Call& call) {
     for (const ScatterStep& step : steps) {
       Exchange x;
@@ -28,7 +28,6 @@ void reduce_scatter_blocks(Communicator::Impl& comm, Stream& stream, const OpCon
       x.recv = step.recv;
       x.blocks = step.blocks;
       x.out_offset = 0;
-      x.without_tokens = without_tokens;
       run_exchange(call, x);
     }
     call.finish();

@@ -836,6 +836,35 @@ PICKLE_CHILD(coll_absent_peer) {
   return 0;
 }
 
+// Ranks that pass different counts to one allreduce (a caller's bug): rank 0 a count small enough for the one-shot
+// form, the others one large enough for the fused pipeline. Every rank must fail with an error naming the allreduce
+// well within PICKLE_TIMEOUT (the two forms share their first tag, so the first send meets a receive of another
+// size), not wait for posts that never come. Exit codes name the check that failed.
+PICKLE_CHILD(coll_count_mismatch) {
+  Communicator comm = make_comm(args.at(0));
+  const std::size_t large = std::size_t{1} << 21;  // 8 MiB of f32: fused on two ranks (one-shot stops at 4 MiB)
+  Harness h(comm, large * 4);
+  comm.barrier();
+  const std::size_t count = comm.rank() == 0 ? 1000 : large;
+  Stopwatch watch;
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+    h.stream().synchronize();
+    std::fprintf(stderr, "rank %d: an allreduce of %zu elements against another count succeeded\n", comm.rank(), count);
+    return 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: failed after %.2f s: %s\n", comm.rank(), watch.seconds(), e.what());
+    if (std::string(e.what()).find("allreduce") == std::string::npos) return 2;
+  }
+  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
+  try {
+    h.stream().synchronize();
+  } catch (const Error&) {
+    // reported above
+  }
+  return 0;
+}
+
 /// After a peer died, `stream`'s synchronize must throw PeerError naming `collective` and `peer`, within half of
 /// PICKLE_TIMEOUT of `watch`'s start. The child's exit code: 0 when it does, 1 when synchronize succeeded (although
 /// `lost`), 2 when the error names something else, 3 when it came late.

@@ -100,6 +100,12 @@ TEST(Coll, TheOrderedPipelineScheduleMatchesTheReference) {
                           std::chrono::seconds(240)));
 }
 
+// Ranks that pass different counts to one allreduce, so that one takes the one-shot form and the other the fused
+// pipeline: both fail at once with an error naming the allreduce, not after PICKLE_TIMEOUT.
+TEST(Coll, AllreduceCountsThatDifferBetweenRanksFailEveryRankPromptly) {
+  expect_all_ok(run_ranks("coll_count_mismatch", 2, {"host"}, {"PICKLE_TIMEOUT=20"}, std::chrono::seconds(90)));
+}
+
 // A peer that stays alive but skips a collective: the others' calls fail with a timeout naming it, their streams
 // drain and their next calls fail at once (four ranks, the ordered schedule with many chunks: the survivors owe each
 // other tokens when their calls fail, which the failed calls raise; three ranks with one-shot allreduces).
