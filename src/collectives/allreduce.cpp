@@ -5,6 +5,7 @@
 // Across hosts (ranks on several hosts, the same number on each) it goes in two levels instead: see
 // allreduce_in_two_levels.
 #include <algorithm>
+#include <functional>
 
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
@@ -18,23 +19,34 @@
 namespace pickle {
 namespace {
 
-/// Every rank exchanges with every peer (the fused pipeline above).
-void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
-                      std::size_t count, DataType type, ReduceOp op) {
+/// Runs one allreduce exchange as a whole call: the reduction of every rank's input on the fused pipeline's first
+/// tag (both single-call forms use it, so that ranks which pass different counts, and so pick different forms, meet
+/// a size mismatch at once rather than each waiting for a post on a tag the other never uses). `shape` sets what
+/// differs between the forms: the blocks, where this rank's result goes, the gather round, the tokens.
+void run_allreduce_exchange(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                            DataType type, ReduceOp op, const std::function<void(coll::Exchange&)>& shape) {
   coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
     coll::Exchange x;
     x.consume = coll::Exchange::Consume::Reduce;
     x.tag = coll::kTagAllreduceReduce;
-    x.gather = true;
-    x.gather_tag = coll::kTagAllreduceGather;
     x.type = type;
     x.op = op;
     x.send = static_cast<const char*>(send);
     x.recv = static_cast<char*>(recv);
-    x.blocks = coll::split_blocks(count, datatype_size(type), c.info.world_size);
-    x.out_offset = x.blocks.offset[static_cast<std::size_t>(c.info.rank)];
+    shape(x);
     coll::run_exchange(call, x);
     call.finish();
+  });
+}
+
+/// Every rank exchanges with every peer (the fused pipeline above).
+void allreduce_direct(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                      std::size_t count, DataType type, ReduceOp op) {
+  run_allreduce_exchange(c, stream, ctx, send, recv, type, op, [&](coll::Exchange& x) {
+    x.gather = true;
+    x.gather_tag = coll::kTagAllreduceGather;
+    x.blocks = coll::split_blocks(count, datatype_size(type), c.info.world_size);
+    x.out_offset = x.blocks.offset[static_cast<std::size_t>(c.info.rank)];
   });
 }
 
@@ -63,25 +75,14 @@ void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ct
 /// rank sends n - 1 times its input where the fused pipeline sends 2 (n - 1) / n of it, but the call has half the
 /// steps and none of the fused pipeline's second round of messages (a post, a send and a wait per peer for the
 /// reduced chunks): for small messages, where the host's work per call, not the links, sets the pace. Without the
-/// ordered schedule's tokens, for the same reason (Exchange::without_tokens). On the fused pipeline's first tag, so
-/// that ranks which pass different counts (and so pick different forms) meet a size mismatch at once rather than
-/// each waiting for a post on a tag the other never uses.
+/// ordered schedule's tokens, for the same reason (Exchange::without_tokens).
 void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
                         std::size_t count, DataType type, ReduceOp op) {
-  coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
-    coll::Exchange x;
-    x.consume = coll::Exchange::Consume::Reduce;
-    x.tag = coll::kTagAllreduceReduce;
-    x.type = type;
-    x.op = op;
-    x.send = static_cast<const char*>(send);
-    x.recv = static_cast<char*>(recv);
+  run_allreduce_exchange(c, stream, ctx, send, recv, type, op, [&](coll::Exchange& x) {
     x.blocks.offset.assign(static_cast<std::size_t>(c.info.world_size), 0);
     x.blocks.length.assign(static_cast<std::size_t>(c.info.world_size), count);
     x.out_offset = 0;
     x.without_tokens = true;
-    coll::run_exchange(call, x);
-    call.finish();
   });
 }
 
