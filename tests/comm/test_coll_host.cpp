@@ -85,8 +85,9 @@ TEST(Coll, TheFusedAndOneShotAllreducesStillMatchTheReference) {
 
 // The ordered pipeline schedule (staggered, each input copy into a peer waiting for the token of the rank that copied
 // into it just before): the matrix's reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks with
-// page-sized chunks, so that every call raises and awaits many tokens; a count that one side raises and the other
-// does not await (or the reverse) leaves a stream waiting and the call times out. With 3 copy streams per peer the
+// page-sized chunks, so that every call raises and awaits many tokens (but the one-shot allreduces, which raise none;
+// the fused ones run under this default schedule in TheFusedAndOneShotAllreducesStillMatchTheReference); a count
+// that one side raises and the other does not await (or the reverse) leaves a stream waiting and the call times out. With 3 copy streams per peer the
 // copies leave the side stream, and each token first waits for its copy's completion word.
 TEST(Coll, TheOrderedPipelineScheduleMatchesTheReference) {
   for (int ranks : {4, 3}) {
