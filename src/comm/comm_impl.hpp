@@ -3,7 +3,9 @@
 // (progress.cpp) reads every control channel and feeds the same state. Sends on a channel hold that channel's send
 // mutex only (never the state mutex), so that two ranks sending to each other can never block each other.
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -64,6 +66,9 @@ struct PairFailure {
   std::string reason;
   std::vector<std::uint32_t> signals = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
   std::string net_put_missing;
+  /// The pair was failed because a watched wait on the peer's signals saw no progress for PICKLE_TIMEOUT (the peer
+  /// may be alive): released waits report a TimeoutError rather than a PeerError.
+  bool timed_out = false;
 };
 
 /// Shared by a Request and the communicator.
@@ -239,6 +244,9 @@ struct Communicator::Impl {
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
+  /// Communicator::register_memory (collective): also how the collectives' mailboxes (src/collectives/mailbox.cpp)
+  /// make their cells known to the peers.
+  std::shared_ptr<const WindowState> register_window(void* ptr, std::size_t bytes);
   /// Announces (once per peer) the allocation that contains `ptr`; returns its id and the pointer's offset.
   std::pair<std::uint64_t, std::uint64_t> announce(int peer, const void* ptr, std::size_t bytes, const OpContext& ctx);
   /// Before a new announcement to `peer`: tells it to unmap the allocations announced earlier that are gone (freed),
@@ -263,7 +271,7 @@ struct Communicator::Impl {
   /// The peer is gone: every pending operation with it fails and every stream wait on it is released. Over shm the
   /// pair's queued copies are let run through first (ShmTransport::release), so that nothing touches the failed
   /// operations' buffers once the application hears of the failure.
-  void fail_peer(int peer, const std::string& reason);
+  void fail_peer(int peer, const std::string& reason, bool timed_out = false);
   /// What had not completed with a peer before its shm pair was released (fail_peer): the release lets the pair's
   /// queued copies run through released ring flags, so receives whose chunks never came would complete with whatever
   /// the ring held (and signals queued behind them would be stored, sends marked sent).
@@ -276,7 +284,8 @@ struct Communicator::Impl {
   UnfinishedWithPeer unfinished_with_locked(int peer) const;
   /// fail_peer's state changes (mutex held), the first time only. With `before`, what it lists fails even if the
   /// release has since completed it, and the signals count as they stood then.
-  void fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before = nullptr);
+  void fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before = nullptr,
+                        bool timed_out = false);
   /// Stops and joins the progress thread.
   void stop_progress();
 
@@ -425,6 +434,14 @@ struct Communicator::Impl {
     // The highest count of each of the peer's signal slots that a stream was made to wait for (wait_signal_on_stream):
     // teardown tells from it whether a stream may still be waiting on the slot.
     std::vector<std::uint32_t> signals_awaited = std::vector<std::uint32_t>(kPeerSignalSlots, 0);
+    /// Per watched slot (kWatchedSlots): whether a stream waits for a count the word has not reached, the value the
+    /// word had when last seen to move, and since when (watch_stalled_waits).
+    struct WatchedWait {
+      bool pending = false;
+      std::uint32_t seen = 0;
+      std::chrono::steady_clock::time_point since{};
+    };
+    std::vector<WatchedWait> watched = std::vector<WatchedWait>(kWatchedSlots.size());
     // net transport: puts this rank wrote to the peer, puts of the peer that landed here, and the peer's signals
     // waiting for its earlier puts to land.
     std::uint64_t net_puts_sent = 0;
@@ -470,6 +487,17 @@ struct Communicator::Impl {
   std::atomic<int> progress_waiters{0};
   std::atomic<int> unmatched_sends{0};
   std::atomic<bool> progress_sleeping{false};
+  /// Signal slots whose stream waits the progress thread watches: the allreduce mailboxes', where a call enqueues its
+  /// waits without any host wait, so that a peer that never raises them (alive but out of step: it skipped the call,
+  /// or took another form of it) would hold the stream for ever. Other waits follow host waits that time out.
+  static constexpr std::array<int, 2> kWatchedSlots{comm::kMailboxFilledSlot, comm::kMailboxEmptiedSlot};
+  /// Set while a watched wait may be pending: the progress thread then wakes at least every 100 ms to look at them.
+  std::atomic<bool> watching{false};
+  std::chrono::steady_clock::time_point last_watch{};  // progress thread only
+  /// Fails the pair (fail_peer, as a timeout) of every peer whose watched signal, awaited by a stream, has not moved
+  /// for PICKLE_TIMEOUT less a margin (so that the stream's own synchronize deadline, which cannot name the peer,
+  /// comes after): the failure releases the waits, and the collective's end check reports it naming the peer.
+  void watch_stalled_waits();
   /// Wakes the progress thread if it sleeps, so that it polls without sleeping from now on (demand just rose).
   void wake_progress_if_sleeping();
   /// poll_until for a wait whose end the progress thread brings (a peer's post, a mapping, a match): the thread polls

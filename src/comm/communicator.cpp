@@ -392,8 +392,10 @@ Buffer Communicator::alloc(std::size_t bytes) {
   return Buffer(std::static_pointer_cast<void>(allocation), data, bytes, impl_->kind);
 }
 
-Window Communicator::register_memory(void* ptr, std::size_t bytes) {
-  Impl& c = *impl_;
+Window Communicator::register_memory(void* ptr, std::size_t bytes) { return Window(impl_->register_window(ptr, bytes)); }
+
+std::shared_ptr<const WindowState> Communicator::Impl::register_window(void* ptr, std::size_t bytes) {
+  Impl& c = *this;
   OpContext ctx{.rank = c.info.rank, .op = "register_memory", .bytes = bytes};
   auto state = std::make_shared<WindowState>();
   state->owner = &c;
@@ -455,7 +457,7 @@ Window Communicator::register_memory(void* ptr, std::size_t bytes) {
                              " s"));
     }
   }
-  return Window(state);
+  return state;
 }
 
 void Communicator::put(Stream& stream, const Window& window, int peer, std::size_t dst_offset, const void* src,
@@ -548,9 +550,10 @@ void Communicator::Impl::throw_if_released(PairFailure& record, const OpContext&
   const bool named = record.net_put_missing.empty() || record.reason.find(record.net_put_missing) != std::string::npos;
   const std::string missing = named ? "" : cat(", and its ", record.net_put_missing, " had not landed");
   const std::string what = comm::signal_slot_name(slot);
-  throw PeerError(cat(describe(ctx), " for ", what, " to reach ", expected, ": the pair with peer ", ctx.peer,
-                      " failed while it stood at ", reached, missing, ": ", record.reason),
-                  ctx.peer);
+  const std::string message = cat(describe(ctx), " for ", what, " to reach ", expected, ": the pair with peer ",
+                                  ctx.peer, " failed while it stood at ", reached, missing, ": ", record.reason);
+  if (record.timed_out) throw TimeoutError(message);
+  throw PeerError(message, ctx.peer);
 }
 
 Request Communicator::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {

@@ -77,7 +77,7 @@ void Communicator::Impl::progress_loop() {
       // Announce the sleep, then look at the demand again: a waiter that raised it before this store sees no
       // sleeper and writes nothing, so the second look must catch it (both are sequentially consistent).
       progress_sleeping.store(true);
-      timeout_ms = wanted() ? 0 : 1000;
+      timeout_ms = wanted() ? 0 : watching.load() ? 100 : 1000;
     }
     int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     progress_sleeping.store(false);
@@ -85,6 +85,10 @@ void Communicator::Impl::progress_loop() {
       if (errno == EINTR) continue;
       PICKLE_LOG(Error, "comm", "progress thread: poll failed: " << std::strerror(errno));
       return;
+    }
+    if (watching.load() && std::chrono::steady_clock::now() - last_watch >= std::chrono::milliseconds(50)) {
+      last_watch = std::chrono::steady_clock::now();
+      watch_stalled_waits();
     }
     if (fds[0].revents != 0) {
       std::uint64_t count;
@@ -253,7 +257,7 @@ void Communicator::Impl::handle_shm(int peer, const ShmSignalMessage& m) {
   shm->receive(peer, m.first_chunk, nullptr, 0, signals->local_word_for_streams(peer, static_cast<int>(m.slot)), m.value);
 }
 
-void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
+void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool timed_out) {
   // The transport lets go of the peer before the failure is reported: a failed send's source or receive's buffer
   // may be freed once it is. shm: streams waiting on the pair's staging rings go on, and their copies run through
   // (the rings stay mapped until the communicator closes). net: the peer's unfinished writes are dropped and its
@@ -289,7 +293,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason) {
 #endif
   std::lock_guard lock(mutex);
   const auto& before = peers[peer].unfinished_at_release;
-  fail_peer_locked(peer, reason, before ? &*before : nullptr);
+  fail_peer_locked(peer, reason, before ? &*before : nullptr, timed_out);
 }
 
 Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locked(int peer) const {
@@ -305,7 +309,8 @@ Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locke
   return unfinished;
 }
 
-void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before) {
+void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before,
+                                          bool timed_out) {
   PeerState& state = peers[peer];
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
   // would move the words another 2^30 ahead, where a wait for a value the peer had reached reads them as behind.
@@ -375,6 +380,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   PairFailure& record = *state.failure_record;
   std::lock_guard record_lock(record.mutex);
   record.failed = true;
+  record.timed_out = timed_out;
   record.reason = reason;
   record.net_put_missing = first_missing_net_put(state);
   for (int slot = 0; slot < comm::kPeerSignalSlots; ++slot) {

@@ -116,4 +116,9 @@ void SignalArea::store(int peer, int index, std::uint32_t value) const {
   std::atomic_ref<std::uint32_t>(*local_word(peer, index)).store(value, std::memory_order_release);
 }
 
+void SignalArea::store_remote(int peer, int index, std::uint32_t value) const {
+  auto* word = word_in(mapped(peer).memory->data(), rank_, index);
+  std::atomic_ref<std::uint32_t>(*word).store(value, std::memory_order_release);
+}
+
 }  // namespace pickle::comm

@@ -31,12 +31,19 @@ namespace pickle::comm {
 inline constexpr int kApplicationSignalSlots = 64;
 inline constexpr int kCollectiveReadySlot = kApplicationSignalSlots;
 inline constexpr int kCollectiveTokenSlot = kApplicationSignalSlots + 1;
-inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 2;
+/// The allreduce mailboxes (collectives/mailbox.cpp): a peer's stream counts in "filled" the calls whose input it has
+/// copied into this rank's mailbox, and in "emptied" the calls whose input of this rank it has reduced (so that this
+/// rank may copy into that cell again). Waits on them are watched (Communicator::Impl::watch_stalled_waits).
+inline constexpr int kMailboxFilledSlot = kApplicationSignalSlots + 2;
+inline constexpr int kMailboxEmptiedSlot = kApplicationSignalSlots + 3;
+inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 4;
 
 /// How errors name a signal slot.
 inline std::string signal_slot_name(int slot) {
   if (slot == kCollectiveReadySlot) return "the collectives' ready signal";
   if (slot == kCollectiveTokenSlot) return "the pipeline's token";
+  if (slot == kMailboxFilledSlot) return "the allreduce mailbox's filled signal";
+  if (slot == kMailboxEmptiedSlot) return "the allreduce mailbox's emptied signal";
   return "signal " + std::to_string(slot);
 }
 inline constexpr int kCompletionSlots = 4096;
@@ -44,7 +51,17 @@ inline constexpr int kCompletionSlots = 4096;
 /// kShmPutWordBase + (n % kShmPutSlots) once put n's source has been read, and the put's stream waits on it.
 inline constexpr int kShmPutSlots = 1024;
 inline constexpr int kShmPutWordBase = kPeerSignalSlots + kCompletionSlots;
-inline constexpr int kWordsPerPeer = kShmPutWordBase + kShmPutSlots;
+/// The allreduce mailboxes' labels, host words that peers' hosts write (SignalArea::store_remote), in the block this
+/// rank keeps for the writer: the sender of mailbox call n writes the call's label (its bytes, its type and operator,
+/// then n + 1) into entry n % kMailboxLabels, and the receiver compares it with its own call n (collectives/
+/// mailbox.cpp). Words of each entry: bytes, type and operator, call + 1 (written last). Then the abort word: a rank
+/// that found the collectives out of step writes a non-zero value into every peer's, whose progress thread then fails
+/// the pair (Communicator::Impl::watch_stalled_waits), releasing any stream that waits on this rank.
+inline constexpr int kMailboxLabels = 64;
+inline constexpr int kMailboxLabelWords = 3;
+inline constexpr int kMailboxLabelBase = kShmPutWordBase + kShmPutSlots;
+inline constexpr int kOutOfStepWord = kMailboxLabelBase + kMailboxLabels * kMailboxLabelWords;
+inline constexpr int kWordsPerPeer = kOutOfStepWord + 1;
 
 class SignalArea {
  public:
@@ -81,6 +98,8 @@ class SignalArea {
   std::uint32_t load_remote(int peer, int index) const;
   /// Release-store into a local word from the host (a net arrival; releasing waits when a peer fails).
   void store(int peer, int index, std::uint32_t value) const;
+  /// Release-store, from the host, into word `index` of the block that `peer` keeps for this rank (same host only).
+  void store_remote(int peer, int index, std::uint32_t value) const;
   /// Acquire-load of a "sent" word, and its release-advance to `value`: the word only moves forward (wrapping as
   /// flag_reached compares). Sends that reuse a slot complete on different rail threads, and the older one's
   /// callback can run after the newer one's (the receiver freed the slot once the older data landed, before the

@@ -50,8 +50,74 @@ void Communicator::Impl::wait_signal_on_stream(device::Stream& stream, int peer,
   stream.wait_value(signals->local_word_for_streams(peer, slot), expected);
   std::lock_guard lock(mutex);
   note_stream_on_words_locked(stream);
-  std::uint32_t& awaited = peers[static_cast<std::size_t>(peer)].signals_awaited[static_cast<std::size_t>(slot)];
+  PeerState& state = peers[static_cast<std::size_t>(peer)];
+  std::uint32_t& awaited = state.signals_awaited[static_cast<std::size_t>(slot)];
   if (!device::host::flag_reached(awaited, expected)) awaited = expected;
+  for (std::size_t i = 0; i < kWatchedSlots.size(); ++i) {
+    if (kWatchedSlots[i] != slot) continue;
+    PeerState::WatchedWait& watched = state.watched[i];
+    const std::uint32_t value = signals->load(peer, slot);
+    if (device::host::flag_reached(value, expected)) break;
+    // Timed from now unless an earlier wait is still pending and the word has not moved since it was last seen (then
+    // from that earlier point: nothing has come since).
+    if (!watched.pending || value != watched.seen) {
+      watched = {.pending = true, .seen = value, .since = std::chrono::steady_clock::now()};
+    }
+    watching.store(true);
+  }
+}
+
+void Communicator::Impl::watch_stalled_waits() {
+  // Less than PICKLE_TIMEOUT by a margin: the stream's synchronize gives up after PICKLE_TIMEOUT from its start, which
+  // comes after the waits were enqueued, and its TimeoutError cannot say which peer held it; this one can.
+  const double margin = std::min(1.0, timeout_seconds / 10);
+  const auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, timeout_seconds - margin)));
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::pair<int, std::string>> stalled;
+  {
+    std::lock_guard lock(mutex);
+    bool any = false;
+    for (int peer = 0; peer < info.world_size; ++peer) {
+      PeerState& state = peers[static_cast<std::size_t>(peer)];
+      if (peer != info.rank && !state.failed && same_host[static_cast<std::size_t>(peer)] &&
+          signals->load(peer, comm::kOutOfStepWord) != 0) {
+        stalled.emplace_back(peer, cat("peer ", peer, " found the ranks' collectives out of step (an allreduce "
+                                       "through the mailboxes of another size, type or operator than its own) and "
+                                       "gave up"));
+        any = true;
+        continue;
+      }
+      for (std::size_t i = 0; i < kWatchedSlots.size(); ++i) {
+        PeerState::WatchedWait& watched = state.watched[i];
+        if (!watched.pending) continue;
+        const int slot = kWatchedSlots[i];
+        const std::uint32_t value = signals->load(peer, slot);
+        const std::uint32_t awaited = state.signals_awaited[static_cast<std::size_t>(slot)];
+        if (state.failed || device::host::flag_reached(value, awaited)) {
+          watched.pending = false;
+          continue;
+        }
+        any = true;
+        if (value != watched.seen) {  // it moves: the peer is in step, only slower
+          watched.seen = value;
+          watched.since = now;
+        } else if (now - watched.since >= limit) {
+          stalled.emplace_back(peer, cat("peer ", peer, " did not raise ", comm::signal_slot_name(slot), " from ",
+                                         value, " to ", awaited, " within ", timeout_seconds,
+                                         " s (PICKLE_TIMEOUT) while this rank's streams waited for it: is it in the "
+                                         "same collectives, in the same order, with the same counts?"));
+          break;
+        }
+      }
+    }
+    if (!any) watching.store(false);
+  }
+  for (const auto& [peer, reason] : stalled) {
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": " << reason);
+    const bool out_of_step = signals->load(peer, comm::kOutOfStepWord) != 0;
+    fail_peer(peer, reason, /*timed_out=*/!out_of_step);
+  }
 }
 
 bool Communicator::Impl::completed_locked(const RequestState& request) const {
