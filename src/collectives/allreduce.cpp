@@ -10,6 +10,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "collectives/mailbox.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/placed.hpp"
 #include "collectives/plumbing.hpp"
@@ -86,6 +87,20 @@ void allreduce_one_shot(Communicator::Impl& c, Stream& stream, const OpContext& 
   });
 }
 
+/// The one-shot allreduce through the mailboxes (mailbox.hpp): no message and no host wait per call. Where some rank
+/// reaches a peer other than over ipc (decided once, by every rank at this call), the two-sided one-shot instead.
+void allreduce_mailbox(Communicator::Impl& c, Stream& stream, const OpContext& ctx, const void* send, void* recv,
+                       std::size_t count, DataType type, ReduceOp op) {
+  bool ready = false;
+  coll::run_collective(c, stream, ctx, [&](coll::Call& call) {
+    ready = coll::mailbox_ready(call);
+    if (!ready) return;
+    coll::allreduce_through_mailbox(call, send, recv, count, type, op);
+    call.finish();
+  });
+  if (!ready) allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
+}
+
 /// Which form this call takes (coll::allreduce_algorithm, under PICKLE_ALLREDUCE_SCHEDULE).
 coll::AllreduceAlgorithm algorithm_for(Communicator::Impl& c, std::size_t count, DataType type) {
   const bool one_host = std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
@@ -147,6 +162,7 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
   }
   switch (algorithm_for(c, count, type)) {
     case coll::AllreduceAlgorithm::OneShot: return allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
+    case coll::AllreduceAlgorithm::Mailbox: return allreduce_mailbox(c, stream, ctx, send, recv, count, type, op);
     case coll::AllreduceAlgorithm::Phased: return allreduce_phased(c, stream, ctx, send, recv, count, type, op);
     case coll::AllreduceAlgorithm::Fused: return allreduce_direct(c, stream, ctx, send, recv, count, type, op);
   }

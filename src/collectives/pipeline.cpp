@@ -9,10 +9,7 @@
 #include "collectives/reduce.hpp"
 
 namespace pickle::coll {
-namespace {
 
-/// Enqueues out = reduce(inputs) on the call's stream: a kernel on at most PICKLE_REDUCE_CTAS CTAs for CUDA memory,
-/// a host callback (so that it runs in stream order) for host memory.
 void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                     std::size_t count) {
   if (count == 0) return;
@@ -37,8 +34,6 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
   throw UnavailableError(cat(describe(call.ctx()), ": CUDA memory in a build without CUDA"));
 #endif
 }
-
-}  // namespace
 
 void check_reduction_fits(const OpContext& ctx, MemoryKind kind, int world) {
   if (kind == MemoryKind::Cuda && world > kMaxReduceInputs) {

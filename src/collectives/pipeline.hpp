@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 #include <pickle/collectives.hpp>
 
@@ -55,6 +56,12 @@ void send_chunk_in_order(Call& call, std::size_t k, std::size_t chunks, bool ord
 /// Tells `call` the tokens send_chunk_in_order will raise over a call of `chunks` chunks (none unless `ordered`), so
 /// that a call failing partway raises the rest (Call::abandon). Before anything of the call that can fail.
 void owe_ordered_tokens(Call& call, std::size_t chunks, bool ordered);
+
+/// Enqueues out = reduce(inputs) (`count` elements, inputs in the order given) on the call's stream: a kernel on at
+/// most PICKLE_REDUCE_CTAS CTAs for CUDA memory, a host callback (so that it runs in stream order) for host memory.
+/// The inputs must fit one reduction (check_reduction_fits).
+void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
+                    std::size_t count);
 
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);

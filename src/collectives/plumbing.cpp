@@ -91,7 +91,9 @@ AllreduceSchedule read_allreduce_schedule() {
   if (schedule == "fused") return AllreduceSchedule::Fused;
   if (schedule == "phased") return AllreduceSchedule::Phased;
   if (schedule == "oneshot") return AllreduceSchedule::OneShot;
-  throw InvalidArgument(cat("PICKLE_ALLREDUCE_SCHEDULE=", schedule, " must be auto, fused, phased or oneshot"));
+  if (schedule == "mailbox") return AllreduceSchedule::Mailbox;
+  throw InvalidArgument(
+      cat("PICKLE_ALLREDUCE_SCHEDULE=", schedule, " must be auto, fused, phased, oneshot or mailbox"));
 }
 
 }  // namespace
@@ -296,7 +298,18 @@ void Call::await_ready(int peer, Lane lane) {
   // Not forked here: the wait may come before the lane's first send, whose fork orders the copy after the stream.
   device::Stream& on = lane == kCaller ? stream() : side_stream(peer, lane).impl();
   comm_.wait_signal_on_stream(on, peer, comm::kCollectiveReadySlot, expected);
-  ready_waits_.push_back(ReadyWait{peer, expected});
+  signal_waits_.push_back(SignalWait{peer, comm::kCollectiveReadySlot, expected});
+}
+
+std::uint32_t Call::raise_on_stream(int peer, int slot) {
+  started_ = true;
+  return comm_.signal_peer(stream(), peer, slot);
+}
+
+void Call::await_on_stream(int peer, int slot, std::uint32_t expected) {
+  started_ = true;
+  comm_.wait_signal_on_stream(stream(), peer, slot, expected);
+  signal_waits_.push_back(SignalWait{peer, slot, expected});
 }
 
 void Call::send_token(int peer, Request& sent) {
@@ -358,40 +371,41 @@ void Call::finish() {
   end_waits_.clear();
   for (auto& request : deferred_) request.on_stream(stream_);
   deferred_.clear();
-  if (recvs_.empty() && sends_.empty() && ready_waits_.empty()) return;
+  if (recvs_.empty() && sends_.empty() && signal_waits_.empty()) return;
   // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
   // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
   // it. Sends too: one whose write a net transport refused fails (and fails the pair) with every receive of this
   // rank's call intact, and its data never reached the peer. Not a host callback: that would hold the stream for a
   // round trip through a host thread at the end of every collective. The pairs' failure records are taken now: the
   // check may run after the communicator is gone.
-  struct ReadyCheck {
+  struct WaitCheck {
     std::shared_ptr<PairFailure> record;
     OpContext ctx;
+    int slot;
     std::uint32_t expected;
   };
-  std::vector<ReadyCheck> ready;
-  for (const ReadyWait& wait : ready_waits_) {
+  std::vector<WaitCheck> waits;
+  for (const SignalWait& wait : signal_waits_) {
     // The record is made with the peer's state and never replaced: no lock to take it (as check_wait).
-    ready.push_back(ReadyCheck{comm_.peers[static_cast<std::size_t>(wait.peer)].failure_record,
-                               OpContext{.rank = rank(), .peer = wait.peer, .op = "wait"}, wait.expected});
+    waits.push_back(WaitCheck{comm_.peers[static_cast<std::size_t>(wait.peer)].failure_record,
+                              OpContext{.rank = rank(), .peer = wait.peer, .op = "wait"}, wait.slot, wait.expected});
   }
   comm_.check_when_passed(stream(), prefix_,
-                          [recvs = std::move(recvs_), sends = sends_, ready = std::move(ready),
+                          [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits),
                            prefix = prefix_]() mutable {
                             try {
                               for (auto& request : recvs) request.test();
                               for (auto& request : sends) request.test();
-                              for (const ReadyCheck& wait : ready) {
-                                Communicator::Impl::throw_if_released(*wait.record, wait.ctx,
-                                                                      comm::kCollectiveReadySlot, wait.expected);
+                              for (const WaitCheck& wait : waits) {
+                                Communicator::Impl::throw_if_released(*wait.record, wait.ctx, wait.slot,
+                                                                      wait.expected);
                               }
                             } catch (const Error& e) {
                               rethrow_with_prefix(e, prefix);
                             }
                           });
   recvs_.clear();
-  ready_waits_.clear();
+  signal_waits_.clear();
 }
 
 void Call::abandon() noexcept {
@@ -551,6 +565,9 @@ AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t c
   switch (schedule) {
     case AllreduceSchedule::Fused: return AllreduceAlgorithm::Fused;
     case AllreduceSchedule::OneShot: return AllreduceAlgorithm::OneShot;
+    case AllreduceSchedule::Mailbox:
+      if (one_host && count <= mailbox_cell_bytes(world) / element_size) return AllreduceAlgorithm::Mailbox;
+      break;  // too large for a cell, or across hosts: as auto
     case AllreduceSchedule::Phased: {
       const Blocks blocks = split_blocks(count, element_size, world);
       const bool blocks_full = std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();
@@ -567,6 +584,11 @@ AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t c
   const std::size_t block_bytes = count / static_cast<std::size_t>(world) * element_size;
   const bool phased = world >= 3 && one_host && block_bytes >= kPhasedAllreduceMinBlock;
   return phased ? AllreduceAlgorithm::Phased : AllreduceAlgorithm::Fused;
+}
+
+std::size_t mailbox_cell_bytes(int world) {
+  if (world < 2) return 0;
+  return kOneShotAllreduceMaxSent / static_cast<std::size_t>(world - 1) / kChunkAlign * kChunkAlign;
 }
 
 }  // namespace pickle::coll

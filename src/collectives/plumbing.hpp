@@ -85,9 +85,10 @@ enum class AllreduceSchedule {
   Fused,    ///< one pipeline: each reduced chunk goes on to the peers while later chunks still arrive
   Phased,   ///< a whole reduce_scatter, then a whole allgather in place
   OneShot,  ///< every rank sends its whole input to every peer and reduces all of them itself
+  Mailbox,  ///< one-shot through cells that every rank keeps for each peer, with no message per call (mailbox.cpp)
 };
-/// What one allreduce call runs: the three forms above.
-enum class AllreduceAlgorithm { Fused, Phased, OneShot };
+/// What one allreduce call runs: the forms above.
+enum class AllreduceAlgorithm { Fused, Phased, OneShot, Mailbox };
 /// The smallest block (bytes per rank) that Auto sends in two phases. On four H200s (docs/collectives.md, "Allreduce")
 /// phased was 1.07-1.17x fused with 128-512 MiB blocks in every run, fused 1.07x phased with 8 MiB blocks; with 32
 /// MiB blocks one run gave phased 1.21x and a noisier one less than fused: not settled.
@@ -97,6 +98,8 @@ inline constexpr std::size_t kPhasedAllreduceMinBlock = std::size_t{32} << 20;
 /// 4 MiB on two ranks, and was behind from 16 MiB; on four ranks 56-64 us (57-64 without tokens, the default since)
 /// against 99-110 up to 1 MiB, level at 4 MiB.
 inline constexpr std::size_t kOneShotAllreduceMaxSent = std::size_t{4} << 20;
+
+struct Mailbox;  // mailbox.hpp
 
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
 struct CollectiveState {
@@ -148,6 +151,8 @@ struct CollectiveState {
   /// the token of the rank that copies into that peer just before it in the schedule (pipeline.cpp).
   bool pipeline_ordered = false;
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
+  /// The allreduce mailboxes (mailbox.hpp), made by the first call that would use them.
+  std::shared_ptr<Mailbox> mailbox;
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
 };
 
@@ -166,6 +171,7 @@ class Call {
 
   int rank() const noexcept;
   int world() const noexcept;
+  Communicator::Impl& comm() const noexcept { return comm_; }
   MemoryKind kind() const noexcept;
   int device() const noexcept;
   double timeout() const noexcept;
@@ -214,6 +220,15 @@ class Call {
   Request post_ready_message(int peer);
   void send_ready_message(int peer);
   void await_ready_message(int peer, Request& ready);
+  /// The caller's stream raises `peer`'s signal `slot` (one of the collectives' slots) by one after its work so far;
+  /// returns the new count.
+  std::uint32_t raise_on_stream(int peer, int slot);
+  /// The caller's stream waits until `peer`'s signal `slot` reaches `expected`; a wait that the pair's failure
+  /// released is reported by the call's end check (finish), as await_ready's.
+  void await_on_stream(int peer, int slot, std::uint32_t expected);
+  /// The ranks' collective sequences are out of step (found before anything of this call was enqueued): a failure of
+  /// the call must break the communicator, as one after its first message does.
+  void mark_out_of_step() noexcept { started_ = true; }
   /// The ordered pipeline's tokens (PICKLE_PIPELINE_SCHEDULE=ordered, pipeline.cpp), in the pair's token slot
   /// (comm::kCollectiveTokenSlot), on the input lane's stream: send_token raises `peer`'s count once `sent` (this
   /// rank's latest copy, to a third rank; empty: none) is done; await_token makes later sends on the lane wait until
@@ -273,11 +288,12 @@ class Call {
   std::vector<bool> side_forked_[2];
   std::vector<Request> deferred_;
   std::vector<Request> recvs_;
-  struct ReadyWait {
+  struct SignalWait {
     int peer;
+    int slot;
     std::uint32_t expected;
   };
-  std::vector<ReadyWait> ready_waits_;  // for finish()'s check
+  std::vector<SignalWait> signal_waits_;  // for finish()'s check: ready waits, mailbox waits
   std::vector<Request> sends_;  // for finish()'s check and abandon()
   std::vector<std::uint32_t> tokens_owed_;  // per peer: owe_tokens less send_token, for abandon()
   // What the caller's stream waits for at the end, for the sends: per side lane and peer the latest send whose copy
@@ -330,10 +346,14 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
 /// kOneShotAllreduceMaxSent in it; else phased with three or more ranks, all on one host (the gain is the
 /// NVSwitch's: a copy to one peer at a time; nothing measured it across hosts), and blocks of at least
 /// kPhasedAllreduceMinBlock; else fused. Phased (forced): wherever every rank's block is non-empty (the allgather's
-/// ready signals wait for each block's receive), else fused. Every rank must get the same answer: it depends only on
+/// ready signals wait for each block's receive), else fused. Mailbox (forced): on one host for messages up to a cell
+/// (mailbox_cell_bytes), else as auto. Every rank must get the same answer: it depends only on
 /// arguments that every rank passes alike.
 AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
                                        int world, bool one_host);
+/// The bytes of one mailbox cell (mailbox.hpp) for a world of `world` ranks: what one-shot's rule lets a rank send to
+/// each peer (kOneShotAllreduceMaxSent / (world - 1)), in whole pages. Mailbox (forced) takes messages up to this.
+std::size_t mailbox_cell_bytes(int world);
 
 // --- template definition
 

@@ -729,7 +729,9 @@ PICKLE_CHILD(coll_peer_death) {
   // side may still write into this rank's receive buffer until the communicator is destroyed (collectives.md).
   std::optional<Communicator> held(make_comm(args.at(0)));
   Communicator& comm = *held;
-  const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(comm.world_size());
+  // args[1] "small": 1000 elements (one-shot, or through the mailboxes).
+  const bool small = args.size() > 1 && args[1] == "small";
+  const std::size_t count = small ? 1000 : (std::size_t{1} << 18) * static_cast<std::size_t>(comm.world_size());
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 5);  // everything set up and working
   if (h.failures() != 0) return 1;
@@ -787,8 +789,11 @@ PICKLE_CHILD(coll_absent_peer) {
   Communicator comm = make_comm(args.at(0));
   const int world = comm.world_size(), absent = world - 1;
   // Large enough for several chunks, and on four ranks for the fused pipeline, whose ordered tokens the survivors
-  // then owe each other (a one-shot allreduce raises none).
-  const std::size_t count = (std::size_t{1} << 18) * static_cast<std::size_t>(world);
+  // then owe each other (a one-shot allreduce raises none). args[1] "small": 1000 elements, which fit a mailbox
+  // (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the survivors' calls return at once, their streams wait for the absent
+  // rank's count, and the progress thread's watch fails the pair as a timeout.
+  const bool small = args.size() > 1 && args[1] == "small";
+  const std::size_t count = small ? 1000 : (std::size_t{1} << 18) * static_cast<std::size_t>(world);
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 7);  // everything set up and working
   if (h.failures() != 0) return 1;
@@ -833,6 +838,96 @@ PICKLE_CHILD(coll_absent_peer) {
   }
   if (again.seconds() > 2) return 8;
   comm.barrier();
+  return 0;
+}
+
+// Many small allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox) enqueued without a synchronize
+// between them: more calls than cells and than label entries (so both go round several times), sizes that change
+// from call to call, in place and not, the calls alternating between two streams (a call on the other stream must
+// wait for the one before), and rank 0's host held back at the start, so that the others run up to the label ring's
+// limit and wait there for it. Every result is checked at the end. args: memory.
+PICKLE_CHILD(coll_mailbox_back_to_back) {
+  Communicator comm = make_comm(args.at(0));
+  constexpr int kCalls = 150;
+  const std::size_t counts[] = {1, 1003, 4096, 37, 20000};
+  const DataType type = DataType::F32;
+  std::vector<std::size_t> offsets;
+  std::vector<std::vector<std::uint8_t>> inputs;
+  std::size_t total = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::size_t count = counts[static_cast<std::size_t>(i) % std::size(counts)];
+    offsets.push_back(total);
+    inputs.push_back(reduction_input(type, ReduceOp::Sum, comm.rank(), 0, count, 3000 + static_cast<std::uint64_t>(i)));
+    total += (count * datatype_size(type) + 255) / 256 * 256;
+  }
+  Harness h(comm, total);
+  Stream other = comm.make_stream();
+  h.poison(h.b(), total);
+  for (int i = 0; i < kCalls; ++i) h.upload(h.a(offsets[static_cast<std::size_t>(i)]), inputs[static_cast<std::size_t>(i)]);
+  h.stream().synchronize();
+  comm.barrier();
+  if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  try {
+    for (int i = 0; i < kCalls; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      const std::size_t count = counts[at % std::size(counts)];
+      const bool in_place = i % 3 == 2;
+      Stream& on = i % 7 < 4 ? h.stream() : other;
+      char* send = h.a(offsets[at]);
+      // In place: the input is copied into recv first, on the call's stream.
+      if (in_place) on.impl().copy(h.b(offsets[at]), send, count * datatype_size(type));
+      comm.allreduce(on, in_place ? h.b(offsets[at]) : send, h.b(offsets[at]), count, type, ReduceOp::Sum);
+    }
+    other.synchronize();
+    auto got = h.download(h.b(), total);
+    for (int i = 0; i < kCalls; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      const std::size_t count = counts[at % std::size(counts)];
+      std::vector<std::uint8_t> part(got.begin() + static_cast<std::ptrdiff_t>(offsets[at]),
+                                     got.begin() + static_cast<std::ptrdiff_t>(offsets[at] + count * datatype_size(type)));
+      h.check_reduced(cat("mailbox allreduce #", i, " count ", count), type, ReduceOp::Sum, part, 0,
+                      3000 + static_cast<std::uint64_t>(i));
+    }
+  } catch (const Error& e) {
+    h.fail("mailbox allreduces", e);
+  }
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
+// Ranks that pass different counts to allreduces through the mailboxes (both small enough for them): the labels
+// tell, by the second call at the latest. The rank that compares first names the peer and both sizes, and tells the
+// others, whose streams may wait on it: every rank fails well within PICKLE_TIMEOUT with an error naming the
+// allreduce, the peer and "out of step", and the communicator is broken afterwards. Exit codes name the failed check.
+PICKLE_CHILD(coll_mailbox_count_mismatch) {
+  Communicator comm = make_comm(args.at(0));
+  Harness h(comm, 1 << 16);
+  comm.barrier();
+  const std::size_t count = comm.rank() == 0 ? 1000 : 2000;
+  Stopwatch watch;
+  std::string failure;
+  for (int call = 0; call < 2 && failure.empty(); ++call) {
+    try {
+      comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+      h.stream().synchronize();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  std::fprintf(stderr, "rank %d: failed after %.2f s: %s\n", comm.rank(), watch.seconds(), failure.c_str());
+  if (failure.empty()) return 1;
+  const int peer = 1 - comm.rank();
+  if (failure.find("allreduce") == std::string::npos || failure.find(cat("peer ", peer)) == std::string::npos ||
+      failure.find("out of step") == std::string::npos) {
+    return 2;
+  }
+  if (watch.seconds() > env::timeout_seconds() / 2) return 3;
+  try {
+    comm.allreduce(h.stream(), h.a(), h.b(), count, DataType::F32, ReduceOp::Sum);
+    return 4;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("out of step") == std::string::npos) return 5;
+  }
   return 0;
 }
 

@@ -83,6 +83,40 @@ TEST(Coll, TheFusedAndOneShotAllreducesStillMatchTheReference) {
   }
 }
 
+// Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on 2, 3, 4 and 8 ranks (its
+// small counts go through them, the large ones as auto), then 150 calls back to back without a synchronize, on two
+// streams, one rank's host late.
+TEST(Coll, TheMailboxAllreduceMatchesTheReference) {
+  for (int ranks : {4, 3, 2, 8}) {
+    expect_all_ok(run_ranks("coll_matrix", ranks, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"},
+                            std::chrono::seconds(240)));
+  }
+  for (int ranks : {3, 2}) {
+    expect_all_ok(run_ranks("coll_mailbox_back_to_back", ranks, {"host"},
+                            {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(120)));
+  }
+}
+
+// Counts that differ between the ranks, both small enough for the mailboxes: the labels show it within two calls.
+TEST(Coll, MailboxCountsThatDifferBetweenRanksFailEveryRankWithinTwoCalls) {
+  expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"host"},
+                          {"PICKLE_TIMEOUT=20", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(90)));
+}
+
+// A peer that skips an allreduce through the mailboxes, or dies during a series of them: the survivors' streams wait
+// on counts that never come, with no host wait to time out; the progress thread's watch (or the dead channel) fails
+// the pair, and every survivor's call or synchronize reports it naming the peer, within PICKLE_TIMEOUT.
+TEST(Coll, APeerThatSkipsOrDiesDuringMailboxAllreducesFailsTheOthersWithinTheTimeout) {
+  expect_all_ok(run_ranks("coll_absent_peer", 3, {"host", "small"},
+                          {"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(90)));
+  auto statuses = run_ranks("coll_peer_death", 3, {"host", "small"},
+                            {"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  for (std::size_t rank = 1; rank < statuses.size(); ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << "rank " << rank << " " << statuses[rank].describe();
+  }
+}
+
 // The ordered pipeline schedule (staggered, each input copy into a peer waiting for the token of the rank that copied
 // into it just before): the matrix's reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks with
 // page-sized chunks, so that every call raises and awaits many tokens (but the one-shot allreduces, which raise none;

@@ -1,0 +1,206 @@
+#include "collectives/mailbox.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <pickle/error.hpp>
+
+#include "collectives/pipeline.hpp"
+#include "comm/comm_impl.hpp"
+#include "core/log.hpp"
+#include "device/host/backoff.hpp"
+
+namespace pickle::coll {
+namespace {
+
+/// Word `word` (0: bytes, 1: type and operator, 2: call + 1) of label entry `entry`.
+constexpr int label_word(int entry, int word) { return comm::kMailboxLabelBase + entry * comm::kMailboxLabelWords + word; }
+
+int label_entry(std::uint64_t call) { return static_cast<int>(call % comm::kMailboxLabels); }
+
+Mailbox::Label label_of(std::size_t bytes, DataType type, ReduceOp op) {
+  return {static_cast<std::uint32_t>(bytes), static_cast<std::uint32_t>(type) | static_cast<std::uint32_t>(op) << 8};
+}
+
+std::string describe_label(const Mailbox::Label& label) {
+  return cat(label.bytes, " bytes of ", datatype_name(static_cast<DataType>(label.kind & 0xff)), " ",
+             reduce_op_name(static_cast<ReduceOp>(label.kind >> 8)));
+}
+
+/// The index of `sender`'s mailbox among `owner`'s (the owner keeps none for itself).
+std::size_t box_index(int sender, int owner) { return static_cast<std::size_t>(sender < owner ? sender : sender - 1); }
+
+std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
+  const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
+  return (box_index(sender, owner) * kMailboxDepth + cell) * box.cell_bytes;
+}
+
+/// Labels of this rank's calls kept for comparison at most: a peer's host that falls further behind than this loses
+/// the comparison of the oldest (the stream waits still keep the calls in step).
+constexpr std::size_t kOwnLabelsKept = 4096;
+
+/// Compares every peer's labels that have come, up to call `upto`, with this rank's own. Best effort by design: the
+/// sender never waits for the comparison (that would be a host wait per call again), so an entry that a sender more
+/// than kMailboxLabels calls ahead has overwritten is skipped. On a mismatch, tells every peer (their progress
+/// threads fail the pair, releasing their streams) and throws.
+void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
+  Communicator::Impl& c = call.comm();
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer == call.rank()) continue;
+    std::uint64_t& checked = box.checked[static_cast<std::size_t>(peer)];
+    while (checked <= upto) {
+      const int entry = label_entry(checked);
+      const auto expected = static_cast<std::uint32_t>(checked + 1);
+      // The sender writes the number last (release): once it shows this call, the entry's other words are its,
+      // unless the number has changed again by the time they were read (overwritten by a later call: skipped).
+      const std::uint32_t number = c.signals->load(peer, label_word(entry, 2));
+      if (number != expected) {
+        if (!device::host::flag_reached(number, expected)) break;  // not written yet
+        ++checked;  // overwritten already
+        continue;
+      }
+      const Mailbox::Label theirs{c.signals->load(peer, label_word(entry, 0)), c.signals->load(peer, label_word(entry, 1))};
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (c.signals->load(peer, label_word(entry, 2)) != expected) continue;  // being overwritten: looked at again
+      const Mailbox::Label& ours = box.own[static_cast<std::size_t>(checked - box.own_first)];
+      if (theirs.bytes != ours.bytes || theirs.kind != ours.kind) {
+        call.mark_out_of_step();
+        for (int other = 0; other < call.world(); ++other) {
+          if (other != call.rank()) c.signals->store_remote(other, comm::kOutOfStepWord, expected);
+        }
+        throw InvalidArgument(cat(describe(call.ctx()), ": peer ", peer, "'s allreduce number ", checked,
+                                  " through the mailboxes was ", describe_label(theirs), ", this rank's ",
+                                  describe_label(ours), ": the ranks' collectives are out of step"));
+      }
+      ++checked;
+    }
+  }
+  std::uint64_t all_checked = *std::min_element(box.checked.begin(), box.checked.end());
+  if (box.own.size() > kOwnLabelsKept) {
+    all_checked = std::max(all_checked, box.own_first + (box.own.size() - kOwnLabelsKept));
+    for (auto& peer_checked : box.checked) peer_checked = std::max(peer_checked, all_checked);
+  }
+  while (box.own_first < all_checked && !box.own.empty()) {
+    box.own.pop_front();
+    ++box.own_first;
+  }
+}
+
+/// Writes this rank's label of call `number` into every peer's entry for it. As a sequence lock: the number goes to 0
+/// first, so that a reader that sees the same number before and after reading the label has read one call's label.
+void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) {
+  Communicator::Impl& c = call.comm();
+  const int entry = label_entry(number);
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer == call.rank()) continue;
+    c.signals->store_remote(peer, label_word(entry, 2), 0);
+    std::atomic_thread_fence(std::memory_order_release);
+    c.signals->store_remote(peer, label_word(entry, 0), label.bytes);
+    c.signals->store_remote(peer, label_word(entry, 1), label.kind);
+    c.signals->store_remote(peer, label_word(entry, 2), static_cast<std::uint32_t>(number + 1));
+  }
+}
+
+/// Calls go in order whatever streams they are given: the counts they raise must reach the peers in call order, and
+/// a cell's next copy must follow the previous call's wait for it.
+void follow_previous_call(Mailbox& box, device::Stream& stream) {
+  if (std::shared_ptr<device::Stream> last = box.last_stream.lock(); last && last.get() != &stream) {
+    last->record(*box.handover);
+    stream.wait(*box.handover);
+  }
+  box.last_stream = stream.weak_from_this();
+}
+
+}  // namespace
+
+bool mailbox_ready(Call& call) {
+  CollectiveState& state = call.state();
+  if (!state.mailbox) state.mailbox = std::make_shared<Mailbox>();
+  Mailbox& box = *state.mailbox;
+  if (box.decided) return box.usable;
+  // Every rank is in this step; one that fails it leaves the others' sequences out of step with its own.
+  call.mark_out_of_step();
+  box.decided = true;
+  Communicator::Impl& c = call.comm();
+  bool all_ipc = true;
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer == call.rank()) continue;
+    all_ipc = all_ipc && c.same_host[static_cast<std::size_t>(peer)] && !c.uses_shm(peer) && !c.uses_net(peer);
+  }
+  const std::vector<std::string> rows = c.gather_rows(cat(c.key_prefix, "mailbox/"), all_ipc ? "1" : "0");
+  if (std::any_of(rows.begin(), rows.end(), [](const std::string& row) { return row != "1"; })) {
+    PICKLE_LOG(Debug, "coll", describe(call.ctx()) << ": some rank reaches a peer other than over ipc: small "
+                                                      "allreduces go two-sided one-shot instead of through mailboxes");
+    return false;
+  }
+  box.cell_bytes = mailbox_cell_bytes(call.world());
+  const std::size_t bytes = static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
+  box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
+  box.window = c.register_window(box.memory->data(), bytes);
+  box.checked.assign(static_cast<std::size_t>(call.world()), 0);
+  box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least
+  box.handover = device::make_ordering_event(call.kind(), std::max(0, call.device()));
+  box.usable = true;
+  return true;
+}
+
+void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::size_t count, DataType type,
+                               ReduceOp op) {
+  Mailbox& box = *call.state().mailbox;
+  Communicator::Impl& c = call.comm();
+  const int rank = call.rank(), world = call.world();
+  const std::size_t bytes = count * datatype_size(type);
+  if (bytes > box.cell_bytes) {
+    throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": ", bytes, " bytes do not fit a mailbox cell of ",
+                                         box.cell_bytes));
+  }
+  check_reduction_fits(call.ctx(), call.kind(), world);
+  const std::uint64_t number = box.calls;
+  const Mailbox::Label label = label_of(bytes, type, op);
+  box.own.push_back(label);
+  compare_labels(call, box, number);
+  send_labels(call, number, label);
+
+  device::Stream& stream = call.stream();
+  follow_previous_call(box, stream);
+  const auto count_after = static_cast<std::uint32_t>(number + 1);
+  for (int step = 1; step < world; ++step) {
+    const int peer = (rank + step) % world;
+    const OpContext ctx{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes};
+    c.check_peer_alive(peer, ctx);
+    if (number >= kMailboxDepth) {
+      // The peer must have reduced what this rank put into the cell kMailboxDepth calls ago. Usually the host can see
+      // that it has, and the stream needs no wait.
+      const auto emptied = static_cast<std::uint32_t>(number - kMailboxDepth + 1);
+      if (!device::host::flag_reached(c.signals->load(peer, comm::kMailboxEmptiedSlot), emptied)) {
+        call.await_on_stream(peer, comm::kMailboxEmptiedSlot, emptied);
+      }
+    }
+    const WindowState::Entry& entry = box.window->ranks[static_cast<std::size_t>(peer)];
+    void* cell = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + cell_offset(box, rank, peer, number),
+                                       bytes, ctx);
+    c.ipc->copy(stream, cell, send, bytes);
+    if (call.raise_on_stream(peer, comm::kMailboxFilledSlot) != count_after) {
+      throw Error(ErrorCode::Internal, cat(describe(ctx), ": the mailbox's filled count is out of step with its calls"));
+    }
+  }
+  std::vector<const void*> inputs(static_cast<std::size_t>(world));
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) {
+      inputs[static_cast<std::size_t>(peer)] = send;
+      continue;
+    }
+    call.await_on_stream(peer, comm::kMailboxFilledSlot, count_after);
+    inputs[static_cast<std::size_t>(peer)] =
+        static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
+  }
+  enqueue_reduce(call, type, op, recv, inputs, count);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer != rank) call.raise_on_stream(peer, comm::kMailboxEmptiedSlot);
+  }
+  box.calls = number + 1;
+}
+
+}  // namespace pickle::coll

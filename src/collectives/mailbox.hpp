@@ -1,0 +1,80 @@
+#pragma once
+// Allreduce through mailboxes: the one-shot allreduce (every rank copies its whole input to every peer and reduces
+// all of them, in rank order) without any message or host wait per call. Every rank keeps, for each peer, a mailbox
+// of kMailboxDepth cells in memory that the peers mapped once (a window); call n uses cell n % kMailboxDepth. A call
+// is stream operations only, all on the caller's stream:
+//
+//   for each peer p, rank + 1 first:  [wait until p emptied the cell, if the host cannot see that it did already]
+//                                     copy the input into this rank's cell n % depth of p's mailbox
+//                                     raise p's "filled" count (n + 1)
+//   for each peer p:                  wait until p's "filled" count reaches n + 1
+//   reduce this rank's input and the cells, in rank order, into recv
+//   for each peer p:                  raise p's "emptied" count (n + 1): p may fill the cell again
+//
+// What the two-sided path (pipeline.cpp) gives per call and this does not, and what stands in for it:
+// - Matching by size: each call's label (bytes, type, operator) goes, written by the host, to every peer, which
+//   compares it with its own call of that number before it enqueues a later call (comm::kMailboxLabelBase); a
+//   mismatch fails both ranks' next call and breaks the communicator. A label that comes after the receiver's last
+//   call is not compared.
+// - Timeouts of host waits: a peer that never raises a count (it skipped the call, or took another form of it) is
+//   found by the progress thread, which watches these waits and fails the pair after PICKLE_TIMEOUT without
+//   progress (Communicator::Impl::watch_stalled_waits); the released waits make the call's end check report it.
+// - Landing in any buffer: results are reduced out of the cells, as the two-sided one-shot reduces out of scratch.
+//
+// Only where every rank reaches every peer over ipc (copy engines into mapped memory, or host memory): decided once,
+// collectively, by the first call that would use it; otherwise the communicator takes the two-sided one-shot.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include <pickle/collectives.hpp>
+
+#include "collectives/plumbing.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
+
+namespace pickle {
+struct WindowState;
+}
+
+namespace pickle::coll {
+
+/// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions.
+inline constexpr int kMailboxDepth = 4;
+
+/// What a rank keeps for its mailboxes (CollectiveState::mailbox).
+struct Mailbox {
+  bool decided = false;  ///< the first call that would use them has decided whether they can be used
+  bool usable = false;   ///< every rank reaches every peer over ipc (the same answer on every rank)
+  std::size_t cell_bytes = 0;
+  /// This rank's mailboxes: per peer (in slot order, this rank left out) kMailboxDepth cells of cell_bytes.
+  std::shared_ptr<device::Allocation> memory;
+  std::shared_ptr<const WindowState> window;  ///< where the peers' mailboxes are
+  std::uint64_t calls = 0;                    ///< calls made through them (the same number on every rank)
+
+  struct Label {
+    std::uint32_t bytes = 0;
+    std::uint32_t kind = 0;  ///< type | operator << 8
+  };
+  /// This rank's labels from call own_first on, kept until every peer's label of that call has been compared.
+  std::deque<Label> own;
+  std::uint64_t own_first = 0;
+  std::vector<std::uint64_t> checked;  ///< per peer: how many of its labels this rank has compared
+
+  /// The stream of the latest call: a call on another stream first waits for it (the counts must rise in order).
+  std::weak_ptr<device::Stream> last_stream;
+  std::unique_ptr<device::Event> handover;
+};
+
+/// Collective (every rank, at the same call): at the first call that would use the mailboxes, decides whether they
+/// can be used and makes them; true when they can. Later calls return the decision.
+bool mailbox_ready(Call& call);
+
+/// The allreduce of `count` elements (at most a cell) through the mailboxes, as part of `call` (the caller then calls
+/// call.finish()). mailbox_ready must have returned true.
+void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+
+}  // namespace pickle::coll
