@@ -306,6 +306,27 @@ std::uint32_t Call::raise_on_stream(int peer, int slot) {
   return comm_.signal_peer(stream(), peer, slot);
 }
 
+std::vector<std::uint32_t> Call::raise_on_stream_for_all(int slot) {
+  started_ = true;
+  std::vector<int> peers;
+  for (int peer = 0; peer < world(); ++peer) {
+    if (peer != rank()) peers.push_back(peer);
+  }
+  const std::vector<std::uint32_t> raised = comm_.signal_peers(stream(), peers, slot);
+  std::vector<std::uint32_t> counts(static_cast<std::size_t>(world()), 0);
+  for (std::size_t i = 0; i < peers.size(); ++i) counts[static_cast<std::size_t>(peers[i])] = raised[i];
+  return counts;
+}
+
+void Call::await_on_stream_for_all(int slot, std::span<const PeerCount> waits) {
+  if (waits.empty()) return;
+  started_ = true;
+  std::vector<Communicator::Impl::SignalTarget> targets;
+  for (const auto& wait : waits) targets.push_back({wait.peer, wait.expected});
+  comm_.wait_signals_on_stream(stream(), slot, targets);
+  for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
+}
+
 void Call::await_on_stream(int peer, int slot, std::uint32_t expected) {
   started_ = true;
   comm_.wait_signal_on_stream(stream(), peer, slot, expected);

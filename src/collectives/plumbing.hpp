@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,14 @@ class Call {
   /// The caller's stream waits until `peer`'s signal `slot` reaches `expected`; a wait that the pair's failure
   /// released is reported by the call's end check (finish), as await_ready's.
   void await_on_stream(int peer, int slot, std::uint32_t expected);
+  /// raise_on_stream for every peer (each over ipc), one batched stream write; the new counts, indexed by peer.
+  std::vector<std::uint32_t> raise_on_stream_for_all(int slot);
+  /// await_on_stream for several peers of `slot`, one batched stream wait.
+  struct PeerCount {
+    int peer;
+    std::uint32_t expected;
+  };
+  void await_on_stream_for_all(int slot, std::span<const PeerCount> waits);
   /// The ranks' collective sequences are out of step (found before anything of this call was enqueued): a failure of
   /// the call must break the communicator, as one after its first message does.
   void mark_out_of_step() noexcept { started_ = true; }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -236,6 +237,9 @@ struct Communicator::Impl {
   /// signal, or several at once with one write: the words hold counts), stream-ordered, over the pair's transport;
   /// returns the new count (the value a wait for the last of these signals expects).
   std::uint32_t signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by = 1);
+  /// signal_peer (by one) for each of `peers`, every one on this host over ipc, with one batched stream write
+  /// (device::Stream::write_values); returns their new counts, in the order of `peers`.
+  std::vector<std::uint32_t> signal_peers(device::Stream& stream, std::span<const int> peers, int slot);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -298,6 +302,15 @@ struct Communicator::Impl {
   /// Enqueues a wait of `stream` for `peer`'s signal `slot` to reach `expected`, noted for teardown (Communicator::wait
   /// and the collectives' ready waits).
   void wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected);
+  /// One signal wait of wait_signals_on_stream.
+  struct SignalTarget {
+    int peer;
+    std::uint32_t expected;
+  };
+  /// wait_signal_on_stream for each of `waits` on `slot`, with one batched stream wait (device::Stream::wait_values).
+  void wait_signals_on_stream(device::Stream& stream, int slot, std::span<const SignalTarget> waits);
+  /// What wait_signal_on_stream notes for teardown and the watch (mutex held).
+  void note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// What the application's streams still waited for when teardown began: requests that on_stream() made a stream
   /// wait on and that had not completed, and signal waits whose count had not come. Pairs that had failed already
   /// are left out: their failure released those waits, and the application could hear of it.

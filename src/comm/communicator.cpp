@@ -521,6 +521,30 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
   return value;
 }
 
+std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stream, std::span<const int> targets,
+                                                          int slot) {
+  // As signal_peer, under every pair's channel lock at once, taken in rank order (no two callers wait on each other).
+  std::vector<int> order(targets.begin(), targets.end());
+  std::sort(order.begin(), order.end());
+  std::vector<std::unique_lock<std::recursive_mutex>> signal_locks;
+  for (int peer : order) signal_locks.emplace_back(*channel_send_mutex[peer]);
+  std::vector<std::uint32_t> values;
+  std::vector<device::Stream::Flag> flags;
+  {
+    std::lock_guard lock(mutex);
+    for (int peer : targets) {
+      if (uses_net(peer) || uses_shm(peer) || !same_host[static_cast<std::size_t>(peer)]) {
+        throw Error(ErrorCode::Internal, cat("rank ", info.rank, ": signal_peers: peer ", peer, " is not over ipc"));
+      }
+      values.push_back(peers[peer].signals_sent[slot] += 1);
+      flags.push_back({signals->remote_word_for_streams(peer, slot), values.back()});
+    }
+    note_stream_on_words_locked(stream);
+  }
+  stream.write_values(flags);
+  return values;
+}
+
 void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expected) {
   Impl& c = *impl_;
   OpContext ctx{.rank = c.info.rank, .peer = peer, .op = "wait"};

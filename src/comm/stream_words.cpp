@@ -49,6 +49,20 @@ void Communicator::Impl::note_stream_on_words_locked(device::Stream& stream) {
 void Communicator::Impl::wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
   stream.wait_value(signals->local_word_for_streams(peer, slot), expected);
   std::lock_guard lock(mutex);
+  note_signal_wait_locked(stream, peer, slot, expected);
+}
+
+void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot, std::span<const SignalTarget> waits) {
+  std::vector<device::Stream::Flag> flags;
+  for (const SignalTarget& wait : waits) {
+    flags.push_back({signals->local_word_for_streams(wait.peer, slot), wait.expected});
+  }
+  stream.wait_values(flags);
+  std::lock_guard lock(mutex);
+  for (const SignalTarget& wait : waits) note_signal_wait_locked(stream, wait.peer, slot, wait.expected);
+}
+
+void Communicator::Impl::note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
   note_stream_on_words_locked(stream);
   PeerState& state = peers[static_cast<std::size_t>(peer)];
   std::uint32_t& awaited = state.signals_awaited[static_cast<std::size_t>(slot)];

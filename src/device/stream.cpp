@@ -27,6 +27,14 @@ Stream::Stream() {
   serial_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Stream::write_values(std::span<const Flag> flags) {
+  for (const Flag& flag : flags) write_value(flag.addr, flag.value);
+}
+
+void Stream::wait_values(std::span<const Flag> flags) {
+  for (const Flag& flag : flags) wait_value(flag.addr, flag.value);
+}
+
 void Stream::synchronize() { synchronize_until(Deadline::after_seconds(env::timeout_seconds())); }
 
 bool Stream::query() {

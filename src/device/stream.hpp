@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   virtual void write_value(std::uint32_t* addr, std::uint32_t value) = 0;
   /// Holds later operations until *addr is at or past `value` (see the class comment for the comparison).
   virtual void wait_value(const std::uint32_t* addr, std::uint32_t value) = 0;
+  /// One flag of write_values / wait_values.
+  struct Flag {
+    std::uint32_t* addr;
+    std::uint32_t value;
+  };
+  /// write_value of each flag, as one stream operation where the backend can batch them (CUDA: cuStreamBatchMemOp):
+  /// each is a release of the earlier operations, in no particular order among themselves.
+  virtual void write_values(std::span<const Flag> flags);
+  /// wait_value of each flag, as one operation where the backend can batch them: later operations wait for all.
+  virtual void wait_values(std::span<const Flag> flags);
   /// Runs `fn` on a helper thread once earlier operations completed; later operations wait for it to return.
   /// For Cuda streams, `fn` must not call CUDA.
   virtual void host_callback(std::function<void()> fn) = 0;

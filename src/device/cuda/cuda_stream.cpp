@@ -5,6 +5,7 @@
 // Note: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 is deliberately not consulted: it reads 0 on H200 although
 // the (v2) memory operations work there.
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 
@@ -152,6 +153,36 @@ class CudaStream final : public Stream {
               reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WRITE_VALUE_DEFAULT));
   }
 
+  /// write_values / wait_values: one cuStreamBatchMemOp per kMaxBatch flags, with the flags of write_value /
+  /// wait_value (a write keeps its memory barrier; a wait compares as GEQ). One operation for several peers' flags
+  /// costs the host one driver call and the stream one front-end operation instead of one each.
+  void batch(std::span<const Flag> flags, CUstreamBatchMemOpType type, const char* what) {
+    constexpr std::size_t kMaxBatch = 128;  // the driver takes at most 256 operations per call
+    const bool write = type == CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    for (const Flag& flag : flags) check_flag_address(flag.addr, write ? "write_values" : "wait_values");
+    CurrentDevice current(device_);
+    for (std::size_t first = 0; first < flags.size(); first += kMaxBatch) {
+      const std::size_t count = std::min(kMaxBatch, flags.size() - first);
+      CUstreamBatchMemOpParams params[kMaxBatch] = {};
+      for (std::size_t i = 0; i < count; ++i) {
+        const Flag& flag = flags[first + i];
+        if (write) {
+          params[i].writeValue.operation = type;
+          params[i].writeValue.address = reinterpret_cast<CUdeviceptr>(flag.addr);
+          params[i].writeValue.value = flag.value;
+          params[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        } else {
+          params[i].waitValue.operation = type;
+          params[i].waitValue.address = reinterpret_cast<CUdeviceptr>(flag.addr);
+          params[i].waitValue.value = flag.value;
+          params[i].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        }
+      }
+      PICKLE_CU((OpContext{.op = what, .bytes = 4 * count}), cuStreamBatchMemOp, as_cu(stream_),
+                static_cast<unsigned>(count), params, 0u);
+    }
+  }
+
   void wait_value(const std::uint32_t* addr, std::uint32_t value) override {
     check_flag_address(addr, "wait_value");
     CurrentDevice current(device_);
@@ -159,6 +190,17 @@ class CudaStream final : public Stream {
               reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
     std::lock_guard lock(mutex_);
     last_wait_ = LastWait{addr, value};
+  }
+
+  void write_values(std::span<const Flag> flags) override {
+    batch(flags, CU_STREAM_MEM_OP_WRITE_VALUE_32, "CUDA stream write_values");
+  }
+
+  void wait_values(std::span<const Flag> flags) override {
+    batch(flags, CU_STREAM_MEM_OP_WAIT_VALUE_32, "CUDA stream wait_values");
+    if (flags.empty()) return;
+    std::lock_guard lock(mutex_);
+    last_wait_ = LastWait{flags.back().addr, flags.back().value};
   }
 
   /// Not cudaLaunchHostFunc (see host_callbacks.hpp): the stream writes the callback's count, pickle's callback

@@ -38,7 +38,8 @@ namespace pickle::device::cuda {
   X(cuMemRetainAllocationHandle, 11000)   \
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
   X(cuStreamWriteValue32, 11070)          \
-  X(cuStreamWaitValue32, 11070)
+  X(cuStreamWaitValue32, 11070)           \
+  X(cuStreamBatchMemOp, 11070)
 
 /// The driver entry points pickle uses; a member is null when the driver lacks it (calls then fail with an
 /// UnavailableError naming the symbol).
