@@ -181,6 +181,9 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
     }
   }
   call.await_on_stream_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
+  // The copies as one batch too: the driver may run them at once (one after another on the stream, each peer added
+  // a copy's latency to every call).
+  std::vector<device::Stream::Copy> copies;
   for (int step = 1; step < world; ++step) {
     const int peer = (rank + step) % world;
     const OpContext ctx{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes};
@@ -188,8 +191,9 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
     const WindowState::Entry& entry = box.window->ranks[static_cast<std::size_t>(peer)];
     void* cell = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + cell_offset(box, rank, peer, number),
                                        bytes, ctx);
-    c.ipc->copy(stream, cell, send, bytes);
+    copies.push_back({cell, send, bytes});
   }
+  c.ipc->copies(stream, copies);
   for (std::uint32_t filled : call.raise_on_stream_for_all(comm::kMailboxFilledSlot)) {
     if (filled != 0 && filled != count_after) {
       throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": the mailbox's filled counts are out of step "

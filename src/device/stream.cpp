@@ -27,6 +27,10 @@ Stream::Stream() {
   serial_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Stream::copies(std::span<const Copy> batch) {
+  for (const Copy& one : batch) copy(one.dst, one.src, one.bytes);
+}
+
 void Stream::write_values(std::span<const Flag> flags) {
   for (const Flag& flag : flags) write_value(flag.addr, flag.value);
 }

@@ -105,6 +105,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   /// Copies `bytes` (0 allowed) from src to dst, both addressable by this stream's kind (for Cuda: any
   /// UVA pointers, cudaMemcpyDefault). Regions must not overlap.
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  /// One copy of copies().
+  struct Copy {
+    void* dst;
+    const void* src;
+    std::size_t bytes;
+  };
+  /// The copies, as one stream operation where the backend can batch them (CUDA: cudaMemcpyBatchAsync, whose copies
+  /// may run at once on several copy engines): in no particular order among themselves, so none may depend on
+  /// another.
+  virtual void copies(std::span<const Copy> batch);
   /// Stores `value` into *addr after all earlier operations completed (release).
   virtual void write_value(std::uint32_t* addr, std::uint32_t value) = 0;
   /// Holds later operations until *addr is at or past `value` (see the class comment for the comparison).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include <pickle/error.hpp>
 
@@ -159,6 +160,10 @@ class CudaStream final : public Stream {
   void batch(std::span<const Flag> flags, CUstreamBatchMemOpType type, const char* what) {
     constexpr std::size_t kMaxBatch = 128;  // the driver takes at most 256 operations per call
     const bool write = type == CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    if (flags.size() == 1) {  // the single operation costs the host less (2 ranks: 14 against 21 us per call)
+      if (write) return write_value(flags[0].addr, flags[0].value);
+      return wait_value(flags[0].addr, flags[0].value);
+    }
     for (const Flag& flag : flags) check_flag_address(flag.addr, write ? "write_values" : "wait_values");
     CurrentDevice current(device_);
     for (std::size_t first = 0; first < flags.size(); first += kMaxBatch) {
@@ -190,6 +195,32 @@ class CudaStream final : public Stream {
               reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
     std::lock_guard lock(mutex_);
     last_wait_ = LastWait{addr, value};
+  }
+
+  /// cudaMemcpyBatchAsync: one driver call, and the driver may spread the copies over copy engines (one after another
+  /// on the stream, three copies to three peers took three copies' latency on four H200s).
+  void copies(std::span<const Copy> batch) override {
+    if (batch.size() == 1) return copy(batch[0].dst, batch[0].src, batch[0].bytes);
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<std::size_t> sizes;
+    std::size_t total = 0;
+    for (const Copy& one : batch) {
+      if (one.bytes == 0) continue;
+      if (one.dst == nullptr || one.src == nullptr) throw InvalidArgument("CUDA stream copies: null pointer");
+      dsts.push_back(one.dst);
+      srcs.push_back(one.src);
+      sizes.push_back(one.bytes);
+      total += one.bytes;
+    }
+    if (dsts.empty()) return;
+    cudaMemcpyAttributes attributes{};
+    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t first = 0;
+    CurrentDevice current(device_);
+    PICKLE_CUDA((OpContext{.op = "CUDA stream copies", .bytes = total}),
+                cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attributes, &first, 1,
+                                     stream_));
   }
 
   void write_values(std::span<const Flag> flags) override {

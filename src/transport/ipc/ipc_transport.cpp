@@ -51,6 +51,12 @@ void IpcTransport::copy(device::Stream& stream, void* dst, const void* src, std:
   operations_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void IpcTransport::copies(device::Stream& stream, std::span<const device::Stream::Copy> batch) {
+  stream.copies(batch);
+  for (const auto& one : batch) bytes_.fetch_add(one.bytes, std::memory_order_relaxed);
+  operations_.fetch_add(batch.size(), std::memory_order_relaxed);
+}
+
 void IpcTransport::synchronize_all() {
   for (auto& streams : streams_) {
     for (auto& stream : streams) stream->synchronize();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <pickle/communicator.hpp>
@@ -37,6 +38,8 @@ class IpcTransport {
 
   /// Enqueues the copy of `bytes` from `src` to `dst` (an address from remote_address) on `stream`, and counts it.
   void copy(device::Stream& stream, void* dst, const void* src, std::size_t bytes);
+  /// The copies (addresses from remote_address) as one batch on `stream` (device::Stream::copies), each counted.
+  void copies(device::Stream& stream, std::span<const device::Stream::Copy> batch);
 
   /// Waits for every peer stream (before mappings go away).
   void synchronize_all();
