@@ -101,11 +101,14 @@ void allreduce_mailbox(Communicator::Impl& c, Stream& stream, const OpContext& c
   if (!ready) allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
 }
 
+bool one_host(const Communicator::Impl& c) {
+  return std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
+}
+
 /// Which form this call takes (coll::allreduce_algorithm, under PICKLE_ALLREDUCE_SCHEDULE).
 coll::AllreduceAlgorithm algorithm_for(Communicator::Impl& c, std::size_t count, DataType type) {
-  const bool one_host = std::all_of(c.same_host.begin(), c.same_host.end(), [](bool same) { return same; });
   return coll::allreduce_algorithm(coll::state_of(c).allreduce_schedule, count, datatype_size(type),
-                                   c.info.world_size, one_host);
+                                   c.info.world_size, one_host(c));
 }
 
 /// Two levels, for ranks on several hosts (G ranks on each): with B = count / G,
@@ -159,6 +162,11 @@ void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::
   if (op != ReduceOp::Avg) {
     Impl::HostGroups* groups = coll::two_level_groups(c, ctx);
     if (groups != nullptr) return allreduce_in_two_levels(c, *groups, stream, ctx, send, recv, count, type, op);
+  }
+  const coll::AllreduceSchedule schedule = coll::state_of(c).allreduce_schedule;
+  if (c.info.world_size > 1 && one_host(c) &&
+      (schedule == coll::AllreduceSchedule::Auto || schedule == coll::AllreduceSchedule::Mailbox)) {
+    coll::decide_mailboxes(c, stream, ctx);
   }
   switch (algorithm_for(c, count, type)) {
     case coll::AllreduceAlgorithm::OneShot: return allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);

@@ -67,9 +67,7 @@ void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
       const Mailbox::Label& ours = box.own[static_cast<std::size_t>(checked - box.own_first)];
       if (theirs.bytes != ours.bytes || theirs.kind != ours.kind) {
         call.mark_out_of_step();
-        for (int other = 0; other < call.world(); ++other) {
-          if (other != call.rank()) c.signals->store_remote(other, comm::kOutOfStepWord, expected);
-        }
+        announce_out_of_step(call);
         throw InvalidArgument(cat(describe(call.ctx()), ": peer ", peer, "'s allreduce number ", checked,
                                   " through the mailboxes was ", describe_label(theirs), ", this rank's ",
                                   describe_label(ours), ": the ranks' collectives are out of step"));
@@ -114,6 +112,28 @@ void follow_previous_call(Mailbox& box, device::Stream& stream) {
 }
 
 }  // namespace
+
+void announce_out_of_step(Call& call) noexcept {
+  Communicator::Impl& c = call.comm();
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer != call.rank() && c.same_host[static_cast<std::size_t>(peer)]) {
+      c.signals->store_remote(peer, comm::kOutOfStepWord, 1);
+    }
+  }
+}
+
+bool peer_in_mailbox_call_ahead(const Call& call, int peer) {
+  const Mailbox* box = call.state().mailbox.get();
+  if (box == nullptr || !box->usable) return false;
+  const auto number = static_cast<std::uint32_t>(box->calls + 1);
+  return call.comm().signals->load(peer, label_word(label_entry(box->calls), 2)) == number;
+}
+
+void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx) {
+  CollectiveState& state = state_of(comm);
+  if (state.mailbox && state.mailbox->decided) return;
+  run_collective(comm, stream, ctx, [](Call& call) { mailbox_ready(call); });
+}
 
 bool mailbox_ready(Call& call) {
   CollectiveState& state = call.state();

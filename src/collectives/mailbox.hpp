@@ -73,6 +73,19 @@ struct Mailbox {
 /// can be used and makes them; true when they can. Later calls return the decision.
 bool mailbox_ready(Call& call);
 
+/// Collective, at an allreduce that might use the mailboxes (one host; schedule auto or mailbox): makes the decision
+/// of mailbox_ready at the communicator's first such allreduce, whatever its size, so that ranks whose counts differ
+/// (a caller's bug: one through the mailboxes, the other two-sided) both get there and find each other out of step,
+/// rather than one waiting for the other's decision.
+void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx);
+
+/// True when `peer` has written its label for the mailbox call this rank would make next (it is in a call this rank
+/// is not, if this rank is in another collective).
+bool peer_in_mailbox_call_ahead(const Call& call, int peer);
+/// Tells every peer that this rank found the collectives out of step (comm::kOutOfStepWord): their progress threads
+/// fail the pair, which releases any stream of theirs that waits on this rank.
+void announce_out_of_step(Call& call) noexcept;
+
 /// The allreduce of `count` elements (at most a cell) through the mailboxes, as part of `call` (the caller then calls
 /// call.finish()). mailbox_ready must have returned true.
 void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "collectives/mailbox.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/clock.hpp"
 #include "core/env.hpp"
@@ -239,12 +240,30 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
 
 void Call::wait_for_post(int peer, int tag) {
   const OpContext ctx{.rank = comm_.info.rank, .peer = peer, .op = ctx_.op};
+  // A peer in an allreduce through the mailboxes that this rank has not made posts nothing: it is out of step. Its
+  // label comes through shared memory, faster than the post of a collective it may have finished meanwhile, so only
+  // a label that stays unanswered for a second tells (mailbox.hpp).
+  bool label_seen = false;
+  Clock::time_point label_seen_at{};
   const bool posted = comm_.wait_for_progress(Deadline::after_seconds(comm_.timeout_seconds), [&] {
-    std::lock_guard lock(comm_.mutex);
-    const auto& state = comm_.peers[static_cast<std::size_t>(peer)];
-    if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
-    auto posts = state.pending_posts.find(tag);
-    return posts != state.pending_posts.end() && !posts->second.empty();
+    {
+      std::lock_guard lock(comm_.mutex);
+      const auto& state = comm_.peers[static_cast<std::size_t>(peer)];
+      if (state.failed) throw PeerError(cat(describe(ctx), ": ", state.failure), peer);
+      auto posts = state.pending_posts.find(tag);
+      if (posts != state.pending_posts.end() && !posts->second.empty()) return true;
+    }
+    if (!peer_in_mailbox_call_ahead(*this, peer)) {
+      label_seen = false;
+    } else if (!label_seen) {
+      label_seen = true;
+      label_seen_at = Clock::now();
+    } else if (Clock::now() - label_seen_at > std::chrono::seconds(1)) {
+      announce_out_of_step(*this);
+      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes that this "
+                                               "rank is not in: the ranks' collectives are out of step"));
+    }
+    return false;
   });
   if (!posted) {
     throw TimeoutError(cat(describe(ctx), ": peer ", peer, " did not post its receive (tag ", tag, ") within ",
@@ -596,6 +615,8 @@ AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t c
     }
     case AllreduceSchedule::Auto: break;
   }
+  // Small messages on one host: through the mailboxes (the two-sided one-shot where some pair is not over ipc).
+  if (one_host && count <= mailbox_cell_bytes(world) / element_size) return AllreduceAlgorithm::Mailbox;
   // Small messages on one host: the host's work per call sets the pace, and one-shot has half the steps. Not across
   // hosts, where the n - 1 copies of the input would cross a network of a few GB/s (and nothing measured it there).
   const auto peers = static_cast<std::size_t>(world - 1);

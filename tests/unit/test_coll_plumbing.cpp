@@ -48,13 +48,22 @@ TEST(CollPlumbing, AllreduceTakesTheFormTheScheduleSays) {
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, at_threshold, 4, 3, false), Fused);     // ranks on two hosts
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1024 * kMiB, 4, 2, true), Fused);       // two ranks: fused
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 512 * kMiB, 4, 4, true), Phased);
-  // One-shot: up to 4 MiB sent, (ranks - 1) x the message.
-  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB, 4, 2, true), OneShot);  // 4 MiB of f32 to one peer
+  // Through the mailboxes: messages up to a cell, 4 MiB / (ranks - 1) in whole pages, on one host.
+  const std::size_t cell4 = mailbox_cell_bytes(4);
+  EXPECT_EQ(cell4, 1396736u);                                                          // 4 MiB / 3, in pages
+  EXPECT_EQ(mailbox_cell_bytes(2), 4 * kMiB);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB, 4, 2, true), Mailbox);  // 4 MiB of f32 to one peer
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB + 1, 4, 2, true), Fused);
-  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3, 4, 4, true), OneShot);
-  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3, 4, 4, false), Fused);  // ranks on two hosts
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, cell4 / 4, 4, 4, true), Mailbox);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, cell4 / 4, 4, 4, false), Fused);  // ranks on two hosts
+  // Past a cell but within one-shot's 4 MiB sent (the cell is rounded down to pages): the two-sided one-shot.
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, cell4 / 4 + 1, 4, 4, true), OneShot);
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, kMiB / 3 + 1, 4, 4, true), Fused);
-  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1, 8, 8, true), OneShot);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Auto, 1, 8, 8, true), Mailbox);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Mailbox, 1, 8, 8, true), Mailbox);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Mailbox, 1, 8, 8, false), Fused);      // forced: as auto elsewhere
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Mailbox, 512 * kMiB, 4, 4, true), Phased);
+  EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::OneShot, 1, 4, 4, true), OneShot);    // the two-sided one-shot
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Fused, 512 * kMiB, 4, 4, true), Fused);
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::Fused, 16, 4, 4, true), Fused);
   EXPECT_EQ(allreduce_algorithm(AllreduceSchedule::OneShot, 512 * kMiB, 4, 4, true), OneShot);  // forced: any size
