@@ -351,8 +351,9 @@ constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);
 /// How an allreduce of `count` elements runs under `schedule` (PICKLE_ALLREDUCE_SCHEDULE); a world of one always
-/// Fused (nothing to exchange). Auto: one-shot where the ranks are on one host and each would send at most
-/// kOneShotAllreduceMaxSent in it; else phased with three or more ranks, all on one host (the gain is the
+/// Fused (nothing to exchange). Auto: through the mailboxes where the ranks are on one host and the message fits a
+/// cell (mailbox_cell_bytes; Communicator::allreduce takes the two-sided one-shot where some pair is not over ipc);
+/// else one-shot where the ranks are on one host and each would send at most kOneShotAllreduceMaxSent in it; else phased with three or more ranks, all on one host (the gain is the
 /// NVSwitch's: a copy to one peer at a time; nothing measured it across hosts), and blocks of at least
 /// kPhasedAllreduceMinBlock; else fused. Phased (forced): wherever every rank's block is non-empty (the allgather's
 /// ready signals wait for each block's receive), else fused. Mailbox (forced): on one host for messages up to a cell
