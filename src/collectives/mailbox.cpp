@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <pickle/error.hpp>
@@ -15,18 +16,39 @@
 namespace pickle::coll {
 namespace {
 
-/// Word `word` (0: bytes, 1: type and operator, 2: call + 1) of label entry `entry`.
-constexpr int label_word(int entry, int word) { return comm::kMailboxLabelBase + entry * comm::kMailboxLabelWords + word; }
+/// The words of a label entry.
+enum LabelWord { kLabelBytes = 0, kLabelKind = 1, kLabelSequence = 2, kLabelNumber = 3 };
+constexpr int label_word(int entry, LabelWord word) {
+  return comm::kMailboxLabelBase + entry * comm::kMailboxLabelWords + word;
+}
 
 int label_entry(std::uint64_t call) { return static_cast<int>(call % comm::kMailboxLabels); }
 
-Mailbox::Label label_of(std::size_t bytes, DataType type, ReduceOp op) {
-  return {static_cast<std::uint32_t>(bytes), static_cast<std::uint32_t>(type) | static_cast<std::uint32_t>(op) << 8};
+/// What the number word holds for mailbox call `call`: 1 to 2^32 - 1, never 0, which marks an entry being written.
+std::uint32_t label_number(std::uint64_t call) { return static_cast<std::uint32_t>(call % 0xffffffffu) + 1; }
+
+/// A peer's label of mailbox call `call` as it stands: empty when the entry does not hold that call's label (not
+/// written yet, being written, or overwritten by a later call). Read as a sequence lock (send_labels).
+std::optional<Mailbox::Label> read_label(const Communicator::Impl& c, int peer, std::uint64_t call) {
+  const int entry = label_entry(call);
+  const std::uint32_t number = label_number(call);
+  if (c.signals->load(peer, label_word(entry, kLabelNumber)) != number) return std::nullopt;
+  const Mailbox::Label label{c.signals->load(peer, label_word(entry, kLabelBytes)),
+                             c.signals->load(peer, label_word(entry, kLabelKind)),
+                             c.signals->load(peer, label_word(entry, kLabelSequence))};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (c.signals->load(peer, label_word(entry, kLabelNumber)) != number) return std::nullopt;
+  return label;
+}
+
+Mailbox::Label label_of(std::size_t bytes, DataType type, ReduceOp op, std::uint64_t sequence) {
+  return {static_cast<std::uint32_t>(bytes), static_cast<std::uint32_t>(type) | static_cast<std::uint32_t>(op) << 8,
+          static_cast<std::uint32_t>(sequence)};
 }
 
 std::string describe_label(const Mailbox::Label& label) {
   return cat(label.bytes, " bytes of ", datatype_name(static_cast<DataType>(label.kind & 0xff)), " ",
-             reduce_op_name(static_cast<ReduceOp>(label.kind >> 8)));
+             reduce_op_name(static_cast<ReduceOp>(label.kind >> 8)), " (collective number ", label.sequence, ")");
 }
 
 /// The index of `sender`'s mailbox among `owner`'s (the owner keeps none for itself).
@@ -41,35 +63,33 @@ std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t
 /// the comparison of the oldest (the stream waits still keep the calls in step).
 constexpr std::size_t kOwnLabelsKept = 4096;
 
-/// Compares every peer's labels that have come, up to call `upto`, with this rank's own. Best effort by design: the
-/// sender never waits for the comparison (that would be a host wait per call again), so an entry that a sender more
-/// than kMailboxLabels calls ahead has overwritten is skipped. On a mismatch, tells every peer (their progress
-/// threads fail the pair, releasing their streams) and throws.
+/// Compares every peer's labels that have come, up to call `upto`, with this rank's own. The sender never waits for
+/// the comparison (that would be a host wait per call again), so an entry that a sender more than kMailboxLabels calls
+/// ahead has overwritten is skipped. On a mismatch, tells every peer (their progress threads fail the pair, releasing
+/// their streams) and throws.
 void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
   Communicator::Impl& c = call.comm();
   for (int peer = 0; peer < call.world(); ++peer) {
     if (peer == call.rank()) continue;
     std::uint64_t& checked = box.checked[static_cast<std::size_t>(peer)];
     while (checked <= upto) {
-      const int entry = label_entry(checked);
-      const auto expected = static_cast<std::uint32_t>(checked + 1);
-      // The sender writes the number last (release): once it shows this call, the entry's other words are its,
-      // unless the number has changed again by the time they were read (overwritten by a later call: skipped).
-      const std::uint32_t number = c.signals->load(peer, label_word(entry, 2));
-      if (number != expected) {
-        if (!device::host::flag_reached(number, expected)) break;  // not written yet
-        ++checked;  // overwritten already
-        continue;
+      const std::optional<Mailbox::Label> theirs = read_label(c, peer, checked);
+      if (!theirs) {
+        const std::uint32_t number = c.signals->load(peer, label_word(label_entry(checked), kLabelNumber));
+        // A later call's label (overwritten): skipped. Not written yet, or being written: looked at next time.
+        if (number != 0 && device::host::flag_reached(number, label_number(checked))) {
+          ++checked;
+          continue;
+        }
+        break;
       }
-      const Mailbox::Label theirs{c.signals->load(peer, label_word(entry, 0)), c.signals->load(peer, label_word(entry, 1))};
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (c.signals->load(peer, label_word(entry, 2)) != expected) continue;  // being overwritten: looked at again
       const Mailbox::Label& ours = box.own[static_cast<std::size_t>(checked - box.own_first)];
-      if (theirs.bytes != ours.bytes || theirs.kind != ours.kind) {
-        call.mark_out_of_step();
+      // The sequence number of the collective is compared too: the same allreduce at another place in the ranks'
+      // sequences of collectives is out of step as well.
+      if (theirs->bytes != ours.bytes || theirs->kind != ours.kind || theirs->sequence != ours.sequence) {
         announce_out_of_step(call);
         throw InvalidArgument(cat(describe(call.ctx()), ": peer ", peer, "'s allreduce number ", checked,
-                                  " through the mailboxes was ", describe_label(theirs), ", this rank's ",
+                                  " through the mailboxes was ", describe_label(*theirs), ", this rank's ",
                                   describe_label(ours), ": the ranks' collectives are out of step"));
       }
       ++checked;
@@ -93,96 +113,34 @@ void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) 
   const int entry = label_entry(number);
   for (int peer = 0; peer < call.world(); ++peer) {
     if (peer == call.rank()) continue;
-    c.signals->store_remote(peer, label_word(entry, 2), 0);
+    c.signals->store_remote(peer, label_word(entry, kLabelNumber), 0);
     std::atomic_thread_fence(std::memory_order_release);
-    c.signals->store_remote(peer, label_word(entry, 0), label.bytes);
-    c.signals->store_remote(peer, label_word(entry, 1), label.kind);
-    c.signals->store_remote(peer, label_word(entry, 2), static_cast<std::uint32_t>(number + 1));
+    c.signals->store_remote(peer, label_word(entry, kLabelBytes), label.bytes);
+    c.signals->store_remote(peer, label_word(entry, kLabelKind), label.kind);
+    c.signals->store_remote(peer, label_word(entry, kLabelSequence), label.sequence);
+    c.signals->store_remote(peer, label_word(entry, kLabelNumber), label_number(number));
   }
 }
 
 /// Calls go in order whatever streams they are given: the counts they raise must reach the peers in call order, and
-/// a cell's next copy must follow the previous call's wait for it.
+/// a cell's next copy must follow the previous call's wait for it. Every call records its end (finish_call); a call
+/// on another stream than the previous one waits for that. Recorded at the end of each call rather than at the next
+/// call's start on the old stream: that would also wait for whatever the application queued there since (a wait for
+/// a peer's later signal, say, which could never come), and an old stream destroyed meanwhile could not be recorded.
 void follow_previous_call(Mailbox& box, device::Stream& stream) {
-  if (std::shared_ptr<device::Stream> last = box.last_stream.lock(); last && last.get() != &stream) {
-    last->record(*box.handover);
-    stream.wait(*box.handover);
-  }
-  box.last_stream = stream.weak_from_this();
+  if (box.last_stream_serial != 0 && box.last_stream_serial != stream.serial()) stream.wait(*box.handover);
 }
 
-}  // namespace
-
-void announce_out_of_step(Call& call) noexcept {
-  Communicator::Impl& c = call.comm();
-  for (int peer = 0; peer < call.world(); ++peer) {
-    if (peer != call.rank() && c.same_host[static_cast<std::size_t>(peer)]) {
-      c.signals->store_remote(peer, comm::kOutOfStepWord, 1);
-    }
-  }
+void finish_call(Mailbox& box, device::Stream& stream) {
+  stream.record(*box.handover);
+  box.last_stream_serial = stream.serial();
 }
 
-bool peer_in_mailbox_call_ahead(const Call& call, int peer) {
-  const Mailbox* box = call.state().mailbox.get();
-  if (box == nullptr || !box->usable) return false;
-  const auto number = static_cast<std::uint32_t>(box->calls + 1);
-  return call.comm().signals->load(peer, label_word(label_entry(box->calls), 2)) == number;
-}
-
-void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx) {
-  CollectiveState& state = state_of(comm);
-  if (state.mailbox && state.mailbox->decided) return;
-  run_collective(comm, stream, ctx, [](Call& call) { mailbox_ready(call); });
-}
-
-bool mailbox_ready(Call& call) {
-  CollectiveState& state = call.state();
-  if (!state.mailbox) state.mailbox = std::make_shared<Mailbox>();
-  Mailbox& box = *state.mailbox;
-  if (box.decided) return box.usable;
-  // Every rank is in this step; one that fails it leaves the others' sequences out of step with its own.
-  call.mark_out_of_step();
-  box.decided = true;
-  Communicator::Impl& c = call.comm();
-  bool all_ipc = true;
-  for (int peer = 0; peer < call.world(); ++peer) {
-    if (peer == call.rank()) continue;
-    all_ipc = all_ipc && c.same_host[static_cast<std::size_t>(peer)] && !c.uses_shm(peer) && !c.uses_net(peer);
-  }
-  const std::vector<std::string> rows = c.gather_rows(cat(c.key_prefix, "mailbox/"), all_ipc ? "1" : "0");
-  if (std::any_of(rows.begin(), rows.end(), [](const std::string& row) { return row != "1"; })) {
-    PICKLE_LOG(Debug, "coll", describe(call.ctx()) << ": some rank reaches a peer other than over ipc: small "
-                                                      "allreduces go two-sided one-shot instead of through mailboxes");
-    return false;
-  }
-  box.cell_bytes = mailbox_cell_bytes(call.world());
-  const std::size_t bytes = static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
-  box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
-  box.window = c.register_window(box.memory->data(), bytes);
-  box.checked.assign(static_cast<std::size_t>(call.world()), 0);
-  box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least
-  box.handover = device::make_ordering_event(call.kind(), std::max(0, call.device()));
-  box.usable = true;
-  return true;
-}
-
-void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::size_t count, DataType type,
-                               ReduceOp op) {
-  Mailbox& box = *call.state().mailbox;
+void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
+                  ReduceOp op, std::uint64_t number) {
   Communicator::Impl& c = call.comm();
   const int rank = call.rank(), world = call.world();
   const std::size_t bytes = count * datatype_size(type);
-  if (bytes > box.cell_bytes) {
-    throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": ", bytes, " bytes do not fit a mailbox cell of ",
-                                         box.cell_bytes));
-  }
-  check_reduction_fits(call.ctx(), call.kind(), world);
-  const std::uint64_t number = box.calls;
-  const Mailbox::Label label = label_of(bytes, type, op);
-  box.own.push_back(label);
-  compare_labels(call, box, number);
-  send_labels(call, number, label);
-
   device::Stream& stream = call.stream();
   follow_previous_call(box, stream);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
@@ -234,7 +192,97 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
   call.await_on_stream_for_all(comm::kMailboxFilledSlot, filled_waits);
   enqueue_reduce(call, type, op, recv, inputs, count);
   call.raise_on_stream_for_all(comm::kMailboxEmptiedSlot);
+  finish_call(box, stream);
   box.calls = number + 1;
 }
+
+}  // namespace
+
+void announce_out_of_step(Call& call) noexcept {
+  Communicator::Impl& c = call.comm();
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer != call.rank() && c.same_host[static_cast<std::size_t>(peer)]) {
+      c.signals->store_remote(peer, comm::kOutOfStepWord, 1);
+    }
+  }
+}
+
+bool peer_in_mailbox_call_here(const Call& call, int peer) {
+  const Mailbox* box = call.state().mailbox.get();
+  if (box == nullptr || !box->usable) return false;
+  const std::optional<Mailbox::Label> label = read_label(call.comm(), peer, box->calls);
+  return label && label->sequence == static_cast<std::uint32_t>(call.sequence());
+}
+
+void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx) {
+  CollectiveState& state = state_of(comm);
+  {
+    std::lock_guard lock(state.call_mutex);
+    if (state.mailbox && state.mailbox->decided) return;
+  }
+  run_collective(comm, stream, ctx, [](Call& call) { mailbox_ready(call); });
+}
+
+bool mailbox_ready(Call& call) {
+  CollectiveState& state = call.state();
+  if (!state.mailbox) state.mailbox = std::make_shared<Mailbox>();
+  Mailbox& box = *state.mailbox;
+  if (box.decided) return box.usable;
+  // Every rank is in this step; one that fails it leaves the others' sequences out of step with its own.
+  call.mark_out_of_step();
+  box.decided = true;
+  Communicator::Impl& c = call.comm();
+  bool all_ipc = true;
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer == call.rank()) continue;
+    all_ipc = all_ipc && c.same_host[static_cast<std::size_t>(peer)] && !c.uses_shm(peer) && !c.uses_net(peer);
+  }
+  const std::vector<std::string> rows = c.gather_rows(cat(c.key_prefix, "mailbox/"), all_ipc ? "1" : "0");
+  if (std::any_of(rows.begin(), rows.end(), [](const std::string& row) { return row != "1"; })) {
+    PICKLE_LOG(Debug, "coll", describe(call.ctx()) << ": some rank reaches a peer other than over ipc: small "
+                                                      "allreduces go two-sided one-shot instead of through mailboxes");
+    return false;
+  }
+  box.cell_bytes = mailbox_cell_bytes(call.world());
+  const std::size_t bytes = static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
+  box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
+  box.window = c.register_window(box.memory->data(), bytes);
+  box.checked.assign(static_cast<std::size_t>(call.world()), 0);
+  box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least
+  box.handover = device::make_ordering_event(call.kind(), std::max(0, call.device()));
+  box.usable = true;
+  return true;
+}
+
+void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::size_t count, DataType type,
+                               ReduceOp op) {
+  Mailbox& box = *call.state().mailbox;
+  const int world = call.world();
+  const std::size_t bytes = count * datatype_size(type);
+  if (bytes > box.cell_bytes) {
+    throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": ", bytes, " bytes do not fit a mailbox cell of ",
+                                         box.cell_bytes));
+  }
+  check_reduction_fits(call.ctx(), call.kind(), world);
+  const std::uint64_t number = box.calls;
+  const Mailbox::Label label = label_of(bytes, type, op, call.sequence());
+  // From here on a failure leaves the ranks out of step (this rank's label is out, or its count of calls is behind).
+  call.mark_out_of_step();
+  box.own.push_back(label);
+  // Labels out first, then the peers' compared, with a full fence between (as Dekker's): of two ranks that differ in
+  // this very call, at least one sees the other's label, fails before its copies, and tells the other, whose stream
+  // then waits for counts that never come until its progress thread fails the pair. Compared first, both could miss
+  // each other's label and both return wrong data.
+  send_labels(call, number, label);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  compare_labels(call, box, number);
+  try {
+    enqueue_call(call, box, send, recv, count, type, op, number);
+  } catch (...) {
+    announce_out_of_step(call);  // the peers' streams would wait for this call's counts until PICKLE_TIMEOUT
+    throw;
+  }
+}
+
 
 }  // namespace pickle::coll

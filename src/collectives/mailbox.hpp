@@ -12,10 +12,11 @@
 //   for each peer p:                  raise p's "emptied" count (n + 1): p may fill the cell again
 //
 // What the two-sided path (pipeline.cpp) gives per call and this does not, and what stands in for it:
-// - Matching by size: each call's label (bytes, type, operator) goes, written by the host, to every peer, which
-//   compares it with its own call of that number before it enqueues a later call (comm::kMailboxLabelBase); a
-//   mismatch fails both ranks' next call and breaks the communicator. A label that comes after the receiver's last
-//   call is not compared.
+// - Matching by size: each call's label (bytes, type, operator, and the call's number among the communicator's
+//   collectives) goes, written by the host, to every peer before the call's copies; then the rank compares the labels
+//   its peers have written up to this call with its own (comm::kMailboxLabelBase). A mismatch fails the call before
+//   its copies, breaks the communicator and tells the peers (comm::kOutOfStepWord). Of two ranks that differ in a
+//   call, at least one sees the other's label (a full fence between writing and reading).
 // - Timeouts of host waits: a peer that never raises a count (it skipped the call, or took another form of it) is
 //   found by the progress thread, which watches these waits and fails the pair after PICKLE_TIMEOUT without
 //   progress (Communicator::Impl::watch_stalled_waits); the released waits make the call's end check report it.
@@ -33,6 +34,7 @@
 #include <pickle/collectives.hpp>
 
 #include "collectives/plumbing.hpp"
+#include "comm/signal_area.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 
@@ -42,8 +44,8 @@ struct WindowState;
 
 namespace pickle::coll {
 
-/// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions.
-inline constexpr int kMailboxDepth = 4;
+/// Cells per mailbox (comm::kMailboxDepth: the progress thread's watch needs it too).
+inline constexpr int kMailboxDepth = comm::kMailboxDepth;
 
 /// What a rank keeps for its mailboxes (CollectiveState::mailbox).
 struct Mailbox {
@@ -57,16 +59,18 @@ struct Mailbox {
 
   struct Label {
     std::uint32_t bytes = 0;
-    std::uint32_t kind = 0;  ///< type | operator << 8
+    std::uint32_t kind = 0;      ///< type | operator << 8
+    std::uint32_t sequence = 0;  ///< the call's number among the communicator's collectives (Call::sequence)
   };
   /// This rank's labels from call own_first on, kept until every peer's label of that call has been compared.
   std::deque<Label> own;
   std::uint64_t own_first = 0;
   std::vector<std::uint64_t> checked;  ///< per peer: how many of its labels this rank has compared
 
-  /// The stream of the latest call: a call on another stream first waits for it (the counts must rise in order).
-  std::weak_ptr<device::Stream> last_stream;
+  /// The end of the latest call (recorded on its stream) and that stream: a call on another stream first waits for
+  /// it (the counts must rise in call order).
   std::unique_ptr<device::Event> handover;
+  std::uint64_t last_stream_serial = 0;
 };
 
 /// Collective (every rank, at the same call): at the first call that would use the mailboxes, decides whether they
@@ -79,9 +83,10 @@ bool mailbox_ready(Call& call);
 /// rather than one waiting for the other's decision.
 void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx);
 
-/// True when `peer` has written its label for the mailbox call this rank would make next (it is in a call this rank
-/// is not, if this rank is in another collective).
-bool peer_in_mailbox_call_ahead(const Call& call, int peer);
+/// True when `peer` is in an allreduce through the mailboxes at the place of `call` in the communicator's sequence of
+/// collectives (its label of the mailbox call this rank would make next carries `call`'s sequence number): where
+/// `call` is another collective, the ranks are out of step. A peer that has moved on past `call` labels a later one.
+bool peer_in_mailbox_call_here(const Call& call, int peer);
 /// Tells every peer that this rank found the collectives out of step (comm::kOutOfStepWord): their progress threads
 /// fail the pair, which releases any stream of theirs that waits on this rank.
 void announce_out_of_step(Call& call) noexcept;

@@ -185,6 +185,7 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       state_(state),
       stream_(stream),
       ctx_(ctx),
+      sequence_(state.calls_made++),
       prefix_(describe(ctx)) {
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
@@ -240,11 +241,8 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
 
 void Call::wait_for_post(int peer, int tag) {
   const OpContext ctx{.rank = comm_.info.rank, .peer = peer, .op = ctx_.op};
-  // A peer in an allreduce through the mailboxes that this rank has not made posts nothing: it is out of step. Its
-  // label comes through shared memory, faster than the post of a collective it may have finished meanwhile, so only
-  // a label that stays unanswered for a second tells (mailbox.hpp).
-  bool label_seen = false;
-  Clock::time_point label_seen_at{};
+  // A peer in an allreduce through the mailboxes where this rank is in this collective posts nothing: the ranks are
+  // out of step (its label carries the collective's sequence number; mailbox.hpp). So is a peer that found them so.
   const bool posted = comm_.wait_for_progress(Deadline::after_seconds(comm_.timeout_seconds), [&] {
     {
       std::lock_guard lock(comm_.mutex);
@@ -253,15 +251,13 @@ void Call::wait_for_post(int peer, int tag) {
       auto posts = state.pending_posts.find(tag);
       if (posts != state.pending_posts.end() && !posts->second.empty()) return true;
     }
-    if (!peer_in_mailbox_call_ahead(*this, peer)) {
-      label_seen = false;
-    } else if (!label_seen) {
-      label_seen = true;
-      label_seen_at = Clock::now();
-    } else if (Clock::now() - label_seen_at > std::chrono::seconds(1)) {
+    if (comm_.same_host[static_cast<std::size_t>(peer)] && comm_.signals->load(peer, comm::kOutOfStepWord) != 0) {
+      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " found the ranks' collectives out of step"));
+    }
+    if (peer_in_mailbox_call_here(*this, peer)) {
       announce_out_of_step(*this);
-      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes that this "
-                                               "rank is not in: the ranks' collectives are out of step"));
+      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes where "
+                                               "this rank is in ", ctx_.op, ": the ranks' collectives are out of step"));
     }
     return false;
   });

@@ -152,6 +152,7 @@ struct CollectiveState {
   /// the token of the rank that copies into that peer just before it in the schedule (pipeline.cpp).
   bool pipeline_ordered = false;
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
+  std::uint64_t calls_made = 0;  ///< collective calls so far (run_collective): the next call's Call::sequence
   /// The allreduce mailboxes (mailbox.hpp), made by the first call that would use them.
   std::shared_ptr<Mailbox> mailbox;
   std::size_t chunk_bytes = 0;  ///< PICKLE_COLL_CHUNK; 0: chunk_elements chooses
@@ -173,6 +174,8 @@ class Call {
   int rank() const noexcept;
   int world() const noexcept;
   Communicator::Impl& comm() const noexcept { return comm_; }
+  /// This call's number among the communicator's collective calls (the same on every rank that is in step).
+  std::uint64_t sequence() const noexcept { return sequence_; }
   MemoryKind kind() const noexcept;
   int device() const noexcept;
   double timeout() const noexcept;
@@ -289,6 +292,7 @@ class Call {
   CollectiveState& state_;
   Stream& stream_;
   OpContext ctx_;
+  std::uint64_t sequence_;
   std::string prefix_;  // describe(ctx_): the head of errors reported from the stream
   bool started_ = false;
   bool forked_ = false;

@@ -35,6 +35,8 @@ inline constexpr int kCollectiveTokenSlot = kApplicationSignalSlots + 1;
 /// copied into this rank's mailbox, and in "emptied" the calls whose input of this rank it has reduced (so that this
 /// rank may copy into that cell again). Waits on them are watched (Communicator::Impl::watch_stalled_waits).
 inline constexpr int kMailboxFilledSlot = kApplicationSignalSlots + 2;
+/// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions (collectives/mailbox.hpp).
+inline constexpr int kMailboxDepth = 4;
 inline constexpr int kMailboxEmptiedSlot = kApplicationSignalSlots + 3;
 inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 4;
 
@@ -54,11 +56,12 @@ inline constexpr int kShmPutWordBase = kPeerSignalSlots + kCompletionSlots;
 /// The allreduce mailboxes' labels, host words that peers' hosts write (SignalArea::store_remote), in the block this
 /// rank keeps for the writer: the sender of mailbox call n writes the call's label (its bytes, its type and operator,
 /// then n + 1) into entry n % kMailboxLabels, and the receiver compares it with its own call n (collectives/
-/// mailbox.cpp). Words of each entry: bytes, type and operator, call + 1 (written last). Then the abort word: a rank
+/// mailbox.cpp). Words of each entry: bytes, type and operator, the collective's sequence number, the call's number
+/// (1 to 2^32 - 1, written last; 0 while the entry is being written). Then the abort word: a rank
 /// that found the collectives out of step writes a non-zero value into every peer's, whose progress thread then fails
 /// the pair (Communicator::Impl::watch_stalled_waits), releasing any stream that waits on this rank.
 inline constexpr int kMailboxLabels = 64;
-inline constexpr int kMailboxLabelWords = 3;
+inline constexpr int kMailboxLabelWords = 4;
 inline constexpr int kMailboxLabelBase = kShmPutWordBase + kShmPutSlots;
 inline constexpr int kOutOfStepWord = kMailboxLabelBase + kMailboxLabels * kMailboxLabelWords;
 inline constexpr int kWordsPerPeer = kOutOfStepWord + 1;

@@ -113,7 +113,13 @@ void Communicator::Impl::watch_stalled_waits() {
           continue;
         }
         any = true;
-        if (value != watched.seen) {  // it moves: the peer is in step, only slower
+        // Timed only once this rank's own stream has got to the wait: it raised its own count of the same slot to
+        // the peer just before (the filled count of the same call; for the emptied wait, which comes kMailboxDepth - 1
+        // calls later, that many emptied counts after). A stream held up by earlier work (queues deeper than
+        // PICKLE_TIMEOUT) does not fail a pair that is only slow.
+        const std::uint32_t lead = slot == comm::kMailboxEmptiedSlot ? comm::kMailboxDepth - 1 : 0;
+        const bool here = device::host::flag_reached(signals->load_remote(peer, slot), value + 1 + lead);
+        if (value != watched.seen || !here) {  // it moves (the peer is in step, only slower), or not there yet
           watched.seen = value;
           watched.since = now;
         } else if (now - watched.since >= limit) {

@@ -97,8 +97,8 @@ TEST(Coll, TheMailboxAllreduceMatchesTheReference) {
   }
 }
 
-// Counts that differ between the ranks, both small enough for the mailboxes: the labels show it within two calls.
-TEST(Coll, MailboxCountsThatDifferBetweenRanksFailEveryRankWithinTwoCalls) {
+// Counts that differ between the ranks, both small enough for the mailboxes: the labels show it in that very call.
+TEST(Coll, MailboxCountsThatDifferBetweenRanksFailEveryRankInThatCall) {
   expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"host"},
                           {"PICKLE_TIMEOUT=20", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(90)));
 }

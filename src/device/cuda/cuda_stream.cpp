@@ -214,13 +214,24 @@ class CudaStream final : public Stream {
       total += one.bytes;
     }
     if (dsts.empty()) return;
+#if CUDART_VERSION >= 12080
     cudaMemcpyAttributes attributes{};
     attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     std::size_t first = 0;
     CurrentDevice current(device_);
+#if CUDART_VERSION >= 13000
     PICKLE_CUDA((OpContext{.op = "CUDA stream copies", .bytes = total}),
                 cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attributes, &first, 1,
                                      stream_));
+#else  // CUDA 12.8 and 12.9: the index of a failed copy comes back too
+    std::size_t failed = 0;
+    PICKLE_CUDA((OpContext{.op = "CUDA stream copies", .bytes = total}),
+                cudaMemcpyBatchAsync(const_cast<void**>(dsts.data()), const_cast<void**>(srcs.data()), sizes.data(),
+                                     dsts.size(), &attributes, &first, 1, &failed, stream_));
+#endif
+#else  // before CUDA 12.8: one copy after another
+    for (std::size_t i = 0; i < dsts.size(); ++i) copy(dsts[i], srcs[i], sizes[i]);
+#endif
   }
 
   void write_values(std::span<const Flag> flags) override {
