@@ -76,8 +76,10 @@ void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
       const std::optional<Mailbox::Label> theirs = read_label(c, peer, checked);
       if (!theirs) {
         const std::uint32_t number = c.signals->load(peer, label_word(label_entry(checked), kLabelNumber));
-        // A later call's label (overwritten): skipped. Not written yet, or being written: looked at next time.
-        if (number != 0 && device::host::flag_reached(number, label_number(checked))) {
+        // A later call's label (overwritten): skipped. Not written yet, being written, or written just now: looked
+        // at next time.
+        if (number != 0 && number != label_number(checked) &&
+            device::host::flag_reached(number, label_number(checked))) {
           ++checked;
           continue;
         }
@@ -87,7 +89,7 @@ void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
       // The sequence number of the collective is compared too: the same allreduce at another place in the ranks'
       // sequences of collectives is out of step as well.
       if (theirs->bytes != ours.bytes || theirs->kind != ours.kind || theirs->sequence != ours.sequence) {
-        announce_out_of_step(call);
+        announce_out_of_step(call, comm::kOutOfStep);
         throw InvalidArgument(cat(describe(call.ctx()), ": peer ", peer, "'s allreduce number ", checked,
                                   " through the mailboxes was ", describe_label(*theirs), ", this rank's ",
                                   describe_label(ours), ": the ranks' collectives are out of step"));
@@ -108,11 +110,30 @@ void compare_labels(Call& call, Mailbox& box, std::uint64_t upto) {
 
 /// Writes this rank's label of call `number` into every peer's entry for it. As a sequence lock: the number goes to 0
 /// first, so that a reader that sees the same number before and after reading the label has read one call's label.
+/// The entry held the label of call number - kMailboxLabels: first waits (host, bounded) until the peer's stream has
+/// reduced that call (its emptied count), so that its host enqueued it, having compared the labels up to it, or this
+/// rank compared the peer's (of two ranks, one compares each call: allreduce_through_mailbox). Only a host that runs
+/// kMailboxLabels calls ahead of a peer's stream waits here: its own stream stopped kMailboxDepth calls ahead.
 void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) {
   Communicator::Impl& c = call.comm();
   const int entry = label_entry(number);
   for (int peer = 0; peer < call.world(); ++peer) {
     if (peer == call.rank()) continue;
+    if (number >= comm::kMailboxLabels) {
+      const auto emptied = static_cast<std::uint32_t>(number - comm::kMailboxLabels + 1);
+      const OpContext ctx{.rank = call.rank(), .peer = peer, .op = call.ctx().op, .bytes = label.bytes};
+      const Deadline deadline = Deadline::after_seconds(call.timeout());
+      device::host::Backoff backoff;
+      while (!device::host::flag_reached(c.signals->load(peer, comm::kMailboxEmptiedSlot), emptied)) {
+        c.check_peer_alive(peer, ctx);
+        if (deadline.expired()) {
+          throw TimeoutError(cat(describe(ctx), ": peer ", peer, " has not reduced allreduce number ", emptied - 1,
+                                 " through the mailboxes within ", call.timeout(), " s, while this rank is at number ",
+                                 number, "; is it in the same collectives?"));
+        }
+        backoff.pause();
+      }
+    }
     c.signals->store_remote(peer, label_word(entry, kLabelNumber), 0);
     std::atomic_thread_fence(std::memory_order_release);
     c.signals->store_remote(peer, label_word(entry, kLabelBytes), label.bytes);
@@ -198,11 +219,11 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
 
 }  // namespace
 
-void announce_out_of_step(Call& call) noexcept {
+void announce_out_of_step(Call& call, std::uint32_t why) noexcept {
   Communicator::Impl& c = call.comm();
   for (int peer = 0; peer < call.world(); ++peer) {
     if (peer != call.rank() && c.same_host[static_cast<std::size_t>(peer)]) {
-      c.signals->store_remote(peer, comm::kOutOfStepWord, 1);
+      c.signals->store_remote(peer, comm::kOutOfStepWord, why);
     }
   }
 }
@@ -211,7 +232,9 @@ bool peer_in_mailbox_call_here(const Call& call, int peer) {
   const Mailbox* box = call.state().mailbox.get();
   if (box == nullptr || !box->usable) return false;
   const std::optional<Mailbox::Label> label = read_label(call.comm(), peer, box->calls);
-  return label && label->sequence == static_cast<std::uint32_t>(call.sequence());
+  // In step, this rank's next mailbox call comes after the collective it is in: a peer's label of that call at this
+  // place or an earlier one cannot be.
+  return label && device::host::flag_reached(static_cast<std::uint32_t>(call.sequence()), label->sequence);
 }
 
 void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext& ctx) {
@@ -279,7 +302,7 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
   try {
     enqueue_call(call, box, send, recv, count, type, op, number);
   } catch (...) {
-    announce_out_of_step(call);  // the peers' streams would wait for this call's counts until PICKLE_TIMEOUT
+    announce_out_of_step(call, comm::kGaveUp);  // the peers' streams would wait for its counts until PICKLE_TIMEOUT
     throw;
   }
 }

@@ -16,7 +16,8 @@
 //   collectives) goes, written by the host, to every peer before the call's copies; then the rank compares the labels
 //   its peers have written up to this call with its own (comm::kMailboxLabelBase). A mismatch fails the call before
 //   its copies, breaks the communicator and tells the peers (comm::kOutOfStepWord). Of two ranks that differ in a
-//   call, at least one sees the other's label (a full fence between writing and reading).
+//   call, at least one sees the other's label (a full fence between writing and reading); a host that runs 64 calls
+//   ahead of a peer's stream waits before it overwrites a label nobody may have compared yet (send_labels).
 // - Timeouts of host waits: a peer that never raises a count (it skipped the call, or took another form of it) is
 //   found by the progress thread, which watches these waits and fails the pair after PICKLE_TIMEOUT without
 //   progress (Communicator::Impl::watch_stalled_waits); the released waits make the call's end check report it.
@@ -87,9 +88,10 @@ void decide_mailboxes(Communicator::Impl& comm, Stream& stream, const OpContext&
 /// collectives (its label of the mailbox call this rank would make next carries `call`'s sequence number): where
 /// `call` is another collective, the ranks are out of step. A peer that has moved on past `call` labels a later one.
 bool peer_in_mailbox_call_here(const Call& call, int peer);
-/// Tells every peer that this rank found the collectives out of step (comm::kOutOfStepWord): their progress threads
-/// fail the pair, which releases any stream of theirs that waits on this rank.
-void announce_out_of_step(Call& call) noexcept;
+/// Tells every peer that this rank found the collectives out of step (why = comm::kOutOfStep), or gave up a mailbox
+/// call after its labels went out (comm::kGaveUp), in comm::kOutOfStepWord: their progress threads fail the pair,
+/// which releases any stream of theirs that waits on this rank.
+void announce_out_of_step(Call& call, std::uint32_t why) noexcept;
 
 /// The allreduce of `count` elements (at most a cell) through the mailboxes, as part of `call` (the caller then calls
 /// call.finish()). mailbox_ready must have returned true.

@@ -251,11 +251,13 @@ void Call::wait_for_post(int peer, int tag) {
       auto posts = state.pending_posts.find(tag);
       if (posts != state.pending_posts.end() && !posts->second.empty()) return true;
     }
-    if (comm_.same_host[static_cast<std::size_t>(peer)] && comm_.signals->load(peer, comm::kOutOfStepWord) != 0) {
-      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " found the ranks' collectives out of step"));
+    if (comm_.same_host[static_cast<std::size_t>(peer)]) {
+      if (const std::uint32_t word = comm_.signals->load(peer, comm::kOutOfStepWord); word != 0) {
+        throw InvalidArgument(cat(describe(ctx), ": ", comm::out_of_step_reason(peer, word)));
+      }
     }
     if (peer_in_mailbox_call_here(*this, peer)) {
-      announce_out_of_step(*this);
+      announce_out_of_step(*this, comm::kOutOfStep);
       throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes where "
                                                "this rank is in ", ctx_.op, ": the ranks' collectives are out of step"));
     }

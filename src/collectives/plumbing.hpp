@@ -388,6 +388,9 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
   try {
     body(call);
   } catch (const Error& e) {
+    // A call that failed before it started gives its sequence number back: every rank that retries it must give
+    // it the same number (mailbox labels carry it).
+    if (!call.started()) --state.calls_made;
     if (call.started()) {
       call.abandon();
       state.broken = e.what();
@@ -398,6 +401,7 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
     if (e.code() == ErrorCode::InvalidArgument && !call.started()) throw;
     rethrow_with_prefix(e, describe(ctx));
   } catch (...) {
+    if (!call.started()) --state.calls_made;
     if (call.started()) {
       call.abandon();
       state.broken = "an unexpected exception";

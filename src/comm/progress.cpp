@@ -86,7 +86,10 @@ void Communicator::Impl::progress_loop() {
       PICKLE_LOG(Error, "comm", "progress thread: poll failed: " << std::strerror(errno));
       return;
     }
-    if (watching.load() && std::chrono::steady_clock::now() - last_watch >= std::chrono::milliseconds(50)) {
+    // The watch: every 50 ms while a mailbox wait may be pending; otherwise about once a second, for a peer's
+    // out-of-step word (a rank whose stream waits on this peer for something else, or nothing, hears of it too).
+    const auto watch_every = watching.load() ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1000);
+    if (std::chrono::steady_clock::now() - last_watch >= watch_every) {
       last_watch = std::chrono::steady_clock::now();
       watch_stalled_waits();
     }

@@ -35,10 +35,10 @@ inline constexpr int kCollectiveTokenSlot = kApplicationSignalSlots + 1;
 /// copied into this rank's mailbox, and in "emptied" the calls whose input of this rank it has reduced (so that this
 /// rank may copy into that cell again). Waits on them are watched (Communicator::Impl::watch_stalled_waits).
 inline constexpr int kMailboxFilledSlot = kApplicationSignalSlots + 2;
-/// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions (collectives/mailbox.hpp).
-inline constexpr int kMailboxDepth = 4;
 inline constexpr int kMailboxEmptiedSlot = kApplicationSignalSlots + 3;
 inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 4;
+/// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions (collectives/mailbox.hpp).
+inline constexpr int kMailboxDepth = 4;
 
 /// How errors name a signal slot.
 inline std::string signal_slot_name(int slot) {
@@ -54,17 +54,30 @@ inline constexpr int kCompletionSlots = 4096;
 inline constexpr int kShmPutSlots = 1024;
 inline constexpr int kShmPutWordBase = kPeerSignalSlots + kCompletionSlots;
 /// The allreduce mailboxes' labels, host words that peers' hosts write (SignalArea::store_remote), in the block this
-/// rank keeps for the writer: the sender of mailbox call n writes the call's label (its bytes, its type and operator,
-/// then n + 1) into entry n % kMailboxLabels, and the receiver compares it with its own call n (collectives/
-/// mailbox.cpp). Words of each entry: bytes, type and operator, the collective's sequence number, the call's number
-/// (1 to 2^32 - 1, written last; 0 while the entry is being written). Then the abort word: a rank
-/// that found the collectives out of step writes a non-zero value into every peer's, whose progress thread then fails
-/// the pair (Communicator::Impl::watch_stalled_waits), releasing any stream that waits on this rank.
+/// rank keeps for the writer: the sender of mailbox call n writes the call's label into entry n % kMailboxLabels, and
+/// the receiver compares it with its own call n (collectives/mailbox.cpp). Words of each entry: bytes, type and
+/// operator, the collective's sequence number, the call's number (1 to 2^32 - 1, written last; 0 while the entry is
+/// being written). Then the out-of-step word: a rank that found the collectives out of step (kOutOfStep), or that
+/// gave up a mailbox call after its labels went out (kGaveUp), writes it into every peer's; their progress threads
+/// then fail the pair (Communicator::Impl::watch_stalled_waits), releasing any stream that waits on this rank.
 inline constexpr int kMailboxLabels = 64;
 inline constexpr int kMailboxLabelWords = 4;
 inline constexpr int kMailboxLabelBase = kShmPutWordBase + kShmPutSlots;
 inline constexpr int kOutOfStepWord = kMailboxLabelBase + kMailboxLabels * kMailboxLabelWords;
 inline constexpr int kWordsPerPeer = kOutOfStepWord + 1;
+/// Values of kOutOfStepWord (0: in step).
+inline constexpr std::uint32_t kOutOfStep = 1;
+inline constexpr std::uint32_t kGaveUp = 2;
+/// What a peer's out-of-step word says, for errors.
+inline std::string out_of_step_reason(int peer, std::uint32_t word) {
+  if (word == kGaveUp) {
+    return "peer " + std::to_string(peer) + " gave up an allreduce through the mailboxes after a failure of its own, "
+           "so its counts will not come";
+  }
+  return "peer " + std::to_string(peer) + " found the ranks' collectives out of step (an allreduce through the "
+         "mailboxes of another size, type or operator than its own, or at another place in the sequence of "
+         "collectives)";
+}
 
 class SignalArea {
  public:

@@ -94,13 +94,11 @@ void Communicator::Impl::watch_stalled_waits() {
     bool any = false;
     for (int peer = 0; peer < info.world_size; ++peer) {
       PeerState& state = peers[static_cast<std::size_t>(peer)];
-      if (peer != info.rank && !state.failed && same_host[static_cast<std::size_t>(peer)] &&
-          signals->load(peer, comm::kOutOfStepWord) != 0) {
-        stalled.emplace_back(peer, cat("peer ", peer, " found the ranks' collectives out of step (an allreduce "
-                                       "through the mailboxes of another size, type or operator than its own) and "
-                                       "gave up"));
-        any = true;
-        continue;
+      if (peer != info.rank && !state.failed && same_host[static_cast<std::size_t>(peer)]) {
+        if (const std::uint32_t word = signals->load(peer, comm::kOutOfStepWord); word != 0) {
+          stalled.emplace_back(peer, comm::out_of_step_reason(peer, word));
+          continue;
+        }
       }
       for (std::size_t i = 0; i < kWatchedSlots.size(); ++i) {
         PeerState::WatchedWait& watched = state.watched[i];

@@ -204,7 +204,7 @@ class CudaStream final : public Stream {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
     std::vector<std::size_t> sizes;
-    std::size_t total = 0;
+    [[maybe_unused]] std::size_t total = 0;  // unused before CUDA 12.8
     for (const Copy& one : batch) {
       if (one.bytes == 0) continue;
       if (one.dst == nullptr || one.src == nullptr) throw InvalidArgument("CUDA stream copies: null pointer");
