@@ -258,8 +258,8 @@ void Call::wait_for_post(int peer, int tag) {
     }
     if (peer_in_mailbox_call_here(*this, peer)) {
       announce_out_of_step(*this, comm::kOutOfStep);
-      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes where "
-                                               "this rank is in ", ctx_.op, ": the ranks' collectives are out of step"));
+      throw InvalidArgument(cat(describe(ctx), ": peer ", peer, " is in an allreduce through the mailboxes where this ",
+                                "rank is in ", ctx_.op, ": the ranks' collectives are out of step"));
     }
     return false;
   });

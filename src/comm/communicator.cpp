@@ -392,7 +392,9 @@ Buffer Communicator::alloc(std::size_t bytes) {
   return Buffer(std::static_pointer_cast<void>(allocation), data, bytes, impl_->kind);
 }
 
-Window Communicator::register_memory(void* ptr, std::size_t bytes) { return Window(impl_->register_window(ptr, bytes)); }
+Window Communicator::register_memory(void* ptr, std::size_t bytes) {
+  return Window(impl_->register_window(ptr, bytes));
+}
 
 std::shared_ptr<const WindowState> Communicator::Impl::register_window(void* ptr, std::size_t bytes) {
   Impl& c = *this;

@@ -114,7 +114,15 @@ void Communicator::Impl::progress_loop() {
           std::lock_guard lock(mutex);
           expected = peers[peer].said_goodbye || stopping.load();
         }
-        if (!expected) fail_peer(peer, cat("peer ", peer, " failed: ", e.what()));
+        if (!expected) {
+          // A peer that found the collectives out of step (or gave up a mailbox call) may exit before this thread's
+          // watch reads its word: the reason is what the peer said, not only that it went.
+          const bool near = same_host[static_cast<std::size_t>(peer)];
+          const std::uint32_t word = near ? signals->load(peer, comm::kOutOfStepWord) : 0;
+          fail_peer(peer, word != 0
+                              ? cat(comm::out_of_step_reason(peer, word), "; then it closed its channel: ", e.what())
+                              : cat("peer ", peer, " failed: ", e.what()));
+        }
         closed.push_back(peer);
       }
     }

@@ -864,7 +864,7 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
   Harness h(comm, total);
   Stream other = comm.make_stream();
   h.poison(h.b(), total);
-  for (int i = 0; i < kCalls; ++i) h.upload(h.a(offsets[static_cast<std::size_t>(i)]), inputs[static_cast<std::size_t>(i)]);
+  for (std::size_t i = 0; i < inputs.size(); ++i) h.upload(h.a(offsets[i]), inputs[i]);
   h.stream().synchronize();
   comm.barrier();
   if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -884,8 +884,8 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
     for (int i = 0; i < kCalls; ++i) {
       const auto at = static_cast<std::size_t>(i);
       const std::size_t count = counts[at % std::size(counts)];
-      std::vector<std::uint8_t> part(got.begin() + static_cast<std::ptrdiff_t>(offsets[at]),
-                                     got.begin() + static_cast<std::ptrdiff_t>(offsets[at] + count * datatype_size(type)));
+      const auto first = got.begin() + static_cast<std::ptrdiff_t>(offsets[at]);
+      std::vector<std::uint8_t> part(first, first + static_cast<std::ptrdiff_t>(count * datatype_size(type)));
       h.check_reduced(cat("mailbox allreduce #", i, " count ", count), type, ReduceOp::Sum, part, 0,
                       3000 + static_cast<std::uint64_t>(i));
     }
@@ -928,6 +928,7 @@ PICKLE_CHILD(coll_mailbox_count_mismatch) {
   } catch (const Error& e) {
     if (std::string(e.what()).find("out of step") == std::string::npos) return 5;
   }
+  comm.barrier();  // neither rank leaves while the other may still be hearing of it
   return 0;
 }
 
