@@ -106,9 +106,11 @@ TEST(Coll, MailboxCountsThatDifferBetweenRanksFailEveryRankInThatCall) {
 // A peer that skips an allreduce through the mailboxes, or dies during a series of them: the survivors' streams wait
 // on counts that never come, with no host wait to time out; the progress thread's watch (or the dead channel) fails
 // the pair, and every survivor's call or synchronize reports it naming the peer, within PICKLE_TIMEOUT.
+// PICKLE_TIMEOUT=10 for the absent peer: the watch fails the pair a second before the stream's own synchronize
+// deadline (a tenth of the timeout, at most a second), a margin that a loaded two-core machine keeps.
 TEST(Coll, APeerThatSkipsOrDiesDuringMailboxAllreducesFailsTheOthersWithinTheTimeout) {
   expect_all_ok(run_ranks("coll_absent_peer", 3, {"host", "small"},
-                          {"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(90)));
+                          {"PICKLE_TIMEOUT=10", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(90)));
   auto statuses = run_ranks("coll_peer_death", 3, {"host", "small"},
                             {"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

@@ -72,7 +72,8 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
 // Through the mailboxes, what the host waits of the two-sided path used to catch: counts that differ between the
 // ranks, a peer that skips a call (its partners' GPU streams wait on a count that never comes) and one that dies.
 TEST_F(CollCuda, MailboxAllreducesFailCleanlyOnEveryRank) {
-  const std::vector<std::string> env{"PICKLE_TIMEOUT=5", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
+  // 10 s: the watch's margin before the stream's own deadline is then a second (a tenth of the timeout).
+  const std::vector<std::string> env{"PICKLE_TIMEOUT=10", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"cuda"}, env, std::chrono::seconds(60)));
   expect_all_ok(run_ranks("coll_absent_peer", 3, {"cuda", "small"}, env, std::chrono::seconds(90)));
   auto statuses = run_ranks("coll_peer_death", 2, {"cuda", "small"}, env, std::chrono::seconds(60));
