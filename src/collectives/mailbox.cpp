@@ -51,12 +51,10 @@ std::string describe_label(const Mailbox::Label& label) {
              reduce_op_name(static_cast<ReduceOp>(label.kind >> 8)), " (collective number ", label.sequence, ")");
 }
 
-/// The index of `sender`'s mailbox among `owner`'s (the owner keeps none for itself).
-std::size_t box_index(int sender, int owner) { return static_cast<std::size_t>(sender < owner ? sender : sender - 1); }
-
+/// Where `sender`'s cell of `call` is in `owner`'s mailboxes (one per peer, in peer_slot order).
 std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
   const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
-  return (box_index(sender, owner) * kMailboxDepth + cell) * box.cell_bytes;
+  return (static_cast<std::size_t>(peer_slot(sender, owner)) * kMailboxDepth + cell) * box.cell_bytes;
 }
 
 /// Labels of this rank's calls kept for comparison at most: a peer's host that falls further behind than this loses
@@ -122,16 +120,14 @@ void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) 
     if (number >= comm::kMailboxLabels) {
       const auto emptied = static_cast<std::uint32_t>(number - comm::kMailboxLabels + 1);
       const OpContext ctx{.rank = call.rank(), .peer = peer, .op = call.ctx().op, .bytes = label.bytes};
-      const Deadline deadline = Deadline::after_seconds(call.timeout());
-      device::host::Backoff backoff;
-      while (!device::host::flag_reached(c.signals->load(peer, comm::kMailboxEmptiedSlot), emptied)) {
+      const bool reduced = Communicator::Impl::poll_until(Deadline::after_seconds(call.timeout()), [&] {
         c.check_peer_alive(peer, ctx);
-        if (deadline.expired()) {
-          throw TimeoutError(cat(describe(ctx), ": peer ", peer, " has not reduced allreduce number ", emptied - 1,
-                                 " through the mailboxes within ", call.timeout(), " s, while this rank is at number ",
-                                 number, "; is it in the same collectives?"));
-        }
-        backoff.pause();
+        return device::host::flag_reached(c.signals->load(peer, comm::kMailboxEmptiedSlot), emptied);
+      });
+      if (!reduced) {
+        throw TimeoutError(cat(describe(ctx), ": peer ", peer, " has not reduced allreduce number ", emptied - 1,
+                               " through the mailboxes within ", call.timeout(), " s, while this rank is at number ",
+                               number, "; is it in the same collectives?"));
       }
     }
     c.signals->store_remote(peer, label_word(entry, kLabelNumber), 0);
@@ -168,7 +164,7 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   // The flags of all peers go as one batched stream operation each (waits for emptied cells, filled counts, waits for
   // the peers' filled counts, emptied counts): on four H200s a call was about 14 us per peer with one operation per
   // flag, which the stream's operations, not the copies, took (docs/collectives.md, "Mailboxes").
-  std::vector<Call::PeerCount> emptied_waits;
+  std::vector<comm::SignalTarget> emptied_waits;
   if (number >= kMailboxDepth) {
     // The peers must have reduced what this rank put into the cell kMailboxDepth calls ago. Usually the host can see
     // that they have, and the stream needs no wait.
@@ -199,7 +195,7 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
                                                                  "with its calls"));
     }
   }
-  std::vector<Call::PeerCount> filled_waits;
+  std::vector<comm::SignalTarget> filled_waits;
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) {

@@ -2,14 +2,15 @@
 // Allreduce through mailboxes: the one-shot allreduce (every rank copies its whole input to every peer and reduces
 // all of them, in rank order) without any message or host wait per call. Every rank keeps, for each peer, a mailbox
 // of kMailboxDepth cells in memory that the peers mapped once (a window); call n uses cell n % kMailboxDepth. A call
-// is stream operations only, all on the caller's stream:
+// is stream operations on the caller's stream, each covering every peer at once (batched):
 //
-//   for each peer p, rank + 1 first:  [wait until p emptied the cell, if the host cannot see that it did already]
-//                                     copy the input into this rank's cell n % depth of p's mailbox
-//                                     raise p's "filled" count (n + 1)
-//   for each peer p:                  wait until p's "filled" count reaches n + 1
+//   [wait until the peers emptied cell n % depth, for those the host cannot see did already]
+//   copy the input into this rank's cell n % depth of every peer's mailbox (rank + 1 first)
+//   raise every peer's "filled" count (n + 1)
+//   wait until every peer's "filled" count reaches n + 1
 //   reduce this rank's input and the cells, in rank order, into recv
-//   for each peer p:                  raise p's "emptied" count (n + 1): p may fill the cell again
+//   raise every peer's "emptied" count (n + 1): the peers may fill the cell again
+//   record the call's end (a call on another stream waits for it)
 //
 // What the two-sided path (pipeline.cpp) gives per call and this does not, and what stands in for it:
 // - Matching by size: each call's label (bytes, type, operator, and the call's number among the communicator's

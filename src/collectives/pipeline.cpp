@@ -111,7 +111,7 @@ void run_exchange(Call& call, const Exchange& x) {
   auto block_at = [&](const char* base, int block, std::size_t begin) {
     return base + (x.blocks.offset[static_cast<std::size_t>(block)] + begin) * element;
   };
-  auto slot_of = [&](int peer) { return peer < rank ? peer : peer - 1; };
+  auto slot_of = [&](int peer) { return peer_slot(peer, rank); };
 
   // Receives run kStages - 1 chunks ahead of the consumption: when this rank sends chunk k, the peers posted it long
   // ago, so no send waits a control-message round trip. Posting chunk j needs its stage free, i.e. the reduction of

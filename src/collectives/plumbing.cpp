@@ -318,11 +318,6 @@ void Call::await_ready(int peer, Lane lane) {
   signal_waits_.push_back(SignalWait{peer, comm::kCollectiveReadySlot, expected});
 }
 
-std::uint32_t Call::raise_on_stream(int peer, int slot) {
-  started_ = true;
-  return comm_.signal_peer(stream(), peer, slot);
-}
-
 std::vector<std::uint32_t> Call::raise_on_stream_for_all(int slot) {
   started_ = true;
   std::vector<int> peers;
@@ -335,20 +330,13 @@ std::vector<std::uint32_t> Call::raise_on_stream_for_all(int slot) {
   return counts;
 }
 
-void Call::await_on_stream_for_all(int slot, std::span<const PeerCount> waits) {
+void Call::await_on_stream_for_all(int slot, std::span<const comm::SignalTarget> waits) {
   if (waits.empty()) return;
   started_ = true;
-  std::vector<Communicator::Impl::SignalTarget> targets;
-  for (const auto& wait : waits) targets.push_back({wait.peer, wait.expected});
-  comm_.wait_signals_on_stream(stream(), slot, targets);
+  comm_.wait_signals_on_stream(stream(), slot, waits);
   for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
 }
 
-void Call::await_on_stream(int peer, int slot, std::uint32_t expected) {
-  started_ = true;
-  comm_.wait_signal_on_stream(stream(), peer, slot, expected);
-  signal_waits_.push_back(SignalWait{peer, slot, expected});
-}
 
 void Call::send_token(int peer, Request& sent) {
   Stream& side = lane_stream(peer, kInput);

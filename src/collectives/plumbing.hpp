@@ -21,6 +21,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "comm/signal_area.hpp"
 #include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "device/memory.hpp"
@@ -224,20 +225,12 @@ class Call {
   Request post_ready_message(int peer);
   void send_ready_message(int peer);
   void await_ready_message(int peer, Request& ready);
-  /// The caller's stream raises `peer`'s signal `slot` (one of the collectives' slots) by one after its work so far;
-  /// returns the new count.
-  std::uint32_t raise_on_stream(int peer, int slot);
-  /// The caller's stream waits until `peer`'s signal `slot` reaches `expected`; a wait that the pair's failure
-  /// released is reported by the call's end check (finish), as await_ready's.
-  void await_on_stream(int peer, int slot, std::uint32_t expected);
-  /// raise_on_stream for every peer (each over ipc), one batched stream write; the new counts, indexed by peer.
+  /// The caller's stream raises every peer's signal `slot` (one of the collectives' slots; every peer over ipc) by
+  /// one after its work so far, one batched stream write; returns the new counts, indexed by peer.
   std::vector<std::uint32_t> raise_on_stream_for_all(int slot);
-  /// await_on_stream for several peers of `slot`, one batched stream wait.
-  struct PeerCount {
-    int peer;
-    std::uint32_t expected;
-  };
-  void await_on_stream_for_all(int slot, std::span<const PeerCount> waits);
+  /// The caller's stream waits until each peer's signal `slot` reaches its count, one batched stream wait; a wait that
+  /// the pair's failure released is reported by the call's end check (finish), as await_ready's.
+  void await_on_stream_for_all(int slot, std::span<const comm::SignalTarget> waits);
   /// The ranks' collective sequences are out of step (found before anything of this call was enqueued): a failure of
   /// the call must break the communicator, as one after its first message does.
   void mark_out_of_step() noexcept { started_ = true; }
@@ -346,6 +339,9 @@ struct Blocks {
 Blocks split_blocks(std::size_t count, std::size_t element_size, int world);
 /// `world` blocks of exactly `count` elements each (reduce_scatter, alltoall).
 Blocks equal_blocks(std::size_t count, int world);
+/// The index of `peer` among `rank`'s peers (every rank but itself, in rank order): where scratch and mailboxes keep
+/// what `peer` sends to `rank`.
+constexpr int peer_slot(int peer, int rank) { return peer < rank ? peer : peer - 1; }
 /// a / b rounded up (chunks of a block, pieces of a size).
 constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 /// Elements per pipeline chunk for blocks of up to `max_block` elements: `fixed_bytes` (PICKLE_COLL_CHUNK) when not 0,

@@ -302,13 +302,8 @@ struct Communicator::Impl {
   /// Enqueues a wait of `stream` for `peer`'s signal `slot` to reach `expected`, noted for teardown (Communicator::wait
   /// and the collectives' ready waits).
   void wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected);
-  /// One signal wait of wait_signals_on_stream.
-  struct SignalTarget {
-    int peer;
-    std::uint32_t expected;
-  };
   /// wait_signal_on_stream for each of `waits` on `slot`, with one batched stream wait (device::Stream::wait_values).
-  void wait_signals_on_stream(device::Stream& stream, int slot, std::span<const SignalTarget> waits);
+  void wait_signals_on_stream(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
   /// What wait_signal_on_stream notes for teardown and the watch (mutex held).
   void note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// What the application's streams still waited for when teardown began: requests that on_stream() made a stream

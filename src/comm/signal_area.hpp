@@ -40,6 +40,12 @@ inline constexpr int kPeerSignalSlots = kApplicationSignalSlots + 4;
 /// Cells per mailbox: how many calls a rank's copies may run ahead of a peer's reductions (collectives/mailbox.hpp).
 inline constexpr int kMailboxDepth = 4;
 
+/// A count of a peer's signal slot that a stream is to wait for (batched waits).
+struct SignalTarget {
+  int peer;
+  std::uint32_t expected;
+};
+
 /// How errors name a signal slot.
 inline std::string signal_slot_name(int slot) {
   if (slot == kCollectiveReadySlot) return "the collectives' ready signal";

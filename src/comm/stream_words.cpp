@@ -52,14 +52,15 @@ void Communicator::Impl::wait_signal_on_stream(device::Stream& stream, int peer,
   note_signal_wait_locked(stream, peer, slot, expected);
 }
 
-void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot, std::span<const SignalTarget> waits) {
+void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot,
+                                                std::span<const comm::SignalTarget> waits) {
   std::vector<device::Stream::Flag> flags;
-  for (const SignalTarget& wait : waits) {
+  for (const comm::SignalTarget& wait : waits) {
     flags.push_back({signals->local_word_for_streams(wait.peer, slot), wait.expected});
   }
   stream.wait_values(flags);
   std::lock_guard lock(mutex);
-  for (const SignalTarget& wait : waits) note_signal_wait_locked(stream, wait.peer, slot, wait.expected);
+  for (const comm::SignalTarget& wait : waits) note_signal_wait_locked(stream, wait.peer, slot, wait.expected);
 }
 
 void Communicator::Impl::note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
