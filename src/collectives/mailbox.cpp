@@ -9,6 +9,7 @@
 #include <pickle/error.hpp>
 
 #include "collectives/pipeline.hpp"
+#include "collectives/reduce.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/log.hpp"
 #include "device/host/backoff.hpp"
@@ -54,7 +55,39 @@ std::string describe_label(const Mailbox::Label& label) {
 /// Where `sender`'s cell of `call` is in `owner`'s mailboxes (one per peer, in peer_slot order).
 std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
   const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
-  return (static_cast<std::size_t>(peer_slot(sender, owner)) * kMailboxDepth + cell) * box.cell_bytes;
+  const std::size_t slot = static_cast<std::size_t>(peer_slot(sender, owner));
+  return box.cells_offset + (slot * kMailboxDepth + cell) * box.cell_bytes;
+}
+
+/// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
+/// cells it filled (written by that rank's stream beside the host word), then the gated reduction's CTA count.
+std::size_t filled_word_offset(int sender) { return 4 * static_cast<std::size_t>(sender); }
+std::size_t ctas_done_offset(int world) { return 4 * static_cast<std::size_t>(world); }
+/// The device words' bytes, rounded up so that the cells stay 256-byte aligned.
+std::size_t device_words_bytes(int world) { return (ctas_done_offset(world) + 4 + 255) / 256 * 256; }
+
+std::uint32_t* own_device_word(const Mailbox& box, std::size_t offset) {
+  return reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset);
+}
+
+/// This rank's filled word in `peer`'s mailbox, through this rank's mapping of it.
+std::uint32_t* peer_filled_word(Call& call, const Mailbox& box, int peer) {
+  const WindowState::Entry& entry = box.window->ranks[static_cast<std::size_t>(peer)];
+  const OpContext ctx{.rank = call.rank(), .peer = peer, .op = call.ctx().op, .bytes = 4};
+  return static_cast<std::uint32_t*>(call.comm().ipc->remote_address(
+      peer, entry.alloc_id, entry.offset + filled_word_offset(call.rank()), 4, ctx));
+}
+
+/// Zeroes a gated mailbox's device words on a stream of its own, before the window is registered (no peer writes
+/// them before), and waits for it.
+void zero_device_words(const Mailbox& box, int world, MemoryKind kind, int device) {
+  std::vector<device::Stream::Flag> zeros;
+  for (std::size_t offset = 0; offset < device_words_bytes(world); offset += 4) {
+    zeros.push_back({reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset), 0});
+  }
+  const std::unique_ptr<device::Stream> stream = device::make_stream(kind, device);
+  stream->write_values(zeros);
+  stream->synchronize();
 }
 
 /// Labels of this rank's calls kept for comparison at most: a peer's host that falls further behind than this loses
@@ -153,6 +186,36 @@ void finish_call(Mailbox& box, device::Stream& stream) {
   box.last_stream_serial = stream.serial();
 }
 
+/// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate).
+void enqueue_gated_call_end(Call& call, const Mailbox& box, const std::vector<comm::SignalTarget>& filled_waits,
+                            void* recv, const std::vector<const void*>& inputs, std::size_t count, DataType type,
+                            ReduceOp op, std::uint32_t count_after) {
+  Communicator::Impl& c = call.comm();
+  const int world = call.world();
+  ReduceGate gate;
+  for (const comm::SignalTarget& wait : filled_waits) {
+    gate.wait_device[gate.waits] = own_device_word(box, filled_word_offset(wait.peer));
+    gate.wait_host[gate.waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxFilledSlot);
+    gate.wait_value[gate.waits] = wait.expected;
+    ++gate.waits;
+  }
+  call.awaited_by_kernel_for_all(comm::kMailboxFilledSlot, filled_waits);
+  const std::vector<std::uint32_t> emptied = call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == call.rank()) continue;
+    const std::uint32_t value = emptied[static_cast<std::size_t>(peer)];
+    if (value != count_after) {
+      throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": the mailbox's emptied counts are out of step "
+                                                                 "with its calls"));
+    }
+    gate.raise_word[gate.raises] = c.signals->remote_word_for_streams(peer, comm::kMailboxEmptiedSlot);
+    gate.raise_value[gate.raises] = value;
+    ++gate.raises;
+  }
+  gate.ctas_done = own_device_word(box, ctas_done_offset(world));
+  enqueue_gated_reduce(call, type, op, recv, inputs, count, gate);
+}
+
 void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
                   ReduceOp op, std::uint64_t number) {
   Communicator::Impl& c = call.comm();
@@ -189,7 +252,14 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     copies.push_back({cell, send, bytes});
   }
   c.ipc->copies(stream, copies);
-  for (std::uint32_t filled : call.raise_on_stream_for_all(comm::kMailboxFilledSlot)) {
+  // Gated: the peers' device filled words go in the same batched write as their host words.
+  std::vector<device::Stream::Flag> filled_device;
+  if (box.gated) {
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer != rank) filled_device.push_back({peer_filled_word(call, box, peer), count_after});
+    }
+  }
+  for (std::uint32_t filled : call.raise_on_stream_for_all(comm::kMailboxFilledSlot, filled_device)) {
     if (filled != 0 && filled != count_after) {
       throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": the mailbox's filled counts are out of step "
                                                                  "with its calls"));
@@ -206,9 +276,13 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     inputs[static_cast<std::size_t>(peer)] =
         static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
   }
-  call.await_on_stream_for_all(comm::kMailboxFilledSlot, filled_waits);
-  enqueue_reduce(call, type, op, recv, inputs, count);
-  call.raise_on_stream_for_all(comm::kMailboxEmptiedSlot);
+  if (box.gated) {
+    enqueue_gated_call_end(call, box, filled_waits, recv, inputs, count, type, op, count_after);
+  } else {
+    call.await_on_stream_for_all(comm::kMailboxFilledSlot, filled_waits);
+    enqueue_reduce(call, type, op, recv, inputs, count);
+    call.raise_on_stream_for_all(comm::kMailboxEmptiedSlot);
+  }
   finish_call(box, stream);
   box.calls = number + 1;
 }
@@ -263,8 +337,12 @@ bool mailbox_ready(Call& call) {
     return false;
   }
   box.cell_bytes = mailbox_cell_bytes(call.world());
-  const std::size_t bytes = static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
+  box.gated = call.kind() == MemoryKind::Cuda && call.world() - 1 <= kMaxGatePeers;
+  box.cells_offset = box.gated ? device_words_bytes(call.world()) : 0;
+  const std::size_t bytes =
+      box.cells_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
+  if (box.gated) zero_device_words(box, call.world(), call.kind(), std::max(0, call.device()));
   box.window = c.register_window(box.memory->data(), bytes);
   box.checked.assign(static_cast<std::size_t>(call.world()), 0);
   box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least

@@ -10,6 +10,25 @@
 
 namespace pickle::coll {
 
+#if PICKLE_HAVE_CUDA
+namespace {
+
+ReduceTask reduce_task(const Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
+                       std::size_t count) {
+  ReduceTask task;  // run_exchange checked that the inputs fit (check_reduction_fits)
+  task.type = type;
+  task.op = op;
+  task.nranks = call.world();
+  task.out = out;
+  task.count = count;
+  task.ninputs = static_cast<int>(inputs.size());
+  std::copy(inputs.begin(), inputs.end(), task.inputs);
+  return task;
+}
+
+}  // namespace
+#endif
+
 void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                     std::size_t count) {
   if (count == 0) return;
@@ -21,17 +40,21 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
     return;
   }
 #if PICKLE_HAVE_CUDA
-  ReduceTask task;  // run_exchange checked that the inputs fit (check_reduction_fits)
-  task.type = type;
-  task.op = op;
-  task.nranks = nranks;
-  task.out = out;
-  task.count = count;
-  task.ninputs = static_cast<int>(inputs.size());
-  std::copy(inputs.begin(), inputs.end(), task.inputs);
-  launch_reduce_cuda(task, call.stream().native_handle(), call.device(), call.state().reduce_ctas);
+  launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
+                     call.state().reduce_ctas);
 #else
   throw UnavailableError(cat(describe(call.ctx()), ": CUDA memory in a build without CUDA"));
+#endif
+}
+
+void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
+                          std::size_t count, const ReduceGate& gate) {
+#if PICKLE_HAVE_CUDA
+  launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
+                     call.state().reduce_ctas, &gate);
+#else
+  (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate;
+  throw UnavailableError(cat(describe(call.ctx()), ": a gated reduction in a build without CUDA"));
 #endif
 }
 

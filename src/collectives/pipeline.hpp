@@ -13,6 +13,8 @@
 
 namespace pickle::coll {
 
+struct ReduceGate;
+
 struct Exchange {
   enum class Consume {
     Reduce,         ///< reduce_scatter / allreduce: reduce the chunk's inputs (in rank order) into `out`
@@ -62,6 +64,10 @@ void owe_ordered_tokens(Call& call, std::size_t chunks, bool ordered);
 /// The inputs must fit one reduction (check_reduction_fits).
 void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                     std::size_t count);
+/// enqueue_reduce on CUDA memory, gated: the kernel waits for `gate`'s words before reading the inputs and raises its
+/// words once it has read them (ReduceGate, reduce.hpp); runs with `count` 0 too. CUDA memory only.
+void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
+                          std::size_t count, const ReduceGate& gate);
 
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);

@@ -318,22 +318,48 @@ void Call::await_ready(int peer, Lane lane) {
   signal_waits_.push_back(SignalWait{peer, comm::kCollectiveReadySlot, expected});
 }
 
-std::vector<std::uint32_t> Call::raise_on_stream_for_all(int slot) {
-  started_ = true;
+namespace {
+
+std::vector<int> all_but(int rank, int world) {
   std::vector<int> peers;
-  for (int peer = 0; peer < world(); ++peer) {
-    if (peer != rank()) peers.push_back(peer);
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer != rank) peers.push_back(peer);
   }
-  const std::vector<std::uint32_t> raised = comm_.signal_peers(stream(), peers, slot);
-  std::vector<std::uint32_t> counts(static_cast<std::size_t>(world()), 0);
-  for (std::size_t i = 0; i < peers.size(); ++i) counts[static_cast<std::size_t>(peers[i])] = raised[i];
-  return counts;
+  return peers;
+}
+
+/// Counts of `peers` (in that order) indexed by rank, 0 for the others.
+std::vector<std::uint32_t> by_rank(const std::vector<int>& peers, const std::vector<std::uint32_t>& counts, int world) {
+  std::vector<std::uint32_t> indexed(static_cast<std::size_t>(world), 0);
+  for (std::size_t i = 0; i < peers.size(); ++i) indexed[static_cast<std::size_t>(peers[i])] = counts[i];
+  return indexed;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> Call::raise_on_stream_for_all(int slot, std::span<const device::Stream::Flag> also) {
+  started_ = true;
+  const std::vector<int> peers = all_but(rank(), world());
+  return by_rank(peers, comm_.signal_peers(stream(), peers, slot, also), world());
+}
+
+std::vector<std::uint32_t> Call::count_raised_by_kernel_for_all(int slot) {
+  started_ = true;
+  const std::vector<int> peers = all_but(rank(), world());
+  return by_rank(peers, comm_.count_signals_written_by_kernel(stream(), peers, slot), world());
 }
 
 void Call::await_on_stream_for_all(int slot, std::span<const comm::SignalTarget> waits) {
   if (waits.empty()) return;
   started_ = true;
   comm_.wait_signals_on_stream(stream(), slot, waits);
+  for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
+}
+
+void Call::awaited_by_kernel_for_all(int slot, std::span<const comm::SignalTarget> waits) {
+  if (waits.empty()) return;
+  started_ = true;
+  comm_.note_signal_waits_by_kernel(stream(), slot, waits);
   for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
 }
 

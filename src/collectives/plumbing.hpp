@@ -226,11 +226,18 @@ class Call {
   void send_ready_message(int peer);
   void await_ready_message(int peer, Request& ready);
   /// The caller's stream raises every peer's signal `slot` (one of the collectives' slots; every peer over ipc) by
-  /// one after its work so far, one batched stream write; returns the new counts, indexed by peer.
-  std::vector<std::uint32_t> raise_on_stream_for_all(int slot);
+  /// one after its work so far, one batched stream write that also writes `also`; returns the new counts, indexed by
+  /// peer.
+  std::vector<std::uint32_t> raise_on_stream_for_all(int slot, std::span<const device::Stream::Flag> also = {});
+  /// The counts of raise_on_stream_for_all, for a kernel on the caller's stream that writes them itself (a gated
+  /// reduction): nothing is enqueued.
+  std::vector<std::uint32_t> count_raised_by_kernel_for_all(int slot);
   /// The caller's stream waits until each peer's signal `slot` reaches its count, one batched stream wait; a wait that
   /// the pair's failure released is reported by the call's end check (finish), as await_ready's.
   void await_on_stream_for_all(int slot, std::span<const comm::SignalTarget> waits);
+  /// await_on_stream_for_all for waits that a kernel on the caller's stream does itself (a gated reduction): noted
+  /// for the watch, teardown and the end check, nothing enqueued.
+  void awaited_by_kernel_for_all(int slot, std::span<const comm::SignalTarget> waits);
   /// The ranks' collective sequences are out of step (found before anything of this call was enqueued): a failure of
   /// the call must break the communicator, as one after its first message does.
   void mark_out_of_step() noexcept { started_ = true; }

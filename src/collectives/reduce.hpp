@@ -224,13 +224,41 @@ struct ReduceTask {
   std::size_t count = 0;
 };
 
+/// Most peers a gated reduction (ReduceGate) waits for and tells; with more, the caller uses stream operations.
+inline constexpr int kMaxGatePeers = 16;
+
+/// Waits and raises that a CUDA reduction does itself, for the allreduce mailboxes (mailbox.cpp): before reading its
+/// inputs it waits until each wait's word reaches its value, and once every CTA has read them its last CTA writes
+/// each raise's value. A stream wait before the kernel and a stream write after it cost a mailbox call more than the
+/// kernel itself (the GPU's front end switches between its stream operations and the kernel; on two H200s a call went
+/// from 25 to 21 us with the wait in the kernel, tools/probes/mailbox_chain_probe, docs/results/2026-11-28j-h200x4.md).
+///
+/// Each wait has two words: one in GPU memory (the waiter's mailbox window, where the kernel polls without crossing
+/// PCIe) and the host word of the communicator's signal area that the host reads (the progress thread's watch) and
+/// that a failed pair releases (Communicator::Impl::fail_peer_locked writes a value 2^30 ahead into it). A wait
+/// passes when either word reaches its value, compared cyclically as cuStreamWaitValue32's GEQ does; the host word is
+/// read every 64th poll. A raise writes one word (any address the device can write: the peer's host word).
+struct ReduceGate {
+  int waits = 0;
+  const std::uint32_t* wait_device[kMaxGatePeers] = {};
+  const std::uint32_t* wait_host[kMaxGatePeers] = {};
+  std::uint32_t wait_value[kMaxGatePeers] = {};
+  int raises = 0;
+  std::uint32_t* raise_word[kMaxGatePeers] = {};
+  std::uint32_t raise_value[kMaxGatePeers] = {};
+  /// CTAs that have read their inputs (GPU memory, 0 between gated launches; the last CTA resets it). Gated launches
+  /// that share it must not overlap (the mailbox's calls are ordered).
+  std::uint32_t* ctas_done = nullptr;
+};
+
 /// Runs `task` on the calling thread (host memory); `inputs` may hold more than kMaxReduceInputs pointers.
 void reduce_host(DataType type, ReduceOp op, int nranks, void* out, const void* const* inputs, int ninputs,
                  std::size_t count);
 
 /// Enqueues `task` on the CUDA stream `cuda_stream` of `device`, on at most `max_ctas` CTAs (CudaError on a launch
-/// failure). Only in CUDA builds.
-void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas);
+/// failure), gated by `gate` when given (then also with count 0). Only in CUDA builds.
+void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
+                        const ReduceGate* gate = nullptr);
 /// Loads every reduction kernel on `device` (CudaError on failure). CUDA loads kernels lazily, at their first launch,
 /// and loading one may synchronize the whole context: a collective's first reduction would then wait for streams
 /// that may be waiting for peers that wait for this rank. Communicators on CUDA memory call it when they are made.

@@ -40,9 +40,46 @@ union Vector {
   S element[sizeof(uint4) / sizeof(S)];
 };
 
+/// a reached b as cuStreamWaitValue32's GEQ compares: cyclically, so that counts may wrap.
+__device__ bool reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) >= 0; }
+
+__device__ std::uint32_t load_volatile(const std::uint32_t* word) {
+  return *reinterpret_cast<const volatile std::uint32_t*>(word);
+}
+
+/// ReduceGate's waits: thread i of every CTA polls wait i (a handful of words; the CTAs stay in step).
+__device__ void await_gate(const ReduceGate& gate) {
+  if (static_cast<int>(threadIdx.x) < gate.waits) {
+    const int i = static_cast<int>(threadIdx.x);
+    for (unsigned poll = 1;; ++poll) {
+      if (reached(load_volatile(gate.wait_device[i]), gate.wait_value[i])) break;
+      if (poll % 64 == 0 && reached(load_volatile(gate.wait_host[i]), gate.wait_value[i])) break;
+    }
+  }
+  __syncthreads();
+  // The writers' words came after their data, each behind a system-wide fence (cuStreamWriteValue32's barrier): the
+  // inputs are read after this.
+  __threadfence_system();
+}
+
+/// ReduceGate's raises, once every CTA has read its inputs: the last CTA to get here writes them.
+__device__ void raise_gate(const ReduceGate& gate) {
+  __syncthreads();  // this CTA's loads have returned: their values went into its stores
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(gate.ctas_done, 1u) != gridDim.x - 1) return;
+  *gate.ctas_done = 0;  // the next gated launch comes after this kernel
+  __threadfence_system();
+  for (int i = 0; i < gate.raises; ++i) {
+    *reinterpret_cast<volatile std::uint32_t*>(gate.raise_word[i]) = gate.raise_value[i];
+  }
+}
+
 template <class E, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
-                                                          std::size_t count, int nranks, bool vectorized) {
+                                                          std::size_t count, int nranks, bool vectorized,
+                                                          ReduceGate gate) {
+  if (gate.waits > 0) await_gate(gate);
   using S = typename E::Storage;
   using A = typename E::Acc;
   constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
@@ -116,12 +153,13 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
     for (int j = 1; j < ninputs; ++j) acc = combine<Op>(acc, E::load(static_cast<const S*>(in.ptr[j])[i]));
     out[i] = E::store(finish<Op>(acc, nranks));
   }
+  if (gate.ctas_done != nullptr) raise_gate(gate);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 template <class E, ReduceOp Op>
-cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas) {
+cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, const ReduceGate& gate) {
   KernelInputs inputs{};
   bool vectorized = aligned16(task.out);
   for (int j = 0; j < task.ninputs; ++j) {
@@ -135,7 +173,7 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas) {
   const std::size_t wanted = (task.count + per_cta - 1) / per_cta;
   const int ctas = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_ctas)));
   reduce_kernel<E, Op><<<ctas, kThreads, 0, stream>>>(inputs, task.ninputs, task.out, task.count, task.nranks,
-                                                      vectorized);
+                                                      vectorized, gate);
   return cudaGetLastError();
 }
 
@@ -195,8 +233,14 @@ void load_reduce_kernels(int device) {
   }
 }
 
-void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas) {
-  if (task.count == 0 || task.ninputs <= 0) return;
+void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
+                        const ReduceGate* gate) {
+  if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
+  if (gate != nullptr && (gate->waits > kMaxGatePeers || gate->raises > kMaxGatePeers ||
+                          (gate->raises > 0 && gate->ctas_done == nullptr))) {
+    throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
+                                         " waits or raises, or raises without a CTA count");
+  }
   if (task.ninputs > kMaxReduceInputs) {
     throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) +
                            " inputs: at most " + std::to_string(kMaxReduceInputs) + " ranks are supported");
@@ -206,7 +250,8 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
   cudaError_t status = cudaSuccess;
   dispatch_type(task.type, [&](auto element) {
     dispatch_op(task.op, [&](auto which) {
-      status = launch<decltype(element), decltype(which)::value>(task, stream, max_ctas);
+      status = launch<decltype(element), decltype(which)::value>(task, stream, max_ctas,
+                                                                 gate != nullptr ? *gate : ReduceGate{});
     });
   });
   if (status != cudaSuccess) {

@@ -238,8 +238,18 @@ struct Communicator::Impl {
   /// returns the new count (the value a wait for the last of these signals expects).
   std::uint32_t signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by = 1);
   /// signal_peer (by one) for each of `peers`, every one on this host over ipc, with one batched stream write
-  /// (device::Stream::write_values); returns their new counts, in the order of `peers`.
-  std::vector<std::uint32_t> signal_peers(device::Stream& stream, std::span<const int> peers, int slot);
+  /// (device::Stream::write_values) that also carries `also` (words outside the signal area, written in the same
+  /// operation); returns their new counts, in the order of `peers`.
+  std::vector<std::uint32_t> signal_peers(device::Stream& stream, std::span<const int> peers, int slot,
+                                          std::span<const device::Stream::Flag> also = {});
+  /// signal_peers' counts for signals that a kernel on `stream` writes itself (a gated reduction, ReduceGate),
+  /// taken and noted as signal_peers takes them, and nothing enqueued; the caller passes the returned counts and the
+  /// peers' words (signals->remote_word_for_streams) to the kernel.
+  std::vector<std::uint32_t> count_signals_written_by_kernel(device::Stream& stream, std::span<const int> peers,
+                                                             int slot);
+  /// The next count of `slot` for each of `peers` (over ipc, on this host), with `stream` noted for teardown (takes
+  /// the mutex; the caller holds the pairs' channel locks).
+  std::vector<std::uint32_t> next_signal_counts(device::Stream& stream, std::span<const int> peers, int slot);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -304,6 +314,9 @@ struct Communicator::Impl {
   void wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// wait_signal_on_stream for each of `waits` on `slot`, with one batched stream wait (device::Stream::wait_values).
   void wait_signals_on_stream(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
+  /// What wait_signals_on_stream notes, for waits that a kernel on `stream` does itself (a gated reduction polls the
+  /// local words, which a failed pair releases as it releases stream waits).
+  void note_signal_waits_by_kernel(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
   /// What wait_signal_on_stream notes for teardown and the watch (mutex held).
   void note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// What the application's streams still waited for when teardown began: requests that on_stream() made a stream

@@ -524,26 +524,41 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
 }
 
 std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stream, std::span<const int> targets,
-                                                          int slot) {
+                                                          int slot, std::span<const device::Stream::Flag> also) {
   // As signal_peer, under every pair's channel lock at once, taken in rank order (no two callers wait on each other).
   std::vector<int> order(targets.begin(), targets.end());
   std::sort(order.begin(), order.end());
   std::vector<std::unique_lock<std::recursive_mutex>> signal_locks;
   for (int peer : order) signal_locks.emplace_back(*channel_send_mutex[peer]);
-  std::vector<std::uint32_t> values;
-  std::vector<device::Stream::Flag> flags;
-  {
-    std::lock_guard lock(mutex);
-    for (int peer : targets) {
-      if (uses_net(peer) || uses_shm(peer) || !same_host[static_cast<std::size_t>(peer)]) {
-        throw Error(ErrorCode::Internal, cat("rank ", info.rank, ": signal_peers: peer ", peer, " is not over ipc"));
-      }
-      values.push_back(peers[peer].signals_sent[slot] += 1);
-      flags.push_back({signals->remote_word_for_streams(peer, slot), values.back()});
-    }
-    note_stream_on_words_locked(stream);
+  const std::vector<std::uint32_t> values = next_signal_counts(stream, targets, slot);
+  std::vector<device::Stream::Flag> flags(also.begin(), also.end());
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    flags.push_back({signals->remote_word_for_streams(targets[i], slot), values[i]});
   }
   stream.write_values(flags);
+  return values;
+}
+
+std::vector<std::uint32_t> Communicator::Impl::count_signals_written_by_kernel(device::Stream& stream,
+                                                                             std::span<const int> targets, int slot) {
+  std::vector<int> order(targets.begin(), targets.end());
+  std::sort(order.begin(), order.end());
+  std::vector<std::unique_lock<std::recursive_mutex>> signal_locks;
+  for (int peer : order) signal_locks.emplace_back(*channel_send_mutex[peer]);
+  return next_signal_counts(stream, targets, slot);
+}
+
+std::vector<std::uint32_t> Communicator::Impl::next_signal_counts(device::Stream& stream, std::span<const int> targets,
+                                                                int slot) {
+  std::vector<std::uint32_t> values;
+  std::lock_guard lock(mutex);
+  for (int peer : targets) {
+    if (uses_net(peer) || uses_shm(peer) || !same_host[static_cast<std::size_t>(peer)]) {
+      throw Error(ErrorCode::Internal, cat("rank ", info.rank, ": signal_peers: peer ", peer, " is not over ipc"));
+    }
+    values.push_back(peers[peer].signals_sent[slot] += 1);
+  }
+  note_stream_on_words_locked(stream);  // the stream (or its kernel) writes into the peers' words
   return values;
 }
 

@@ -1,0 +1,171 @@
+// The gated reduction (ReduceGate, src/collectives/reduce.hpp) on one GPU, as the allreduce mailboxes use it: the
+// kernel reads nothing before its wait passes, passes on either word (GPU memory or the host word a failed pair
+// releases), compares cyclically, and writes its raise word once every CTA has read its inputs.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "collectives/reduce.hpp"
+#include "cuda_test_util.hpp"
+#include "device/backends.hpp"
+
+namespace pickle::coll {
+namespace {
+
+using test::cuda_ok;
+
+constexpr std::size_t kCount = std::size_t{1} << 20;  // 4 MiB of float: every one of 8 CTAs has work
+constexpr int kCtas = 8;
+
+class GatedReduce : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (device::cuda_device_count() == 0) GTEST_SKIP() << "needs a GPU: " << device::cuda_unavailable_reason();
+    cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+    load_reduce_kernels(0);
+    cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_ok(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (auto*& buffer : buffers_) {
+      cuda_ok(cudaMalloc(reinterpret_cast<void**>(&buffer), kCount * sizeof(float)), "cudaMalloc");
+    }
+    const std::vector<float> ones(kCount, 1.0f), twos(kCount, 2.0f);
+    cuda_ok(cudaMemcpy(buffers_[0], ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_ok(cudaMemcpy(buffers_[1], twos.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_ok(cudaMemset(buffers_[2], 0, kCount * sizeof(float)), "cudaMemset");
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&device_words_), 4 * sizeof(std::uint32_t)), "cudaMalloc");
+    cuda_ok(cudaMemset(device_words_, 0, 4 * sizeof(std::uint32_t)), "cudaMemset");
+    cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&host_words_), 4 * sizeof(std::uint32_t), cudaHostAllocMapped),
+            "cudaHostAlloc");
+    for (int i = 0; i < 4; ++i) host_words_[i] = 0;
+    cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_words_on_device_), host_words_, 0),
+            "cudaHostGetDevicePointer");
+  }
+
+  void TearDown() override {
+    if (stream_ == nullptr) return;
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    cudaStreamDestroy(side_);
+    for (auto* buffer : buffers_) cudaFree(buffer);
+    cudaFree(device_words_);
+    cudaFreeHost(host_words_);
+  }
+
+  /// One wait (word 0 of each kind, for `expected`) and one raise (host word 1, of `raised`); device word 2 counts
+  /// CTAs.
+  void launch(std::uint32_t expected, std::uint32_t raised) {
+    ReduceTask task;
+    task.type = DataType::F32;
+    task.op = ReduceOp::Sum;
+    task.nranks = 2;
+    task.out = buffers_[2];
+    task.inputs[0] = buffers_[0];
+    task.inputs[1] = buffers_[1];
+    task.ninputs = 2;
+    task.count = kCount;
+    ReduceGate gate;
+    gate.waits = 1;
+    gate.wait_device[0] = device_words_;
+    gate.wait_host[0] = host_words_on_device_;
+    gate.wait_value[0] = expected;
+    gate.raises = 1;
+    gate.raise_word[0] = host_words_on_device_ + 1;
+    gate.raise_value[0] = raised;
+    gate.ctas_done = device_words_ + 2;
+    launch_reduce_cuda(task, stream_, 0, kCtas, &gate);
+  }
+
+  /// Whether the stream finished within `seconds`. When it has not, releases the wait through both words first (so
+  /// that no kernel outlives the test), then answers false.
+  bool finished_within(double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const cudaError_t status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return true;
+      if (status != cudaErrorNotReady) cuda_ok(status, "cudaStreamQuery");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    release_everything();
+    return false;
+  }
+
+  void release_everything() {
+    __atomic_store_n(&host_words_[0], host_words_[0] + (1u << 30), __ATOMIC_RELEASE);
+    cudaStreamSynchronize(stream_);
+  }
+
+  /// Sets device word 0 to `value` from the side stream (as a peer's stream write does), and waits for that.
+  void write_device_word(std::uint32_t value) {
+    test::PinnedBuffer source(sizeof value);
+    *static_cast<std::uint32_t*>(source.data()) = value;
+    cuda_ok(cudaMemcpyAsync(device_words_, source.data(), sizeof value, cudaMemcpyHostToDevice, side_), "cudaMemcpy");
+    cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
+  }
+
+  std::uint32_t device_word(int index) {
+    std::uint32_t value = 0;
+    cuda_ok(cudaMemcpyAsync(&value, device_words_ + index, sizeof value, cudaMemcpyDeviceToHost, side_), "cudaMemcpy");
+    cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
+    return value;
+  }
+
+  std::uint32_t host_word(int index) const { return __atomic_load_n(&host_words_[index], __ATOMIC_ACQUIRE); }
+
+  /// Elements of the output that are not 1 + 2.
+  std::size_t wrong_outputs() {
+    std::vector<float> out(kCount);
+    cuda_ok(cudaMemcpy(out.data(), buffers_[2], kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    std::size_t wrong = 0;
+    for (float value : out) wrong += value != 3.0f ? 1 : 0;
+    return wrong;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t side_ = nullptr;
+  float* buffers_[3] = {};  // two inputs, the output
+  std::uint32_t* device_words_ = nullptr;
+  std::uint32_t* host_words_ = nullptr;
+  std::uint32_t* host_words_on_device_ = nullptr;
+};
+
+TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
+  launch(7, 9);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the reduction did not wait for its word";
+  EXPECT_EQ(host_word(1), 0u) << "raised before its wait passed";
+  write_device_word(6);  // behind: still waiting
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "a word behind the value let the reduction through";
+  write_device_word(7);
+  ASSERT_TRUE(finished_within(10)) << "the reduction did not see its device word reach the value";
+  EXPECT_EQ(wrong_outputs(), 0u);
+  EXPECT_EQ(host_word(1), 9u);
+  EXPECT_EQ(device_word(2), 0u) << "the CTA count must be back at 0 for the next gated launch";
+  // The next launch on the same CTA count waits and raises again.
+  launch(8, 10);
+  write_device_word(8);
+  ASSERT_TRUE(finished_within(10));
+  EXPECT_EQ(host_word(1), 10u);
+}
+
+TEST_F(GatedReduce, PassesWhenAFailedPairReleasesTheHostWordAndComparesCyclically) {
+  // Counts about to wrap: the wait is for 0xfffffff0, the release moves the host word 2^30 past it (to 0x3ffffff0,
+  // numerically smaller) as Communicator::Impl::fail_peer_locked does; the device word never comes.
+  constexpr std::uint32_t kExpected = 0xfffffff0u;
+  __atomic_store_n(&host_words_[0], kExpected - 5, __ATOMIC_RELEASE);
+  launch(kExpected, kExpected);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "a host word behind the value let the reduction through";
+  __atomic_store_n(&host_words_[0], kExpected + (1u << 30), __ATOMIC_RELEASE);
+  ASSERT_TRUE(finished_within(10)) << "the reduction did not see its released host word";
+  EXPECT_EQ(wrong_outputs(), 0u);
+  EXPECT_EQ(host_word(1), kExpected);
+  EXPECT_EQ(device_word(2), 0u);
+}
+
+}  // namespace
+}  // namespace pickle::coll
