@@ -47,7 +47,7 @@ class GatedReduce : public testing::Test {
 
   void TearDown() override {
     if (stream_ == nullptr) return;
-    cudaStreamSynchronize(stream_);
+    release_everything();  // a test that failed with the kernel still waiting
     cudaStreamDestroy(stream_);
     cudaStreamDestroy(side_);
     for (auto* buffer : buffers_) cudaFree(buffer);
@@ -98,19 +98,22 @@ class GatedReduce : public testing::Test {
     cudaStreamSynchronize(stream_);
   }
 
-  /// Sets device word 0 to `value` from the side stream (as a peer's stream write does), and waits for that.
+  /// Sets device word 0 to `value` from the side stream (as a peer's stream write does), and waits for that. Through
+  /// host word 3, allocated beforehand: allocating or freeing pinned memory now would wait for the whole device, the
+  /// waiting kernel included.
   void write_device_word(std::uint32_t value) {
-    test::PinnedBuffer source(sizeof value);
-    *static_cast<std::uint32_t*>(source.data()) = value;
-    cuda_ok(cudaMemcpyAsync(device_words_, source.data(), sizeof value, cudaMemcpyHostToDevice, side_), "cudaMemcpy");
+    host_words_[3] = value;
+    cuda_ok(cudaMemcpyAsync(device_words_, &host_words_[3], sizeof value, cudaMemcpyHostToDevice, side_),
+            "cudaMemcpyAsync");
     cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
   }
 
   std::uint32_t device_word(int index) {
-    std::uint32_t value = 0;
-    cuda_ok(cudaMemcpyAsync(&value, device_words_ + index, sizeof value, cudaMemcpyDeviceToHost, side_), "cudaMemcpy");
+    cuda_ok(cudaMemcpyAsync(&host_words_[3], device_words_ + index, sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                            side_),
+            "cudaMemcpyAsync");
     cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
-    return value;
+    return host_words_[3];
   }
 
   std::uint32_t host_word(int index) const { return __atomic_load_n(&host_words_[index], __ATOMIC_ACQUIRE); }
@@ -157,6 +160,7 @@ TEST_F(GatedReduce, PassesWhenAFailedPairReleasesTheHostWordAndComparesCyclicall
   // numerically smaller) as Communicator::Impl::fail_peer_locked does; the device word never comes.
   constexpr std::uint32_t kExpected = 0xfffffff0u;
   __atomic_store_n(&host_words_[0], kExpected - 5, __ATOMIC_RELEASE);
+  write_device_word(kExpected - 5);  // 0 would count as ahead of 0xfffffff0, cyclically
   launch(kExpected, kExpected);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "a host word behind the value let the reduction through";
