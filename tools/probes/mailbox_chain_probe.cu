@@ -25,9 +25,11 @@
 //   copies only               the copies alone, call after call: the copy engines' rate for these sizes
 //   reduce only               the reduction kernel alone, call after call: the launch rate
 // Streams wait at a gate (a host word) until every call is queued (a stream's queue is finite: should the host block
-// on a full queue, a watchdog opens the gate after 2 s and the probe says the figure includes enqueueing). Time per call = (stop - start) / calls on the
-// slowest GPU, median of `repeats`. The last call's output is checked (input of GPU r holds r + 1) and a mismatch
-// fails the probe. Not part of pickle: a measurement tool (docs/results).
+// on a full queue, a watchdog opens the gate after 2 s and the probe says the figure includes enqueueing). Time per
+// call = (stop - start) / calls on the slowest GPU, median of `repeats`. The last call's output is checked (input of
+// GPU r holds r + 1) and a mismatch fails the probe; a chain that does not finish within 10 s prints its flag words
+// and fails it. With one GPU, two ranks run on it as two streams. Not part of pickle: a measurement tool
+// (docs/results).
 //
 // Usage: mailbox_chain_probe [calls=24] [repeats=7] [bytes...=4K 64K 1M]
 #include <cuda.h>
@@ -318,7 +320,8 @@ int main(int argc, char** argv) {
             if (v.variant != Variant::ReduceOnly) {
               for (int p = 0; p < n; ++p) {
                 if (p == r) continue;
-                char* to = gpus[static_cast<std::size_t>(p)].cells + (static_cast<std::size_t>(r) * kDepth + cell) * max_bytes;
+                const std::size_t offset = (static_cast<std::size_t>(r) * kDepth + cell) * max_bytes;
+                char* to = gpus[static_cast<std::size_t>(p)].cells + offset;
                 check(cudaMemcpyAsync(to, g.in, bytes, cudaMemcpyDefault, copy_stream), "cudaMemcpyAsync");
               }
             }
