@@ -330,14 +330,21 @@ bool mailbox_ready(Call& call) {
     if (peer == call.rank()) continue;
     all_ipc = all_ipc && c.same_host[static_cast<std::size_t>(peer)] && !c.uses_shm(peer) && !c.uses_net(peer);
   }
-  const std::vector<std::string> rows = c.gather_rows(cat(c.key_prefix, "mailbox/"), all_ipc ? "1" : "0");
-  if (std::any_of(rows.begin(), rows.end(), [](const std::string& row) { return row != "1"; })) {
+  // "2": every peer over ipc, none on this rank's GPU; "1": every peer over ipc; "0": not.
+  const bool own_gpu = std::none_of(c.same_gpu.begin(), c.same_gpu.end(), [](bool shared) { return shared; });
+  const std::vector<std::string> rows =
+      c.gather_rows(cat(c.key_prefix, "mailbox/"), !all_ipc ? "0" : own_gpu ? "2" : "1");
+  if (std::any_of(rows.begin(), rows.end(), [](const std::string& row) { return row == "0"; })) {
     PICKLE_LOG(Debug, "coll", describe(call.ctx()) << ": some rank reaches a peer other than over ipc: small "
                                                       "allreduces go two-sided one-shot instead of through mailboxes");
     return false;
   }
   box.cell_bytes = mailbox_cell_bytes(call.world());
-  box.gated = call.kind() == MemoryKind::Cuda && call.world() - 1 <= kMaxGatePeers;
+  // Gated (the reduction waits for the peers itself) only where no two ranks share a GPU: a waiting kernel holds its
+  // CTAs, and a peer on the same GPU would compete with it for the SMs (ranks as threads) or the time slice (ranks as
+  // processes) that the peer needs to fill its cells. The same decision on every rank: the layout depends on it.
+  box.gated = call.kind() == MemoryKind::Cuda && call.world() - 1 <= kMaxGatePeers &&
+              std::all_of(rows.begin(), rows.end(), [](const std::string& row) { return row == "2"; });
   box.cells_offset = box.gated ? device_words_bytes(call.world()) : 0;
   const std::size_t bytes =
       box.cells_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;

@@ -13,11 +13,11 @@
 //   record the call's end (a call on another stream waits for it)
 //
 // On CUDA memory the wait for the filled counts and the emptied raise are the reduction kernel's own (gated, up to
-// kMaxGatePeers peers): it polls the filled counts in GPU memory (words at the start of each rank's mailboxes, which
-// the peers' streams write beside the host words) and writes the emptied host words from its last CTA, so that the
-// stream goes from the filled raise straight to the kernel and from the kernel to whatever comes next. The host
-// words are written all the same: the host reads them (the watch, send_labels), and a failed pair releases the
-// kernel's wait through them as it releases stream waits (ReduceGate, reduce.hpp).
+// kMaxGatePeers peers, where no two ranks share a GPU): it polls the filled counts in GPU memory (words at the start
+// of each rank's mailboxes, which the peers' streams write beside the host words) and writes the emptied host words
+// from its last CTA, so that the stream goes from the filled raise straight to the kernel and from the kernel to
+// whatever comes next. The host words are written all the same: the host reads them (the watch, send_labels), and a
+// failed pair releases the kernel's wait through them as it releases stream waits (ReduceGate, reduce.hpp).
 //
 // What the two-sided path (pipeline.cpp) gives per call and this does not, and what stands in for it:
 // - Matching by size: each call's label (bytes, type, operator, and the call's number among the communicator's
@@ -61,9 +61,9 @@ struct Mailbox {
   bool decided = false;  ///< the first call that would use them has decided whether they can be used
   bool usable = false;   ///< every rank reaches every peer over ipc (the same answer on every rank)
   std::size_t cell_bytes = 0;
-  /// CUDA memory, at most kMaxGatePeers peers: the reduction waits for the filled counts and raises the emptied
-  /// counts itself (ReduceGate); the peers' streams write the filled counts into words at the start of the
-  /// mailboxes' memory too (then the cells), where the kernel polls them.
+  /// CUDA memory, at most kMaxGatePeers peers, no two ranks on one GPU (the same on every rank): the reduction waits
+  /// for the filled counts and raises the emptied counts itself (ReduceGate); the peers' streams write the filled
+  /// counts into words at the start of the mailboxes' memory too (then the cells), where the kernel polls them.
   bool gated = false;
   std::size_t cells_offset = 0;  ///< where the cells begin in `memory`
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth

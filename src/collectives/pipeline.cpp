@@ -50,8 +50,10 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
 void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                           std::size_t count, const ReduceGate& gate) {
 #if PICKLE_HAVE_CUDA
+  // A gated kernel holds its CTAs while it waits for the peers: at most kMaxGatedCtas of them, whatever
+  // PICKLE_REDUCE_CTAS allows (a mailbox cell is at most 4 MiB).
   launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
-                     call.state().reduce_ctas, &gate);
+                     std::min(call.state().reduce_ctas, kMaxGatedCtas), &gate);
 #else
   (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate;
   throw UnavailableError(cat(describe(call.ctx()), ": a gated reduction in a build without CUDA"));

@@ -359,7 +359,7 @@ void Call::await_on_stream_for_all(int slot, std::span<const comm::SignalTarget>
 void Call::awaited_by_kernel_for_all(int slot, std::span<const comm::SignalTarget> waits) {
   if (waits.empty()) return;
   started_ = true;
-  comm_.note_signal_waits_by_kernel(stream(), slot, waits);
+  comm_.note_signal_waits(stream(), slot, waits);
   for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
 }
 

@@ -226,12 +226,15 @@ struct ReduceTask {
 
 /// Most peers a gated reduction (ReduceGate) waits for and tells; with more, the caller uses stream operations.
 inline constexpr int kMaxGatePeers = 16;
+/// Most CTAs a gated reduction runs on (it holds them while it waits for the peers).
+inline constexpr int kMaxGatedCtas = 8;
 
 /// Waits and raises that a CUDA reduction does itself, for the allreduce mailboxes (mailbox.cpp): before reading its
 /// inputs it waits until each wait's word reaches its value, and once every CTA has read them its last CTA writes
 /// each raise's value. A stream wait before the kernel and a stream write after it cost a mailbox call more than the
-/// kernel itself (the GPU's front end switches between its stream operations and the kernel; on two H200s a call went
-/// from 25 to 21 us with the wait in the kernel, tools/probes/mailbox_chain_probe, docs/results/2026-11-28j-h200x4.md).
+/// kernel itself (the GPU's front end switches between its stream operations and the kernel; on two H200s the probe's
+/// call went from 25 to 21 us with the wait in the kernel, tools/probes/mailbox_chain_probe,
+/// docs/results/2026-11-28j-h200.md).
 ///
 /// Each wait has two words: one in GPU memory (the waiter's mailbox window, where the kernel polls without crossing
 /// PCIe) and the host word of the communicator's signal area that the host reads (the progress thread's watch) and

@@ -55,11 +55,11 @@ __device__ void await_gate(const ReduceGate& gate) {
       if (reached(load_volatile(gate.wait_device[i]), gate.wait_value[i])) break;
       if (poll % 64 == 0 && reached(load_volatile(gate.wait_host[i]), gate.wait_value[i])) break;
     }
+    // The writer's word came after its data, behind a system-wide fence (cuStreamWriteValue32's barrier); the thread
+    // that saw the word fences before the barrier, which orders every thread's reads of the inputs after it.
+    __threadfence_system();
   }
   __syncthreads();
-  // The writers' words came after their data, each behind a system-wide fence (cuStreamWriteValue32's barrier): the
-  // inputs are read after this.
-  __threadfence_system();
 }
 
 /// ReduceGate's raises, once every CTA has read its inputs: the last CTA to get here writes them.

@@ -250,6 +250,8 @@ struct Communicator::Impl {
   /// The next count of `slot` for each of `peers` (over ipc, on this host), with `stream` noted for teardown (takes
   /// the mutex; the caller holds the pairs' channel locks).
   std::vector<std::uint32_t> next_signal_counts(device::Stream& stream, std::span<const int> peers, int slot);
+  /// The channel locks of `peers`, under which signal_peers takes and writes their counts.
+  std::vector<std::unique_lock<std::recursive_mutex>> lock_channels_for_signals(std::span<const int> peers);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -314,9 +316,9 @@ struct Communicator::Impl {
   void wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// wait_signal_on_stream for each of `waits` on `slot`, with one batched stream wait (device::Stream::wait_values).
   void wait_signals_on_stream(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
-  /// What wait_signals_on_stream notes, for waits that a kernel on `stream` does itself (a gated reduction polls the
-  /// local words, which a failed pair releases as it releases stream waits).
-  void note_signal_waits_by_kernel(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
+  /// What wait_signals_on_stream notes (for the watch and teardown), also for waits that a kernel on `stream` does
+  /// itself (a gated reduction polls the local words, which a failed pair releases as it releases stream waits).
+  void note_signal_waits(device::Stream& stream, int slot, std::span<const comm::SignalTarget> waits);
   /// What wait_signal_on_stream notes for teardown and the watch (mutex held).
   void note_signal_wait_locked(device::Stream& stream, int peer, int slot, std::uint32_t expected);
   /// What the application's streams still waited for when teardown began: requests that on_stream() made a stream
@@ -399,6 +401,7 @@ struct Communicator::Impl {
   bool split_child = false;      // made by split(): ranks and world size are the group's, not the job's
   int splits = 0;                // split() calls so far (collective: the same count on every rank)
   std::vector<bool> same_host;  // per peer: shares memory and Unix sockets with this rank (comm/host_identity.hpp)
+  std::vector<bool> same_gpu;   // per peer: CUDA memory on the very GPU of this rank (the same PCI bus id)
   std::vector<std::string> hosts;  // per rank: its host identity (comm/host_identity.hpp)
   /// The collectives across hosts go in two levels, through two communicators split from this one: `host`, this
   /// rank with the other ranks of its host (copy engines), and `across`, this rank with the ranks of the same local

@@ -79,12 +79,16 @@ void Communicator::Impl::choose_transports() {
   hosts = gather_rows(key_prefix + "host/", comm::host_identity());
   same_host.assign(static_cast<std::size_t>(world), true);
   for (int peer = 0; peer < world; ++peer) same_host[peer] = hosts[peer] == hosts[info.rank];
+  same_gpu.assign(static_cast<std::size_t>(world), false);
   // Peer access as each rank sees it: a GPU is named by its PCI bus id, since ranks may see different ordinals.
   std::string reach(static_cast<std::size_t>(world), '1');
   std::vector<std::string> why(static_cast<std::size_t>(world));
   if (kind == MemoryKind::Cuda) {
     std::string bus_id = device::cuda_pci_bus_id(device);
     auto bus_ids = gather_rows(key_prefix + "gpu/", bus_id);
+    for (int peer = 0; peer < world; ++peer) {
+      same_gpu[peer] = peer != info.rank && same_host[peer] && bus_ids[peer] == bus_id;
+    }
     for (int peer = 0; peer < world; ++peer) {
       if (peer != info.rank && same_host[peer] && !device::cuda_peer_reachable(device, bus_ids[peer], why[peer])) {
         reach[peer] = '0';
@@ -525,11 +529,8 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
 
 std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stream, std::span<const int> targets,
                                                           int slot, std::span<const device::Stream::Flag> also) {
-  // As signal_peer, under every pair's channel lock at once, taken in rank order (no two callers wait on each other).
-  std::vector<int> order(targets.begin(), targets.end());
-  std::sort(order.begin(), order.end());
-  std::vector<std::unique_lock<std::recursive_mutex>> signal_locks;
-  for (int peer : order) signal_locks.emplace_back(*channel_send_mutex[peer]);
+  // As signal_peer, under every pair's channel lock at once.
+  const auto signal_locks = lock_channels_for_signals(targets);
   const std::vector<std::uint32_t> values = next_signal_counts(stream, targets, slot);
   std::vector<device::Stream::Flag> flags(also.begin(), also.end());
   for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -541,11 +542,18 @@ std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stre
 
 std::vector<std::uint32_t> Communicator::Impl::count_signals_written_by_kernel(device::Stream& stream,
                                                                              std::span<const int> targets, int slot) {
+  const auto signal_locks = lock_channels_for_signals(targets);
+  return next_signal_counts(stream, targets, slot);
+}
+
+std::vector<std::unique_lock<std::recursive_mutex>> Communicator::Impl::lock_channels_for_signals(
+    std::span<const int> targets) {
+  // In rank order: no two callers wait on each other.
   std::vector<int> order(targets.begin(), targets.end());
   std::sort(order.begin(), order.end());
-  std::vector<std::unique_lock<std::recursive_mutex>> signal_locks;
-  for (int peer : order) signal_locks.emplace_back(*channel_send_mutex[peer]);
-  return next_signal_counts(stream, targets, slot);
+  std::vector<std::unique_lock<std::recursive_mutex>> locks;
+  for (int peer : order) locks.emplace_back(*channel_send_mutex[peer]);
+  return locks;
 }
 
 std::vector<std::uint32_t> Communicator::Impl::next_signal_counts(device::Stream& stream, std::span<const int> targets,

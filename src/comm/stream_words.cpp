@@ -59,10 +59,10 @@ void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot
     flags.push_back({signals->local_word_for_streams(wait.peer, slot), wait.expected});
   }
   stream.wait_values(flags);
-  note_signal_waits_by_kernel(stream, slot, waits);
+  note_signal_waits(stream, slot, waits);
 }
 
-void Communicator::Impl::note_signal_waits_by_kernel(device::Stream& stream, int slot,
+void Communicator::Impl::note_signal_waits(device::Stream& stream, int slot,
                                                      std::span<const comm::SignalTarget> waits) {
   std::lock_guard lock(mutex);
   for (const comm::SignalTarget& wait : waits) note_signal_wait_locked(stream, wait.peer, slot, wait.expected);

@@ -40,6 +40,8 @@ class GatedReduce : public testing::Test {
     cuda_ok(cudaMemset(device_words_, 0, 4 * sizeof(std::uint32_t)), "cudaMemset");
     cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&host_words_), 4 * sizeof(std::uint32_t), cudaHostAllocMapped),
             "cudaHostAlloc");
+    cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&fives_), kCount * sizeof(float)), "cudaMallocHost");
+    for (std::size_t i = 0; i < kCount; ++i) fives_[i] = 5.0f;
     for (int i = 0; i < 4; ++i) host_words_[i] = 0;
     cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_words_on_device_), host_words_, 0),
             "cudaHostGetDevicePointer");
@@ -53,6 +55,7 @@ class GatedReduce : public testing::Test {
     for (auto* buffer : buffers_) cudaFree(buffer);
     cudaFree(device_words_);
     cudaFreeHost(host_words_);
+    cudaFreeHost(fives_);
   }
 
   /// One wait (word 0 of each kind, for `expected`) and one raise (host word 1, of `raised`); device word 2 counts
@@ -118,12 +121,19 @@ class GatedReduce : public testing::Test {
 
   std::uint32_t host_word(int index) const { return __atomic_load_n(&host_words_[index], __ATOMIC_ACQUIRE); }
 
-  /// Elements of the output that are not 1 + 2.
-  std::size_t wrong_outputs() {
+  /// Overwrites the second input with 5s from the side stream (as a peer's copy into its cell), and waits for that.
+  void write_second_input() {
+    cuda_ok(cudaMemcpyAsync(buffers_[1], fives_, kCount * sizeof(float), cudaMemcpyHostToDevice, side_),
+            "cudaMemcpyAsync");
+    cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
+  }
+
+  /// Elements of the output that are not `expected`.
+  std::size_t wrong_outputs(float expected) {
     std::vector<float> out(kCount);
     cuda_ok(cudaMemcpy(out.data(), buffers_[2], kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
     std::size_t wrong = 0;
-    for (float value : out) wrong += value != 3.0f ? 1 : 0;
+    for (float value : out) wrong += value != expected ? 1 : 0;
     return wrong;
   }
 
@@ -133,6 +143,7 @@ class GatedReduce : public testing::Test {
   std::uint32_t* device_words_ = nullptr;
   std::uint32_t* host_words_ = nullptr;
   std::uint32_t* host_words_on_device_ = nullptr;
+  float* fives_ = nullptr;  // pinned, allocated before any kernel waits (see write_device_word)
 };
 
 TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
@@ -143,9 +154,12 @@ TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
   write_device_word(6);  // behind: still waiting
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "a word behind the value let the reduction through";
+  // The input that the word stands for comes now, after the launch: a kernel that read before its wait passed
+  // would sum the old 2s.
+  write_second_input();
   write_device_word(7);
   ASSERT_TRUE(finished_within(10)) << "the reduction did not see its device word reach the value";
-  EXPECT_EQ(wrong_outputs(), 0u);
+  EXPECT_EQ(wrong_outputs(1.0f + 5.0f), 0u);
   EXPECT_EQ(host_word(1), 9u);
   EXPECT_EQ(device_word(2), 0u) << "the CTA count must be back at 0 for the next gated launch";
   // The next launch on the same CTA count waits and raises again.
@@ -166,7 +180,7 @@ TEST_F(GatedReduce, PassesWhenAFailedPairReleasesTheHostWordAndComparesCyclicall
   ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "a host word behind the value let the reduction through";
   __atomic_store_n(&host_words_[0], kExpected + (1u << 30), __ATOMIC_RELEASE);
   ASSERT_TRUE(finished_within(10)) << "the reduction did not see its released host word";
-  EXPECT_EQ(wrong_outputs(), 0u);
+  EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
   EXPECT_EQ(host_word(1), kExpected);
   EXPECT_EQ(device_word(2), 0u);
 }
