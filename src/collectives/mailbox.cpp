@@ -70,12 +70,22 @@ std::uint32_t* own_device_word(const Mailbox& box, std::size_t offset) {
   return reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset);
 }
 
-/// This rank's filled word in `peer`'s mailbox, through this rank's mapping of it.
-std::uint32_t* peer_filled_word(Call& call, const Mailbox& box, int peer) {
+/// `bytes` at `offset` in `peer`'s mailbox memory, through this rank's mapping of it.
+void* in_peer_mailbox(Call& call, const Mailbox& box, int peer, std::size_t offset, std::size_t bytes) {
   const WindowState::Entry& entry = box.window->ranks[static_cast<std::size_t>(peer)];
-  const OpContext ctx{.rank = call.rank(), .peer = peer, .op = call.ctx().op, .bytes = 4};
-  return static_cast<std::uint32_t*>(call.comm().ipc->remote_address(
-      peer, entry.alloc_id, entry.offset + filled_word_offset(call.rank()), 4, ctx));
+  const OpContext ctx{.rank = call.rank(), .peer = peer, .op = call.ctx().op, .bytes = bytes};
+  return call.comm().ipc->remote_address(peer, entry.alloc_id, entry.offset + offset, bytes, ctx);
+}
+
+/// The counts a call raised (or a kernel will), indexed by rank, must be the call's: anything else is a bug here.
+void expect_counts(const Call& call, const std::vector<std::uint32_t>& counts, std::uint32_t expected,
+                   const char* which) {
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer != call.rank() && counts[static_cast<std::size_t>(peer)] != expected) {
+      throw Error(ErrorCode::Internal,
+                  cat(describe(call.ctx()), ": the mailbox's ", which, " counts are out of step with its calls"));
+    }
+  }
 }
 
 /// Zeroes a gated mailbox's device words on a stream of its own, before the window is registered (no peer writes
@@ -83,7 +93,7 @@ std::uint32_t* peer_filled_word(Call& call, const Mailbox& box, int peer) {
 void zero_device_words(const Mailbox& box, int world, MemoryKind kind, int device) {
   std::vector<device::Stream::Flag> zeros;
   for (std::size_t offset = 0; offset < device_words_bytes(world); offset += 4) {
-    zeros.push_back({reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset), 0});
+    zeros.push_back({own_device_word(box, offset), 0});
   }
   const std::unique_ptr<device::Stream> stream = device::make_stream(kind, device);
   stream->write_values(zeros);
@@ -200,16 +210,11 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, const std::vector<co
     ++gate.waits;
   }
   call.awaited_by_kernel_for_all(comm::kMailboxFilledSlot, filled_waits);
-  const std::vector<std::uint32_t> emptied = call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot);
+  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot), count_after, "emptied");
   for (int peer = 0; peer < world; ++peer) {
     if (peer == call.rank()) continue;
-    const std::uint32_t value = emptied[static_cast<std::size_t>(peer)];
-    if (value != count_after) {
-      throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": the mailbox's emptied counts are out of step "
-                                                                 "with its calls"));
-    }
     gate.raise_word[gate.raises] = c.signals->remote_word_for_streams(peer, comm::kMailboxEmptiedSlot);
-    gate.raise_value[gate.raises] = value;
+    gate.raise_value[gate.raises] = count_after;
     ++gate.raises;
   }
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
@@ -244,27 +249,20 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   std::vector<device::Stream::Copy> copies;
   for (int step = 1; step < world; ++step) {
     const int peer = (rank + step) % world;
-    const OpContext ctx{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes};
-    c.check_peer_alive(peer, ctx);
-    const WindowState::Entry& entry = box.window->ranks[static_cast<std::size_t>(peer)];
-    void* cell = c.ipc->remote_address(peer, entry.alloc_id, entry.offset + cell_offset(box, rank, peer, number),
-                                       bytes, ctx);
-    copies.push_back({cell, send, bytes});
+    c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
+    copies.push_back({in_peer_mailbox(call, box, peer, cell_offset(box, rank, peer, number), bytes), send, bytes});
   }
   c.ipc->copies(stream, copies);
   // Gated: the peers' device filled words go in the same batched write as their host words.
   std::vector<device::Stream::Flag> filled_device;
   if (box.gated) {
     for (int peer = 0; peer < world; ++peer) {
-      if (peer != rank) filled_device.push_back({peer_filled_word(call, box, peer), count_after});
+      if (peer == rank) continue;
+      void* word = in_peer_mailbox(call, box, peer, filled_word_offset(rank), sizeof(std::uint32_t));
+      filled_device.push_back({static_cast<std::uint32_t*>(word), count_after});
     }
   }
-  for (std::uint32_t filled : call.raise_on_stream_for_all(comm::kMailboxFilledSlot, filled_device)) {
-    if (filled != 0 && filled != count_after) {
-      throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": the mailbox's filled counts are out of step "
-                                                                 "with its calls"));
-    }
-  }
+  expect_counts(call, call.raise_on_stream_for_all(comm::kMailboxFilledSlot, filled_device), count_after, "filled");
   std::vector<comm::SignalTarget> filled_waits;
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
@@ -387,6 +385,5 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
     throw;
   }
 }
-
 
 }  // namespace pickle::coll

@@ -363,7 +363,6 @@ void Call::awaited_by_kernel_for_all(int slot, std::span<const comm::SignalTarge
   for (const auto& wait : waits) signal_waits_.push_back(SignalWait{wait.peer, slot, wait.expected});
 }
 
-
 void Call::send_token(int peer, Request& sent) {
   Stream& side = lane_stream(peer, kInput);
   started_ = true;
@@ -617,9 +616,7 @@ AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t c
   switch (schedule) {
     case AllreduceSchedule::Fused: return AllreduceAlgorithm::Fused;
     case AllreduceSchedule::OneShot: return AllreduceAlgorithm::OneShot;
-    case AllreduceSchedule::Mailbox:
-      if (one_host && count <= mailbox_cell_bytes(world) / element_size) return AllreduceAlgorithm::Mailbox;
-      break;  // too large for a cell, or across hosts: as auto
+    case AllreduceSchedule::Mailbox: break;  // as auto, which takes the mailboxes wherever they apply
     case AllreduceSchedule::Phased: {
       const Blocks blocks = split_blocks(count, element_size, world);
       const bool blocks_full = std::find(blocks.length.begin(), blocks.length.end(), 0) == blocks.length.end();

@@ -364,8 +364,8 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
 /// phased with three or more ranks, all on one host (the gain is the NVSwitch's: a copy to one peer at a time;
 /// nothing measured it across hosts), and blocks of at least kPhasedAllreduceMinBlock; else fused. Phased (forced):
 /// wherever every rank's block is non-empty (the allgather's ready signals wait for each block's receive), else
-/// fused. Mailbox (forced): on one host for messages up to a cell (mailbox_cell_bytes), else as auto. Every rank must
-/// get the same answer: it depends only on arguments that every rank passes alike.
+/// fused. Mailbox (forced): as auto, whose first rule it is (one host, messages up to a cell). Every rank must get the
+/// same answer: it depends only on arguments that every rank passes alike.
 AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
                                        int world, bool one_host);
 /// The bytes of one mailbox cell (mailbox.hpp) for a world of `world` ranks: what one-shot's rule lets a rank send to

@@ -63,7 +63,7 @@ void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot
 }
 
 void Communicator::Impl::note_signal_waits(device::Stream& stream, int slot,
-                                                     std::span<const comm::SignalTarget> waits) {
+                                           std::span<const comm::SignalTarget> waits) {
   std::lock_guard lock(mutex);
   for (const comm::SignalTarget& wait : waits) note_signal_wait_locked(stream, wait.peer, slot, wait.expected);
 }
