@@ -6,12 +6,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include <pickle/error.hpp>
+
 #include "collectives/reduce.hpp"
+#include "core/clock.hpp"
 #include "cuda_test_util.hpp"
 #include "device/backends.hpp"
+#include "device/stream.hpp"
 
 namespace pickle::coll {
 namespace {
@@ -59,8 +64,8 @@ class GatedReduce : public testing::Test {
   }
 
   /// One wait (word 0 of each kind, for `expected`) and one raise (host word 1, of `raised`); device word 2 counts
-  /// CTAs.
-  void launch(std::uint32_t expected, std::uint32_t raised) {
+  /// CTAs. On the fixture's stream, or on `on`.
+  void launch(std::uint32_t expected, std::uint32_t raised, cudaStream_t on = nullptr) {
     ReduceTask task;
     task.type = DataType::F32;
     task.op = ReduceOp::Sum;
@@ -79,7 +84,7 @@ class GatedReduce : public testing::Test {
     gate.raise_word[0] = host_words_on_device_ + 1;
     gate.raise_value[0] = raised;
     gate.ctas_done = device_words_ + 2;
-    launch_reduce_cuda(task, stream_, 0, kCtas, &gate);
+    launch_reduce_cuda(task, on != nullptr ? on : stream_, 0, kCtas, &gate);
   }
 
   /// Whether the stream finished within `seconds`. When it has not, releases the wait through both words first (so
@@ -183,6 +188,28 @@ TEST_F(GatedReduce, PassesWhenAFailedPairReleasesTheHostWordAndComparesCyclicall
   EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
   EXPECT_EQ(host_word(1), kExpected);
   EXPECT_EQ(device_word(2), 0u);
+}
+
+TEST_F(GatedReduce, ASynchronizeThatTimesOutNamesTheKernelsWaitNotAnOlderStreamWait) {
+  // A pickle stream whose last stream wait (passed long ago) is not what holds it: the gated kernel after it is.
+  auto stream = device::make_stream(MemoryKind::Cuda, 0);
+  host_words_[2] = 1;
+  stream->wait_value(host_words_on_device_ + 2, 1);
+  launch(7, 9, static_cast<cudaStream_t>(stream->native_handle()));
+  stream->note_wait_in_kernel(device_words_, 7);
+  try {
+    stream->synchronize_until(Deadline::after_seconds(0.5));
+    FAIL() << "synchronize returned while the gated kernel waited";
+  } catch (const TimeoutError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("a kernel waiting on"), std::string::npos) << text;
+    EXPECT_NE(text.find("for >= 7"), std::string::npos) << text;
+    EXPECT_EQ(text.find("wait_value"), std::string::npos) << "named the older stream wait: " << text;
+  }
+  write_device_word(7);
+  stream->synchronize_until(Deadline::after_seconds(10));
+  EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
+  EXPECT_EQ(host_word(1), 9u);
 }
 
 }  // namespace

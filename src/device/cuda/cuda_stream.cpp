@@ -194,7 +194,7 @@ class CudaStream final : public Stream {
     PICKLE_CU((OpContext{.op = "CUDA stream wait_value", .bytes = 4}), cuStreamWaitValue32, as_cu(stream_),
               reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
     std::lock_guard lock(mutex_);
-    last_wait_ = LastWait{addr, value};
+    last_wait_ = LastWait{addr, value, false};
   }
 
   /// cudaMemcpyBatchAsync: one driver call, and the driver may spread the copies over copy engines (one after another
@@ -242,7 +242,12 @@ class CudaStream final : public Stream {
     batch(flags, CU_STREAM_MEM_OP_WAIT_VALUE_32, "CUDA stream wait_values");
     if (flags.empty()) return;
     std::lock_guard lock(mutex_);
-    last_wait_ = LastWait{flags.back().addr, flags.back().value};
+    last_wait_ = LastWait{flags.back().addr, flags.back().value, false};
+  }
+
+  void note_wait_in_kernel(const std::uint32_t* addr, std::uint32_t value) override {
+    std::lock_guard lock(mutex_);
+    last_wait_ = LastWait{addr, value, true};
   }
 
   /// Not cudaLaunchHostFunc (see host_callbacks.hpp): the stream writes the callback's count, pickle's callback
@@ -294,9 +299,12 @@ class CudaStream final : public Stream {
           wait = last_wait_;
         }
         std::string suspect =
-            wait ? cat("a wait_value on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
-                       " (the last one enqueued) may never be satisfied")
-                 : std::string("its work is still running (a huge copy, or a host callback that does not return?)");
+            !wait ? std::string("its work is still running (a huge copy, or a host callback that does not return?)")
+            : wait->in_kernel
+                ? cat("a kernel waiting on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
+                      " (a gated reduction, the last wait enqueued) may never see it")
+                : cat("a wait_value on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
+                      " (the last one enqueued) may never be satisfied");
         throw TimeoutError(cat("stream synchronize: still busy after ", seconds_text(deadline), " on CUDA device ",
                                device_, "; ", suspect));
       }
@@ -308,6 +316,7 @@ class CudaStream final : public Stream {
   struct LastWait {
     const std::uint32_t* addr;
     std::uint32_t value;
+    bool in_kernel;  // note_wait_in_kernel: a kernel polls the word, no stream wait
   };
 
   static CUstream as_cu(cudaStream_t stream) { return reinterpret_cast<CUstream>(stream); }
