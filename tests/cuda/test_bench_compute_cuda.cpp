@@ -54,6 +54,17 @@ void expect_measured(const json::Value& result, const std::string& context) {
               name.c_str(), result.at("kernel").as_string().c_str(), result.at("ms").as_double(),
               result.at("min_ms").as_double(), result.at("max_ms").as_double(), result.at("tflops").as_double(),
               result.at("verify").at("max_error").as_double());
+  // NVML comes with the driver: the timed repeats have the GPU's clock and power beside them (a reading at the
+  // start and the end of each repeat at least).
+  const json::Value& telemetry = result.at("telemetry");
+  ASSERT_FALSE(telemetry.is_null()) << name << context;
+  EXPECT_GE(telemetry.at("samples").as_int(), 2) << name << context;
+  EXPECT_GT(telemetry.at("sm_mhz").as_double(), 0) << name << context;
+  EXPECT_GT(telemetry.at("power_w").as_double(), 0) << name << context;
+  std::printf("[info] %s: SM %.0f MHz, %.0f W, at the power cap in %.0f%% of %lld readings\n", name.c_str(),
+              telemetry.at("sm_mhz").as_double(), telemetry.at("power_w").as_double(),
+              telemetry.at("power_capped").as_double() * 100,
+              static_cast<long long>(telemetry.at("samples").as_int()));
 }
 
 TEST(BenchComputeCuda, TimesAndChecksBothForegroundsNamingTheAttentionKernel) {
@@ -65,6 +76,8 @@ TEST(BenchComputeCuda, TimesAndChecksBothForegroundsNamingTheAttentionKernel) {
   ASSERT_TRUE(run.status.ok()) << run.describe();
   const std::string context = "\n" + run.out;
   ASSERT_EQ(run.root.at("results").size(), 2u) << context;
+  EXPECT_EQ(run.root.at("telemetry_source").as_string().rfind("NVML ", 0), 0u) << context;
+  EXPECT_NE(run.out.find("# clock: gemm: SM "), std::string::npos) << context;
   const json::Value& gemm = run.root.at("results").at(0);
   const json::Value& attention = run.root.at("results").at(1);
   EXPECT_EQ(gemm.at("kernel").as_string().rfind("cuBLASLt ", 0), 0u) << context;

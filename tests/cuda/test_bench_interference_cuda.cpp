@@ -90,7 +90,16 @@ TEST(BenchInterferenceCuda, AnAllgatherOfFourRanksTimesAndChecksEveryRank) {
       EXPECT_EQ(rank.at("background_wrong").as_int(), 0) << "rank " << r << ": " << where;
       EXPECT_EQ(rank.at("foreground_wrong").as_int(), 0) << "rank " << r << ": " << where;
       EXPECT_GT(rank.at("relative").as_double(), 0) << "rank " << r << ": " << where;
+      // NVML comes with the driver: every window of every rank has its GPU's clock and power beside it.
+      const json::Value& telemetry = rank.at("telemetry");
+      EXPECT_EQ(telemetry.at("source").as_string().rfind("NVML ", 0), 0u) << telemetry.dump() << where;
+      for (const char* window : {"alone_before", "with", "alone_after"}) {
+        ASSERT_FALSE(telemetry.at(window).is_null()) << window << ": " << where;
+        EXPECT_GE(telemetry.at(window).at("samples").as_int(), 2) << window << ": " << where;
+        EXPECT_GT(telemetry.at(window).at("sm_mhz").as_double(), 0) << window << ": " << where;
+      }
     }
+    EXPECT_FALSE(row.at("telemetry_with").is_null()) << where;
     EXPECT_EQ(row.at("background_wrong").as_int(), 0) << where;
     EXPECT_TRUE(row.at("passed").as_bool()) << where;
     const double relative = row.at("relative").as_double();

@@ -11,6 +11,7 @@
 
 #include <pickle/error.hpp>
 
+#include "../../tools/pickle/bench/gpu_telemetry.hpp"
 #include "../../tools/pickle/bench/interference_options.hpp"
 #include "../../tools/pickle/bench/interference_plan.hpp"
 #include "../../tools/pickle/bench/interference_report.hpp"
@@ -309,6 +310,85 @@ TEST(InterferenceRow, TheTableAndTheFileShowEveryRank) {
   ASSERT_EQ(root.at("results").size(), 2u);
   EXPECT_EQ(root.at("results").at(1).at("per_rank").size(), 3u);
   EXPECT_EQ(root.at("exit_code").as_int(), 1);  // the allgather row did not overlap on rank 2
+}
+
+TEST(GpuTelemetry, TheSummaryAveragesTheReadingsAndCountsTheReasonsAndMergesByReadings) {
+  using bench::TelemetrySample;
+  namespace reason = bench::clock_reason;
+  const std::vector<TelemetrySample> samples = {
+      {.sm_mhz = 1980, .power_mw = 500'000, .reasons = 0},
+      {.sm_mhz = 1800, .power_mw = 700'000, .reasons = reason::kSwPowerCap},
+      {.sm_mhz = 1700, .power_mw = 700'000, .reasons = reason::kSwPowerCap | reason::kHwThermal},
+      {.sm_mhz = 1600, .power_mw = 600'000, .reasons = reason::kHwPowerBrake | 0x1}};
+  const bench::TelemetrySummary s = bench::summarize(samples);
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_DOUBLE_EQ(s.sm_mhz, (1980.0 + 1800 + 1700 + 1600) / 4);
+  EXPECT_DOUBLE_EQ(s.power_w, 625.0);
+  EXPECT_DOUBLE_EQ(s.power_capped, 0.5);
+  EXPECT_DOUBLE_EQ(s.thermal, 0.25);
+  EXPECT_DOUBLE_EQ(s.hw_slowdown, 0.25);
+  EXPECT_EQ(bench::summarize({}).samples, 0);
+
+  // One reading against three: the merge weighs them so.
+  const bench::TelemetrySummary one = bench::summarize(std::span(samples).first(1));
+  const bench::TelemetrySummary three = bench::summarize(std::span(samples).subspan(1));
+  const bench::TelemetrySummary merged = bench::merge(one, three);
+  EXPECT_EQ(merged.samples, 4);
+  EXPECT_DOUBLE_EQ(merged.sm_mhz, s.sm_mhz);
+  EXPECT_DOUBLE_EQ(merged.power_capped, s.power_capped);
+  EXPECT_DOUBLE_EQ(bench::merge({}, one).sm_mhz, 1980.0);
+
+  const bench::TelemetrySummary back = bench::telemetry_from_json(json::parse(bench::telemetry_to_json(s).dump()));
+  EXPECT_EQ(back.samples, 4);
+  EXPECT_DOUBLE_EQ(back.power_w, s.power_w);
+  EXPECT_DOUBLE_EQ(back.hw_slowdown, s.hw_slowdown);
+  EXPECT_THROW(bench::telemetry_from_json(json::parse(R"({"samples": 3})")), ProtocolError);
+}
+
+/// Telemetry of `mhz` alone (both measurements) and `mhz_with` with the traffic, 10 readings each.
+void sample(RankMeasurement& m, double mhz, double mhz_with, double watts = 600) {
+  const bench::TelemetrySummary alone{.samples = 10, .sm_mhz = mhz, .power_w = watts, .power_capped = 0.5};
+  m.telemetry_alone_before = alone;
+  m.telemetry_alone_after = alone;
+  m.telemetry_with = bench::TelemetrySummary{.samples = 10, .sm_mhz = mhz_with, .power_w = 700, .power_capped = 1};
+  m.telemetry_source = "NVML test, GPU 0000:18:00.0";
+}
+
+TEST(InterferenceRow, TheGpuClockTravelsWithEachRankAndTheRowShowsItsMeanBesideTheRelative) {
+  InterferenceRow row = allgather_row({measured(0, 0.9), measured(1, 0.9)});
+  sample(row.ranks[0], 1980, 1800);
+  sample(row.ranks[1], 1960, 1780);
+  const json::Value j = row_to_json(row);
+  EXPECT_NEAR(j.at("telemetry_alone").at("sm_mhz").as_double(), 1970, 1e-9);
+  EXPECT_NEAR(j.at("telemetry_with").at("sm_mhz").as_double(), 1790, 1e-9);
+  EXPECT_EQ(j.at("telemetry_with").at("samples").as_int(), 20);
+  EXPECT_NEAR(j.at("telemetry_alone").at("power_capped").as_double(), 0.5, 1e-12);
+  EXPECT_EQ(j.at("per_rank").at(1).at("telemetry").at("source").as_string(), "NVML test, GPU 0000:18:00.0");
+  const InterferenceRow back = bench::row_from_json(json::parse(j.dump()));
+  ASSERT_TRUE(back.ranks[1].telemetry_with.has_value());
+  EXPECT_EQ(back.ranks[1].telemetry_with->sm_mhz, 1780);
+  EXPECT_EQ(back.ranks[0].telemetry_alone_after->sm_mhz, 1980);
+  EXPECT_EQ(row_to_json(back), j);
+
+  bench::InterferenceReport report;
+  report.options = options_of({"--background", "allgather"});
+  report.world_size = 2;
+  report.allgather_ranks = 2;
+  report.rows.push_back(row);
+  const std::string out = printed(report);
+  EXPECT_NE(out.find("# GPU telemetry of the foreground's GPU over each timed window"), std::string::npos) << out;
+  EXPECT_NE(out.find(": NVML test, GPU 0000:18:00.0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("# clock: attention allgather pickle 8388608: SM 1970 -> 1790 MHz (0.909), power 600 -> 700 W, "
+                     "power cap 50% -> 100% of the readings\n"),
+            std::string::npos)
+      << out;
+
+  // A rank without readings (no NVML there): the row has no clock, and the table no clock line.
+  row.ranks[1].telemetry_with.reset();
+  row.ranks[1].telemetry_source = "not sampled: no NVML";
+  EXPECT_TRUE(row_to_json(row).at("telemetry_with").is_null());
+  report.rows = {row};
+  EXPECT_EQ(printed(report).find("# clock:"), std::string::npos);
 }
 
 }  // namespace

@@ -575,5 +575,43 @@ TEST(Report, TheRawCopyEngineGetsAColumnOfItsOwn) {
   EXPECT_EQ(check_plots(out, md), 3);
 }
 
+/// The foreground GPU's clock and power (NVML) where the bench sampled them: a table of its own under the relative
+/// throughputs, a dash where a row has none (here NCCL's, and attention's altogether: no table for it).
+TEST(Report, TheGpuClockStandsUnderTheRelativeThroughputWhereSampled) {
+  json::Value root = interference_result();
+  auto summary = [](double mhz, double watts, double capped) {
+    json::Value t = json::Value::object();
+    t["samples"] = 40;
+    t["sm_mhz"] = mhz;
+    t["power_w"] = watts;
+    t["power_capped"] = capped;
+    t["thermal"] = 0.0;
+    t["hw_slowdown"] = 0.0;
+    return t;
+  };
+  for (auto& row : root["results"].as_array()) {
+    if (row.at("foreground").as_string() != "gemm" || row.at("backend").as_string() != "pickle") continue;
+    row["telemetry_alone"] = summary(1755, 690, 1.0);
+    row["telemetry_with"] = summary(1700, 699.6, 1.0);
+  }
+  TempDir dir("report-interference-clock");
+  write_file(dir / "interference.json", root.dump(2));
+  std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", dir / "interference.json", "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  std::string md = read_file(out + "/report.md");
+  std::vector<Table> found = sized_tables(md, "| Size | pickle | NCCL |");
+  ASSERT_EQ(found.size(), 3u) << md;  // gemm, its clock table, attention
+  EXPECT_EQ(found[1].rows[0][1], "1755 -> 1700 MHz (0.969), 690 -> 700 W") << md;
+  EXPECT_EQ(found[1].rows[0][2], "—") << md;
+  EXPECT_NE(md.find("GPU clock and power of the foreground's GPU, alone -> with the traffic"), std::string::npos) << md;
+
+  root["results"].as_array().front()["telemetry_with"]["power_w"] = -1.0;
+  write_file(dir / "bad.json", root.dump(2));
+  Result bad = run_pickle(dir, {"report", dir / "bad.json", "-o", dir / "bad"}, std::chrono::seconds(90));
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_NE(bad.err.find("results[0].telemetry_with.power_w"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace pickle::test

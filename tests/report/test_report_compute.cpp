@@ -67,5 +67,43 @@ TEST(ReportCompute, WaivedAndMeasuredRunsGiveTheirSections) {
   EXPECT_EQ(check_plots(out, md), 0);
 }
 
+TEST(ReportCompute, TheGpuClockAndPowerStandBesideTheTimesWhenSampled) {
+  TempDir dir("report-compute-clock");
+  std::string text = kMeasured;
+  // gemm sampled (60 readings, all at the power cap), attention not: its clock cells are dashes.
+  const std::string gemm_end = R"("changed": 0, "passed": true, "error": null})";
+  const std::size_t at = text.find(gemm_end);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, gemm_end.size(),
+               R"("changed": 0, "passed": true, "error": null, "telemetry": {"samples": 60, "sm_mhz": 1755.4,)"
+               R"( "power_w": 689.6, "power_capped": 1.0, "thermal": 0.0, "hw_slowdown": 0.0}})");
+  const std::string notes = R"("notes": [],)";
+  text.replace(text.find(notes), notes.size(),
+               R"("notes": [], "telemetry_source": "NVML /usr/lib/libnvidia-ml.so.1, GPU 0000:18:00.0",)");
+  const std::string measured = dir / "measured.json";
+  std::ofstream(measured) << text;
+
+  const std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", measured, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  const std::string md = read_file(out + "/report.md");
+  auto found =
+      tables(md, "| foreground | kernel | ms | TFLOP/s | check | SM clock (MHz) | power (W) | at the power cap |");
+  ASSERT_EQ(found.size(), 1u) << md;
+  ASSERT_EQ(found[0].size(), 2u) << md;
+  EXPECT_EQ(found[0][0][5], "1755") << md;
+  EXPECT_EQ(found[0][0][6], "690") << md;
+  EXPECT_EQ(found[0][0][7], "100% of 60 readings") << md;
+  EXPECT_EQ(found[0][1][5], "—") << md;
+  EXPECT_NE(md.find("GPU telemetry: NVML /usr/lib/libnvidia-ml.so.1, GPU 0000:18:00.0."), std::string::npos) << md;
+
+  // A bad summary is refused, naming where it is.
+  text.replace(text.find(R"("sm_mhz": 1755.4)"), 16, R"("sm_mhz": "fast")");
+  std::ofstream(measured) << text;
+  Result bad = run_pickle(dir, {"report", measured, "-o", dir / "bad"}, std::chrono::seconds(90));
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_NE(bad.err.find("results[0].telemetry.sm_mhz"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace pickle::test

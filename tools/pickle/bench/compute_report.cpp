@@ -74,6 +74,16 @@ void print_compute_table(const ComputeReport& report, std::FILE* out) {
   for (const auto& result : report.results) {
     if (!result.error.empty()) std::fprintf(out, "# FAILED: %s: %s\n", result.info.name.c_str(), result.error.c_str());
   }
+  if (!report.telemetry_source.empty()) {
+    std::fprintf(out, "# GPU telemetry over the timed repeats: %s\n", report.telemetry_source.c_str());
+  }
+  for (const auto& result : report.results) {
+    if (!result.telemetry || result.telemetry->samples == 0) continue;
+    const TelemetrySummary& t = *result.telemetry;
+    std::fprintf(out, "# clock: %s: SM %s MHz, power %s W, power cap %s%% of %d readings\n", result.info.name.c_str(),
+                 fixed(t.sm_mhz, 0).c_str(), fixed(t.power_w, 0).c_str(), fixed(t.power_capped * 100, 0).c_str(),
+                 t.samples);
+  }
   std::fflush(out);
 }
 
@@ -92,6 +102,7 @@ json::Value compute_to_json(const ComputeReport& report) {
   root["waived"] = report.waived.empty() ? json::Value() : json::Value(report.waived);
   root["device_name"] = report.device_name.empty() ? json::Value() : json::Value(report.device_name);
   root["notes"] = string_array(report.notes);
+  root["telemetry_source"] = report.telemetry_source;
   json::Value results = json::Value::array();
   for (const auto& result : report.results) {
     json::Value r = foreground_to_json(result.info);
@@ -106,6 +117,7 @@ json::Value compute_to_json(const ComputeReport& report) {
     r["changed"] = result.changed ? json::Value(*result.changed) : json::Value();
     r["passed"] = result.passed();
     r["error"] = result.error.empty() ? json::Value() : json::Value(result.error);
+    r["telemetry"] = result.telemetry ? telemetry_to_json(*result.telemetry) : json::Value();
     results.push_back(std::move(r));
   }
   root["results"] = std::move(results);

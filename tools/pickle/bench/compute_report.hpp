@@ -12,6 +12,7 @@
 #include "compute_options.hpp"
 #include "core/json.hpp"
 #include "foreground_info.hpp"
+#include "gpu_telemetry.hpp"
 
 namespace pickle::bench {
 
@@ -21,6 +22,8 @@ struct ComputeResult {
   std::vector<double> ms;                ///< ms per iteration of each repeat, in order; empty when not measured
   std::optional<std::uint64_t> changed;  ///< output elements that differ from the first result after the repeats
   std::string error;                     ///< why timing failed (a set-up failure is in info)
+  /// The GPU's clock and power over the timed repeats (gpu_telemetry.hpp); unset where NVML could not sample.
+  std::optional<TelemetrySummary> telemetry;
 
   /// Median, smallest and largest of `ms`; 0 when not measured.
   double median_ms() const;
@@ -38,6 +41,7 @@ struct ComputeReport {
   std::string started_utc;
   std::string waived;       ///< non-empty: why nothing ran ("needs a CUDA GPU (found 0)")
   std::string device_name;  ///< the GPU's name, as CUDA reports it
+  std::string telemetry_source;  ///< what sampled the GPU (GpuTelemetry::describe), or why nothing did
   std::vector<std::string> notes;
   std::vector<ComputeResult> results;
 

@@ -57,7 +57,7 @@ std::uint64_t Foreground::count_changed(cudaStream_t stream, const Deadline& dea
 }
 
 ForegroundTiming time_foreground(Foreground& foreground, cudaStream_t stream, int warmup, double warmup_seconds,
-                                 int iterations, const Deadline& deadline) {
+                                 int iterations, const Deadline& deadline, GpuTelemetry* telemetry) {
   const std::string what = cat("foreground ", foreground.info().name, ": timing ", iterations, " iterations");
   Stopwatch watch;
   int first = warmup > 0 ? warmup : (warmup_seconds > 0 ? 1 : 0);
@@ -75,12 +75,14 @@ ForegroundTiming time_foreground(Foreground& foreground, cudaStream_t stream, in
   }
   cuda::EventHandle start(true, what), stop(true, what);
   ForegroundTiming timing;
+  if (telemetry != nullptr) telemetry->start();
   timing.start_ns = now_ns();  // the stream is idle: nothing timed below can start before this
   cuda::check(cudaEventRecord(start.get(), stream), "cudaEventRecord", what);
   foreground.enqueue(stream, iterations);
   cuda::check(cudaEventRecord(stop.get(), stream), "cudaEventRecord", what);
   cuda::wait_event(stop.get(), deadline, what);
   timing.end_ns = now_ns();
+  if (telemetry != nullptr) timing.telemetry = telemetry->stop();
   float ms = 0;
   cuda::check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime", what);
   timing.ms_per_iteration = static_cast<double>(ms) / iterations;

@@ -7,12 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include <cuda_runtime_api.h>
 
 #include "core/clock.hpp"
 #include "foreground_options.hpp"
+#include "gpu_telemetry.hpp"
 #include "interference_cuda.hpp"
 #include "interference_report.hpp"
 
@@ -68,11 +70,13 @@ ForegroundInfo set_up_foreground(Foreground& foreground, cudaStream_t stream, co
 struct ForegroundTiming {
   double ms_per_iteration = 0;
   std::int64_t start_ns = 0, end_ns = 0;
+  std::optional<TelemetrySummary> telemetry;  ///< the GPU's clock and power over the timed iterations, when sampled
 };
 
 /// Runs `warmup` iterations, and more until at least `warmup_seconds` passed (so that the GPU reaches the clocks it
-/// keeps under sustained load), waits for them, then times `iterations`. Waits are bounded by `deadline`.
+/// keeps under sustained load), waits for them, then times `iterations`. Waits are bounded by `deadline`. With
+/// `telemetry`, samples the GPU over the timed iterations.
 ForegroundTiming time_foreground(Foreground& foreground, cudaStream_t stream, int warmup, double warmup_seconds,
-                                 int iterations, const Deadline& deadline);
+                                 int iterations, const Deadline& deadline, GpuTelemetry* telemetry = nullptr);
 
 }  // namespace pickle::bench

@@ -25,11 +25,11 @@ namespace {
 /// The background must have moved data for this long before the timed window opens.
 constexpr std::int64_t kMinFlowNs = 50'000'000;
 
-/// One measurement of the foreground (ms per iteration) with the run's warm-up and iterations.
-double time_alone(RankState& s, Foreground& foreground) {
+/// One measurement of the foreground with the run's warm-up and iterations, the GPU sampled where it can be.
+ForegroundTiming time_once(RankState& s, Foreground& foreground) {
   const auto& o = *s.options;
-  return time_foreground(foreground, s.stream->get(), o.warmup, o.warmup_ms / 1e3, o.iterations, s.deadline())
-      .ms_per_iteration;
+  return time_foreground(foreground, s.stream->get(), o.warmup, o.warmup_ms / 1e3, o.iterations, s.deadline(),
+                         s.telemetry.get());
 }
 
 /// The halted ranks' message counts (the payloads of the ranks taking part) -> the count every rank drains to.
@@ -69,7 +69,10 @@ InterferenceRow run_row(RankState& s, Traffic& traffic, const BackgroundRoles& r
   lockstep.begin_step();
   lockstep.phase("alone", [&] {
     if (!measures) return std::string();
-    mine.alone_before_ms = time_alone(s, *foreground);
+    const ForegroundTiming alone = time_once(s, *foreground);
+    mine.alone_before_ms = alone.ms_per_iteration;
+    mine.telemetry_alone_before = alone.telemetry;
+    mine.telemetry_source = s.telemetry_source;
     if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
     return std::string();
   });
@@ -102,8 +105,9 @@ InterferenceRow run_row(RankState& s, Traffic& traffic, const BackgroundRoles& r
   });
   lockstep.phase("with", [&] {
     if (!measures) return std::string();
-    with = time_foreground(*foreground, s.stream->get(), o.warmup, o.warmup_ms / 1e3, o.iterations, s.deadline());
+    with = time_once(s, *foreground);
     mine.with_ms = with.ms_per_iteration;
+    mine.telemetry_with = with.telemetry;
     runner->rethrow_failure();
     if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
     return std::string();
@@ -119,7 +123,9 @@ InterferenceRow run_row(RankState& s, Traffic& traffic, const BackgroundRoles& r
   });
   lockstep.phase("after", [&] {
     if (!measures) return std::string();
-    mine.alone_after_ms = time_alone(s, *foreground);
+    const ForegroundTiming alone = time_once(s, *foreground);
+    mine.alone_after_ms = alone.ms_per_iteration;
+    mine.telemetry_alone_after = alone.telemetry;
     if (o.check) foreground_changed += foreground->count_changed(s.stream->get(), s.deadline());
     return std::string();
   });

@@ -49,6 +49,9 @@ constexpr std::size_t kReserveBytes = std::size_t{2} << 30;
 
 /// Measuring ranks: sets up every foreground; the payload is their descriptions as a JSON array.
 std::string set_up_foregrounds(RankState& s) {
+  std::string why_not;
+  s.telemetry = GpuTelemetry::open(device::cuda_pci_bus_id(s.device), why_not);
+  s.telemetry_source = s.telemetry ? s.telemetry->describe() : cat("not sampled: ", why_not);
   json::Value infos = json::Value::array();
   for (const auto& name : s.options->foregrounds) {
     auto foreground = make_foreground(name, s.options->attention);

@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <pickle/bootstrap.hpp>
 
 #include "core/clock.hpp"
 #include "device/memory.hpp"
+#include "gpu_telemetry.hpp"
 #include "interference_cuda.hpp"
 #include "interference_foreground.hpp"
 #include "interference_options.hpp"
@@ -32,6 +34,8 @@ struct RankState {
   std::optional<cuda::StreamHandle> stream;   // ranks taking part: the foreground's and the checks'
   std::optional<cuda::DeviceBuffer> counter;  // one unsigned long long for the counting kernels
   std::vector<std::unique_ptr<Foreground>> foregrounds;  // ranks that measure; null where set-up failed
+  std::unique_ptr<GpuTelemetry> telemetry;  // ranks that measure, where NVML can sample their GPU
+  std::string telemetry_source;             // what samples it, or why nothing does
   std::unique_ptr<device::Allocation> send, recv;
   std::size_t send_bytes = 0, recv_bytes = 0;
 

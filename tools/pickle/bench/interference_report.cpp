@@ -72,6 +72,30 @@ std::string per_rank_line(const InterferenceRow& row) {
   return line;
 }
 
+/// "# clock: gemm p2p pickle 1073741824: SM 1980 -> 1890 MHz (0.955), power 690 -> 700 W, power cap 100% -> 100%
+/// of the readings": the foreground GPU's clock and power alone and with the traffic, when both were sampled. A
+/// clock ratio close to the relative throughput says the traffic slowed the kernel through the power budget.
+std::string telemetry_line(const InterferenceRow& row) {
+  const auto alone = row.telemetry_alone(), with = row.telemetry_with();
+  if (!alone || !with || alone->samples == 0 || with->samples == 0) return "";
+  auto percent = [](double fraction) { return cat(fixed(fraction * 100, 0), "%"); };
+  return cat("# clock: ", row.foreground, " ", row.background, " ", row.backend, " ", row.bytes, ": SM ",
+             fixed(alone->sm_mhz, 0), " -> ", fixed(with->sm_mhz, 0), " MHz (",
+             fixed(alone->sm_mhz > 0 ? with->sm_mhz / alone->sm_mhz : 0, 3), "), power ", fixed(alone->power_w, 0),
+             " -> ", fixed(with->power_w, 0), " W, power cap ", percent(alone->power_capped), " -> ",
+             percent(with->power_capped), " of the readings");
+}
+
+/// The first measuring rank's telemetry source ("NVML ..." or "not sampled: ..."); empty without measured rows.
+std::string telemetry_source(const InterferenceReport& report) {
+  for (const auto& row : report.rows) {
+    for (const auto& rank : row.ranks) {
+      if (!rank.telemetry_source.empty()) return rank.telemetry_source;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void print_interference_table(const InterferenceReport& report, std::FILE* out) {
@@ -118,6 +142,14 @@ void print_interference_table(const InterferenceReport& report, std::FILE* out) 
   for (const auto& row : report.rows) std::fprintf(out, "%s\n", row_line(row, lanes).c_str());
   for (const auto& row : report.rows) {
     if (row.measured() && row.ranks.size() > 1) std::fprintf(out, "%s\n", per_rank_line(row).c_str());
+  }
+  if (const std::string source = telemetry_source(report); !source.empty()) {
+    std::fprintf(out, "# GPU telemetry of the foreground's GPU over each timed window (means over the readings and "
+                      "the ranks; alone: both measurements alone): %s\n",
+                 source.c_str());
+  }
+  for (const auto& row : report.rows) {
+    if (const std::string line = telemetry_line(row); !line.empty()) std::fprintf(out, "%s\n", line.c_str());
   }
   for (const auto& row : report.rows) {
     if (!row.error.empty()) {

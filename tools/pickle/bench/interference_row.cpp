@@ -66,7 +66,34 @@ WindowStats window_from_json(const json::Value& w, double gbps, bool overlap) {
   return stats;
 }
 
+/// `field` of every rank merged (merge()); unset when a rank has none.
+template <class Field>
+std::optional<TelemetrySummary> merge_over(const std::vector<RankMeasurement>& ranks, Field field) {
+  if (ranks.empty()) return std::nullopt;
+  TelemetrySummary all;
+  for (const auto& r : ranks) {
+    const std::optional<TelemetrySummary> value = field(r);
+    if (!value) return std::nullopt;
+    all = merge(all, *value);
+  }
+  return all;
+}
+
+json::Value optional_telemetry(const std::optional<TelemetrySummary>& value) {
+  return value ? telemetry_to_json(*value) : json::Value();
+}
+
+std::optional<TelemetrySummary> telemetry_from(const json::Value* value) {
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  return telemetry_from_json(*value);
+}
+
 }  // namespace
+
+std::optional<TelemetrySummary> RankMeasurement::telemetry_alone() const {
+  if (!telemetry_alone_before || !telemetry_alone_after) return std::nullopt;
+  return merge(*telemetry_alone_before, *telemetry_alone_after);
+}
 
 double RankMeasurement::relative() const noexcept {
   return alone_ms() > 0 && with_ms > 0 ? alone_ms() / with_ms : 0;
@@ -114,6 +141,14 @@ double InterferenceRow::gbps() const noexcept {
   return mean_over(ranks, [](const RankMeasurement& r) { return r.window.gbps; });
 }
 
+std::optional<TelemetrySummary> InterferenceRow::telemetry_alone() const {
+  return merge_over(ranks, [](const RankMeasurement& r) { return r.telemetry_alone(); });
+}
+
+std::optional<TelemetrySummary> InterferenceRow::telemetry_with() const {
+  return merge_over(ranks, [](const RankMeasurement& r) { return r.telemetry_with; });
+}
+
 bool InterferenceRow::overlap() const noexcept {
   return measured() && std::all_of(ranks.begin(), ranks.end(), [](const RankMeasurement& r) {
            return r.window.overlap;
@@ -152,6 +187,12 @@ json::Value rank_to_json(const RankMeasurement& rank) {
   r["window"] = window_to_json(rank.window);
   r["background_wrong"] = optional_count(rank.background_wrong);
   r["foreground_wrong"] = optional_count(rank.foreground_wrong);
+  json::Value telemetry = json::Value::object();
+  telemetry["source"] = rank.telemetry_source;
+  telemetry["alone_before"] = optional_telemetry(rank.telemetry_alone_before);
+  telemetry["with"] = optional_telemetry(rank.telemetry_with);
+  telemetry["alone_after"] = optional_telemetry(rank.telemetry_alone_after);
+  r["telemetry"] = std::move(telemetry);
   return r;
 }
 
@@ -165,6 +206,13 @@ RankMeasurement rank_from_json(const json::Value& value) {
                                  value.at("overlap").as_bool());
   rank.background_wrong = count_from(value.at("background_wrong"));
   rank.foreground_wrong = count_from(value.at("foreground_wrong"));
+  // Result files written before the telemetry have no "telemetry".
+  if (const json::Value* telemetry = value.find("telemetry")) {
+    rank.telemetry_source = telemetry->at("source").as_string();
+    rank.telemetry_alone_before = telemetry_from(telemetry->find("alone_before"));
+    rank.telemetry_with = telemetry_from(telemetry->find("with"));
+    rank.telemetry_alone_after = telemetry_from(telemetry->find("alone_after"));
+  }
   return rank;
 }
 
@@ -210,6 +258,10 @@ json::Value row_to_json(const InterferenceRow& row) {
   }
   r["background_wrong"] = optional_count(row.background_wrong());
   r["foreground_wrong"] = optional_count(row.foreground_wrong());
+  // The clock beside the times: a relative throughput below 1 that the SM clock's ratio matches is the power budget,
+  // not the memory or the links (gpu_telemetry.hpp).
+  r["telemetry_alone"] = optional_telemetry(row.telemetry_alone());
+  r["telemetry_with"] = optional_telemetry(row.telemetry_with());
   json::Value per_rank = json::Value::array();
   for (const auto& rank : row.ranks) per_rank.push_back(rank_to_json(rank));
   r["per_rank"] = std::move(per_rank);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "gpu_telemetry.hpp"
 #include "interference_window.hpp"
 
 namespace pickle::bench {
@@ -27,9 +28,15 @@ struct RankMeasurement {
   WindowStats window;  ///< what the background did during this rank's timed window with traffic
   std::optional<std::uint64_t> background_wrong;  ///< received bytes that differ; unset with -c 0
   std::optional<std::uint64_t> foreground_wrong;  ///< output elements that differ from the first run; likewise
+  /// The GPU's clock and power over each of the three timings (gpu_telemetry.hpp); unset where NVML could not
+  /// sample, `telemetry_source` then saying why (else what sampled it).
+  std::optional<TelemetrySummary> telemetry_alone_before, telemetry_with, telemetry_alone_after;
+  std::string telemetry_source;
 
   /// The mean of the two measurements alone.
   double alone_ms() const noexcept { return (alone_before_ms + alone_after_ms) / 2; }
+  /// The two measurements alone as one (merge()); unset unless both were sampled.
+  std::optional<TelemetrySummary> telemetry_alone() const;
   /// t_alone / t_with; 0 when not measured.
   double relative() const noexcept;
   /// Overlapped, nothing wrong.
@@ -61,6 +68,9 @@ struct InterferenceRow {
   double alone_after_ms() const noexcept;
   double with_ms() const noexcept;
   double gbps() const noexcept;  ///< mean over the ranks of the background bandwidth in each one's window
+  /// The ranks' telemetry alone and with the background, merged over the ranks; unset unless every rank has it.
+  std::optional<TelemetrySummary> telemetry_alone() const;
+  std::optional<TelemetrySummary> telemetry_with() const;
   bool overlap() const noexcept;  ///< every rank's window overlapped
   /// The rank whose window has the least background around it (the smallest of lead and tail): the weakest evidence
   /// of overlap, shown for the row. Only when measured().

@@ -6,9 +6,11 @@ a simple reference kernel and the output elements that changed from the foregrou
 from .. import markdown
 from ..inputs import check_optional_nonnegative, is_number, require
 from ..units import number
+from . import interference
 from .registry import Suite, register
 
 TABLE_HEADER = ["foreground", "kernel", "ms", "TFLOP/s", "check"]
+CLOCK_HEADER = ["SM clock (MHz)", "power (W)", "at the power cap"]
 
 
 def check(bench):
@@ -27,6 +29,7 @@ def check(bench):
             raise bench.fail("%s.verify is not an object" % where)
         if entry.get("error") is not None and not isinstance(entry["error"], str):
             raise bench.fail("%s.error is not a string" % where)
+        interference.check_telemetry(bench, entry.get("telemetry"), where + ".telemetry")
     if not isinstance(data.get("options", {}), dict):
         raise bench.fail("'options' is not an object")
     waived = data.get("waived")
@@ -72,6 +75,16 @@ def _ms_cell(entry):
     return text
 
 
+def _clock_cells(entry):
+    """The GPU's mean SM clock and power over the timed repeats, and the share of readings held by the power cap
+    (files from before the telemetry, or without NVML: dashes)."""
+    t = entry.get("telemetry")
+    if not t or not t.get("samples"):
+        return ["—"] * len(CLOCK_HEADER)
+    return ["%.0f" % t["sm_mhz"], "%.0f" % t["power_w"], "%.0f%% of %d readings" % (t["power_capped"] * 100,
+                                                                                   t["samples"])]
+
+
 def render(bench, out):
     data = bench.data
     if data.get("waived"):
@@ -80,15 +93,19 @@ def render(bench, out):
     lines += markdown.notes(data)
     rows = []
     details = []
+    sampled = any((entry.get("telemetry") or {}).get("samples") for entry in data["results"])
     for entry in data["results"]:
         rows.append([entry["name"], entry.get("kernel") or "—", _ms_cell(entry),
-                     number(entry["tflops"]) if is_number(entry.get("tflops")) else "—", _check_cell(entry)])
+                     number(entry["tflops"]) if is_number(entry.get("tflops")) else "—", _check_cell(entry)] +
+                    (_clock_cells(entry) if sampled else []))
         if entry.get("description") or entry.get("detail"):
             details.append("- %s: %s%s" % (entry["name"], entry.get("description") or "",
                                            " (%s)" % entry["detail"] if entry.get("detail") else ""))
     if not rows:
         return lines + ["", "No foreground was run."]
-    lines += [""] + markdown.table(TABLE_HEADER, rows)
+    lines += [""] + markdown.table(TABLE_HEADER + (CLOCK_HEADER if sampled else []), rows)
+    if sampled and data.get("telemetry_source"):
+        lines += ["", "GPU telemetry: %s." % data["telemetry_source"]]
     if details:
         lines += ["", "**Foregrounds**:"] + details
     return lines

@@ -65,6 +65,8 @@ def check(bench):
             value = entry.get(key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise bench.fail("%s.%s is not an integer" % (where, key))
+        for key in ("telemetry_alone", "telemetry_with"):
+            check_telemetry(bench, entry.get(key), "%s.%s" % (where, key))
     for key in ("foregrounds", "traffic"):
         listed = data.get(key, [])
         if not isinstance(listed, list):
@@ -89,6 +91,26 @@ def check(bench):
         raise bench.fail("'waived' is not a string")
 
 
+def check_telemetry(bench, value, where):
+    """A GPU telemetry summary (gpu_telemetry.hpp) or None: numbers, none negative."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise bench.fail("%s is not an object" % where)
+    for key in ("samples", "sm_mhz", "power_w", "power_capped"):
+        if not is_number(value.get(key)) or value[key] < 0:
+            raise bench.fail("%s.%s is %r; expected a non-negative number" % (where, key, value.get(key)))
+
+
+def clock_cell(alone, with_traffic):
+    """"1980 -> 1890 MHz (0.955), 690 -> 700 W": the GPU's SM clock and power alone and with the traffic."""
+    if not alone or not with_traffic or not alone.get("samples") or not with_traffic.get("samples"):
+        return "—"
+    ratio = with_traffic["sm_mhz"] / alone["sm_mhz"] if alone["sm_mhz"] else 0
+    return "%.0f -> %.0f MHz (%.3f), %.0f -> %.0f W" % (alone["sm_mhz"], with_traffic["sm_mhz"], ratio,
+                                                       alone["power_w"], with_traffic["power_w"])
+
+
 class Row:
     def __init__(self, entry):
         self.foreground = entry["foreground"]
@@ -105,6 +127,9 @@ class Row:
         self.overlap = entry.get("overlap") is True
         self.error = entry.get("error")
         self.lanes = entry.get("lanes", 0)  # --lanes: the child's lane count; 0 in a plain run
+        # The foreground GPU's clock and power (files from before them have none).
+        self.telemetry_alone = entry.get("telemetry_alone")
+        self.telemetry_with = entry.get("telemetry_with")
         wrong = [entry.get("background_wrong"), entry.get("foreground_wrong")]
         self.wrong = None if all(w is None for w in wrong) else sum(w or 0 for w in wrong)
 
@@ -223,6 +248,25 @@ def _table(run, foreground, background):
     return markdown.table(header, rows)
 
 
+def _clock_table(run, foreground, background):
+    """The foreground GPU's SM clock and power beside the relative throughputs, when they were sampled: a clock
+    that drops by the same ratio as the throughput says the traffic slowed the kernel through the power budget."""
+    sizes = run.sizes(foreground, background)
+    sampled = [run.row(foreground, background, b, size) for b in run.backends for size in sizes]
+    if not any(row is not None and row.telemetry_with for row in sampled):
+        return []
+    rows = []
+    for size in sizes:
+        cells = []
+        for backend in run.backends:
+            row = run.row(foreground, background, backend, size)
+            cells.append(clock_cell(row.telemetry_alone, row.telemetry_with) if row and row.ok else "—")
+        rows.append([size_words(size)] + cells)
+    return (["", "GPU clock and power of the foreground's GPU, alone -> with the traffic (NVML, means over the timed "
+                 "windows; the clock ratio in brackets):", ""] +
+            markdown.table(["Size"] + [display(b) for b in run.backends], rows))
+
+
 def _plot(run, foreground, background, out):
     fig, ax = plotting.figure()
     bw_axis = ax.twinx()
@@ -265,6 +309,7 @@ def render(bench, out):
             lines += ["", "### %s under %s (relative throughput, background GB/s)" % (
                 foreground, background_title(data, background)), ""]
             lines += _table(run, foreground, background)
+            lines += _clock_table(run, foreground, background)
             base = run.baseline(foreground, background)
             if base is not None:
                 median, tflops = base

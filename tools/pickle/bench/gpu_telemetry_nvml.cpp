@@ -1,0 +1,126 @@
+// GpuTelemetry over NVML (src/topology/nvml_library.hpp): a thread reads the SM clock, the board power and the
+// clock-event reasons every few milliseconds while a kernel is timed.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "gpu_telemetry.hpp"
+#include "lockstep.hpp"
+#include "topology/nvml_library.hpp"
+
+namespace pickle::bench {
+namespace {
+
+namespace nvml = topology::nvml;
+constexpr int kClockSm = 1;  // NVML_CLOCK_SM
+
+class NvmlTelemetry final : public GpuTelemetry {
+ public:
+  NvmlTelemetry(std::unique_ptr<nvml::Library> library, const std::string& bus_id)
+      : library_(std::move(library)),
+        bus_id_(bus_id),
+        device_(library_->device(bus_id)),
+        clock_(library_->symbol<nvml::Return(nvml::Device, int, unsigned*)>("nvmlDeviceGetClockInfo")),
+        power_(library_->symbol<nvml::Return(nvml::Device, unsigned*)>("nvmlDeviceGetPowerUsage")),
+        // Renamed in the 535 drivers; the old name stays exported for a while.
+        reasons_(library_->find<nvml::Return(nvml::Device, unsigned long long*)>(
+            "nvmlDeviceGetCurrentClocksEventReasons")) {
+    if (reasons_ == nullptr) {
+      reasons_ = library_->find<nvml::Return(nvml::Device, unsigned long long*)>(
+          "nvmlDeviceGetCurrentClocksThrottleReasons");
+    }
+    unsigned mhz = 0;
+    if (nvml::Return result = clock_(device_, kClockSm, &mhz); result != nvml::kSuccess) {
+      throw UnavailableError(cat("NVML cannot read the SM clock of GPU ", bus_id, ": ", library_->error(result)));
+    }
+    auto max_clock = library_->find<nvml::Return(nvml::Device, int, unsigned*)>("nvmlDeviceGetMaxClockInfo");
+    if (max_clock != nullptr && max_clock(device_, kClockSm, &mhz) == nvml::kSuccess) max_sm_mhz_ = mhz;
+    auto limit = library_->find<nvml::Return(nvml::Device, unsigned*)>("nvmlDeviceGetEnforcedPowerLimit");
+    unsigned mw = 0;
+    if (limit != nullptr && limit(device_, &mw) == nvml::kSuccess) power_limit_w_ = mw / 1000;
+  }
+
+  ~NvmlTelemetry() override { halt(); }
+
+  std::string describe() const override {
+    return cat("NVML ", library_->path(), ", GPU ", bus_id_,
+               power_limit_w_ > 0 ? cat(", power limit ", power_limit_w_, " W") : std::string(),
+               max_sm_mhz_ > 0 ? cat(", SM clock at most ", max_sm_mhz_, " MHz") : std::string(),
+               reasons_ == nullptr ? ", no clock-event reasons in this driver" : "", ", a reading every ",
+               kPeriodMs, " ms");
+  }
+
+  void start() override {
+    halt();
+    samples_.clear();
+    stopping_ = false;
+    samples_.push_back(read());
+    thread_ = std::thread([this] { sample_until_stopped(); });
+  }
+
+  TelemetrySummary stop() override {
+    halt();
+    samples_.push_back(read());
+    return summarize(samples_);
+  }
+
+ private:
+  TelemetrySample read() const {
+    TelemetrySample sample;
+    // A reading that fails leaves its field at 0; the summary then shows it rather than hiding the window.
+    clock_(device_, kClockSm, &sample.sm_mhz);
+    power_(device_, &sample.power_mw);
+    unsigned long long reasons = 0;
+    if (reasons_ != nullptr && reasons_(device_, &reasons) == nvml::kSuccess) sample.reasons = reasons;
+    return sample;
+  }
+
+  void sample_until_stopped() {
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(kPeriodMs), [this] { return stopping_; })) {
+      samples_.push_back(read());  // only this thread touches samples_ until halt() has joined it
+    }
+  }
+
+  void halt() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  std::unique_ptr<nvml::Library> library_;
+  std::string bus_id_;
+  nvml::Device device_;
+  nvml::Return (*clock_)(nvml::Device, int, unsigned*);
+  nvml::Return (*power_)(nvml::Device, unsigned*);
+  nvml::Return (*reasons_)(nvml::Device, unsigned long long*);
+  unsigned max_sm_mhz_ = 0;
+  unsigned power_limit_w_ = 0;
+  std::vector<TelemetrySample> samples_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuTelemetry> GpuTelemetry::open(const std::string& bus_id, std::string& why_not) {
+  try {
+    return std::make_unique<NvmlTelemetry>(nvml::Library::open(), bus_id);
+  } catch (const Error& e) {
+    why_not = plain_message(e);
+    return nullptr;
+  }
+}
+
+}  // namespace pickle::bench
