@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -17,7 +18,43 @@ namespace pickle::bench {
 namespace {
 
 namespace nvml = topology::nvml;
-constexpr int kClockSm = 1;  // NVML_CLOCK_SM
+constexpr int kClockSm = 1;                 // NVML_CLOCK_SM
+constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT
+
+// nvmlFieldValue_t (nvml.h): one field of nvmlDeviceGetFieldValues.
+union FieldNumber {
+  double d;
+  unsigned int ui;
+  unsigned long ul;
+  unsigned long long ull;
+  long long sll;
+  int si;
+  unsigned short us;
+};
+struct FieldValue {
+  unsigned int field_id;
+  unsigned int scope_id;
+  long long timestamp;
+  long long latency_us;
+  int value_type;  // nvmlValueType_t: 0 double, 1 unsigned int, 2 unsigned long, 3 unsigned long long, ...
+  nvml::Return result;
+  FieldNumber value;
+};
+
+/// A field's value as a number; nullopt when NVML did not fill it.
+std::optional<double> field_number(const FieldValue& field) {
+  if (field.result != nvml::kSuccess) return std::nullopt;
+  switch (field.value_type) {
+    case 0: return field.value.d;
+    case 1: return static_cast<double>(field.value.ui);
+    case 2: return static_cast<double>(field.value.ul);
+    case 3: return static_cast<double>(field.value.ull);
+    case 4: return static_cast<double>(field.value.sll);
+    case 5: return static_cast<double>(field.value.si);
+    case 6: return static_cast<double>(field.value.us);
+    default: return std::nullopt;
+  }
+}
 
 class NvmlTelemetry final : public GpuTelemetry {
  public:
@@ -27,6 +64,7 @@ class NvmlTelemetry final : public GpuTelemetry {
         device_(library_->device(bus_id)),
         clock_(library_->symbol<nvml::Return(nvml::Device, int, unsigned*)>("nvmlDeviceGetClockInfo")),
         power_(library_->symbol<nvml::Return(nvml::Device, unsigned*)>("nvmlDeviceGetPowerUsage")),
+        fields_(library_->find<nvml::Return(nvml::Device, int, FieldValue*)>("nvmlDeviceGetFieldValues")),
         // Renamed in the 535 drivers; the old name stays exported for a while.
         reasons_(library_->find<nvml::Return(nvml::Device, unsigned long long*)>(
             "nvmlDeviceGetCurrentClocksEventReasons")) {
@@ -43,6 +81,9 @@ class NvmlTelemetry final : public GpuTelemetry {
     auto limit = library_->find<nvml::Return(nvml::Device, unsigned*)>("nvmlDeviceGetEnforcedPowerLimit");
     unsigned mw = 0;
     if (limit != nullptr && limit(device_, &mw) == nvml::kSuccess) power_limit_w_ = mw / 1000;
+    // nvmlDeviceGetPowerUsage averages over about a second from Ampere on, longer than many timed windows: the
+    // instantaneous field where the driver has it.
+    instant_power_ = instant_power_mw().has_value();
   }
 
   ~NvmlTelemetry() override { halt(); }
@@ -51,6 +92,7 @@ class NvmlTelemetry final : public GpuTelemetry {
     return cat("NVML ", library_->path(), ", GPU ", bus_id_,
                power_limit_w_ > 0 ? cat(", power limit ", power_limit_w_, " W") : std::string(),
                max_sm_mhz_ > 0 ? cat(", SM clock at most ", max_sm_mhz_, " MHz") : std::string(),
+               instant_power_ ? ", instantaneous power" : ", power averaged by NVML (about 1 s from Ampere on)",
                reasons_ == nullptr ? ", no clock-event reasons in this driver" : "", ", a reading every ",
                kPeriodMs, " ms");
   }
@@ -74,10 +116,23 @@ class NvmlTelemetry final : public GpuTelemetry {
     TelemetrySample sample;
     // A reading that fails leaves its field at 0; the summary then shows it rather than hiding the window.
     clock_(device_, kClockSm, &sample.sm_mhz);
-    power_(device_, &sample.power_mw);
+    const std::optional<double> instant = instant_power_ ? instant_power_mw() : std::nullopt;
+    if (instant) {
+      sample.power_mw = static_cast<unsigned>(*instant);
+    } else {
+      power_(device_, &sample.power_mw);
+    }
     unsigned long long reasons = 0;
     if (reasons_ != nullptr && reasons_(device_, &reasons) == nvml::kSuccess) sample.reasons = reasons;
     return sample;
+  }
+
+  std::optional<double> instant_power_mw() const {
+    if (fields_ == nullptr) return std::nullopt;
+    FieldValue field{};
+    field.field_id = kFieldPowerInstant;
+    if (fields_(device_, 1, &field) != nvml::kSuccess) return std::nullopt;
+    return field_number(field);
   }
 
   void sample_until_stopped() {
@@ -102,7 +157,9 @@ class NvmlTelemetry final : public GpuTelemetry {
   nvml::Device device_;
   nvml::Return (*clock_)(nvml::Device, int, unsigned*);
   nvml::Return (*power_)(nvml::Device, unsigned*);
+  nvml::Return (*fields_)(nvml::Device, int, FieldValue*);
   nvml::Return (*reasons_)(nvml::Device, unsigned long long*);
+  bool instant_power_ = false;
   unsigned max_sm_mhz_ = 0;
   unsigned power_limit_w_ = 0;
   std::vector<TelemetrySample> samples_;
