@@ -105,5 +105,32 @@ TEST(BenchComputeCuda, TimesAndChecksBothForegroundsNamingTheAttentionKernel) {
   }
 }
 
+/// --copy-load: the GEMM timed again beside copies inside its GPU; the copies really ran (their rate is reported and
+/// above 0), the GEMM's output did not change under them, and the clock was read in both series.
+TEST(BenchComputeCuda, UnderACopyLoadTheGemmIsTimedAgainAndStillGivesTheSameBits) {
+  if (device::cuda_device_count() < 1) {
+    GTEST_SKIP() << "waived: needs a CUDA GPU (" << device::cuda_unavailable_reason() << ")";
+  }
+  TempDir dir("compute-cuda-load");
+  ComputeRun run = run_compute(dir, {"--foreground", "gemm", "--copy-load", "200"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  const std::string context = "\n" + run.out;
+  const json::Value& gemm = run.root.at("results").at(0);
+  expect_measured(gemm, context);
+  EXPECT_EQ(gemm.at("samples_ms").size(), 3u) << "the repeats alone: 2 before the load, 1 after" << context;
+  const json::Value& loaded = gemm.at("copy_load");
+  ASSERT_FALSE(loaded.is_null()) << context;
+  EXPECT_EQ(loaded.at("samples_ms").size(), 3u) << context;
+  EXPECT_GT(loaded.at("ms").as_double(), 0) << context;
+  EXPECT_GT(loaded.at("copy_gbps").as_double(), 0) << context;
+  EXPECT_GT(loaded.at("relative").as_double(), 0) << context;
+  ASSERT_FALSE(loaded.at("telemetry").is_null()) << context;
+  EXPECT_GT(loaded.at("telemetry").at("sm_mhz").as_double(), 0) << context;
+  EXPECT_NE(run.out.find("# copy load: 200.0 GB/s asked"), std::string::npos) << context;
+  std::printf("[info] gemm under a 200 GB/s copy load: %.3f ms (alone %.3f), relative %.3f, copies %.1f GB/s\n",
+              loaded.at("ms").as_double(), gemm.at("ms").as_double(), loaded.at("relative").as_double(),
+              loaded.at("copy_gbps").as_double());
+}
+
 }  // namespace
 }  // namespace pickle::test

@@ -4,6 +4,8 @@
 // by name) are checked directly. tests/cuda/test_bench_compute_cuda.cpp runs it on a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -55,7 +57,10 @@ TEST(BenchCompute, BadFlagsExitWithTwoNamingTheValue) {
       {{"-r", "0"}, "-r 0: must be between 1 and"},
       {{"--device", "x"}, "--device 'x': not an integer"},
       {{"-b", "4K"}, "unknown option '-b'"},
-      {{"--attention"}, "--attention needs a value"}};
+      {{"--attention"}, "--attention needs a value"},
+      {{"--copy-load", "0"}, "--copy-load '0': expected GB/s, a number above 0"},
+      {{"--copy-load", "fast"}, "--copy-load 'fast': expected GB/s"},
+      {{"--copy-load", "400x"}, "--copy-load '400x': expected GB/s"}};
   for (const auto& [args, message] : cases) {
     TempDir dir("compute");
     BenchRun run = run_bench(dir, "compute", args, {kNoGpu});
@@ -85,8 +90,10 @@ TEST(ComputeOptions, DefaultsAndEveryFlag) {
   EXPECT_EQ(o.repeats, 5);
   EXPECT_EQ(o.warmup_ms, 1000);
   EXPECT_EQ(o.device, 0);
+  EXPECT_EQ(o.copy_load_gbps, 0);
   o = parse_compute_options({"--foreground", "attention", "--attention", "cudnn", "-n", "7", "-w", "0", "-r", "3",
-                             "--warmup-ms", "0", "--device", "1", "--json", "out.json"});
+                             "--warmup-ms", "0", "--device", "1", "--json", "out.json", "--copy-load", "397.5"});
+  EXPECT_EQ(o.copy_load_gbps, 397.5);
   EXPECT_EQ(o.foregrounds, (std::vector<std::string>{"attention"}));
   EXPECT_EQ(o.attention, AttentionImpl::Cudnn);
   EXPECT_EQ(o.iterations, 7);
@@ -133,6 +140,53 @@ TEST(ComputeReport, MedianTflopsAndExitCodes) {
   report.results.back() = measured("attention", {}, 0);
   report.results.back().error = "timing failed";
   EXPECT_EQ(report.exit_code(), 1);
+}
+
+/// What print_compute_table writes.
+std::string printed(const ComputeReport& report) {
+  char* text = nullptr;
+  std::size_t length = 0;
+  std::FILE* out = open_memstream(&text, &length);
+  bench::print_compute_table(report, out);
+  std::fclose(out);
+  std::string result(text, length);
+  std::free(text);
+  return result;
+}
+
+TEST(ComputeReport, TheCopyLoadGivesItsOwnTableAndKeysWithTheClockAloneAndLoaded) {
+  ComputeReport report;
+  report.options = parse_compute_options({"--copy-load", "400"});
+  report.device_name = "NVIDIA H200";
+  ComputeResult gemm = measured("gemm", {1.50, 1.52, 1.51, 1.49}, 0);
+  gemm.telemetry = bench::TelemetrySummary{.samples = 40, .sm_mhz = 1500, .power_w = 690, .power_capped = 1};
+  gemm.loaded.emplace();
+  gemm.loaded->ms = {1.60, 1.58, 1.62};
+  gemm.loaded->copy_gbps = 398.7;
+  gemm.loaded->telemetry = bench::TelemetrySummary{.samples = 30, .sm_mhz = 1410, .power_w = 699, .power_capped = 1};
+  EXPECT_NEAR(gemm.relative(), 1.505 / 1.60, 1e-12);
+  report.results.push_back(gemm);
+  report.results.push_back(measured("attention", {7.0}, 0));  // no load figures: no row in the load table
+  EXPECT_EQ(report.results.back().relative(), 0);
+
+  const std::string out = printed(report);
+  EXPECT_NE(out.find("# copy load: 400.0 GB/s asked, 64 MiB device-to-device copies"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n       gemm       1.505       1.600     0.941       398.7\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\n  attention", out.find("# copy load:")), std::string::npos) << out;
+  EXPECT_NE(out.find("# clock: gemm alone -> loaded: SM 1500 -> 1410 MHz (0.940), power 690 -> 699 W, power cap "
+                     "100% -> 100%\n"),
+            std::string::npos)
+      << out;
+
+  const json::Value root = bench::compute_to_json(report);
+  EXPECT_EQ(root.at("options").at("copy_load_gbps").as_double(), 400);
+  const json::Value& loaded = root.at("results").at(0).at("copy_load");
+  EXPECT_NEAR(loaded.at("ms").as_double(), 1.60, 1e-12);
+  EXPECT_NEAR(loaded.at("relative").as_double(), 1.505 / 1.60, 1e-12);
+  EXPECT_NEAR(loaded.at("copy_gbps").as_double(), 398.7, 1e-12);
+  EXPECT_EQ(loaded.at("samples_ms").size(), 3u);
+  EXPECT_NEAR(loaded.at("telemetry").at("sm_mhz").as_double(), 1410, 1e-12);
+  EXPECT_TRUE(root.at("results").at(1).at("copy_load").is_null());
 }
 
 }  // namespace

@@ -76,7 +76,10 @@ TEST(ReportCompute, TheGpuClockAndPowerStandBesideTheTimesWhenSampled) {
   ASSERT_NE(at, std::string::npos);
   text.replace(at, gemm_end.size(),
                R"("changed": 0, "passed": true, "error": null, "telemetry": {"samples": 60, "sm_mhz": 1755.4,)"
-               R"( "power_w": 689.6, "power_capped": 1.0, "thermal": 0.0, "hw_slowdown": 0.0}})");
+               R"( "power_w": 689.6, "power_capped": 1.0, "thermal": 0.0, "hw_slowdown": 0.0},)"
+               R"( "copy_load": {"ms": 1.6, "min_ms": 1.58, "max_ms": 1.62, "samples_ms": [1.6, 1.58, 1.62],)"
+               R"( "relative": 0.9375, "copy_gbps": 398.7, "telemetry": {"samples": 30, "sm_mhz": 1650.0,)"
+               R"( "power_w": 699.0, "power_capped": 1.0, "thermal": 0.0, "hw_slowdown": 0.0}}})");
   const std::string notes = R"("notes": [],)";
   text.replace(text.find(notes), notes.size(),
                R"("notes": [], "telemetry_source": "NVML /usr/lib/libnvidia-ml.so.1, GPU 0000:18:00.0",)");
@@ -96,6 +99,14 @@ TEST(ReportCompute, TheGpuClockAndPowerStandBesideTheTimesWhenSampled) {
   EXPECT_EQ(found[0][0][7], "100% of 60 readings") << md;
   EXPECT_EQ(found[0][1][5], "—") << md;
   EXPECT_NE(md.find("GPU telemetry: NVML /usr/lib/libnvidia-ml.so.1, GPU 0000:18:00.0."), std::string::npos) << md;
+  // --copy-load: a table of its own, gemm only (attention has no copy_load).
+  auto loaded = tables(md, "| foreground | ms alone | ms under the copy load | relative | copy load (GB/s) | "
+                           "SM clock alone -> loaded |");
+  ASSERT_EQ(loaded.size(), 1u) << md;
+  ASSERT_EQ(loaded[0].size(), 1u) << md;
+  const std::vector<std::string> gemm_loaded = {"gemm", "1.50", "1.60 [1.58..1.62]", "0.938", "398.7",
+                                                "1755 -> 1650 MHz (0.940), 690 -> 699 W"};
+  EXPECT_EQ(loaded[0][0], gemm_loaded) << md;
 
   // A bad summary is refused, naming where it is.
   text.replace(text.find(R"("sm_mhz": 1755.4)"), 16, R"("sm_mhz": "fast")");

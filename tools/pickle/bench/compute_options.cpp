@@ -1,16 +1,20 @@
 #include "compute_options.hpp"
 
+#include <exception>
 #include <iterator>
+#include <string>
 
 #include <pickle/error.hpp>
 
+#include "core/format.hpp"
 #include "sweep_options.hpp"
 
 namespace pickle::bench {
 
 const char* const kComputeUsage =
     "usage: pickle bench compute [-n 20] [-w 5] [-r 5] [--warmup-ms 1000] [--device 0]\n"
-    "                            [--foreground gemm,attention] [--attention auto|cudnn|own] [--json FILE]\n"
+    "                            [--foreground gemm,attention] [--attention auto|cudnn|own] [--copy-load GBPS]\n"
+    "                            [--json FILE]\n"
     "\n"
     "The foregrounds of `pickle bench interference`, timed alone on one GPU: no ranks, no traffic. For each: ms per\n"
     "iteration (CUDA events around -n iterations, median of -r repeats), TFLOP/s, and its check (against a simple\n"
@@ -29,7 +33,29 @@ const char* const kComputeUsage =
     "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
     "  --attention IMPL  auto: cuDNN SDPA where libcudnn.so.9 loads and supports the graph, else the own kernel;\n"
     "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
+    "  --copy-load GBPS  also time each foreground while the copy engine copies inside the same GPU at this many\n"
+    "                    GB/s (64 MiB copies on a stream of their own): the one-GPU stand-in for traffic written\n"
+    "                    into it; the repeats alone then come half before and half after the loaded ones\n"
     "  --json FILE       write the results, the environment and the topology as JSON (docs/bench.md)\n";
+
+namespace {
+
+/// A rate in GB/s: a number above 0 and at most 100000.
+double parse_rate(const std::string& text, const std::string& flag) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(value > 0) || value > 1e5) {
+    throw InvalidArgument(cat(flag, " '", text, "': expected GB/s, a number above 0 and at most 100000"));
+  }
+  return value;
+}
+
+}  // namespace
 
 ComputeOptions parse_compute_options(const std::vector<std::string>& args) {
   ComputeOptions options;
@@ -50,6 +76,8 @@ ComputeOptions parse_compute_options(const std::vector<std::string>& args) {
       options.foregrounds = parse_choice_list(in.value(), "--foreground", kForegroundNames);
     } else if (flag == "--attention") {
       options.attention = parse_attention_impl(in.value());
+    } else if (flag == "--copy-load") {
+      options.copy_load_gbps = parse_rate(in.value(), "--copy-load");
     } else if (flag == "--json") {
       options.json_path = in.value();
     } else if (flag == "-h" || flag == "--help") {

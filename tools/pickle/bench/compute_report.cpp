@@ -8,17 +8,43 @@
 
 namespace pickle::bench {
 
-double ComputeResult::median_ms() const {
-  if (ms.empty()) return 0;
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t middle = sorted.size() / 2;
-  return sorted.size() % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+namespace {
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
-double ComputeResult::min_ms() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
+double min_of(const std::vector<double>& values) {
+  return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+}
 
-double ComputeResult::max_ms() const { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }
+double max_of(const std::vector<double>& values) {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
+json::Value samples_json(const std::vector<double>& values) {
+  json::Value samples = json::Value::array();
+  for (double v : values) samples.push_back(v);
+  return samples;
+}
+
+}  // namespace
+
+double LoadedRepeats::median_ms() const { return median_of(ms); }
+double LoadedRepeats::min_ms() const { return min_of(ms); }
+double LoadedRepeats::max_ms() const { return max_of(ms); }
+
+double ComputeResult::median_ms() const { return median_of(ms); }
+double ComputeResult::min_ms() const { return min_of(ms); }
+double ComputeResult::max_ms() const { return max_of(ms); }
+
+double ComputeResult::relative() const {
+  const double loaded_ms = loaded ? loaded->median_ms() : 0;
+  return loaded_ms > 0 && median_ms() > 0 ? median_ms() / loaded_ms : 0;
+}
 
 double ComputeResult::tflops() const {
   const double median = median_ms();
@@ -36,6 +62,36 @@ int ComputeReport::exit_code() const {
   }
   return 0;
 }
+
+namespace {
+
+/// --copy-load: each foreground's median alone and with the copies, their ratio, the rate reached, and the clock.
+void print_copy_load(const ComputeReport& report, std::FILE* out) {
+  std::fprintf(out, "# copy load: %s GB/s asked, %s MiB device-to-device copies on a stream of their own beside a "
+                    "second series of repeats (the repeats alone: half before, half after them)\n",
+               fixed(report.options.copy_load_gbps, 1).c_str(), cat(kCopyLoadChunkBytes >> 20).c_str());
+  std::fprintf(out, "#%s%s%s%s%s\n", pad_left("foreground", 10).c_str(), pad_left("ms alone", 12).c_str(),
+               pad_left("ms loaded", 12).c_str(), pad_left("relative", 10).c_str(), pad_left("load(GB/s)", 12).c_str());
+  for (const auto& result : report.results) {
+    if (!result.loaded || result.loaded->ms.empty()) continue;
+    const LoadedRepeats& l = *result.loaded;
+    std::fprintf(out, " %s%s%s%s%s\n", pad_left(result.info.name, 10).c_str(),
+                 pad_left(fixed(result.median_ms(), 3), 12).c_str(), pad_left(fixed(l.median_ms(), 3), 12).c_str(),
+                 pad_left(fixed(result.relative(), 3), 10).c_str(), pad_left(fixed(l.copy_gbps, 1), 12).c_str());
+  }
+  for (const auto& result : report.results) {
+    if (!result.loaded || !result.loaded->telemetry || !result.telemetry) continue;
+    const TelemetrySummary &alone = *result.telemetry, &loaded = *result.loaded->telemetry;
+    if (alone.samples == 0 || loaded.samples == 0) continue;
+    std::fprintf(out, "# clock: %s alone -> loaded: SM %s -> %s MHz (%s), power %s -> %s W, power cap %s%% -> %s%%\n",
+                 result.info.name.c_str(), fixed(alone.sm_mhz, 0).c_str(), fixed(loaded.sm_mhz, 0).c_str(),
+                 fixed(alone.sm_mhz > 0 ? loaded.sm_mhz / alone.sm_mhz : 0, 3).c_str(), fixed(alone.power_w, 0).c_str(),
+                 fixed(loaded.power_w, 0).c_str(), fixed(alone.power_capped * 100, 0).c_str(),
+                 fixed(loaded.power_capped * 100, 0).c_str());
+  }
+}
+
+}  // namespace
 
 void print_compute_table(const ComputeReport& report, std::FILE* out) {
   const auto& o = report.options;
@@ -84,6 +140,7 @@ void print_compute_table(const ComputeReport& report, std::FILE* out) {
                  fixed(t.sm_mhz, 0).c_str(), fixed(t.power_w, 0).c_str(), fixed(t.power_capped * 100, 0).c_str(),
                  t.samples);
   }
+  if (o.copy_load_gbps > 0) print_copy_load(report, out);
   std::fflush(out);
 }
 
@@ -98,6 +155,7 @@ json::Value compute_to_json(const ComputeReport& report) {
   options["device"] = o.device;
   options["foregrounds"] = string_array(o.foregrounds);
   options["attention"] = attention_impl_name(o.attention);
+  options["copy_load_gbps"] = o.copy_load_gbps;
   root["options"] = std::move(options);
   root["waived"] = report.waived.empty() ? json::Value() : json::Value(report.waived);
   root["device_name"] = report.device_name.empty() ? json::Value() : json::Value(report.device_name);
@@ -110,14 +168,26 @@ json::Value compute_to_json(const ComputeReport& report) {
     r["ms"] = measured ? json::Value(result.median_ms()) : json::Value();
     r["min_ms"] = measured ? json::Value(result.min_ms()) : json::Value();
     r["max_ms"] = measured ? json::Value(result.max_ms()) : json::Value();
-    json::Value samples = json::Value::array();
-    for (double ms : result.ms) samples.push_back(ms);
-    r["samples_ms"] = std::move(samples);
+    r["samples_ms"] = samples_json(result.ms);
     r["tflops"] = measured ? json::Value(result.tflops()) : json::Value();
     r["changed"] = result.changed ? json::Value(*result.changed) : json::Value();
     r["passed"] = result.passed();
     r["error"] = result.error.empty() ? json::Value() : json::Value(result.error);
     r["telemetry"] = result.telemetry ? telemetry_to_json(*result.telemetry) : json::Value();
+    if (result.loaded && !result.loaded->ms.empty()) {
+      const LoadedRepeats& l = *result.loaded;
+      json::Value loaded = json::Value::object();
+      loaded["ms"] = l.median_ms();
+      loaded["min_ms"] = l.min_ms();
+      loaded["max_ms"] = l.max_ms();
+      loaded["samples_ms"] = samples_json(l.ms);
+      loaded["relative"] = result.relative();
+      loaded["copy_gbps"] = l.copy_gbps;
+      loaded["telemetry"] = l.telemetry ? telemetry_to_json(*l.telemetry) : json::Value();
+      r["copy_load"] = std::move(loaded);
+    } else {
+      r["copy_load"] = json::Value();
+    }
     results.push_back(std::move(r));
   }
   root["results"] = std::move(results);

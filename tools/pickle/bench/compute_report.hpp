@@ -16,7 +16,19 @@
 
 namespace pickle::bench {
 
-/// One foreground, set up and timed alone.
+/// --copy-load: the foreground's repeats with copies running inside its GPU.
+struct LoadedRepeats {
+  std::vector<double> ms;                     ///< ms per iteration of each loaded repeat, in order
+  std::optional<TelemetrySummary> telemetry;  ///< over the loaded repeats
+  double copy_gbps = 0;                       ///< the copy rate reached while they ran
+
+  /// Median, smallest and largest of `ms`; 0 when empty.
+  double median_ms() const;
+  double min_ms() const;
+  double max_ms() const;
+};
+
+/// One foreground, set up and timed alone (and with the copy load, with --copy-load).
 struct ComputeResult {
   ForegroundInfo info;
   std::vector<double> ms;                ///< ms per iteration of each repeat, in order; empty when not measured
@@ -24,6 +36,10 @@ struct ComputeResult {
   std::string error;                     ///< why timing failed (a set-up failure is in info)
   /// The GPU's clock and power over the timed repeats (gpu_telemetry.hpp); unset where NVML could not sample.
   std::optional<TelemetrySummary> telemetry;
+  std::optional<LoadedRepeats> loaded;  ///< --copy-load only
+
+  /// Median alone / median with the copy load (1: the load costs nothing); 0 without both.
+  double relative() const;
 
   /// Median, smallest and largest of `ms`; 0 when not measured.
   double median_ms() const;

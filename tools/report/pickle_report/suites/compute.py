@@ -30,6 +30,13 @@ def check(bench):
         if entry.get("error") is not None and not isinstance(entry["error"], str):
             raise bench.fail("%s.error is not a string" % where)
         interference.check_telemetry(bench, entry.get("telemetry"), where + ".telemetry")
+        loaded = entry.get("copy_load")
+        if loaded is not None:
+            if not isinstance(loaded, dict):
+                raise bench.fail("%s.copy_load is not an object" % where)
+            check_optional_nonnegative(bench, loaded, ("ms", "min_ms", "max_ms", "relative", "copy_gbps"),
+                                       where + ".copy_load")
+            interference.check_telemetry(bench, loaded.get("telemetry"), where + ".copy_load.telemetry")
     if not isinstance(data.get("options", {}), dict):
         raise bench.fail("'options' is not an object")
     waived = data.get("waived")
@@ -85,6 +92,30 @@ def _clock_cells(entry):
                                                                                    t["samples"])]
 
 
+LOAD_HEADER = ["foreground", "ms alone", "ms under the copy load", "relative", "copy load (GB/s)",
+               "SM clock alone -> loaded"]
+
+
+def _load_table(data):
+    """--copy-load: each foreground alone and beside copies inside its GPU (the one-GPU stand-in for traffic written
+    into it), with the GPU's clock in both."""
+    rows = []
+    for entry in data["results"]:
+        loaded = entry.get("copy_load")
+        if not loaded or not is_number(entry.get("ms")):
+            continue
+        clock = interference.clock_cell(entry.get("telemetry"), loaded.get("telemetry"))
+        rows.append([entry["name"], number(entry["ms"]), "%s [%s..%s]" % (
+            number(loaded["ms"]), number(loaded["min_ms"]), number(loaded["max_ms"])), "%.3f" % loaded["relative"],
+            number(loaded["copy_gbps"]), clock])
+    if not rows:
+        return []
+    rate = (data.get("options") or {}).get("copy_load_gbps")
+    return (["", "Under a copy load of %s GB/s asked (device-to-device copies on a stream of their own; relative = "
+                 "ms alone / ms under the load):" % (number(rate) if is_number(rate) else "?"), ""] +
+            markdown.table(LOAD_HEADER, rows))
+
+
 def render(bench, out):
     data = bench.data
     if data.get("waived"):
@@ -106,6 +137,7 @@ def render(bench, out):
     lines += [""] + markdown.table(TABLE_HEADER + (CLOCK_HEADER if sampled else []), rows)
     if sampled and data.get("telemetry_source"):
         lines += ["", "GPU telemetry: %s." % data["telemetry_source"]]
+    lines += _load_table(data)
     if details:
         lines += ["", "**Foregrounds**:"] + details
     return lines

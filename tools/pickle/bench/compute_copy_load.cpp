@@ -1,0 +1,80 @@
+#include "compute_copy_load.hpp"
+
+#include <chrono>
+#include <exception>
+
+#include <pickle/error.hpp>
+
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "core/format.hpp"
+
+namespace pickle::bench {
+
+CopyLoad::CopyLoad(int device, double gbps)
+    : device_(device),
+      gbps_(gbps),
+      source_(kChunkBytes, "bench compute --copy-load source"),
+      destination_(kChunkBytes, "bench compute --copy-load destination"),
+      stream_("bench compute --copy-load stream") {
+  if (!(gbps > 0)) throw InvalidArgument(cat("bench compute --copy-load: the rate must be positive, not ", gbps));
+  cuda::check(cudaMemset(source_.data(), 0x5a, kChunkBytes), "cudaMemset", "bench compute --copy-load source");
+}
+
+CopyLoad::~CopyLoad() {
+  if (thread_.joinable()) {
+    stopping_ = true;
+    thread_.join();
+  }
+  cudaStreamSynchronize(stream_.get());  // the buffers must outlive their copies
+}
+
+void CopyLoad::start() {
+  if (thread_.joinable()) throw InvalidArgument("bench compute --copy-load: started twice");
+  stopping_ = false;
+  failure_ = nullptr;
+  copies_ = 0;
+  started_ns_ = now_ns();
+  thread_ = std::thread([this] { pace(); });
+}
+
+double CopyLoad::stop() {
+  if (!thread_.joinable()) throw InvalidArgument("bench compute --copy-load: stopped without a start");
+  stopping_ = true;
+  thread_.join();
+  if (failure_) std::rethrow_exception(failure_);
+  cuda::wait_stream(stream_.get(), Deadline::after_seconds(env::timeout_seconds()), "bench compute --copy-load");
+  const double seconds = static_cast<double>(now_ns() - started_ns_) / 1e9;
+  return seconds > 0 ? static_cast<double>(copies_ * kChunkBytes) / seconds / 1e9 : 0;
+}
+
+void CopyLoad::pace() {
+  try {
+    cuda::check(cudaSetDevice(device_), "cudaSetDevice", "bench compute --copy-load");
+    const std::string what = "bench compute --copy-load";
+    cuda::EventQueue in_flight(what);
+    using Clock = std::chrono::steady_clock;
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(kChunkBytes) / (gbps_ * 1e9)));
+    auto next = Clock::now();
+    while (!stopping_) {
+      while (in_flight.pending() > 0 && in_flight.oldest_done()) in_flight.retire_oldest();
+      if (in_flight.pending() >= kMaxInFlight || Clock::now() < next) {
+        // Sleep to the next copy's time, or briefly while the copy engine catches up.
+        std::this_thread::sleep_until(std::min(next, Clock::now() + std::chrono::microseconds(20)));
+        continue;
+      }
+      cuda::check(cudaMemcpyAsync(destination_.data(), source_.data(), kChunkBytes, cudaMemcpyDeviceToDevice,
+                                  stream_.get()),
+                  "cudaMemcpyAsync", what);
+      in_flight.record(stream_.get());
+      ++copies_;
+      // A copy engine slower than the rate asked: the schedule does not pile up copies to catch up with.
+      next = std::max(next + period, Clock::now() - period);
+    }
+  } catch (...) {
+    failure_ = std::current_exception();
+  }
+}
+
+}  // namespace pickle::bench

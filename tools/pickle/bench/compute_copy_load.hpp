@@ -1,0 +1,53 @@
+#pragma once
+// `pickle bench compute --copy-load GBPS`: copies inside the foreground's GPU, paced to a rate, on a stream and a
+// thread of their own while the foreground is timed. On a machine with one GPU it stands in for the traffic that other
+// GPUs write into this one: the copy engine moves the bytes, and the GPU's memory sees them (read and written at the
+// rate each), as an incoming NVLink stream is written at its rate. What it cannot imitate is the links' own power.
+// CUDA builds only.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "compute_options.hpp"
+#include "interference_cuda.hpp"
+
+namespace pickle::bench {
+
+class CopyLoad {
+ public:
+  static constexpr std::size_t kChunkBytes = kCopyLoadChunkBytes;
+  /// Copies enqueued and not yet complete at most: the load never queues up behind a slow copy engine.
+  static constexpr std::size_t kMaxInFlight = 2;
+
+  /// Allocates a source and a destination of kChunkBytes on `device` (the current device). `gbps`: the rate asked
+  /// for (1e9 bytes per second); the copy engine's own rate where it is slower.
+  CopyLoad(int device, double gbps);
+  CopyLoad(const CopyLoad&) = delete;
+  CopyLoad& operator=(const CopyLoad&) = delete;
+  ~CopyLoad();
+
+  /// Starts copying (a thread enqueues a copy every kChunkBytes / gbps seconds).
+  void start();
+  /// Stops, waits for the copies enqueued, and returns the rate reached since start() in GB/s (bytes copied over the
+  /// time from start() until the last copy completed). Rethrows the pacing thread's CUDA error.
+  double stop();
+
+ private:
+  void pace();
+
+  int device_;
+  double gbps_;
+  cuda::DeviceBuffer source_, destination_;
+  cuda::StreamHandle stream_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  std::exception_ptr failure_;
+  std::uint64_t copies_ = 0;
+  std::int64_t started_ns_ = 0;
+};
+
+}  // namespace pickle::bench
