@@ -38,6 +38,8 @@ class CopyLoad {
 
  private:
   void pace();
+  /// One copy of kChunkBytes on the load's stream, asked of a copy engine (CUDA 12.8 and later).
+  void enqueue_copy(const std::string& what);
 
   int device_;
   double gbps_;
