@@ -38,8 +38,12 @@ class CopyLoad {
 
  private:
   void pace();
-  /// One copy of kChunkBytes on the load's stream, asked of a copy engine (CUDA 12.8 and later).
+  /// One copy of kChunkBytes on the load's stream.
   void enqueue_copy(const std::string& what);
+  /// After stop(): the destination holds the source's bytes (an Error saying how many differ otherwise).
+  void check_destination() const;
+
+  static constexpr unsigned char kSourceByte = 0x5a;
 
   int device_;
   double gbps_;
