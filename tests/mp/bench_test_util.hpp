@@ -2,6 +2,8 @@
 // What the `pickle bench` end-to-end tests share: running the real command and reading its table.
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +18,19 @@ struct BenchRun {
   std::string out, err;
   std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
 };
+
+/// What `print(FILE*)` writes (a table printer of a bench suite), as a string.
+template <class Print>
+std::string printed_by(Print print) {
+  char* text = nullptr;
+  std::size_t length = 0;
+  std::FILE* out = open_memstream(&text, &length);
+  print(out);
+  std::fclose(out);
+  std::string result(text, length);
+  std::free(text);
+  return result;
+}
 
 /// Runs `pickle bench <suite> args...` (no suite word when `suite` is empty) with PICKLE_TIMEOUT=20 and `env` (which
 /// may set another PICKLE_TIMEOUT), its output captured in `dir`, waiting at most `limit` for it (wait_pid).

@@ -144,14 +144,7 @@ TEST(ComputeReport, MedianTflopsAndExitCodes) {
 
 /// What print_compute_table writes.
 std::string printed(const ComputeReport& report) {
-  char* text = nullptr;
-  std::size_t length = 0;
-  std::FILE* out = open_memstream(&text, &length);
-  bench::print_compute_table(report, out);
-  std::fclose(out);
-  std::string result(text, length);
-  std::free(text);
-  return result;
+  return printed_by([&](std::FILE* out) { bench::print_compute_table(report, out); });
 }
 
 TEST(ComputeReport, TheCopyLoadGivesItsOwnTableAndKeysWithTheClockAloneAndLoaded) {

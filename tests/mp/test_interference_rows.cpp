@@ -16,6 +16,7 @@
 #include "../../tools/pickle/bench/interference_plan.hpp"
 #include "../../tools/pickle/bench/interference_report.hpp"
 #include "../../tools/pickle/bench/interference_row.hpp"
+#include "bench_test_util.hpp"
 #include "core/json.hpp"
 
 namespace pickle::test {
@@ -64,14 +65,7 @@ InterferenceRow allgather_row(std::vector<RankMeasurement> ranks) {
 
 /// What print_interference_table writes.
 std::string printed(const bench::InterferenceReport& report) {
-  char* text = nullptr;
-  std::size_t length = 0;
-  std::FILE* out = open_memstream(&text, &length);
-  bench::print_interference_table(report, out);
-  std::fclose(out);
-  std::string result(text, length);
-  std::free(text);
-  return result;
+  return printed_by([&](std::FILE* out) { bench::print_interference_table(report, out); });
 }
 
 TEST(InterferenceRow, RelativeIsTheMeanOverRanksWithMinAndMax) {
