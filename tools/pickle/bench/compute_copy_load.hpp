@@ -1,9 +1,10 @@
 #pragma once
-// `pickle bench compute --copy-load GBPS`: copies inside the foreground's GPU, paced to a rate, on a stream and a
-// thread of their own while the foreground is timed. On a machine with one GPU it stands in for the traffic that other
-// GPUs write into this one: the copy engine moves the bytes, and the GPU's memory sees them (read and written at the
-// rate each), as an incoming NVLink stream is written at its rate. What it cannot imitate is the links' own power.
-// CUDA builds only.
+// `pickle bench compute --copy-load GBPS`: device-to-device copies inside the foreground's GPU, paced to a rate, on a
+// stream and a thread of their own while the foreground is timed: what such local copies (an out-of-place
+// collective's own block, say) cost a kernel beside them, and what the kernel leaves them. It was meant as the one-GPU
+// stand-in for traffic that other GPUs write into this one, but on H200s these copies behave like SM work: beside the
+// attention foreground they reach 19-20 GB/s whatever the rate asked (docs/results/2026-11-28k-h200.md), where a copy
+// engine would not be held back. The rate reached is reported beside the rate asked. CUDA builds only.
 
 #include <atomic>
 #include <cstddef>

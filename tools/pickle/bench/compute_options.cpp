@@ -33,9 +33,9 @@ const char* const kComputeUsage =
     "  --foreground LIST comma-separated foregrounds (gemm,attention)\n"
     "  --attention IMPL  auto: cuDNN SDPA where libcudnn.so.9 loads and supports the graph, else the own kernel;\n"
     "                    cudnn: cuDNN SDPA or fail saying why; own: pickle's own kernel (auto)\n"
-    "  --copy-load GBPS  also time each foreground while the copy engine copies inside the same GPU at this many\n"
-    "                    GB/s (64 MiB copies on a stream of their own): the one-GPU stand-in for traffic written\n"
-    "                    into it; the repeats alone then come half before and half after the loaded ones\n"
+    "  --copy-load GBPS  also time each foreground beside device-to-device copies inside the same GPU, asked at\n"
+    "                    this many GB/s (64 MiB copies on a stream of their own; the rate reached is reported); the\n"
+    "                    repeats alone then come half before and half after the loaded ones\n"
     "  --json FILE       write the results, the environment and the topology as JSON (docs/bench.md)\n";
 
 namespace {
