@@ -1,0 +1,161 @@
+// local_copy_probe: which ways of copying inside one GPU run on a copy engine, and which as SM work?
+//
+// On H200s a device-to-device cudaMemcpyAsync inside one GPU reached 19-20 GB/s beside a kernel that held the SMs,
+// while copies into pinned host memory kept their PCIe ceiling beside it (docs/results/2026-11-28k-h200.md): the
+// former is SM work. pickle's out-of-place collectives copy the rank's own block that way, so they are not zero-SM
+// and starve under a busy GPU. This probe times each copy path alone and beside a kernel that occupies every SM
+// (one CTA per SM slot, spinning for `hold_ms`); a path on a copy engine keeps its rate beside it, an SM path waits.
+// Every path's destination is checked after its copies (CUDA 13.0's overlap hint once left one unwritten).
+//
+// Paths: memcpy-d2d (cudaMemcpyAsync DeviceToDevice), memcpy-default (cudaMemcpyDefault), peer-same
+// (cudaMemcpyPeerAsync with the same device on both sides), memcpy-2d (cudaMemcpy2DAsync, 64 KiB rows), batch
+// (cudaMemcpyBatchAsync, no hint), batch-hint (with cudaMemcpyFlagPreferOverlapWithCompute), d2h (into pinned host
+// memory: a copy engine for sure, the reference).
+//
+// Usage: local_copy_probe [bytes=256M] [copies=8] [hold_ms=300]
+// Output: one line per path: GB/s alone, GB/s beside the spinning kernel, and whether the data arrived.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "probe_args.hpp"
+#include "probe_check.hpp"
+
+namespace {
+
+using probe::check;
+
+/// Spins until `cycles` SM clocks have passed, holding its CTA's slot (and shared memory) all the while.
+__global__ void hold_sms(long long cycles) {
+  extern __shared__ unsigned char reserved[];
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+    if (threadIdx.x == 0) reserved[0] = 1;  // keeps the shared allocation alive
+  }
+}
+
+enum class Path { MemcpyD2D, MemcpyDefault, PeerSame, Memcpy2D, Batch, BatchHint, D2H };
+constexpr struct {
+  Path path;
+  const char* name;
+} kPaths[] = {{Path::MemcpyD2D, "memcpy-d2d"}, {Path::MemcpyDefault, "memcpy-default"},
+              {Path::PeerSame, "peer-same"},   {Path::Memcpy2D, "memcpy-2d"},
+              {Path::Batch, "batch"},          {Path::BatchHint, "batch-hint"},
+              {Path::D2H, "d2h"}};
+
+void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
+  switch (path) {
+    case Path::MemcpyD2D:
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync D2D");
+      return;
+    case Path::MemcpyDefault:
+    case Path::D2H:
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync default");
+      return;
+    case Path::PeerSame:
+      check(cudaMemcpyPeerAsync(dst, 0, src, 0, bytes, stream), "cudaMemcpyPeerAsync");
+      return;
+    case Path::Memcpy2D: {
+      const std::size_t width = 64 << 10;
+      check(cudaMemcpy2DAsync(dst, width, src, width, width, bytes / width, cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpy2DAsync");
+      return;
+    }
+    case Path::Batch:
+    case Path::BatchHint: {
+#if CUDART_VERSION >= 13000
+      cudaMemcpyAttributes attributes{};
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      if (path == Path::BatchHint) attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      void* dsts[] = {dst};
+      const void* srcs[] = {src};
+      std::size_t sizes[] = {bytes}, first = 0;
+      check(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attributes, &first, 1, stream), "cudaMemcpyBatchAsync");
+#else
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (no batch API)");
+#endif
+      return;
+    }
+  }
+}
+
+/// GB/s of `copies` copies of `bytes` from the moment they are enqueued (right after the holding kernel, when
+/// `hold_cycles` > 0) to their completion.
+double time_copies(Path path, void* dst, const void* src, std::size_t bytes, int copies, long long hold_cycles,
+                   int hold_ctas, std::size_t hold_shared, cudaStream_t compute, cudaStream_t copy) {
+  if (hold_cycles > 0) hold_sms<<<hold_ctas, 1024, hold_shared, compute>>>(hold_cycles);
+  check(cudaGetLastError(), "hold_sms launch");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, copy), "cudaEventRecord");
+  for (int i = 0; i < copies; ++i) enqueue(path, dst, src, bytes, copy);
+  check(cudaEventRecord(stop, copy), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  check(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  return static_cast<double>(bytes) * copies / (ms * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t bytes = argc > 1 ? probe::parse_bytes(argv[1]) : std::size_t{256} << 20;
+  const int copies = argc > 2 ? std::atoi(argv[2]) : 8;
+  const double hold_ms = argc > 3 ? std::atof(argv[3]) : 300;
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) {
+    std::printf("local_copy_probe: needs a GPU; nothing to measure\n");
+    return 0;
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  // Every SM slot taken: as many 1024-thread CTAs as an SM holds, each with its share of the shared memory.
+  const int per_sm = properties.maxThreadsPerMultiProcessor / 1024;
+  const int hold_ctas = properties.multiProcessorCount * per_sm;
+  const std::size_t hold_shared = properties.sharedMemPerMultiprocessor / per_sm - 1024;
+  check(cudaFuncSetAttribute(hold_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(hold_shared)),
+        "cudaFuncSetAttribute");
+  int clock_khz = 0;  // cudaDeviceProp::clockRate is gone from CUDA 13
+  check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "cudaDeviceGetAttribute");
+  const long long hold_cycles = static_cast<long long>(hold_ms * clock_khz);
+
+  unsigned char *src = nullptr, *dst = nullptr, *host = nullptr;
+  check(cudaMalloc(&src, bytes), "cudaMalloc");
+  check(cudaMalloc(&dst, bytes), "cudaMalloc");
+  check(cudaMallocHost(&host, bytes), "cudaMallocHost");
+  check(cudaMemset(src, 0x5a, bytes), "cudaMemset");
+  cudaStream_t compute, copy;
+  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::printf("# local_copy_probe: GPU 0 (%s), %d copies of %zu bytes per measurement; beside: %d CTAs of 1024 "
+              "threads holding every SM for %.0f ms\n",
+              properties.name, copies, bytes, hold_ctas, hold_ms);
+  std::printf("# %-16s %12s %14s  %s\n", "path", "alone GB/s", "beside GB/s", "data");
+  std::vector<unsigned char> check_buffer(bytes);
+  for (const auto& entry : kPaths) {
+    void* target = entry.path == Path::D2H ? static_cast<void*>(host) : static_cast<void*>(dst);
+    check(cudaMemset(dst, 0, bytes), "cudaMemset");
+    std::memset(host, 0, bytes);
+    enqueue(entry.path, target, src, bytes, copy);  // warm-up, and the copy whose data is checked
+    check(cudaStreamSynchronize(copy), "cudaStreamSynchronize");
+    check(cudaMemcpy(check_buffer.data(), target, bytes, cudaMemcpyDefault), "cudaMemcpy check");
+    std::size_t wrong = 0;
+    for (unsigned char byte : check_buffer) wrong += byte != 0x5a ? 1 : 0;
+    const double alone = time_copies(entry.path, target, src, bytes, copies, 0, hold_ctas, hold_shared, compute, copy);
+    const double beside =
+        time_copies(entry.path, target, src, bytes, copies, hold_cycles, hold_ctas, hold_shared, compute, copy);
+    std::printf("  %-16s %12.1f %14.1f  %s\n", entry.name, alone, beside,
+                wrong == 0 ? "ok" : (std::to_string(wrong) + " bytes wrong").c_str());
+  }
+  return 0;
+}
