@@ -56,7 +56,7 @@ void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, con
                      std::min(call.state().reduce_ctas, kMaxGatedCtas), &gate);
   // A synchronize that times out names the kernel's wait (its last peer's word), not an older stream wait.
   const int last = gate.waits - 1;
-  if (last >= 0) call.stream().note_wait_in_kernel(gate.wait_device[last], gate.wait_value[last]);
+  if (last >= 0) call.stream().note_wait_in_kernel(gate.wait_device[last], gate.wait_value[last], gate.waits);
 #else
   (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate;
   throw UnavailableError(cat(describe(call.ctx()), ": a gated reduction in a build without CUDA"));

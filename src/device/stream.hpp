@@ -129,10 +129,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   virtual void write_values(std::span<const Flag> flags);
   /// wait_value of each flag, as one operation where the backend can batch them: later operations wait for all.
   virtual void wait_values(std::span<const Flag> flags);
-  /// Says that a kernel just enqueued waits in GPU code for *addr to reach `value` (the gated reduction of the
-  /// allreduce mailboxes): a synchronize that times out then names that wait, not an older wait_value, as what the
-  /// stream may be stuck on. Enqueues nothing; Host streams run no kernels and ignore it.
-  virtual void note_wait_in_kernel(const std::uint32_t* addr, std::uint32_t value) { (void)addr, (void)value; }
+  /// Says that a kernel just enqueued waits in GPU code for `words` words, the last of them *addr to reach `value`
+  /// (the gated reduction of the allreduce mailboxes): a synchronize that times out then names that wait, not an
+  /// older wait_value, as what the stream may be stuck on. Enqueues nothing; Host streams run no kernels.
+  virtual void note_wait_in_kernel(const std::uint32_t* addr, std::uint32_t value, int words) {
+    (void)addr, (void)value, (void)words;
+  }
   /// Runs `fn` on a helper thread once earlier operations completed; later operations wait for it to return.
   /// For Cuda streams, `fn` must not call CUDA.
   virtual void host_callback(std::function<void()> fn) = 0;

@@ -83,6 +83,9 @@ TEST(BenchComputeCuda, TimesAndChecksBothForegroundsNamingTheAttentionKernel) {
   EXPECT_EQ(gemm.at("kernel").as_string().rfind("cuBLASLt ", 0), 0u) << context;
   expect_measured(gemm, context);
   expect_measured(attention, context);
+  // The sampler's thread reads the GPU every 5 ms: three repeats of five attention iterations (about 36 ms each)
+  // give it about 18 readings; the two end readings alone would be 6.
+  EXPECT_GE(attention.at("telemetry").at("samples").as_int(), 9) << context;
   const std::string kernel = attention.at("kernel").as_string();
   const bool cudnn = kernel.rfind("cuDNN SDPA (cudnn 9.", 0) == 0;
   EXPECT_TRUE(cudnn || kernel == kOwnKernel) << kernel;

@@ -196,13 +196,13 @@ TEST_F(GatedReduce, ASynchronizeThatTimesOutNamesTheKernelsWaitNotAnOlderStreamW
   host_words_[2] = 1;
   stream->wait_value(host_words_on_device_ + 2, 1);
   launch(7, 9, static_cast<cudaStream_t>(stream->native_handle()));
-  stream->note_wait_in_kernel(device_words_, 7);
+  stream->note_wait_in_kernel(device_words_, 7, 1);
   try {
     stream->synchronize_until(Deadline::after_seconds(0.5));
     FAIL() << "synchronize returned while the gated kernel waited";
   } catch (const TimeoutError& e) {
     const std::string text = e.what();
-    EXPECT_NE(text.find("a kernel waiting on"), std::string::npos) << text;
+    EXPECT_NE(text.find("a kernel waiting on 1 peer word(s), the last of them"), std::string::npos) << text;
     EXPECT_NE(text.find("for >= 7"), std::string::npos) << text;
     EXPECT_EQ(text.find("wait_value"), std::string::npos) << "named the older stream wait: " << text;
   }

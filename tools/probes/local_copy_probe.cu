@@ -30,9 +30,11 @@ namespace {
 
 using probe::check;
 
-/// Spins until `cycles` SM clocks have passed, holding its CTA's slot (and shared memory) all the while.
-__global__ void hold_sms(long long cycles) {
+/// Spins until `cycles` SM clocks have passed, holding its CTA's slot (and shared memory) all the while; its first
+/// CTA raises `started` (mapped host memory) so that the host enqueues the copies only once it runs.
+__global__ void hold_sms(long long cycles, volatile int* started) {
   extern __shared__ unsigned char reserved[];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *started = 1;
   const long long start = clock64();
   while (clock64() - start < cycles) {
     if (threadIdx.x == 0) reserved[0] = 1;  // keeps the shared allocation alive
@@ -61,7 +63,7 @@ void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStrea
       check(cudaMemcpyPeerAsync(dst, 0, src, 0, bytes, stream), "cudaMemcpyPeerAsync");
       return;
     case Path::Memcpy2D: {
-      const std::size_t width = 64 << 10;
+      const std::size_t width = 64 << 10;  // main() makes `bytes` a multiple of it
       check(cudaMemcpy2DAsync(dst, width, src, width, width, bytes / width, cudaMemcpyDeviceToDevice, stream),
             "cudaMemcpy2DAsync");
       return;
@@ -84,12 +86,29 @@ void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStrea
   }
 }
 
+struct Hold {
+  long long cycles = 0;  // 0: no kernel beside the copies
+  int ctas = 0;
+  std::size_t shared = 0;
+  volatile int* started = nullptr;  // mapped host memory
+};
+
 /// GB/s of `copies` copies of `bytes` from the moment they are enqueued (right after the holding kernel, when
-/// `hold_cycles` > 0) to their completion.
-double time_copies(Path path, void* dst, const void* src, std::size_t bytes, int copies, long long hold_cycles,
-                   int hold_ctas, std::size_t hold_shared, cudaStream_t compute, cudaStream_t copy) {
-  if (hold_cycles > 0) hold_sms<<<hold_ctas, 1024, hold_shared, compute>>>(hold_cycles);
-  check(cudaGetLastError(), "hold_sms launch");
+/// `hold.cycles` > 0, and once it runs) to their completion.
+double time_copies(Path path, void* dst, const void* src, std::size_t bytes, int copies, const Hold& hold,
+                   cudaStream_t compute, cudaStream_t copy) {
+  if (hold.cycles > 0) {
+    *hold.started = 0;
+    hold_sms<<<hold.ctas, 1024, hold.shared, compute>>>(hold.cycles, hold.started);
+    check(cudaGetLastError(), "hold_sms launch");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (*hold.started == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "local_copy_probe: the holding kernel did not start within 10 s\n");
+        std::exit(1);
+      }
+    }
+  }
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -108,7 +127,13 @@ double time_copies(Path path, void* dst, const void* src, std::size_t bytes, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::size_t bytes = argc > 1 ? probe::parse_bytes(argv[1]) : std::size_t{256} << 20;
+  // A multiple of 64 KiB, the 2D copy's row.
+  const std::size_t asked = argc > 1 ? probe::parse_bytes(argv[1]) : std::size_t{256} << 20;
+  const std::size_t bytes = asked & ~((std::size_t{64} << 10) - 1);
+  if (bytes == 0) {
+    std::fprintf(stderr, "local_copy_probe: bytes must be at least 64K\n");
+    return 2;
+  }
   const int copies = argc > 2 ? std::atoi(argv[2]) : 8;
   const double hold_ms = argc > 3 ? std::atof(argv[3]) : 300;
   int gpus = 0;
@@ -121,41 +146,62 @@ int main(int argc, char** argv) {
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
   // Every SM slot taken: as many 1024-thread CTAs as an SM holds, each with its share of the shared memory.
   const int per_sm = properties.maxThreadsPerMultiProcessor / 1024;
-  const int hold_ctas = properties.multiProcessorCount * per_sm;
-  const std::size_t hold_shared = properties.sharedMemPerMultiprocessor / per_sm - 1024;
-  check(cudaFuncSetAttribute(hold_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(hold_shared)),
+  Hold hold;
+  hold.ctas = properties.multiProcessorCount * per_sm;
+  hold.shared = properties.sharedMemPerMultiprocessor / per_sm - properties.reservedSharedMemPerBlock;
+  check(cudaFuncSetAttribute(hold_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(hold.shared)),
         "cudaFuncSetAttribute");
+  check(cudaFuncSetAttribute(hold_sms, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
+  int resident = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, hold_sms, 1024, hold.shared), "occupancy");
+  if (resident != per_sm) {
+    std::fprintf(stderr, "local_copy_probe: %d holding CTAs fit on an SM, not %d: the SMs would not be full\n",
+                 resident, per_sm);
+    return 1;
+  }
+  int* started = nullptr;
+  check(cudaHostAlloc(&started, sizeof(int), cudaHostAllocMapped), "cudaHostAlloc");
+  hold.started = started;
   int clock_khz = 0;  // cudaDeviceProp::clockRate is gone from CUDA 13
   check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "cudaDeviceGetAttribute");
-  const long long hold_cycles = static_cast<long long>(hold_ms * clock_khz);
+  hold.cycles = static_cast<long long>(hold_ms * clock_khz);
 
   unsigned char *src = nullptr, *dst = nullptr, *host = nullptr;
   check(cudaMalloc(&src, bytes), "cudaMalloc");
   check(cudaMalloc(&dst, bytes), "cudaMalloc");
   check(cudaMallocHost(&host, bytes), "cudaMallocHost");
-  check(cudaMemset(src, 0x5a, bytes), "cudaMemset");
+  check(cudaMemset(src, 0x5a, bytes), "cudaMemset");  // the byte every destination must hold afterwards
   cudaStream_t compute, copy;
   check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking), "cudaStreamCreate");
   std::printf("# local_copy_probe: GPU 0 (%s), %d copies of %zu bytes per measurement; beside: %d CTAs of 1024 "
               "threads holding every SM for %.0f ms\n",
-              properties.name, copies, bytes, hold_ctas, hold_ms);
+              properties.name, copies, bytes, hold.ctas, hold_ms);
   std::printf("# %-16s %12s %14s  %s\n", "path", "alone GB/s", "beside GB/s", "data");
   std::vector<unsigned char> check_buffer(bytes);
-  for (const auto& entry : kPaths) {
-    void* target = entry.path == Path::D2H ? static_cast<void*>(host) : static_cast<void*>(dst);
-    check(cudaMemset(dst, 0, bytes), "cudaMemset");
-    std::memset(host, 0, bytes);
-    enqueue(entry.path, target, src, bytes, copy);  // warm-up, and the copy whose data is checked
-    check(cudaStreamSynchronize(copy), "cudaStreamSynchronize");
+  // Bytes of `target` that are not the source's.
+  auto wrong_bytes = [&](const void* target) {
     check(cudaMemcpy(check_buffer.data(), target, bytes, cudaMemcpyDefault), "cudaMemcpy check");
     std::size_t wrong = 0;
     for (unsigned char byte : check_buffer) wrong += byte != 0x5a ? 1 : 0;
-    const double alone = time_copies(entry.path, target, src, bytes, copies, 0, hold_ctas, hold_shared, compute, copy);
-    const double beside =
-        time_copies(entry.path, target, src, bytes, copies, hold_cycles, hold_ctas, hold_shared, compute, copy);
-    std::printf("  %-16s %12.1f %14.1f  %s\n", entry.name, alone, beside,
-                wrong == 0 ? "ok" : (std::to_string(wrong) + " bytes wrong").c_str());
+    return wrong;
+  };
+  auto clear = [&](void* target) { check(cudaMemset(target, 0, bytes), "cudaMemset"); };
+  const Hold none;
+  for (const auto& entry : kPaths) {
+    void* target = entry.path == Path::D2H ? static_cast<void*>(host) : static_cast<void*>(dst);
+    enqueue(entry.path, target, src, bytes, copy);  // warm-up
+    check(cudaStreamSynchronize(copy), "cudaStreamSynchronize");
+    clear(target);
+    const double alone = time_copies(entry.path, target, src, bytes, copies, none, compute, copy);
+    const std::size_t wrong_alone = wrong_bytes(target);
+    clear(target);
+    const double beside = time_copies(entry.path, target, src, bytes, copies, hold, compute, copy);
+    const std::size_t wrong_beside = wrong_bytes(target);
+    const std::string data = wrong_alone + wrong_beside == 0
+                                 ? std::string("ok")
+                                 : std::to_string(wrong_alone) + " / " + std::to_string(wrong_beside) + " bytes wrong";
+    std::printf("  %-16s %12.1f %14.1f  %s\n", entry.name, alone, beside, data.c_str());
   }
   return 0;
 }

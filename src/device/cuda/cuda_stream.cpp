@@ -194,7 +194,7 @@ class CudaStream final : public Stream {
     PICKLE_CU((OpContext{.op = "CUDA stream wait_value", .bytes = 4}), cuStreamWaitValue32, as_cu(stream_),
               reinterpret_cast<CUdeviceptr>(addr), value, static_cast<unsigned>(CU_STREAM_WAIT_VALUE_GEQ));
     std::lock_guard lock(mutex_);
-    last_wait_ = LastWait{addr, value, false};
+    last_wait_ = LastWait{addr, value, 0};
   }
 
   /// cudaMemcpyBatchAsync: one driver call, and the driver may spread the copies over copy engines (one after another
@@ -242,12 +242,12 @@ class CudaStream final : public Stream {
     batch(flags, CU_STREAM_MEM_OP_WAIT_VALUE_32, "CUDA stream wait_values");
     if (flags.empty()) return;
     std::lock_guard lock(mutex_);
-    last_wait_ = LastWait{flags.back().addr, flags.back().value, false};
+    last_wait_ = LastWait{flags.back().addr, flags.back().value, 0};
   }
 
-  void note_wait_in_kernel(const std::uint32_t* addr, std::uint32_t value) override {
+  void note_wait_in_kernel(const std::uint32_t* addr, std::uint32_t value, int words) override {
     std::lock_guard lock(mutex_);
-    last_wait_ = LastWait{addr, value, true};
+    last_wait_ = LastWait{addr, value, words};
   }
 
   /// Not cudaLaunchHostFunc (see host_callbacks.hpp): the stream writes the callback's count, pickle's callback
@@ -300,9 +300,10 @@ class CudaStream final : public Stream {
         }
         std::string suspect =
             !wait ? std::string("its work is still running (a huge copy, or a host callback that does not return?)")
-            : wait->in_kernel
-                ? cat("a kernel waiting on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
-                      " (a gated reduction, the last wait enqueued) may never see it")
+            : wait->kernel_words > 0
+                ? cat("a kernel waiting on ", wait->kernel_words, " peer word(s), the last of them ",
+                      static_cast<const void*>(wait->addr), " for >= ", wait->value,
+                      " (a gated reduction, the last wait enqueued), may never see them")
                 : cat("a wait_value on ", static_cast<const void*>(wait->addr), " for >= ", wait->value,
                       " (the last one enqueued) may never be satisfied");
         throw TimeoutError(cat("stream synchronize: still busy after ", seconds_text(deadline), " on CUDA device ",
@@ -316,7 +317,7 @@ class CudaStream final : public Stream {
   struct LastWait {
     const std::uint32_t* addr;
     std::uint32_t value;
-    bool in_kernel;  // note_wait_in_kernel: a kernel polls the word, no stream wait
+    int kernel_words;  // note_wait_in_kernel: a kernel polls this many words (0: a stream wait)
   };
 
   static CUstream as_cu(cudaStream_t stream) { return reinterpret_cast<CUstream>(stream); }

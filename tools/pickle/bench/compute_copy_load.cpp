@@ -87,9 +87,12 @@ void CopyLoad::pace() {
     auto next = Clock::now();
     while (!stopping_) {
       while (in_flight.pending() > 0 && in_flight.oldest_done()) in_flight.retire_oldest();
-      if (in_flight.pending() >= kMaxInFlight || Clock::now() < next) {
-        // Sleep to the next copy's time, or briefly while the copy engine catches up.
-        std::this_thread::sleep_until(std::min(next, Clock::now() + std::chrono::microseconds(20)));
+      if (in_flight.pending() >= kMaxInFlight) {  // the copies lag the rate: look again shortly
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      if (Clock::now() < next) {
+        std::this_thread::sleep_until(next);
         continue;
       }
       enqueue_copy(what);

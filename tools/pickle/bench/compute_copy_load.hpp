@@ -21,11 +21,11 @@ namespace pickle::bench {
 class CopyLoad {
  public:
   static constexpr std::size_t kChunkBytes = kCopyLoadChunkBytes;
-  /// Copies enqueued and not yet complete at most: the load never queues up behind a slow copy engine.
+  /// Copies enqueued and not yet complete at most: the load never queues up behind copies slower than the rate.
   static constexpr std::size_t kMaxInFlight = 2;
 
   /// Allocates a source and a destination of kChunkBytes on `device` (the current device). `gbps`: the rate asked
-  /// for (1e9 bytes per second); the copy engine's own rate where it is slower.
+  /// for (1e9 bytes per second); the copies' own rate where they are slower.
   CopyLoad(int device, double gbps);
   CopyLoad(const CopyLoad&) = delete;
   CopyLoad& operator=(const CopyLoad&) = delete;

@@ -100,6 +100,7 @@ void measure_compute(ComputeReport& report) {
           result.changed = foreground->count_changed(stream.get(), deadline());
         } catch (const std::exception& e) {
           result.ms.clear();
+          result.telemetry.reset();
           result.loaded.reset();
           result.changed.reset();
           result.error = plain_message(e);

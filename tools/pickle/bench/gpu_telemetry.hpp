@@ -34,7 +34,7 @@ struct TelemetrySample {
 struct TelemetrySummary {
   int samples = 0;
   double sm_mhz = 0;        ///< mean SM clock
-  double power_w = 0;       ///< mean board power
+  double power_w = 0;       ///< mean power (NVML's instantaneous GPU power where the driver has it)
   double power_capped = 0;  ///< fraction of the samples held by the software power cap
   double thermal = 0;       ///< fraction slowed for temperature (software or hardware)
   double hw_slowdown = 0;   ///< fraction slowed by the hardware (slowdown signal or power brake)
@@ -64,7 +64,8 @@ class GpuTelemetry {
   virtual std::string describe() const = 0;
   /// Takes a first reading now, then one every kPeriodMs until stop().
   virtual void start() = 0;
-  /// Takes a last reading, stops, and summarises the readings since start().
+  /// Stops and summarises the thread's readings since start(); where it took fewer than two (a window shorter than
+  /// about two periods), those with the first reading and one taken now.
   virtual TelemetrySummary stop() = 0;
 };
 

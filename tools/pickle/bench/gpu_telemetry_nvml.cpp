@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -105,8 +106,11 @@ class NvmlTelemetry final : public GpuTelemetry {
     thread_ = std::thread([this] { sample_until_stopped(); });
   }
 
+  /// The readings of the thread alone where it took at least two: the first and last readings are taken while no
+  /// timed kernel runs yet or any more, and in a short window they would weigh as much as the rest.
   TelemetrySummary stop() override {
     halt();
+    if (samples_.size() >= 3) return summarize(std::span(samples_).subspan(1));
     samples_.push_back(read());
     return summarize(samples_);
   }

@@ -34,8 +34,10 @@ def check(bench):
         if loaded is not None:
             if not isinstance(loaded, dict):
                 raise bench.fail("%s.copy_load is not an object" % where)
-            check_optional_nonnegative(bench, loaded, ("ms", "min_ms", "max_ms", "relative", "copy_gbps"),
-                                       where + ".copy_load")
+            for key in ("ms", "min_ms", "max_ms", "relative", "copy_gbps"):
+                if not is_number(loaded.get(key)) or loaded[key] < 0:
+                    raise bench.fail("%s.copy_load.%s is %r; expected a non-negative number" % (
+                        where, key, loaded.get(key)))
             interference.check_telemetry(bench, loaded.get("telemetry"), where + ".copy_load.telemetry")
     if not isinstance(data.get("options", {}), dict):
         raise bench.fail("'options' is not an object")
@@ -97,8 +99,8 @@ LOAD_HEADER = ["foreground", "ms alone", "ms under the copy load", "relative", "
 
 
 def _load_table(data):
-    """--copy-load: each foreground alone and beside copies inside its GPU (the one-GPU stand-in for traffic written
-    into it), with the GPU's clock in both."""
+    """--copy-load: each foreground alone and beside device-to-device copies inside its GPU (the rate asked and the
+    rate reached: beside a kernel that holds the SMs such copies fall short), with the GPU's clock in both."""
     rows = []
     for entry in data["results"]:
         loaded = entry.get("copy_load")
