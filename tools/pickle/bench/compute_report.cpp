@@ -1,45 +1,19 @@
 #include "compute_report.hpp"
 
-#include <algorithm>
-
 #include "core/format.hpp"
 #include "result_file.hpp"
+#include "sample_summary.hpp"
 #include "table_text.hpp"
 
 namespace pickle::bench {
 
-namespace {
+double LoadedRepeats::median_ms() const { return summarize(ms).median; }
+double LoadedRepeats::min_ms() const { return summarize(ms).min; }
+double LoadedRepeats::max_ms() const { return summarize(ms).max; }
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-}
-
-double min_of(const std::vector<double>& values) {
-  return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
-}
-
-double max_of(const std::vector<double>& values) {
-  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
-}
-
-json::Value samples_json(const std::vector<double>& values) {
-  json::Value samples = json::Value::array();
-  for (double v : values) samples.push_back(v);
-  return samples;
-}
-
-}  // namespace
-
-double LoadedRepeats::median_ms() const { return median_of(ms); }
-double LoadedRepeats::min_ms() const { return min_of(ms); }
-double LoadedRepeats::max_ms() const { return max_of(ms); }
-
-double ComputeResult::median_ms() const { return median_of(ms); }
-double ComputeResult::min_ms() const { return min_of(ms); }
-double ComputeResult::max_ms() const { return max_of(ms); }
+double ComputeResult::median_ms() const { return summarize(ms).median; }
+double ComputeResult::min_ms() const { return summarize(ms).min; }
+double ComputeResult::max_ms() const { return summarize(ms).max; }
 
 double ComputeResult::relative() const {
   const double loaded_ms = loaded ? loaded->median_ms() : 0;
@@ -168,7 +142,7 @@ json::Value compute_to_json(const ComputeReport& report) {
     r["ms"] = measured ? json::Value(result.median_ms()) : json::Value();
     r["min_ms"] = measured ? json::Value(result.min_ms()) : json::Value();
     r["max_ms"] = measured ? json::Value(result.max_ms()) : json::Value();
-    r["samples_ms"] = samples_json(result.ms);
+    r["samples_ms"] = number_array(result.ms);
     r["tflops"] = measured ? json::Value(result.tflops()) : json::Value();
     r["changed"] = result.changed ? json::Value(*result.changed) : json::Value();
     r["passed"] = result.passed();
@@ -180,7 +154,7 @@ json::Value compute_to_json(const ComputeReport& report) {
       loaded["ms"] = l.median_ms();
       loaded["min_ms"] = l.min_ms();
       loaded["max_ms"] = l.max_ms();
-      loaded["samples_ms"] = samples_json(l.ms);
+      loaded["samples_ms"] = number_array(l.ms);
       loaded["relative"] = result.relative();
       loaded["copy_gbps"] = l.copy_gbps;
       loaded["telemetry"] = l.telemetry ? telemetry_to_json(*l.telemetry) : json::Value();

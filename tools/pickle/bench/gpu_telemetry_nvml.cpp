@@ -1,4 +1,4 @@
-// GpuTelemetry over NVML (src/topology/nvml_library.hpp): a thread reads the SM clock, the board power and the
+// GpuTelemetry over NVML (src/topology/nvml_library.hpp): a thread reads the SM clock, the GPU's power and the
 // clock-event reasons every few milliseconds while a kernel is timed.
 #include <chrono>
 #include <condition_variable>

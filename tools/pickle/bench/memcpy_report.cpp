@@ -72,9 +72,7 @@ json::Value column_json(const MemcpyColumn& column, std::size_t bytes) {
   c["median_ms"] = s.median;
   c["min_ms"] = s.min;
   c["max_ms"] = s.max;
-  json::Value samples = json::Value::array();
-  for (double ms : column.samples_ms) samples.push_back(ms);
-  c["samples_ms"] = std::move(samples);
+  c["samples_ms"] = number_array(column.samples_ms);
   c["wrong"] = column.wrong ? json::Value(*column.wrong) : json::Value();
   return c;
 }

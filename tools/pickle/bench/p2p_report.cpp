@@ -11,17 +11,6 @@
 
 namespace pickle::bench {
 
-Summary summarize(std::vector<double> values) {
-  Summary s;
-  if (values.empty()) return s;
-  std::sort(values.begin(), values.end());
-  std::size_t n = values.size();
-  s.median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-  s.min = values.front();
-  s.max = values.back();
-  return s;
-}
-
 const char* status_name(BackendRun::Status status) noexcept {
   switch (status) {
     case BackendRun::Status::Ok: return "ok";
@@ -63,9 +52,7 @@ json::Value summary_json(const Summary& s) {
 json::Value samples_json(const std::vector<double>& samples) {
   if (samples.empty()) return json::Value();
   json::Value v = summary_json(summarize(samples));
-  json::Value all = json::Value::array();
-  for (double sample : samples) all.push_back(sample);
-  v["samples"] = std::move(all);
+  v["samples"] = number_array(samples);
   return v;
 }
 

@@ -14,14 +14,10 @@
 
 #include "core/json.hpp"
 #include "p2p_options.hpp"
+#include "sample_summary.hpp"
 
 namespace pickle::bench {
 
-/// Median, min and max of one quantity over the repeats.
-struct Summary {
-  double median = 0, min = 0, max = 0;
-};
-Summary summarize(std::vector<double> values);
 
 /// One backend x mode x size.
 struct StepResult {

@@ -28,6 +28,12 @@ json::Value string_array(const std::vector<std::string>& items) {
   return array;
 }
 
+json::Value number_array(const std::vector<double>& items) {
+  json::Value array = json::Value::array();
+  for (double item : items) array.push_back(item);
+  return array;
+}
+
 json::Value result_head(std::string_view suite, const std::vector<std::string>& command,
                         const std::string& started_utc) {
   json::Value root = json::Value::object();

@@ -18,6 +18,7 @@ std::string utc_now();
 
 /// A JSON array of `items`, in order.
 json::Value string_array(const std::vector<std::string>& items);
+json::Value number_array(const std::vector<double>& items);
 
 /// A result object that starts with "schema", "suite", "command" (the command line as typed) and "started_utc".
 json::Value result_head(std::string_view suite, const std::vector<std::string>& command,
