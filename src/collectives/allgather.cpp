@@ -1,6 +1,7 @@
 // allgather: every rank's part goes by copy engine straight into its slot of every peer's recv buffer (no scratch,
-// no SM); the rank's own part is a local copy unless it is already in place. Across hosts (ranks on several hosts,
-// the same number on each) it goes in two levels instead: see allgather_in_two_levels.
+// no SM); the rank's own part is a local copy unless it is already in place (or, with PICKLE_ALLGATHER_OWN_COPY=relay,
+// comes back from rank + 1 by copy engine). Across hosts (ranks on several hosts, the same number on each) it goes in
+// two levels instead: see allgather_in_two_levels.
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
@@ -70,6 +71,17 @@ void parallel_sends(Call& call, const std::vector<Region>& own, Source source, c
   if (next != rank) send_own(call, next, own, source, Call::kCaller);
 }
 
+/// PICKLE_ALLGATHER_OWN_COPY=relay: rank - 1's block, landed in this rank's recv, goes back into rank - 1's own slot
+/// from the caller's stream, after this rank's sends: one more step of the schedule, in which every rank writes to
+/// rank - 1 and is written by rank + 1, so each copy still has both links to itself. The stream first waits for the
+/// block's arrival. Rank - 1's stream had reached this call before it sent the block (its sends start from there),
+/// so its slot is free to write: no ready wait.
+void relay_back(Call& call, Request& from_previous, const Region& previous_block, char* recv) {
+  const int previous = (call.rank() + call.world() - 1) % call.world();
+  call.stream_wait(from_previous);
+  call.send(previous, kTagAllgatherRelay, recv + previous_block.offset, previous_block.bytes, Call::kCaller);
+}
+
 }  // namespace
 
 void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes) {
@@ -81,22 +93,30 @@ void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t
 }
 
 void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send, char* recv,
-                       const std::vector<std::vector<Region>>& parts) {
+                       const std::vector<std::vector<Region>>& parts, OwnCopy own_copy) {
   const int rank = comm.info.rank, world = comm.info.world_size;
+  const int previous = (rank + world - 1) % world, next = (rank + 1) % world;
   const std::vector<Region>& own = parts[static_cast<std::size_t>(rank)];
   const bool copy_own = send != nullptr && own.size() == 1 && send != recv + own[0].offset;
   // Where this rank's region i comes from: `send` for its one region, else its place in recv.
   auto source = [&](std::size_t i) -> const char* { return copy_own ? send : recv + own[i].offset; };
   run_collective(comm, stream, ctx, [&](Call& call) {
+    // The same on every rank (the setting must agree; OwnCopy::AsSet comes with one region per rank), whether or not
+    // this rank is in place: a rank's relay is owed by rank + 1, which cannot tell.
+    const bool relay = own_copy == OwnCopy::AsSet && call.state().allgather_relay_own && world > 1;
     // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
     // Every receive is posted before any ready signal or send (each waits for the peer's post). A peer's regions
     // arrive in the order it sends them (per-(peer, tag) FIFO matching).
+    Request from_previous;
     for (int peer = 0; peer < world; ++peer) {
       if (peer == rank) continue;
       for (const Region& region : parts[static_cast<std::size_t>(peer)]) {
-        call.stream_wait_later(call.recv(peer, kTagAllgather, recv + region.offset, region.bytes));
+        Request received = call.recv(peer, kTagAllgather, recv + region.offset, region.bytes);
+        if (peer == previous) from_previous = received;
+        call.stream_wait_later(std::move(received));
       }
     }
+    if (relay) call.stream_wait_later(call.recv(next, kTagAllgatherRelay, recv + own[0].offset, own[0].bytes));
     // Every ready count leaves from the caller's stream; the copies follow the schedule. With two ranks either is
     // the whole call on one stream (but for a large own block's copy): per call no fork event, no cross-stream wait
     // and no wait for the send's completion, on the host and on the GPU's path from one call to the next
@@ -104,12 +124,13 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);
     }
-    const char* own_source = copy_own ? send : nullptr;
+    const char* own_source = copy_own && !relay ? send : nullptr;
     if (call.state().allgather_staggered) {
       staggered_sends(call, own, source, own_source, recv);
     } else {
       parallel_sends(call, own, source, own_source, recv);
     }
+    if (relay) relay_back(call, from_previous, parts[static_cast<std::size_t>(previous)][0], recv);
     call.finish();
   });
 }
@@ -139,10 +160,12 @@ void allgather_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& str
   Communicator::Impl& across = Communicator::Impl::of(groups.across);
   Communicator::Impl& host = Communicator::Impl::of(groups.host);
   coll::across_hosts(groups, ctx, [&] {
-    coll::allgather_regions(across, stream, coll::group_context(across, ctx), send, recv, across_parts);
+    coll::allgather_regions(across, stream, coll::group_context(across, ctx), send, recv, across_parts,
+                            coll::OwnCopy::Local);
   });
   coll::on_host(groups, ctx, [&] {
-    coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, recv, host_parts);
+    coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, recv, host_parts,
+                            coll::OwnCopy::Local);
   });
 }
 
@@ -173,7 +196,7 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
   }
   std::vector<std::vector<coll::Region>> parts(static_cast<std::size_t>(world));
   for (std::size_t r = 0; r < parts.size(); ++r) parts[r].push_back({r * bytes, bytes});
-  coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, parts);
+  coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, parts, coll::OwnCopy::AsSet);
 }
 
 }  // namespace pickle

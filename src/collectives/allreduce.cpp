@@ -68,7 +68,7 @@ void allreduce_phased(Communicator::Impl& c, Stream& stream, const OpContext& ct
   for (std::size_t r = 0; r < parts.size(); ++r) {
     if (blocks.length[r] != 0) parts[r].push_back({blocks.offset[r] * element, blocks.length[r] * element});
   }
-  coll::allgather_regions(c, stream, ctx, nullptr, out, parts);
+  coll::allgather_regions(c, stream, ctx, nullptr, out, parts, coll::OwnCopy::Local);
 }
 
 /// One step: every rank sends its whole input to every peer and reduces all the inputs itself, in rank order (so

@@ -24,12 +24,17 @@ struct Region {
 /// message instead of two).
 void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes);
 
+/// How allgather_regions fills this rank's own region when `send` is elsewhere: Local, a copy on this GPU; AsSet, as
+/// PICKLE_ALLGATHER_OWN_COPY says (local, or relay: rank + 1 copies it back by copy engine). AsSet only where every
+/// rank has one region and passes AsSet (the public allgather).
+enum class OwnCopy { Local, AsSet };
+
 /// allgather among the ranks of `comm`: `parts[p]` (the same on every rank) lists the regions of `recv` that rank p
 /// contributes; each lands at the same offsets of every peer's `recv` (copy engines, no scratch). This rank's
 /// regions are in its `recv` already when `send` is null or is its one region's place; otherwise `send` holds its one
-/// region, which is also copied into place.
+/// region, which is also put into place (see OwnCopy).
 void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send, char* recv,
-                       const std::vector<std::vector<Region>>& parts);
+                       const std::vector<std::vector<Region>>& parts, OwnCopy own_copy);
 
 /// One reduce_scatter of a reduce_scatter_blocks call: block p of `send` (offsets and lengths in elements, the same
 /// on every rank) is reduced across the ranks into `recv` of rank p.

@@ -75,6 +75,14 @@ bool read_staggered(const char* variable) {
   throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
 }
 
+/// PICKLE_ALLGATHER_OWN_COPY: true for relay.
+bool read_relay_own() {
+  const std::string own_copy = env::get("PICKLE_ALLGATHER_OWN_COPY");
+  if (own_copy == "relay") return true;
+  if (own_copy == "local") return false;
+  throw InvalidArgument(cat("PICKLE_ALLGATHER_OWN_COPY=", own_copy, " must be local or relay"));
+}
+
 /// PICKLE_PIPELINE_SCHEDULE into the state's two flags. Ordered only from three ranks: with two, each rank's one peer
 /// receives from nobody else, so there is nothing to keep in step (ordered is staggered then).
 void read_pipeline_schedule(CollectiveState& state, int world) {
@@ -108,6 +116,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
     state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
+    state->allgather_relay_own = read_relay_own();
     read_pipeline_schedule(*state, comm.info.world_size);
     state->allreduce_schedule = read_allreduce_schedule();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));

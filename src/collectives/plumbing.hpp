@@ -38,6 +38,7 @@ enum Tag : int {
   kTagAllreduceReduce = -5,  ///< allreduce, first half: every rank's block to its owner
   kTagAllreduceGather = -6,  ///< allreduce, second half: each owner's reduced block to everyone
   kTagBroadcastReady = -7,   ///< broadcast: "my stream reached this call" from a non-root rank to the root (0 bytes)
+  kTagAllgatherRelay = -8,   ///< allgather, PICKLE_ALLGATHER_OWN_COPY=relay: a rank's own block back from rank + 1
 };
 
 /// Scratch stages of the pipelined collectives: consecutive chunks land in consecutive stages (round robin, across
@@ -144,6 +145,10 @@ struct CollectiveState {
   /// first, so that at each step every rank receives from one peer only; false (parallel): each peer's copy on its
   /// own copy queue, all at once (allgather.cpp).
   bool allgather_staggered = true;
+  /// PICKLE_ALLGATHER_OWN_COPY: false (local, the default): an out-of-place allgather copies the rank's own block
+  /// into its slot itself, which CUDA runs as SM work; true (relay): rank + 1 copies it back from its recv buffer
+  /// with its copy engine, 0 SMs for one more block over the links (allgather.cpp).
+  bool allgather_relay_own = false;
   /// PICKLE_PIPELINE_SCHEDULE: true (ordered, the default, or staggered): one side stream per lane for all peers
   /// (Call::share_side_streams), taken rank + 1 first, so that each lane copies to one peer at a time; false
   /// (parallel): the pipeline's sends to each peer on a side stream of that peer's own, all peers at once

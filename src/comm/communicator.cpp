@@ -51,8 +51,9 @@ void Communicator::Impl::check_settings_agree() const {
   // Settings that change what messages the ranks exchange: a rank whose value differs would fail a collective
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
   // PICKLE_PIPELINE_SCHEDULE: ordered ranks await tokens that only ordered ranks raise.
-  constexpr const char* kMustAgree[] = {"PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK", "PICKLE_COLL_HIERARCHY",
-                                        "PICKLE_PIPELINE_SCHEDULE"};
+  // PICKLE_ALLGATHER_OWN_COPY: relaying ranks expect their block back from rank + 1.
+  constexpr const char* kMustAgree[] = {"PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK",
+                                        "PICKLE_COLL_HIERARCHY", "PICKLE_PIPELINE_SCHEDULE"};
   std::string mine;
   // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
   // leaves it unset.

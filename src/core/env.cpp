@@ -15,6 +15,15 @@ namespace {
 
 // Keep docs/env.md in step with this table (tests/unit/test_env_doc.cpp checks it).
 constexpr std::array kTable = {
+    Variable{"PICKLE_ALLGATHER_OWN_COPY", "local",
+             "How an out-of-place allgather fills the rank's own slot of recv: local (the rank copies its block "
+             "there itself; CUDA runs a copy inside one GPU as SM work, which a busy GPU holds back: 19-20 GB/s "
+             "beside cuDNN attention, docs/results/2026-11-28k-h200.md, and no same-GPU copy path of CUDA 13.0 "
+             "runs on a copy engine, docs/results/2026-11-29-h200.md) or relay (rank + 1, which gets the block "
+             "anyway, copies it back from its recv with its copy engine after its own sends: 0 SMs, at the cost of "
+             "one more block over each GPU's links, a step more than world - 1; a rank in place gets the same "
+             "bytes back). Direct allgathers only (not the two-level one). Every rank must set the same value "
+             "(compared at creation). See docs/collectives.md, \"Allgather\"."},
     Variable{"PICKLE_ALLGATHER_SCHEDULE", "staggered",
              "How allgather sends a rank's block to its peers (every peer of a direct allgather, of each step of the "
              "two-level one): staggered (one peer after another on the caller's stream, rank + 1 first, so that at "

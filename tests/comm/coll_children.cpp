@@ -1302,6 +1302,38 @@ PICKLE_CHILD(coll_alltoall_mixed_in_place) {
   return h.failures() == 0 ? 0 : 1;
 }
 
+// PICKLE_ALLGATHER_OWN_COPY as the environment sets it (local or relay): allgathers where the ranks differ in working
+// in place (even ranks in place, odd ones out of place, then the other way round), of one element, of a few thousand
+// and of several MiB; every block checked (recv poisoned first), and the bytes this rank wrote into its peers'
+// memory counted: its block to each peer, plus with relay the block of rank - 1 sent back to it. args: memory.
+PICKLE_CHILD(coll_allgather_own_copy) {
+  Communicator comm = make_comm(args.at(0));
+  const bool relay = env::get("PICKLE_ALLGATHER_OWN_COPY") == "relay";
+  const std::size_t world = static_cast<std::size_t>(comm.world_size());
+  const std::size_t counts[] = {1, 3001, (std::size_t{3} << 20) / 4 + 5};
+  Harness h(comm, counts[2] * 4 * world);
+  auto sent_bytes = [&] {
+    const CommStats stats = comm.stats();
+    return stats.ipc.bytes + stats.shm.bytes + stats.net.bytes;
+  };
+  std::uint64_t salt = 60;
+  for (int flip = 0; flip < 2; ++flip) {
+    const bool in_place = (comm.rank() + flip) % 2 == 0;
+    for (std::size_t count : counts) {
+      const std::uint64_t before = sent_bytes();
+      run_allgather(h, DataType::F32, count, in_place, ++salt);
+      const std::uint64_t sent = sent_bytes() - before, bytes = count * 4;
+      const std::uint64_t expected = (world - 1) * bytes + (relay ? bytes : 0);
+      if (sent != expected) {
+        h.fail(cat("allgather of ", count, " f32", in_place ? " in place" : "", ": wrote ", sent,
+                   " bytes into the peers; expected ", expected, relay ? " (relay)" : " (local)"));
+      }
+    }
+  }
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
 // Out-of-place allgathers of blocks large enough that each rank's own block is copied beside the sends, on a side
 // stream of its own (Call::copy_beside), twice in a row: the gathered buffer is copied on the caller's stream right
 // after the call (which must have waited for the own block's copy) and every byte checked, the own block's included.

@@ -46,6 +46,35 @@ TEST(Coll, TheParallelAllgatherScheduleStillMatchesTheReference) {
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
 }
 
+// PICKLE_ALLGATHER_OWN_COPY=relay (rank + 1 sends each rank's block back instead of a local copy): the matrix on 2
+// and 4 ranks (4 with both allgather schedules), ranks mixing in place and out of place on 2 and 3, large blocks; and
+// the default, local, with the same byte count check (no relay sent).
+TEST(Coll, TheRelayedOwnBlockArrivesFromTheNextRank) {
+  for (const char* schedule : {"PICKLE_ALLGATHER_SCHEDULE=staggered", "PICKLE_ALLGATHER_SCHEDULE=parallel"}) {
+    expect_all_ok(run_ranks("coll_matrix", 4, {"host"},
+                            {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay", schedule},
+                            std::chrono::seconds(240)));
+  }
+  expect_all_ok(run_ranks("coll_matrix", 2, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay"},
+                          std::chrono::seconds(240)));
+  for (int ranks : {2, 3}) {
+    expect_all_ok(
+        run_ranks("coll_allgather_own_copy", ranks, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay"}));
+  }
+  expect_all_ok(run_ranks("coll_allgather_own_copy", 3, {"host"}, {"PICKLE_TIMEOUT=60"}));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"host", "16"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay"}));
+}
+
+TEST(Coll, AnUnknownOwnCopySettingIsAClearErrorAndOneRankAloneCannotRelay) {
+  expect_all_ok(run_ranks("coll_bad_setting", 2, {"host", "PICKLE_ALLGATHER_OWN_COPY"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_ALLGATHER_OWN_COPY=mirror"}));
+  for (const char* value : {"local", "relay"}) {
+    expect_all_ok(run_ranks("coll_setting_on_one_rank", 2, {"host", "PICKLE_ALLGATHER_OWN_COPY", value},
+                            {"PICKLE_TIMEOUT=30"}));
+  }
+}
+
 // The pipeline schedules other than the default (ordered, which runs in every other test): parallel (a side stream
 // per peer and lane, every peer at once) and staggered (one side stream per lane, no tokens): the matrix's
 // reduce_scatters, allreduces and in-place alltoalls on 4 and 3 ranks, with page-sized chunks so that every call runs

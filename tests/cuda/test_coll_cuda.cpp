@@ -95,6 +95,14 @@ TEST_F(CollCuda, BothAllgatherSchedulesMoveEveryBlock) {
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"},
                           {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_SCHEDULE=parallel"}));
 }
+// PICKLE_ALLGATHER_OWN_COPY=relay on GPUs: ranks mixing in place and out of place (the bytes written into peers
+// counted), and large blocks on two and three ranks.
+TEST_F(CollCuda, TheRelayedOwnBlockArrivesFromTheNextRank) {
+  const char* relay = "PICKLE_ALLGATHER_OWN_COPY=relay";
+  expect_all_ok(run_ranks("coll_allgather_own_copy", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", relay}));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 2, {"cuda", "64"}, {"PICKLE_TIMEOUT=60", relay}));
+  expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"cuda", "32"}, {"PICKLE_TIMEOUT=60", relay}));
+}
 // The pipeline schedules other than the default (ordered) on GPUs: parallel and staggered; three ranks sharing the
 // two GPUs (two peers each: on side streams of their own, or one shared), 64 KiB chunks so that the matrix's calls
 // run through several chunks.
