@@ -1,0 +1,277 @@
+// completion_copy_probe: what marking a copy-engine send complete costs: a write-value, or a 4-byte copy of the value.
+//
+// pickle's ipc transport follows each data copy with cuStreamWriteValue32 of the receiver's completion word (its
+// memory barrier makes the data visible first). send_completion_probe measured that cost with copies inside one GPU,
+// which CUDA runs as SM work (local_copy_probe, docs/results/2026-11-29-h200.md); this probe copies where only a copy
+// engine does: into GPU 1 (peer access) when there is one, else into pinned host memory. A stream runs its
+// operations in order, each after the one before has completed, so a 4-byte copy of the value after the data copy
+// is as ordered as the write-value (NCCL's copy-engine collectives signal that way, src/ce_coll.cc); the question is
+// which of the two leaves the copy engine the shorter gap.
+//
+// Part 1, back-to-back messages on one stream (200 per repeat, median of 7 repeats, every stream held at a gate until
+// all is enqueued), us per message:
+//   copy only              the data copies alone: the copy engine's own rate
+//   copy+write             each copy followed by cuStreamWriteValue32 of its word (default flags: with the barrier;
+//                          pickle's ipc completion now)
+//   copy+copy4 host        each copy followed by a 4-byte copy of the value from pinned host memory (the host
+//                          writes the value there before it enqueues the copy); into GPU 1 only: a copy between two
+//                          host buffers is the CPU's, after the stream has got there, so behind the gate it hangs
+//   copy+copy4 device      the same from this GPU's memory (values staged beforehand)
+// After every repeat each word must hold its message's value and every destination byte the source's (checked).
+// Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag in the GPU's own memory, copy 4 KiB or 1 MiB to
+// the other GPU, mark it there (write-value or 4-byte copy from device memory), us per hop.
+//
+// Not part of pickle's library or tests: a measurement for the ipc transport's design. Usage: completion_copy_probe
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "probe_check.hpp"
+
+namespace {
+
+using probe::check;
+
+enum class Mark { None, Write, CopyFromHost, CopyFromDevice };
+constexpr struct {
+  Mark mark;
+  const char* name;
+} kMarks[] = {{Mark::None, "copy only"},
+              {Mark::Write, "copy+write"},
+              {Mark::CopyFromHost, "copy+copy4 host"},
+              {Mark::CopyFromDevice, "copy+copy4 device"}};
+
+constexpr int kMessages = 200, kRepeats = 7, kDestinations = 16;
+constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
+constexpr unsigned char kSourceByte = 0x5a;
+
+/// Where the messages go: GPU 1's memory or pinned host memory (both written only by a copy engine).
+struct Target {
+  bool peer = false;
+  char* data = nullptr;      // kDestinations slots of kMaxBytes
+  unsigned* words = nullptr;  // kMessages completion words
+};
+
+Target make_target(int gpus) {
+  Target target;
+  target.peer = gpus >= 2;
+  if (target.peer) {
+    int can = 0;
+    check(cudaDeviceCanAccessPeer(&can, 0, 1), "cudaDeviceCanAccessPeer");
+    if (can == 0) {
+      std::fprintf(stderr, "completion_copy_probe: GPU 0 cannot access GPU 1\n");
+      std::exit(1);
+    }
+    check(cudaDeviceEnablePeerAccess(1, 0), "cudaDeviceEnablePeerAccess 0->1");
+    check(cudaSetDevice(1), "cudaSetDevice 1");
+    check(cudaDeviceEnablePeerAccess(0, 0), "cudaDeviceEnablePeerAccess 1->0");
+    check(cudaMalloc(&target.data, kMaxBytes * kDestinations), "cudaMalloc peer data");
+    check(cudaMalloc(&target.words, kMessages * sizeof(unsigned)), "cudaMalloc peer words");
+    check(cudaSetDevice(0), "cudaSetDevice 0");
+  } else {
+    check(cudaHostAlloc(&target.data, kMaxBytes * kDestinations, cudaHostAllocMapped), "cudaHostAlloc data");
+    check(cudaHostAlloc(&target.words, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc words");
+  }
+  return target;
+}
+
+/// Zeroes `bytes` at `ptr` of the target (synchronously).
+void clear(const Target& target, void* ptr, std::size_t bytes) {
+  if (target.peer) {
+    check(cudaMemset(ptr, 0, bytes), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  } else {
+    std::memset(ptr, 0, bytes);
+  }
+}
+
+/// Wrong destination bytes and words after a series (the words must hold `values`); both 0 when all arrived.
+std::size_t wrong_after(const Target& target, std::size_t bytes, const std::vector<unsigned>& values,
+                        std::vector<unsigned char>& scratch, std::vector<unsigned>& words, bool check_words) {
+  std::size_t wrong = 0;
+  const int slots = std::min(kMessages, kDestinations);
+  scratch.resize(bytes);
+  for (int slot = 0; slot < slots; ++slot) {
+    check(cudaMemcpy(scratch.data(), target.data + static_cast<std::size_t>(slot) * bytes, bytes, cudaMemcpyDefault),
+          "cudaMemcpy check");
+    for (unsigned char byte : scratch) wrong += byte != kSourceByte ? 1 : 0;
+  }
+  if (check_words) {
+    words.resize(kMessages);
+    check(cudaMemcpy(words.data(), target.words, kMessages * sizeof(unsigned), cudaMemcpyDefault), "cudaMemcpy words");
+    for (int i = 0; i < kMessages; ++i) wrong += words[static_cast<std::size_t>(i)] != values[static_cast<std::size_t>(i)];
+  }
+  return wrong;
+}
+
+void back_to_back(const Target& target) {
+  const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
+  char* src = nullptr;
+  check(cudaMalloc(&src, kMaxBytes), "cudaMalloc");
+  check(cudaMemset(src, kSourceByte, kMaxBytes), "cudaMemset");
+  unsigned *host_values = nullptr, *device_values = nullptr, *gate = nullptr;
+  check(cudaHostAlloc(&host_values, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  check(cudaMalloc(&device_values, kMessages * sizeof(unsigned)), "cudaMalloc");
+  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<unsigned> values(kMessages), words;
+  std::vector<unsigned char> scratch;
+
+  std::printf("%-24s", "bytes");
+  for (std::size_t b = 4096; b <= kMaxBytes; b *= 4) std::printf("%10zu", b);
+  std::printf("   (us per message, into %s)\n", target.peer ? "GPU 1" : "pinned host memory");
+  unsigned generation = 0;
+  for (const auto& [mark, name] : kMarks) {
+    if (mark == Mark::CopyFromHost && !target.peer) continue;
+    std::printf("%-24s", name);
+    std::size_t wrong = 0;
+    for (std::size_t bytes = 4096; bytes <= kMaxBytes; bytes *= 4) {
+      std::vector<float> per_message;
+      for (int repeat = 0; repeat < kRepeats; ++repeat) {
+        ++generation;
+        for (int i = 0; i < kMessages; ++i) values[static_cast<std::size_t>(i)] = generation * 1000u + i;
+        check(cudaMemcpy(device_values, values.data(), kMessages * sizeof(unsigned), cudaMemcpyDefault), "values");
+        clear(target, target.data, bytes * kDestinations);
+        clear(target, target.words, kMessages * sizeof(unsigned));
+        *gate = 0;
+        check(wait_value(stream, reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
+        check(cudaEventRecord(start, stream), "cudaEventRecord");
+        for (int i = 0; i < kMessages; ++i) {
+          char* to = target.data + static_cast<std::size_t>(i % kDestinations) * bytes;
+          unsigned* word = target.words + i;
+          const unsigned value = values[static_cast<std::size_t>(i)];
+          check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync data");
+          switch (mark) {
+            case Mark::None: break;
+            case Mark::Write:
+              check(write_value(stream, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
+              break;
+            case Mark::CopyFromHost:
+              host_values[i] = value;  // before the copy that reads it is enqueued
+              check(cudaMemcpyAsync(word, host_values + i, sizeof(unsigned), cudaMemcpyDefault, stream), "copy4");
+              break;
+            case Mark::CopyFromDevice:
+              check(cudaMemcpyAsync(word, device_values + i, sizeof(unsigned), cudaMemcpyDefault, stream), "copy4");
+              break;
+          }
+        }
+        check(cudaEventRecord(stop, stream), "cudaEventRecord");
+        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        per_message.push_back(ms * 1000.f / kMessages);
+        wrong += wrong_after(target, bytes, values, scratch, words, mark != Mark::None);
+      }
+      std::sort(per_message.begin(), per_message.end());
+      std::printf("%10.2f", per_message[per_message.size() / 2]);
+    }
+    std::printf("   %s\n", wrong == 0 ? "data ok" : (std::to_string(wrong) + " wrong").c_str());
+  }
+}
+
+/// Part 2: a ping-pong between GPU 0 and GPU 1, each hop marked on the receiving GPU by a write-value or a 4-byte
+/// copy of the round's value from the sending GPU's memory.
+void ping_pong() {
+  const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
+  const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
+  constexpr int kRoundTrips = 100;
+  constexpr std::size_t kHopMax = std::size_t{1} << 20;
+  char* data[2];
+  unsigned* flag[2];     // flag[g]: on GPU g, written by the other GPU
+  unsigned* rounds[2];   // rounds[g]: on GPU g, the values 1..kRoundTrips * kRepeats, sources of the 4-byte copies
+  cudaStream_t stream[2];
+  std::vector<unsigned> all_rounds(kRoundTrips * kRepeats);
+  for (std::size_t i = 0; i < all_rounds.size(); ++i) all_rounds[i] = static_cast<unsigned>(i + 1);
+  for (int g = 0; g < 2; ++g) {
+    check(cudaSetDevice(g), "cudaSetDevice");
+    check(cudaMalloc(&data[g], 2 * kHopMax), "cudaMalloc");
+    check(cudaMalloc(&flag[g], sizeof(unsigned)), "cudaMalloc");
+    check(cudaMalloc(&rounds[g], all_rounds.size() * sizeof(unsigned)), "cudaMalloc");
+    check(cudaMemcpy(rounds[g], all_rounds.data(), all_rounds.size() * sizeof(unsigned), cudaMemcpyDefault), "rounds");
+    check(cudaStreamCreateWithFlags(&stream[g], cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  unsigned* gate = nullptr;
+  check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::printf("\n%-24s%10s%10s   (us per hop, GPU 0 <-> GPU 1)\n", "ping-pong", "4096", "1048576");
+  for (bool by_copy : {false, true}) {
+    std::printf("%-24s", by_copy ? "copy+copy4 device" : "copy+write");
+    for (std::size_t bytes : {std::size_t{4096}, kHopMax}) {
+      for (int g = 0; g < 2; ++g) {
+        check(cudaSetDevice(g), "cudaSetDevice");
+        check(cudaMemset(flag[g], 0, sizeof(unsigned)), "cudaMemset");
+        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      }
+      check(cudaSetDevice(0), "cudaSetDevice");
+      std::vector<float> per_hop;
+      unsigned round = 0;
+      for (int repeat = 0; repeat < kRepeats; ++repeat) {
+        *gate = 0;  // holds GPU 0's stream (and so the whole chain) until every hop is enqueued
+        check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
+        check(cudaEventRecord(start, stream[0]), "cudaEventRecord");
+        for (int i = 0; i < kRoundTrips; ++i) {
+          ++round;
+          for (int g = 0; g < 2; ++g) {
+            const int other = 1 - g;
+            if (g == 1) {
+              check(wait_value(stream[1], reinterpret_cast<CUdeviceptr>(flag[1]), round, CU_STREAM_WAIT_VALUE_GEQ),
+                    "wait value");
+            }
+            check(cudaMemcpyAsync(data[other] + (g == 0 ? 0 : kHopMax), data[g], bytes, cudaMemcpyDefault, stream[g]),
+                  "copy");
+            if (by_copy) {
+              check(cudaMemcpyAsync(flag[other], rounds[g] + (round - 1), sizeof(unsigned), cudaMemcpyDefault,
+                                    stream[g]),
+                    "copy4");
+            } else {
+              check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(flag[other]), round, 0), "write value");
+            }
+            if (g == 0) continue;
+            check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(flag[0]), round, CU_STREAM_WAIT_VALUE_GEQ),
+                  "wait value");
+          }
+        }
+        check(cudaEventRecord(stop, stream[0]), "cudaEventRecord");
+        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        per_hop.push_back(ms * 1000.f / (2 * kRoundTrips));
+      }
+      std::sort(per_hop.begin(), per_hop.end());
+      std::printf("%10.2f", per_hop[per_hop.size() / 2]);
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a probe stopped at its time limit keeps the lines it finished
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) {
+    std::printf("completion_copy_probe: needs a GPU; nothing to measure\n");
+    return 0;
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  const Target target = make_target(gpus);
+  back_to_back(target);
+  if (target.peer) ping_pong();
+  return 0;
+}
