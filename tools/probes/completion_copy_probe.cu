@@ -17,6 +17,9 @@
 //                          writes the value there before it enqueues the copy); into GPU 1 only: a copy between two
 //                          host buffers is the CPU's, after the stream has got there, so behind the gate it hangs
 //   copy+copy4 device      the same from this GPU's memory (values staged beforehand)
+//   wlocal+copy+copy4      a write-value of the value into this GPU's memory before the data copy, then the data, then
+//                          the 4-byte copy of that word: how a transport whose values are not known in advance would
+//                          do it (a completion's value is the receiver's slot generation)
 // After every repeat each word must hold its message's value and every destination byte the source's (checked).
 // Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag in the GPU's own memory, copy 4 KiB or 1 MiB to
 // the other GPU, mark it there (write-value or 4-byte copy from device memory), us per hop.
@@ -38,14 +41,15 @@ namespace {
 
 using probe::check;
 
-enum class Mark { None, Write, CopyFromHost, CopyFromDevice };
+enum class Mark { None, Write, CopyFromHost, CopyFromDevice, StagedCopy };
 constexpr struct {
   Mark mark;
   const char* name;
 } kMarks[] = {{Mark::None, "copy only"},
               {Mark::Write, "copy+write"},
               {Mark::CopyFromHost, "copy+copy4 host"},
-              {Mark::CopyFromDevice, "copy+copy4 device"}};
+              {Mark::CopyFromDevice, "copy+copy4 device"},
+              {Mark::StagedCopy, "wlocal+copy+copy4"}};
 
 constexpr int kMessages = 200, kRepeats = 7, kDestinations = 16;
 constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
@@ -141,7 +145,12 @@ void back_to_back(const Target& target) {
       for (int repeat = 0; repeat < kRepeats; ++repeat) {
         ++generation;
         for (int i = 0; i < kMessages; ++i) values[static_cast<std::size_t>(i)] = generation * 1000u + i;
-        check(cudaMemcpy(device_values, values.data(), kMessages * sizeof(unsigned), cudaMemcpyDefault), "values");
+        if (mark == Mark::StagedCopy) {
+          check(cudaMemset(device_values, 0, kMessages * sizeof(unsigned)), "cudaMemset values");
+        } else {
+          check(cudaMemcpy(device_values, values.data(), kMessages * sizeof(unsigned), cudaMemcpyDefault), "values");
+        }
+        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         clear(target, target.data, bytes * kDestinations);
         clear(target, target.words, kMessages * sizeof(unsigned));
         *gate = 0;
@@ -151,6 +160,9 @@ void back_to_back(const Target& target) {
           char* to = target.data + static_cast<std::size_t>(i % kDestinations) * bytes;
           unsigned* word = target.words + i;
           const unsigned value = values[static_cast<std::size_t>(i)];
+          if (mark == Mark::StagedCopy) {
+            check(write_value(stream, reinterpret_cast<CUdeviceptr>(device_values + i), value, 0), "write local");
+          }
           check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync data");
           switch (mark) {
             case Mark::None: break;
@@ -162,6 +174,7 @@ void back_to_back(const Target& target) {
               check(cudaMemcpyAsync(word, host_values + i, sizeof(unsigned), cudaMemcpyDefault, stream), "copy4");
               break;
             case Mark::CopyFromDevice:
+            case Mark::StagedCopy:
               check(cudaMemcpyAsync(word, device_values + i, sizeof(unsigned), cudaMemcpyDefault, stream), "copy4");
               break;
           }
