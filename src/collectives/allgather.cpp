@@ -101,9 +101,13 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
   // Where this rank's region i comes from: `send` for its one region, else its place in recv.
   auto source = [&](std::size_t i) -> const char* { return copy_own ? send : recv + own[i].offset; };
   run_collective(comm, stream, ctx, [&](Call& call) {
-    // The same on every rank (the setting must agree; OwnCopy::AsSet comes with one region per rank), whether or not
-    // this rank is in place: a rank's relay is owed by rank + 1, which cannot tell.
-    const bool relay = own_copy == OwnCopy::AsSet && call.state().allgather_relay_own && world > 1;
+    // Per pair, the same on both of its ranks (the setting must agree, OwnCopy::AsSet comes with one region per rank,
+    // and a pair agrees on its transport), whether or not a rank is in place: a rank's relay is owed by rank + 1,
+    // which cannot tell. Only over ipc (the copy engine, peers of one host); over shm or net a local copy is cheaper
+    // than a block through host memory or the network.
+    const bool relay_mode = own_copy == OwnCopy::AsSet && call.state().allgather_relay_own && world > 1;
+    const bool relay_in = relay_mode && comm.uses_ipc(next);       // this rank's block comes back from rank + 1
+    const bool relay_out = relay_mode && comm.uses_ipc(previous);  // rank - 1's block goes back to it
     // Peers write straight into recv: not before this rank's stream reached the call, nor this rank into theirs.
     // Every receive is posted before any ready signal or send (each waits for the peer's post). A peer's regions
     // arrive in the order it sends them (per-(peer, tag) FIFO matching).
@@ -116,7 +120,7 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
         call.stream_wait_later(std::move(received));
       }
     }
-    if (relay) call.stream_wait_later(call.recv(next, kTagAllgatherRelay, recv + own[0].offset, own[0].bytes));
+    if (relay_in) call.stream_wait_later(call.recv(next, kTagAllgatherRelay, recv + own[0].offset, own[0].bytes));
     // Every ready count leaves from the caller's stream; the copies follow the schedule. With two ranks either is
     // the whole call on one stream (but for a large own block's copy): per call no fork event, no cross-stream wait
     // and no wait for the send's completion, on the host and on the GPU's path from one call to the next
@@ -124,13 +128,13 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
     for (int peer = 0; peer < world; ++peer) {
       if (peer != rank) call.send_ready(peer, kTagAllgather, Call::kCaller);
     }
-    const char* own_source = copy_own && !relay ? send : nullptr;
+    const char* own_source = copy_own && !relay_in ? send : nullptr;
     if (call.state().allgather_staggered) {
       staggered_sends(call, own, source, own_source, recv);
     } else {
       parallel_sends(call, own, source, own_source, recv);
     }
-    if (relay) relay_back(call, from_previous, parts[static_cast<std::size_t>(previous)][0], recv);
+    if (relay_out) relay_back(call, from_previous, parts[static_cast<std::size_t>(previous)][0], recv);
     call.finish();
   });
 }

@@ -161,6 +161,8 @@ struct Communicator::Impl {
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
+  /// Whether `peer` is reached through the ipc transport (copy engines into its mapped memory).
+  bool uses_ipc(int peer) const { return !uses_shm(peer) && !uses_net(peer); }
   /// Whether `peer` is reached through the shm transport.
   bool uses_shm(int peer) const { return shm && shm->uses(peer); }
   /// Whether `peer` is reached through the net transport (never in a build without libfabric).

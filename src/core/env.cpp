@@ -22,8 +22,9 @@ constexpr std::array kTable = {
              "runs on a copy engine, docs/results/2026-11-29-h200.md) or relay (rank + 1, which gets the block "
              "anyway, copies it back from its recv with its copy engine after its own sends: 0 SMs, at the cost of "
              "one more block over each GPU's links, a step more than world - 1; a rank in place gets the same "
-             "bytes back). Direct allgathers only (not the two-level one). Every rank must set the same value "
-             "(compared at creation). See docs/collectives.md, \"Allgather\"."},
+             "bytes back). A pair relays only over ipc; over shm or net, and in the two-level allgather, the rank "
+             "copies locally. Every rank must set the same value (compared at creation). See docs/collectives.md, "
+             "\"Allgather\"."},
     Variable{"PICKLE_ALLGATHER_SCHEDULE", "staggered",
              "How allgather sends a rank's block to its peers (every peer of a direct allgather, of each step of the "
              "two-level one): staggered (one peer after another on the caller's stream, rank + 1 first, so that at "

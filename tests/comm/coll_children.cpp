@@ -1305,11 +1305,14 @@ PICKLE_CHILD(coll_alltoall_mixed_in_place) {
 // PICKLE_ALLGATHER_OWN_COPY as the environment sets it (local or relay): allgathers where the ranks differ in working
 // in place (even ranks in place, odd ones out of place, then the other way round), of one element, of a few thousand
 // and of several MiB; every block checked (recv poisoned first), and the bytes this rank wrote into its peers'
-// memory counted: its block to each peer, plus with relay the block of rank - 1 sent back to it. args: memory.
+// memory counted: its block to each peer, plus with relay the block of rank - 1 sent back to it (over ipc). args:
+// memory.
 PICKLE_CHILD(coll_allgather_own_copy) {
   Communicator comm = make_comm(args.at(0));
-  const bool relay = env::get("PICKLE_ALLGATHER_OWN_COPY") == "relay";
   const std::size_t world = static_cast<std::size_t>(comm.world_size());
+  // This rank sends rank - 1's block back only where that pair uses ipc.
+  const int previous = (comm.rank() + comm.world_size() - 1) % comm.world_size();
+  const bool relay = env::get("PICKLE_ALLGATHER_OWN_COPY") == "relay" && comm.transport(previous) == "ipc";
   const std::size_t counts[] = {1, 3001, (std::size_t{3} << 20) / 4 + 5};
   Harness h(comm, counts[2] * 4 * world);
   auto sent_bytes = [&] {

@@ -149,17 +149,23 @@ TEST_F(CollOverNet, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
     std::vector<std::string> program;
     std::string hierarchy;
     TwoHostLayout layout = TwoHostLayout::Blocked;
+    std::string own_copy = "local";  // PICKLE_ALLGATHER_OWN_COPY
   };
+  // With relay the byte counts must not change: a rank's block comes back from rank + 1 only over ipc (inside a
+  // host), never over the network, and the two-level steps never relay.
   const std::vector<Run> runs = {
       {{"coll_two_levels", "host", "two"}, "1"},
       {{"coll_two_levels", "host", "direct"}, "0"},
+      {{"coll_two_levels", "host", "two"}, "1", TwoHostLayout::Blocked, "relay"},
+      {{"coll_two_levels", "host", "direct"}, "0", TwoHostLayout::Blocked, "relay"},
       {{"coll_matrix", "host", "2"}, "1"},
       {{"coll_matrix", "host", "2", "mirrored"}, "1", TwoHostLayout::Mirrored},
   };
   for (const auto& run : runs) {
-    SCOPED_TRACE(run.program[0] + " " + run.program.back());
+    SCOPED_TRACE(run.program[0] + " " + run.program.back() + " " + run.own_copy);
     expect_all_ok(run_on_two_hosts(*pair, run.program, run.layout,
-                                   {"PICKLE_TIMEOUT=60", "PICKLE_COLL_HIERARCHY=" + run.hierarchy},
+                                   {"PICKLE_TIMEOUT=60", "PICKLE_COLL_HIERARCHY=" + run.hierarchy,
+                                    "PICKLE_ALLGATHER_OWN_COPY=" + run.own_copy},
                                    std::chrono::seconds(240)));
   }
 }
