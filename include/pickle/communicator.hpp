@@ -32,6 +32,11 @@ struct CommStats {
   TransportStats shm;  ///< staged through pinned shared host memory (pairs without peer access)
   TransportStats net;  ///< libfabric RMA writes (ipc_opens: memory registrations, ipc_closes: those closed again,
                        ///< cache_hits: registrations reused)
+  /// Bytes the collectives copied inside this rank's own memory: an out-of-place allgather's own block (none under
+  /// PICKLE_ALLGATHER_OWN_COPY=relay), an out-of-place broadcast's at the root, an alltoall's own block, an in-place
+  /// alltoall's blocks out of scratch, a world of one's result. On CUDA such a copy is SM work (docs/collectives.md,
+  /// "Limits and costs"), the only SM use of allgather, broadcast and alltoall.
+  std::uint64_t local_copy_bytes = 0;
 };
 
 /// The completion of one send or recv. Cheap to copy (shared state).

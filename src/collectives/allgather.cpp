@@ -32,7 +32,7 @@ void copy_own_block(Call& call, const std::vector<Region>& own, const char* own_
   if (own[0].bytes >= kOwnCopyBesideBytes) {
     call.copy_beside(recv + own[0].offset, own_source, own[0].bytes);
   } else {
-    call.stream().copy(recv + own[0].offset, own_source, own[0].bytes);
+    call.copy_local(recv + own[0].offset, own_source, own[0].bytes);
   }
 }
 

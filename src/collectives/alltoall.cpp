@@ -83,7 +83,7 @@ void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::s
         return call.send(peer, coll::kTagAlltoall, in + peer * bytes + begin, length);
       });
     }
-    call.stream().copy(out + rank * bytes, in + rank * bytes, bytes);
+    call.copy_local(out + rank * bytes, in + rank * bytes, bytes);
     call.finish();
   });
 }

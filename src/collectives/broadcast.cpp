@@ -65,7 +65,7 @@ void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::
         call.await_ready_message(peer, ready[static_cast<std::size_t>(peer)]);
         call.send(peer, coll::kTagBroadcast, send, bytes);
       }
-      if (send != recv) call.stream().copy(recv, send, bytes);
+      if (send != recv) call.copy_local(recv, send, bytes);
     } else {
       call.stream_wait_later(call.recv(root, coll::kTagBroadcast, recv, bytes));
       call.send_ready_message(root);

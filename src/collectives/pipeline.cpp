@@ -113,11 +113,11 @@ void run_exchange(Call& call, const Exchange& x) {
   if (longest == 0) return;
   if (world == 1) {
     // A world of one: the sum, product, minimum, maximum or average of one contribution is the contribution, and
-    // there is nobody to exchange with. One copy-engine copy (none in place) instead of a reduction kernel.
+    // there is nobody to exchange with. One copy (none in place) instead of a reduction kernel.
     const char* from = x.send + x.blocks.offset[0] * element;
     char* to = x.recv + x.out_offset * element;
     if (x.consume == Exchange::Consume::Reduce && from != to) {
-      call.stream().copy(to, from, x.blocks.length[0] * element);
+      call.copy_local(to, from, x.blocks.length[0] * element);
     }
     return;
   }
@@ -231,8 +231,8 @@ void run_exchange(Call& call, const Exchange& x) {
     } else {
       for (int peer = 0; peer < world; ++peer) {
         if (peer == rank) continue;
-        call.stream().copy(const_cast<char*>(block_at(x.recv, peer, mine_begin)), scratch.slot(stage, slot_of(peer)),
-                           mine_length * element);
+        call.copy_local(const_cast<char*>(block_at(x.recv, peer, mine_begin)), scratch.slot(stage, slot_of(peer)),
+                        mine_length * element);
       }
     }
     if (world == 1) continue;

@@ -397,8 +397,14 @@ void Call::await_token(int peer) {
   comm_.wait_signal_on_stream(lane_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot, expected);
 }
 
+void Call::copy_local(void* dst, const void* src, std::size_t bytes) {
+  stream().copy(dst, src, bytes);
+  comm_.local_copy_bytes += bytes;
+}
+
 void Call::copy_beside(void* dst, const void* src, std::size_t bytes) {
   lane_stream(rank(), kInput).impl().copy(dst, src, bytes);  // no peer sends to itself: the slot is free
+  comm_.local_copy_bytes += bytes;
   beside_ = true;
   started_ = true;
 }

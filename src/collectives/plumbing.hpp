@@ -256,6 +256,9 @@ class Call {
   /// The tokens this call will raise to `peer` in all (before its first send): those still owed when the call fails
   /// partway are raised by abandon, so that a peer whose copies wait for them is not held until PICKLE_TIMEOUT.
   void owe_tokens(int peer, std::uint32_t count);
+  /// Copies `bytes` from `src` to `dst` inside this rank's memory on the caller's stream, counted in
+  /// CommStats::local_copy_bytes (on CUDA it is SM work: the one thing that takes SMs in the copy-only collectives).
+  void copy_local(void* dst, const void* src, std::size_t bytes);
   /// Copies `bytes` from `src` to `dst` (this rank's own data: an allgather's block into its own slot) on a side
   /// stream of this rank's own, which starts after the caller's stream's work so far; the caller's stream waits for
   /// the copy at finish. It then runs on another copy engine than the sends queued on the caller's stream, instead

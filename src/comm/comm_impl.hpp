@@ -513,6 +513,8 @@ struct Communicator::Impl {
   std::atomic<int> progress_waiters{0};
   std::atomic<int> unmatched_sends{0};
   std::atomic<bool> progress_sleeping{false};
+  /// CommStats::local_copy_bytes (Call::copy_local).
+  std::atomic<std::uint64_t> local_copy_bytes{0};
   /// Signal slots whose stream waits the progress thread watches: the allreduce mailboxes', where a call enqueues its
   /// waits without any host wait, so that a peer that never raises them (alive but out of step: it skipped the call,
   /// or took another form of it) would hold the stream for ever. Other waits follow host waits that time out.

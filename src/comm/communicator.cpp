@@ -654,6 +654,7 @@ CommStats Communicator::stats() const {
 #ifdef PICKLE_HAVE_LIBFABRIC
   if (impl_->net) stats.net = impl_->net->stats();
 #endif
+  stats.local_copy_bytes = impl_->local_copy_bytes.load();
   // What the two-level collectives moved through their own communicators is this communicator's traffic too.
   if (impl_->host_groups_) {
     for (const Communicator* group : {&impl_->host_groups_->host, &impl_->host_groups_->across}) {
@@ -665,6 +666,7 @@ CommStats Communicator::stats() const {
         sum->ipc_closes += add->ipc_closes;
         sum->cache_hits += add->cache_hits;
       }
+      stats.local_copy_bytes += more.local_copy_bytes;
     }
   }
   return stats;

@@ -1305,31 +1305,41 @@ PICKLE_CHILD(coll_alltoall_mixed_in_place) {
 // PICKLE_ALLGATHER_OWN_COPY as the environment sets it (local or relay): allgathers where the ranks differ in working
 // in place (even ranks in place, odd ones out of place, then the other way round), of one element, of a few thousand
 // and of several MiB; every block checked (recv poisoned first), and the bytes this rank wrote into its peers'
-// memory counted: its block to each peer, plus with relay the block of rank - 1 sent back to it (over ipc). args:
-// memory.
+// memory counted (its block to each peer, plus with relay the block of rank - 1 sent back to it, over ipc), and
+// the bytes it copied inside its own memory (its own block, out of place and not relayed). args: memory.
 PICKLE_CHILD(coll_allgather_own_copy) {
   Communicator comm = make_comm(args.at(0));
   const std::size_t world = static_cast<std::size_t>(comm.world_size());
-  // This rank sends rank - 1's block back only where that pair uses ipc.
+  // This rank sends rank - 1's block back, and gets its own from rank + 1, only where that pair uses ipc.
   const int previous = (comm.rank() + comm.world_size() - 1) % comm.world_size();
-  const bool relay = env::get("PICKLE_ALLGATHER_OWN_COPY") == "relay" && comm.transport(previous) == "ipc";
+  const int next = (comm.rank() + 1) % comm.world_size();
+  const bool relay_mode = env::get("PICKLE_ALLGATHER_OWN_COPY") == "relay";
+  const bool relay = relay_mode && comm.transport(previous) == "ipc";
+  const bool relayed_to_me = relay_mode && comm.transport(next) == "ipc";
   const std::size_t counts[] = {1, 3001, (std::size_t{3} << 20) / 4 + 5};
   Harness h(comm, counts[2] * 4 * world);
   auto sent_bytes = [&] {
     const CommStats stats = comm.stats();
     return stats.ipc.bytes + stats.shm.bytes + stats.net.bytes;
   };
+  auto copied_locally = [&] { return comm.stats().local_copy_bytes; };
   std::uint64_t salt = 60;
   for (int flip = 0; flip < 2; ++flip) {
     const bool in_place = (comm.rank() + flip) % 2 == 0;
     for (std::size_t count : counts) {
-      const std::uint64_t before = sent_bytes();
+      const std::uint64_t before = sent_bytes(), local_before = copied_locally();
       run_allgather(h, DataType::F32, count, in_place, ++salt);
-      const std::uint64_t sent = sent_bytes() - before, bytes = count * 4;
+      const std::uint64_t sent = sent_bytes() - before, local = copied_locally() - local_before, bytes = count * 4;
       const std::uint64_t expected = (world - 1) * bytes + (relay ? bytes : 0);
       if (sent != expected) {
         h.fail(cat("allgather of ", count, " f32", in_place ? " in place" : "", ": wrote ", sent,
                    " bytes into the peers; expected ", expected, relay ? " (relay)" : " (local)"));
+      }
+      // The own block is copied locally only out of place and when it does not come back from rank + 1.
+      const std::uint64_t expected_local = in_place || relayed_to_me ? 0 : bytes;
+      if (local != expected_local) {
+        h.fail(cat("allgather of ", count, " f32", in_place ? " in place" : "", ": copied ", local,
+                   " bytes locally; expected ", expected_local));
       }
     }
   }
