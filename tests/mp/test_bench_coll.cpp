@@ -120,6 +120,18 @@ void check_every_collective(int ranks) {
     EXPECT_NEAR(alg, static_cast<double>(r.at("bytes").as_int()) / (time.at("median").as_double() * 1e3), alg * 1e-9)
         << what;
     EXPECT_NEAR(r.at("busbw_gbps").at("median").as_double(), alg * busbw_factor(coll, ranks), alg * 1e-9) << what;
+    // Copies inside a rank's own memory, summed over ranks: an out-of-place allgather's own blocks (the whole
+    // gathered size over all ranks), an out-of-place broadcast's at the root; none in place.
+    const double local = r.at("local_copy_bytes_per_call").as_double();
+    const auto bytes = static_cast<double>(r.at("bytes").as_int());
+    if (coll == "allgather" || coll == "broadcast") {
+      EXPECT_EQ(local, r.at("in_place").as_bool() ? 0.0 : bytes) << what;
+    } else if (coll == "alltoall") {
+      // Out of place its own block on every rank; in place every block that came through scratch (all but its own).
+      EXPECT_EQ(local, r.at("in_place").as_bool() ? bytes * (ranks - 1) : bytes) << what;
+    } else {
+      EXPECT_EQ(local, 0.0) << what;  // reductions write their results with the reduction kernel
+    }
   }
   for (const auto& coll : kCollectives) EXPECT_EQ(per_collective[coll], 8) << coll;
   EXPECT_EQ(root.at("avg_busbw").size(), 5u);

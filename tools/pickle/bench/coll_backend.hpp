@@ -4,7 +4,9 @@
 // on the timing stream, so that every backend is timed by the same events around the same work.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -61,6 +63,9 @@ class CollBackend {
 
   /// Enqueues one call on the context's timing stream: later work on that stream runs after it.
   virtual void enqueue(CollContext& ctx, const CollCall& call) = 0;
+  /// Bytes this rank's calls so far copied inside its own memory (pickle: CommStats::local_copy_bytes, SM work on
+  /// CUDA); nullopt where the backend does not say (NCCL).
+  virtual std::optional<std::uint64_t> local_copy_bytes() const { return std::nullopt; }
 
   /// Called instead of a clean shutdown after a failure: release resources without waiting on the peers.
   virtual void abandon() noexcept {}

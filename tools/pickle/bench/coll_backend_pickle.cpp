@@ -49,6 +49,8 @@ class PickleCollBackend final : public CollBackend {
     }
   }
 
+  std::optional<std::uint64_t> local_copy_bytes() const override { return comm_->stats().local_copy_bytes; }
+
  private:
   std::string key_;
   std::optional<Communicator> comm_;

@@ -206,6 +206,8 @@ json::Value coll_to_json(const CollReport& report) {
       e["busbw_gbps"] = nullptr;
     }
     e["wrong"] = r.wrong ? json::Value(*r.wrong) : json::Value();
+    e["local_copy_bytes_per_call"] =
+        r.local_copy_bytes_per_call ? json::Value(*r.local_copy_bytes_per_call) : json::Value();
     e["unsupported"] = r.unsupported.empty() ? json::Value() : json::Value(r.unsupported);
     e["error"] = r.error.empty() ? json::Value() : json::Value(r.error);
     results.push_back(std::move(e));

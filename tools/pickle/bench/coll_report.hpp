@@ -37,6 +37,9 @@ struct CollResult {
   /// Per repeat: microseconds per call, the slowest rank's.
   std::vector<double> time_us;
   std::optional<std::uint64_t> wrong;  ///< elements that differ, summed over ranks; unset with -c 0 or on failure
+  /// Bytes the timed calls copied inside the ranks' own memory, per call, summed over ranks (SM work on CUDA: the
+  /// copy-only collectives' one use of SMs); unset where the backend does not say (NCCL) or on failure.
+  std::optional<double> local_copy_bytes_per_call;
   std::string unsupported;             ///< why the backend cannot run this placement (NCCL in-place alltoall)
   std::string error;                   ///< set when the measurement failed
 

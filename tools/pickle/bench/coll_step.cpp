@@ -92,6 +92,7 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
   auto add_wrong = [&](const PhaseOutcome& outcome) {
     for (const auto& payload : outcome.payloads) wrong += std::strtoull(payload.c_str(), nullptr, 10);
   };
+  const std::optional<std::uint64_t> local_before = backend.local_copy_bytes();
   for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
     if (check_timed && repeat + 1 == options.repeats) {
       // Every rank's poison is done before any rank's timed calls start (the phase is a barrier).
@@ -105,6 +106,15 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
         "time", [&] { return exact_payload(time_calls(ctx, options.iterations, [&] { backend.enqueue(ctx, call); })); });
     if (!timed.ok) break;
     result.time_us.push_back(largest_payload(timed) * 1e3 / options.iterations);
+  }
+  if (local_before && !lockstep.failed() && !result.time_us.empty()) {
+    const std::uint64_t calls = result.time_us.size() * static_cast<std::uint64_t>(options.iterations);
+    auto copied = lockstep.phase("local copies", [&] { return cat(*backend.local_copy_bytes() - *local_before); });
+    if (copied.ok) {
+      std::uint64_t total = 0;
+      for (const auto& payload : copied.payloads) total += std::strtoull(payload.c_str(), nullptr, 10);
+      result.local_copy_bytes_per_call = static_cast<double>(total) / static_cast<double>(calls);
+    }
   }
   if (check_timed && !lockstep.failed()) {
     auto checked = lockstep.phase("check timed", [&] {
@@ -134,6 +144,7 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
                        ": ", lockstep.error());
     result.time_us.clear();
     result.wrong.reset();
+    result.local_copy_bytes_per_call.reset();
   }
   return result;
 }
