@@ -17,6 +17,9 @@ namespace pickle::test {
 namespace {
 
 const std::string kCollHeader = "| Size | pickle | NCCL | pickle/NCCL | #wrong |";
+/// The same where pickle's results say what they copied inside the ranks' GPUs (every real run's do).
+const std::string kCollHeaderWithLocal =
+    "| Size | pickle | NCCL | pickle/NCCL | #wrong | pickle local copies per call |";
 
 /// Two backends at two sizes, allreduce float sum: pickle's busbw twice NCCL's at 1 MiB, half at 4 MiB in place;
 /// NCCL's in-place alltoall is unsupported.
@@ -84,31 +87,37 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   EXPECT_NE(md.find("pickle bench coll -c allreduce,allgather --memory host"), std::string::npos) << md;
   EXPECT_NE(md.find("NCCL: **unavailable**"), std::string::npos) << md;
 
-  // Host run: allreduce and allgather (float), out-of-place and in-place: 4 tables of 3 sizes; the synthetic file:
-  // allreduce in both placements, alltoall in place only ("Not measured." out of place).
-  auto found = tables(md, kCollHeader);
-  ASSERT_EQ(found.size(), 7u) << md;
-  EXPECT_NE(md.find("**Out-of-place**\n\nNot measured."), std::string::npos) << md;
+  // Host run: allreduce and allgather (float), out-of-place and in-place: 4 tables of 3 sizes, with pickle's local
+  // copies (none for allreduce; an out-of-place allgather copies every rank's own block: the size, over the ranks).
+  auto host = tables(md, kCollHeaderWithLocal);
+  ASSERT_EQ(host.size(), 4u) << md;
   const std::regex number(R"(^[0-9]+(\.[0-9]+)?(e[-+][0-9]+)?$)");  // tiny busbw on a loaded host prints as 2.24e-04
   for (std::size_t t = 0; t < 4; ++t) {
-    ASSERT_EQ(found[t].size(), 3u) << "table " << t;
-    EXPECT_EQ(found[t][0][0], "1 KiB");
-    EXPECT_EQ(found[t][2][0], "16 KiB");
-    for (const auto& row : found[t]) {
-      ASSERT_EQ(row.size(), 5u);
+    ASSERT_EQ(host[t].size(), 3u) << "table " << t;
+    EXPECT_EQ(host[t][0][0], "1 KiB");
+    EXPECT_EQ(host[t][2][0], "16 KiB");
+    const bool allgather_out_of_place = t == 2;
+    for (const auto& row : host[t]) {
+      ASSERT_EQ(row.size(), 6u);
       EXPECT_TRUE(std::regex_match(row[1], number)) << "pickle cell '" << row[1] << "'";
       EXPECT_EQ(row[2], "n/a");
       EXPECT_EQ(row[4], "0");
+      EXPECT_EQ(row[5], allgather_out_of_place ? row[0] : "0") << "table " << t;
     }
   }
+  // The synthetic file (no local copies recorded): allreduce in both placements, alltoall in place only ("Not
+  // measured." out of place).
+  auto found = tables(md, kCollHeader);
+  ASSERT_EQ(found.size(), 3u) << md;
+  EXPECT_NE(md.find("**Out-of-place**\n\nNot measured."), std::string::npos) << md;
   // The synthetic file's allreduce: out-of-place 1 MiB 300 vs 150 GB/s -> 2.00; in-place 4 MiB 100 vs 200 -> 0.50,
   // with NCCL's 3 wrong elements shown; its alltoall in place: NCCL unsupported.
-  ASSERT_EQ(found[4].size(), 1u);
-  EXPECT_EQ(found[4][0], (std::vector<std::string>{"1 MiB", "300.0", "150.0", "2.00", "0"}));
-  ASSERT_EQ(found[5].size(), 1u);
-  EXPECT_EQ(found[5][0], (std::vector<std::string>{"4 MiB", "100.0", "200.0", "0.50", "**NCCL: 3**"}));
-  ASSERT_EQ(found[6].size(), 1u);
-  EXPECT_EQ(found[6][0], (std::vector<std::string>{"1 MiB", "50.00", "unsupported", "—", "0"}));
+  ASSERT_EQ(found[0].size(), 1u);
+  EXPECT_EQ(found[0][0], (std::vector<std::string>{"1 MiB", "300.0", "150.0", "2.00", "0"}));
+  ASSERT_EQ(found[1].size(), 1u);
+  EXPECT_EQ(found[1][0], (std::vector<std::string>{"4 MiB", "100.0", "200.0", "0.50", "**NCCL: 3**"}));
+  ASSERT_EQ(found[2].size(), 1u);
+  EXPECT_EQ(found[2][0], (std::vector<std::string>{"1 MiB", "50.00", "unsupported", "—", "0"}));
 
   // Scenarios: one table each, a row for pickle.
   auto bench_rows =
@@ -157,7 +166,7 @@ TEST(ReportColl, SizesThatNoUnitWritesExactlyAreGivenInBytes) {
   Result report = run_pickle(dir, {"report", "-o", out, coll}, std::chrono::seconds(90));
   ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
   const std::string md = read_file(out + "/report.md");
-  auto found = tables(md, "| Size | pickle | #wrong |");
+  auto found = tables(md, "| Size | pickle | #wrong | pickle local copies per call |");
   ASSERT_EQ(found.size(), 2u) << md;  // out-of-place and in-place
   for (const auto& table : found) {
     ASSERT_EQ(table.size(), 2u) << md;

@@ -2,8 +2,9 @@
 
 Tables have the seeds' shape (Size | pickle | NCCL | pickle/NCCL | #wrong), one per placement (out-of-place,
 in-place), with bus bandwidth in GB/s (nccl-tests' busbw: comparable across rank counts); the ratio is pickle's
-busbw over the other backend's (above 1: pickle faster). Plots: busbw vs size on a log2 axis, one line per backend
-and placement (solid out-of-place, dashed in-place)."""
+busbw over the other backend's (above 1: pickle faster). Where pickle's results carry `local_copy_bytes_per_call`
+(the copies inside the ranks' own GPUs, SM work on CUDA) a last column gives it per call, over all ranks. Plots: busbw
+vs size on a log2 axis, one line per backend and placement (solid out-of-place, dashed in-place)."""
 import os
 
 from .. import machine, markdown, plotting
@@ -35,6 +36,9 @@ def check(bench):
         for key in ("time_us", "algbw_gbps", "busbw_gbps"):
             check_summary(bench, entry.get(key), "%s.%s" % (where, key))
         check_count(bench, entry, "wrong", where)
+        local = entry.get("local_copy_bytes_per_call")
+        if local is not None and (isinstance(local, bool) or not isinstance(local, (int, float)) or local < 0):
+            raise bench.fail("%s.local_copy_bytes_per_call is %r; it is a number of bytes or null" % (where, local))
     check_backends_and_options(bench)
 
 
@@ -49,6 +53,7 @@ class Point:
         busbw = entry.get("busbw_gbps")
         self.busbw = (busbw["median"], busbw.get("min"), busbw.get("max")) if busbw else None
         self.wrong = entry.get("wrong")
+        self.local_copy = entry.get("local_copy_bytes_per_call")
         self.error = entry.get("error")
         self.unsupported = entry.get("unsupported")
 
@@ -103,6 +108,16 @@ class Run:
             return "N/A" if ran and self.options.get("check") is False else "—"
         return markdown.wrong_cell(checked, display)
 
+    def local_copies(self, group, size, in_place):
+        """pickle's bytes copied inside the ranks' GPUs per call ("0", a size, or "—" where not recorded)."""
+        point = self.point(REFERENCE, group, size, in_place)
+        if point is None or not point.ok or point.local_copy is None:
+            return "—"
+        return "0" if point.local_copy == 0 else size_words(int(round(point.local_copy)))
+
+    def has_local_copies(self, group):
+        return any(p.local_copy is not None for p in self.points if p.backend == REFERENCE and p.group == group)
+
     def others(self):
         return [b for b in self.backends if b != REFERENCE]
 
@@ -143,6 +158,9 @@ def _table(run, group, in_place):
     else:
         header += [display(b) for b in run.backends]
     header.append("#wrong")
+    local = run.has_local_copies(group)
+    if local:
+        header.append("%s local copies per call" % display(REFERENCE))
     rows = []
     for size in run.sizes(group, in_place):
         row = [size_words(size)]
@@ -153,6 +171,8 @@ def _table(run, group, in_place):
         else:
             row += [run.cell(b, group, size, in_place) for b in run.backends]
         row.append(run.wrong(group, size, in_place))
+        if local:
+            row.append(run.local_copies(group, size, in_place))
         rows.append(row)
     return markdown.table(header, rows)
 
