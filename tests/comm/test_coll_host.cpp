@@ -59,7 +59,8 @@ TEST(Coll, TheRelayedOwnBlockArrivesFromTheNextRank) {
                           std::chrono::seconds(240)));
   for (int ranks : {2, 3}) {
     expect_all_ok(
-        run_ranks("coll_allgather_own_copy", ranks, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay"}));
+        run_ranks("coll_allgather_own_copy", ranks, {"host"},
+                  {"PICKLE_TIMEOUT=60", "PICKLE_ALLGATHER_OWN_COPY=relay"}));
   }
   expect_all_ok(run_ranks("coll_allgather_own_copy", 3, {"host"}, {"PICKLE_TIMEOUT=60"}));
   expect_all_ok(run_ranks("coll_allgather_large_blocks", 3, {"host", "16"},

@@ -109,7 +109,7 @@ std::size_t wrong_after(const Target& target, std::size_t bytes, const std::vect
   if (check_words) {
     words.resize(kMessages);
     check(cudaMemcpy(words.data(), target.words, kMessages * sizeof(unsigned), cudaMemcpyDefault), "cudaMemcpy words");
-    for (int i = 0; i < kMessages; ++i) wrong += words[static_cast<std::size_t>(i)] != values[static_cast<std::size_t>(i)];
+    for (std::size_t i = 0; i < words.size(); ++i) wrong += words[i] != values[i] ? 1 : 0;
   }
   return wrong;
 }
