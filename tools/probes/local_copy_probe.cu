@@ -10,13 +10,21 @@
 // Paths: memcpy-d2d (cudaMemcpyAsync DeviceToDevice), memcpy-default (cudaMemcpyDefault), peer-same
 // (cudaMemcpyPeerAsync with the same device on both sides), memcpy-2d (cudaMemcpy2DAsync, 64 KiB rows), batch
 // (cudaMemcpyBatchAsync, no hint), batch-hint (with cudaMemcpyFlagPreferOverlapWithCompute), d2h (into pinned host
-// memory: a copy engine for sure, the reference).
+// memory: a copy engine for sure, the reference), vmm (into a cuMemCreate allocation mapped as usual), vmm-imported
+// (into the same kind of allocation exported as a file descriptor, imported again and mapped at a second address, as
+// a peer process maps it: does CUDA copy into memory it sees as imported with a copy engine, even on the same GPU?),
+// ipc-other-process (into a buffer of another process on the same GPU, opened with cudaIpcOpenMemHandle: what
+// pickle's ipc transport does between two ranks that share a GPU).
 //
 // Usage: local_copy_probe [bytes=256M] [copies=8] [hold_ms=300]
 // Output: one line per path: GB/s alone, GB/s beside the spinning kernel, and whether the data arrived.
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,14 +49,15 @@ __global__ void hold_sms(long long cycles, volatile int* started) {
   }
 }
 
-enum class Path { MemcpyD2D, MemcpyDefault, PeerSame, Memcpy2D, Batch, BatchHint, D2H };
+enum class Path { MemcpyD2D, MemcpyDefault, PeerSame, Memcpy2D, Batch, BatchHint, D2H, Vmm, VmmImported, IpcOther };
 constexpr struct {
   Path path;
   const char* name;
 } kPaths[] = {{Path::MemcpyD2D, "memcpy-d2d"}, {Path::MemcpyDefault, "memcpy-default"},
               {Path::PeerSame, "peer-same"},   {Path::Memcpy2D, "memcpy-2d"},
               {Path::Batch, "batch"},          {Path::BatchHint, "batch-hint"},
-              {Path::D2H, "d2h"}};
+              {Path::D2H, "d2h"},              {Path::Vmm, "vmm"},
+              {Path::VmmImported, "vmm-imported"}, {Path::IpcOther, "ipc-other-process"}};
 
 void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   switch (path) {
@@ -57,6 +66,9 @@ void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStrea
       return;
     case Path::MemcpyDefault:
     case Path::D2H:
+    case Path::Vmm:
+    case Path::VmmImported:
+    case Path::IpcOther:
       check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync default");
       return;
     case Path::PeerSame:
@@ -84,6 +96,90 @@ void enqueue(Path path, void* dst, const void* src, std::size_t bytes, cudaStrea
       return;
     }
   }
+}
+
+void check_driver(CUresult status, const char* what) {
+  if (status == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  cuGetErrorName(status, &name);
+  std::fprintf(stderr, "local_copy_probe: %s: %s\n", what, name != nullptr ? name : "?");
+  std::exit(1);
+}
+
+/// `bytes` of GPU 0's memory from cuMemCreate, mapped at one address; with `imported`, exported as a file
+/// descriptor, imported again and mapped from the imported handle (what a peer process does with it).
+void* vmm_buffer(std::size_t bytes, bool imported) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  std::size_t granularity = 0;
+  check_driver(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "granularity");
+  const std::size_t size = (bytes + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle = 0;
+  check_driver(cuMemCreate(&handle, size, &prop, 0), "cuMemCreate");
+  if (imported) {
+    int fd = -1;
+    check_driver(cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "export");
+    CUmemGenericAllocationHandle again = 0;
+    check_driver(cuMemImportFromShareableHandle(&again, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                 "import");
+    ::close(fd);
+    handle = again;  // the original handle stays alive (never released: the probe exits)
+  }
+  CUdeviceptr address = 0;
+  check_driver(cuMemAddressReserve(&address, size, 0, 0, 0), "cuMemAddressReserve");
+  check_driver(cuMemMap(address, size, 0, handle, 0), "cuMemMap");
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  check_driver(cuMemSetAccess(address, size, &access, 1), "cuMemSetAccess");
+  return reinterpret_cast<void*>(address);
+}
+
+/// A process that allocates `bytes` on GPU 0 and hands this one a cudaIpc handle of it through a pipe, then waits
+/// until this one closes its end of `release`. Forked before this process touches CUDA.
+struct OtherProcess {
+  pid_t pid = -1;
+  int release = -1;  // this process's end: closing it lets the other exit
+  bool ready = false;  // the handle arrived (not on a machine without a GPU)
+  cudaIpcMemHandle_t handle{};
+
+  void stop() {
+    ::close(release);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+OtherProcess start_other_process(std::size_t bytes) {
+  int handle_pipe[2], release_pipe[2];
+  if (::pipe(handle_pipe) != 0 || ::pipe(release_pipe) != 0) {
+    std::perror("local_copy_probe: pipe");
+    std::exit(1);
+  }
+  OtherProcess other;
+  other.pid = ::fork();
+  if (other.pid == 0) {
+    ::close(handle_pipe[0]);
+    ::close(release_pipe[1]);
+    void* buffer = nullptr;
+    cudaIpcMemHandle_t handle{};
+    const bool ok = cudaSetDevice(0) == cudaSuccess && cudaMalloc(&buffer, bytes) == cudaSuccess &&
+                    cudaIpcGetMemHandle(&handle, buffer) == cudaSuccess;
+    if (!ok || ::write(handle_pipe[1], &handle, sizeof handle) != static_cast<ssize_t>(sizeof handle)) ::_exit(1);
+    char byte;
+    while (::read(release_pipe[0], &byte, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(handle_pipe[1]);
+  ::close(release_pipe[0]);
+  other.release = release_pipe[1];
+  other.ready = ::read(handle_pipe[0], &other.handle, sizeof other.handle) == static_cast<ssize_t>(sizeof other.handle);
+  ::close(handle_pipe[0]);
+  return other;
 }
 
 struct Hold {
@@ -136,10 +232,16 @@ int main(int argc, char** argv) {
   }
   const int copies = argc > 2 ? std::atoi(argv[2]) : 8;
   const double hold_ms = argc > 3 ? std::atof(argv[3]) : 300;
+  OtherProcess other = start_other_process(bytes);  // before this process touches CUDA (fork)
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) {
     std::printf("local_copy_probe: needs a GPU; nothing to measure\n");
+    other.stop();
     return 0;
+  }
+  if (!other.ready) {
+    std::fprintf(stderr, "local_copy_probe: the other process gave no cudaIpc handle\n");
+    return 1;
   }
   check(cudaSetDevice(0), "cudaSetDevice");
   cudaDeviceProp properties{};
@@ -177,7 +279,7 @@ int main(int argc, char** argv) {
   std::printf("# local_copy_probe: GPU 0 (%s), %d copies of %zu bytes per measurement; beside: %d CTAs of 1024 "
               "threads holding every SM for %.0f ms\n",
               properties.name, copies, bytes, hold.ctas, hold_ms);
-  std::printf("# %-16s %12s %14s  %s\n", "path", "alone GB/s", "beside GB/s", "data");
+  std::printf("# %-18s %12s %14s  %s\n", "path", "alone GB/s", "beside GB/s", "data");
   std::vector<unsigned char> check_buffer(bytes);
   // Bytes of `target` that are not the source's.
   auto wrong_bytes = [&](const void* target) {
@@ -188,8 +290,16 @@ int main(int argc, char** argv) {
   };
   auto clear = [&](void* target) { check(cudaMemset(target, 0, bytes), "cudaMemset"); };
   const Hold none;
+  void* vmm = vmm_buffer(bytes, false);
+  void* vmm_imported = vmm_buffer(bytes, true);
+  void* other_buffer = nullptr;
+  check(cudaIpcOpenMemHandle(&other_buffer, other.handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
   for (const auto& entry : kPaths) {
-    void* target = entry.path == Path::D2H ? static_cast<void*>(host) : static_cast<void*>(dst);
+    void* target = entry.path == Path::D2H           ? static_cast<void*>(host)
+                   : entry.path == Path::Vmm         ? vmm
+                   : entry.path == Path::VmmImported ? vmm_imported
+                   : entry.path == Path::IpcOther    ? other_buffer
+                                                     : static_cast<void*>(dst);
     enqueue(entry.path, target, src, bytes, copy);  // warm-up
     check(cudaStreamSynchronize(copy), "cudaStreamSynchronize");
     clear(target);
@@ -201,7 +311,9 @@ int main(int argc, char** argv) {
     const std::string data = wrong_alone + wrong_beside == 0
                                  ? std::string("ok")
                                  : std::to_string(wrong_alone) + " / " + std::to_string(wrong_beside) + " bytes wrong";
-    std::printf("  %-16s %12.1f %14.1f  %s\n", entry.name, alone, beside, data.c_str());
+    std::printf("  %-18s %12.1f %14.1f  %s\n", entry.name, alone, beside, data.c_str());
   }
+  check(cudaIpcCloseMemHandle(other_buffer), "cudaIpcCloseMemHandle");
+  other.stop();
   return 0;
 }
