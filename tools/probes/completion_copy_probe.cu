@@ -179,16 +179,10 @@ void back_to_back(const Target& target) {
               break;
           }
         }
-        check(cudaEventRecord(stop, stream), "cudaEventRecord");
-        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        per_message.push_back(ms * 1000.f / kMessages);
+        per_message.push_back(probe::open_gate_and_time(gate, stream, start, stop) * 1000.f / kMessages);
         wrong += wrong_after(target, bytes, values, scratch, words, mark != Mark::None);
       }
-      std::sort(per_message.begin(), per_message.end());
-      std::printf("%10.2f", per_message[per_message.size() / 2]);
+      std::printf("%10.2f", probe::median(per_message));
     }
     std::printf("   %s\n", wrong == 0 ? "data ok" : (std::to_string(wrong) + " wrong").c_str());
   }
@@ -259,15 +253,9 @@ void ping_pong() {
                   "wait value");
           }
         }
-        check(cudaEventRecord(stop, stream[0]), "cudaEventRecord");
-        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        per_hop.push_back(ms * 1000.f / (2 * kRoundTrips));
+        per_hop.push_back(probe::open_gate_and_time(gate, stream[0], start, stop) * 1000.f / (2 * kRoundTrips));
       }
-      std::sort(per_hop.begin(), per_hop.end());
-      std::printf("%10.2f", per_hop[per_hop.size() / 2]);
+      std::printf("%10.2f", probe::median(per_hop));
     }
     std::printf("\n");
   }

@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <errno.h>  // program_invocation_short_name (glibc)
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace probe {
 
@@ -60,6 +62,23 @@ inline unsigned* mapped_gate() {
   check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
   *gate = 0;
   return gate;
+}
+
+/// The end of a gated measurement: records `stop` on `stream`, opens `gate` (the mapped host word every timed stream
+/// waits for, so that enqueueing is not timed), waits for `stop`, and returns the milliseconds from `start`.
+inline float open_gate_and_time(unsigned* gate, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  return ms;
+}
+
+/// The median of `samples` (sorted in place; at least one).
+inline float median(std::vector<float>& samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace probe

@@ -109,15 +109,9 @@ int main(int argc, char** argv) {
           check(cudaEventRecord(events[i], streams[i]), "cudaEventRecord");
           check(cudaStreamWaitEvent(streams[0], events[i], 0), "cudaStreamWaitEvent");
         }
-        check(cudaEventRecord(stop, streams[0]), "cudaEventRecord");
-        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        per_message.push_back(ms * 1000.f / kMessages);
+        per_message.push_back(probe::open_gate_and_time(gate, streams[0], start, stop) * 1000.f / kMessages);
       }
-      std::sort(per_message.begin(), per_message.end());
-      std::printf("%10.2f", per_message[per_message.size() / 2]);
+      std::printf("%10.2f", probe::median(per_message));
     }
     std::printf("\n");
   }
@@ -166,15 +160,9 @@ int main(int argc, char** argv) {
           check(write_value(streams[1], flag_a, round, 0), "write value");
           check(wait_value(streams[0], flag_a, round, CU_STREAM_WAIT_VALUE_GEQ), "wait value");
         }
-        check(cudaEventRecord(stop, streams[0]), "cudaEventRecord");
-        __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        per_hop.push_back(ms * 1000.f / (2 * kRoundTrips));
+        per_hop.push_back(probe::open_gate_and_time(gate, streams[0], start, stop) * 1000.f / (2 * kRoundTrips));
       }
-      std::sort(per_hop.begin(), per_hop.end());
-      std::printf("%10.2f", per_hop[per_hop.size() / 2]);
+      std::printf("%10.2f", probe::median(per_hop));
     }
     std::printf("\n");
   }
