@@ -18,15 +18,16 @@ namespace {
 // caller's stream before them. Below it the call is bound by the host's enqueue, which the side stream's fork and
 // join would lengthen (about 3.5 us per call on an H100, tools/probes/copy_batch_probe: two copies on two streams
 // against one). Above it the copies set the pace: on 2 x H200 a 2-rank allgather of 16 MiB took about its host time
-// (57 us, docs/results/2026-11-24-h200x2.md), while its own block's local copy (8 MiB, about 5 us at the copy engine's
-// device-to-device rate) and the peer's copy (about 22 us over NVLink) took less; at 64 MiB they take about 24 and
-// 85 us, so on one stream the local copy adds a quarter to every call.
+// (57 us, docs/results/2026-11-24-h200x2.md), while its own block's local copy (8 MiB, about 5 us at CUDA's
+// device-to-device rate, which is SM work: docs/results/2026-11-29-h200.md) and the peer's copy (about 22 us over
+// NVLink) took less; at 64 MiB they take about 24 and 85 us, so on one stream the local copy adds a quarter to every
+// call.
 constexpr std::size_t kOwnCopyBesideBytes = 16u << 20;
 
 /// The own block's copy into its slot (`own_source` nullptr: in place, nothing to copy). It goes while the peers'
 /// ready counts are on their way, ahead of the peers' copies on the caller's stream: the copy engine would otherwise
-/// idle through that wait and copy the block after the peers' data. A large block goes beside them instead, on
-/// another engine.
+/// idle through that wait and copy the block after the peers' data. A large block goes beside them instead, on a
+/// stream of its own.
 void copy_own_block(Call& call, const std::vector<Region>& own, const char* own_source, char* recv) {
   if (own_source == nullptr) return;  // then `own` may be several regions, or none
   if (own[0].bytes >= kOwnCopyBesideBytes) {
@@ -76,8 +77,7 @@ void parallel_sends(Call& call, const std::vector<Region>& own, Source source, c
 /// rank - 1 and is written by rank + 1, so each copy still has both links to itself. The stream first waits for the
 /// block's arrival. Rank - 1's stream had reached this call before it sent the block (its sends start from there),
 /// so its slot is free to write: no ready wait.
-void relay_back(Call& call, Request& from_previous, const Region& previous_block, char* recv) {
-  const int previous = (call.rank() + call.world() - 1) % call.world();
+void relay_back(Call& call, int previous, Request& from_previous, const Region& previous_block, char* recv) {
   call.stream_wait(from_previous);
   call.send(previous, kTagAllgatherRelay, recv + previous_block.offset, previous_block.bytes, Call::kCaller);
 }
@@ -90,6 +90,12 @@ void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t
   } else {
     regions.push_back({offset, bytes});
   }
+}
+
+std::vector<std::vector<Region>> one_block_each(int world, std::size_t bytes) {
+  std::vector<std::vector<Region>> parts(static_cast<std::size_t>(world));
+  for (std::size_t r = 0; r < parts.size(); ++r) parts[r].push_back({r * bytes, bytes});
+  return parts;
 }
 
 void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, const char* send, char* recv,
@@ -134,7 +140,7 @@ void allgather_regions(Communicator::Impl& comm, Stream& stream, const OpContext
     } else {
       parallel_sends(call, own, source, own_source, recv);
     }
-    if (relay_out) relay_back(call, from_previous, parts[static_cast<std::size_t>(previous)][0], recv);
+    if (relay_out) relay_back(call, previous, from_previous, parts[static_cast<std::size_t>(previous)][0], recv);
     call.finish();
   });
 }
@@ -198,9 +204,8 @@ void Communicator::allgather(Stream& stream, const void* send, void* recv, std::
   if (groups != nullptr) {
     return allgather_in_two_levels(*groups, stream, ctx, static_cast<const char*>(send), out, bytes);
   }
-  std::vector<std::vector<coll::Region>> parts(static_cast<std::size_t>(world));
-  for (std::size_t r = 0; r < parts.size(); ++r) parts[r].push_back({r * bytes, bytes});
-  coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, parts, coll::OwnCopy::AsSet);
+  coll::allgather_regions(c, stream, ctx, static_cast<const char*>(send), out, coll::one_block_each(world, bytes),
+                          coll::OwnCopy::AsSet);
 }
 
 }  // namespace pickle

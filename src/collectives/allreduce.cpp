@@ -137,9 +137,8 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
       // In place on every rank: nothing to put in place, so no relay either (the public allgather would relay under
       // PICKLE_ALLGATHER_OWN_COPY=relay, for ranks it cannot know are in place).
       Communicator::Impl& host = Communicator::Impl::of(groups.host);
-      std::vector<std::vector<coll::Region>> parts(per_host);
-      for (std::size_t r = 0; r < per_host; ++r) parts[r].push_back({r * block * element, block * element});
-      coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, out, parts, coll::OwnCopy::Local);
+      coll::allgather_regions(host, stream, coll::group_context(host, ctx), nullptr, out,
+                              coll::one_block_each(groups.host.world_size(), block * element), coll::OwnCopy::Local);
     });
   }
   const std::size_t done = block * per_host;

@@ -24,6 +24,9 @@ struct Region {
 /// message instead of two).
 void append_region(std::vector<Region>& regions, std::size_t offset, std::size_t bytes);
 
+/// One region of `bytes` per rank of `world`, rank r's at r * bytes: the regions of an allgather of equal blocks.
+std::vector<std::vector<Region>> one_block_each(int world, std::size_t bytes);
+
 /// How allgather_regions fills this rank's own region when `send` is elsewhere: Local, a copy on this GPU; AsSet, as
 /// PICKLE_ALLGATHER_OWN_COPY says (local, or relay: rank + 1 copies it back by copy engine). AsSet only where every
 /// rank has one region and passes AsSet (the public allgather).

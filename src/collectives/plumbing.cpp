@@ -67,20 +67,12 @@ int read_reduce_ctas() {
   return static_cast<int>(ctas);
 }
 
-/// PICKLE_ALLGATHER_SCHEDULE: true for staggered.
-bool read_staggered(const char* variable) {
-  const std::string schedule = env::get(variable);
-  if (schedule == "staggered") return true;
-  if (schedule == "parallel") return false;
-  throw InvalidArgument(cat(variable, "=", schedule, " must be parallel or staggered"));
-}
-
-/// PICKLE_ALLGATHER_OWN_COPY: true for relay.
-bool read_relay_own() {
-  const std::string own_copy = env::get("PICKLE_ALLGATHER_OWN_COPY");
-  if (own_copy == "relay") return true;
-  if (own_copy == "local") return false;
-  throw InvalidArgument(cat("PICKLE_ALLGATHER_OWN_COPY=", own_copy, " must be local or relay"));
+/// A setting of two words: true for `yes`, false for `no`, anything else an error naming both.
+bool read_either(const char* variable, const char* yes, const char* no) {
+  const std::string value = env::get(variable);
+  if (value == yes) return true;
+  if (value == no) return false;
+  throw InvalidArgument(cat(variable, "=", value, " must be ", no, " or ", yes));
 }
 
 /// PICKLE_PIPELINE_SCHEDULE into the state's two flags. Ordered only from three ranks: with two, each rank's one peer
@@ -115,8 +107,8 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     auto state = std::make_shared<CollectiveState>();
     state->reduce_ctas = read_reduce_ctas();
     state->chunk_bytes = read_chunk_bytes();
-    state->allgather_staggered = read_staggered("PICKLE_ALLGATHER_SCHEDULE");
-    state->allgather_relay_own = read_relay_own();
+    state->allgather_staggered = read_either("PICKLE_ALLGATHER_SCHEDULE", "staggered", "parallel");
+    state->allgather_relay_own = read_either("PICKLE_ALLGATHER_OWN_COPY", "relay", "local");
     read_pipeline_schedule(*state, comm.info.world_size);
     state->allreduce_schedule = read_allreduce_schedule();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));

@@ -261,9 +261,9 @@ class Call {
   void copy_local(void* dst, const void* src, std::size_t bytes);
   /// Copies `bytes` from `src` to `dst` (this rank's own data: an allgather's block into its own slot) on a side
   /// stream of this rank's own, which starts after the caller's stream's work so far; the caller's stream waits for
-  /// the copy at finish. It then runs on another copy engine than the sends queued on the caller's stream, instead
-  /// of before or after them: worth its four extra stream operations (a fork and a join) only where the copies, not
-  /// the host, set the pace of the call.
+  /// the copy at finish. It then runs beside the sends queued on the caller's stream (it is SM work, they are copy
+  /// engines'), instead of before or after them: worth its four extra stream operations (a fork and a join) only
+  /// where the copies, not the host, set the pace of the call. Counted in CommStats::local_copy_bytes too.
   void copy_beside(void* dst, const void* src, std::size_t bytes);
   /// From here on this call's sends to every peer on a lane (kInput, kResult) go on one side stream of that lane
   /// (CollectiveState::shared_side) instead of one per peer: they copy one after another, in the order they were
