@@ -98,7 +98,8 @@ void CopyLoad::pace() {
       enqueue_copy(what);
       in_flight.record(stream_.get());
       ++copies_;
-      // A copy engine slower than the rate asked: the schedule does not pile up copies to catch up with.
+      // Copies slower than the rate asked (they are SM work, held back by a busy GPU): the schedule does not pile
+      // up copies to catch up with.
       next = std::max(next + period, Clock::now() - period);
     }
   } catch (...) {
