@@ -109,12 +109,9 @@ CollResult run_placement(CollContext& ctx, CollBackend& backend, int backend_ind
   }
   if (local_before && !lockstep.failed() && !result.time_us.empty()) {
     const std::uint64_t calls = result.time_us.size() * static_cast<std::uint64_t>(options.iterations);
-    auto copied = lockstep.phase("local copies", [&] { return cat(*backend.local_copy_bytes() - *local_before); });
-    if (copied.ok) {
-      std::uint64_t total = 0;
-      for (const auto& payload : copied.payloads) total += std::strtoull(payload.c_str(), nullptr, 10);
-      result.local_copy_bytes_per_call = static_cast<double>(total) / static_cast<double>(calls);
-    }
+    const auto copied =
+        summed(lockstep, "local copies", [&] { return *backend.local_copy_bytes() - *local_before; });
+    if (copied) result.local_copy_bytes_per_call = static_cast<double>(*copied) / static_cast<double>(calls);
   }
   if (check_timed && !lockstep.failed()) {
     auto checked = lockstep.phase("check timed", [&] {

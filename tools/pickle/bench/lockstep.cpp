@@ -109,4 +109,13 @@ double largest_payload(const PhaseOutcome& outcome) {
   return largest;
 }
 
+std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
+                                    const std::function<std::uint64_t()>& fn) {
+  auto outcome = lockstep.phase(name, [&] { return cat(fn()); });
+  if (!outcome.ok) return std::nullopt;
+  std::uint64_t total = 0;
+  for (const auto& payload : outcome.payloads) total += std::strtoull(payload.c_str(), nullptr, 10);
+  return total;
+}
+
 }  // namespace pickle::bench

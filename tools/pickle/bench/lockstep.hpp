@@ -4,7 +4,9 @@
 // the error instead of leaving the others waiting, and once a phase failed anywhere, the later phases of the same
 // step are skipped on every rank alike. So a failing backend costs one report, never a hang or a desync.
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <pickle/error.hpp>
@@ -66,5 +68,9 @@ std::string exact_payload(double value);
 /// The largest of `outcome`'s payloads read as numbers (0 when none has one, e.g. every rank skipped): the slowest
 /// rank's time.
 double largest_payload(const PhaseOutcome& outcome);
+
+/// Runs `fn` (this rank's count) as one agreed phase; the sum over ranks, or nullopt when it failed.
+std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
+                                    const std::function<std::uint64_t()>& fn);
 
 }  // namespace pickle::bench

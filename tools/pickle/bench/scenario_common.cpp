@@ -13,15 +13,6 @@ std::optional<double> slowest_ms(Lockstep& lockstep, std::string_view name, cons
   return largest_payload(outcome);
 }
 
-std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
-                                    const std::function<std::uint64_t()>& fn) {
-  auto outcome = lockstep.phase(name, [&] { return cat(fn()); });
-  if (!outcome.ok) return std::nullopt;
-  std::uint64_t total = 0;
-  for (const auto& payload : outcome.payloads) total += std::strtoull(payload.c_str(), nullptr, 10);
-  return total;
-}
-
 double mean_of(const std::vector<double>& values) {
   if (values.empty()) return 0;
   double sum = 0;

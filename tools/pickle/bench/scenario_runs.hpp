@@ -41,9 +41,6 @@ ScenarioRun run_one_vs_many(CollContext& ctx, CollBackend& backend, Lockstep& lo
 /// Runs `fn` (this rank's milliseconds) as one agreed phase; the slowest rank's milliseconds, or nullopt when the
 /// phase failed on some rank (lockstep.error() says why).
 std::optional<double> slowest_ms(Lockstep& lockstep, std::string_view name, const std::function<double()>& fn);
-/// Runs `fn` (this rank's count) as one agreed phase; the sum over ranks, or nullopt when it failed.
-std::optional<std::uint64_t> summed(Lockstep& lockstep, std::string_view name,
-                                    const std::function<std::uint64_t()>& fn);
 
 /// {median, min, max, mean} of `values`.
 json::Value stats_json(const std::vector<double>& values);
