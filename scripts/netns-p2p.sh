@@ -13,6 +13,9 @@ lanes=()
 while (($#)) && [ "$1" != "--" ]; do lanes+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 ((${#lanes[@]})) || lanes=(1 2 4)
+# `env -i` below searches its own PATH: name ip by its full path (packed tools first on PATH where the machine has none:
+# scripts/device/carry_netns_tools.sh).
+ip_command=$(command -v ip) || { echo "netns-p2p: iproute2 (ip) is not installed" >&2; exit 1; }
 pickle=$(realpath "${PICKLE_BUILD_DIR:-build}/tools/pickle/pickle")
 mkdir -p "$out"
 tag=pk$$
@@ -47,9 +50,10 @@ for l in "${lanes[@]}"; do
   port=$((20000 + RANDOM % 20000))
   pids=()
   for r in 0 1; do
-    env -i PATH=/usr/bin:/bin RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=${addr[0]} \
-      MASTER_PORT=$port PICKLE_NET_PROVIDER=tcp PICKLE_NET_IFACE=${ifs[$r]} PICKLE_NET_LANES=$l \
-      ip netns exec "${ns[$r]}" "$pickle" bench p2p --memory host --backend pickle "$@" \
+    env -i PATH="$PATH" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=${addr[0]} MASTER_PORT=$port \
+      PICKLE_NET_PROVIDER=tcp PICKLE_NET_IFACE=${ifs[$r]} PICKLE_NET_LANES=$l \
+      "$ip_command" netns exec "${ns[$r]}" "$pickle" bench p2p --memory host --backend pickle "$@" \
       --json "$out/netns-lanes-$l.json" > "$out/netns-lanes-$l.rank$r.txt" 2>&1 &
     pids+=($!)
   done

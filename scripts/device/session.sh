@@ -6,11 +6,15 @@
 #   build:T1,T2      build only those targets
 #   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
 #   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
+#   tests:RE         ctest -LE gpu -R RE: CPU tests on the device machine's cores (e.g. the namespace tests)
+#   netns:ARGS       scripts/netns-p2p.sh into netns/ (ARGS separated by '+': lane counts, then -- and bench p2p's)
 #   info             pickle info and --json
 #   probe:NAME:ARGS  build-gpu/tools/probes/NAME ARGS (separated by '+'); output appended to NAME.txt
 #   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
 #   limit:SECONDS    bench and probe steps after it are stopped after SECONDS (limit:0: no limit, the default), so
 #                    that one slow step cannot take the rest of the call's time with it
+# .deps/netns-tools, when carried (scripts/device/carry_netns_tools.sh), goes first on PATH: the device machine has
+# no iproute2 or nftables of its own.
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
 # Result files record the sources' commit (versions.pickle_revision); the device machine's copy of the tree does not
@@ -26,6 +30,7 @@ nccl_dir=$(python3 -c "import nvidia.nccl as m; print(m.__path__[0])" 2>/dev/nul
 # cuDNN (the attention foreground) and the libraries it loads at run time (NVRTC, cuBLASLt) from Python's wheels.
 wheel_libs=$(python3 -c "import glob,site;print(':'.join(d for p in site.getsitepackages() for d in glob.glob(p+'/nvidia/*/lib')))" 2>/dev/null || true)
 [ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs:$LD_LIBRARY_PATH"
+[ -d .deps/netns-tools/bin ] && export PATH="$PWD/.deps/netns-tools/bin:$PATH"
 pickle=build-gpu/tools/pickle/pickle
 status=0
 step_limit=0
@@ -55,6 +60,24 @@ for step in "$@"; do
       else
         note "gpu tests FAILED"; grep -E "Failed|\*\*\*|check failed" "$work/ctest-gpu.log" | head -20; status=1
       fi ;;
+    tests:*)
+      if ctest --test-dir build-gpu -LE gpu -j 4 -V --output-on-failure -R "${step#tests:}" \
+        > "$work/ctest-cpu.log" 2>&1; then
+        note "cpu tests ${step#tests:} ok: $(grep -c 'Passed' "$work/ctest-cpu.log") passed"
+      else
+        note "cpu tests ${step#tests:} FAILED"; grep -E "Failed|\*\*\*|check failed" "$work/ctest-cpu.log" | head -20
+        status=1
+      fi ;;
+    netns:*)
+      args=()
+      IFS=+ read -r -a args <<< "${step#netns:}"
+      if PICKLE_BUILD_DIR=build-gpu limited bash scripts/netns-p2p.sh "$work/netns" "${args[@]}" \
+        >> "$work/netns.txt" 2>&1; then
+        note "netns ${args[*]}: ok"
+      else
+        note "netns ${args[*]}: FAILED"; status=1
+      fi
+      tail -20 "$work/netns.txt" ;;
     info)
       $pickle info > "$work/info.txt" 2>&1; $pickle info --json > "$work/info.json" 2>&1; note "info"; cat "$work/info.txt" ;;
     bench:*)

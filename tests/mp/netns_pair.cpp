@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "subprocess.hpp"
@@ -11,10 +13,22 @@
 namespace pickle::test {
 namespace {
 
+/// PATH first (scripts/device/carry_netns_tools.sh puts packed tools there on a machine without them), then the
+/// system folders, which a test's PATH often lacks (sbin).
 std::string find_tool(const std::string& name) {
-  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
-    std::string path = std::string(dir) + "/" + name;
-    if (::access(path.c_str(), X_OK) == 0) return path;
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::string list = path;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(':', start), list.size());
+      if (end > start) dirs.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) dirs.emplace_back(dir);
+  for (const auto& dir : dirs) {
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
 }
