@@ -7,7 +7,7 @@
 #   gpu-tests[:RE]   ctest -L gpu (optionally -R RE), verbose
 #   bench:NAME ARGS  `pickle bench NAME ARGS --json` (ARGS separated by '+', e.g. bench:p2p:-b+4K+-e+1G)
 #   tests:RE         ctest -LE gpu -R RE: CPU tests on the device machine's cores (e.g. the namespace tests)
-#   netns:ARGS       scripts/netns-p2p.sh into netns/ (ARGS separated by '+': lane counts, then -- and bench p2p's)
+#   netns:ARGS       scripts/netns-p2p.sh into netns/, netns-2/, ... (ARGS separated by '+': lane counts, then -- and bench p2p's)
 #   info             pickle info and --json
 #   probe:NAME:ARGS  build-gpu/tools/probes/NAME ARGS (separated by '+'); output appended to NAME.txt
 #   env:NAME=VALUE   export NAME=VALUE for the steps after it (env:NAME= unsets it)
@@ -71,7 +71,9 @@ for step in "$@"; do
     netns:*)
       args=()
       IFS=+ read -r -a args <<< "${step#netns:}"
-      if PICKLE_BUILD_DIR=build-gpu limited bash scripts/netns-p2p.sh "$work/netns" "${args[@]}" \
+      dir=netns; n=1; while [ -e "$work/$dir" ]; do n=$((n + 1)); dir=netns-$n; done
+      note "netns ${args[*]}: into $dir/ (${LOSS:+LOSS=$LOSS})"
+      if PICKLE_BUILD_DIR=build-gpu limited bash scripts/netns-p2p.sh "$work/$dir" "${args[@]}" \
         >> "$work/netns.txt" 2>&1; then
         note "netns ${args[*]}: ok"
       else
