@@ -21,6 +21,7 @@
 
 #include "device/memory.hpp"
 #include "netns_pair.hpp"
+#include "transport/net/address_exchange.hpp"
 #include "transport/net/net_transport.hpp"
 #endif
 
@@ -224,6 +225,52 @@ TEST(NetTransportSetup, ALoneTransportRegistersEachAllocationOnce) {
   EXPECT_EQ(stats.ipc_opens, 2u);
   EXPECT_EQ(stats.cache_hits, 1u);
   EXPECT_NE(net->description().find("lo"), std::string::npos) << net->description();
+}
+
+// Providers that move bytes with the CPU get a progress thread per lane and direction, so that a rank sending and
+// receiving at once does not split one thread between both (docs/rdma.md, "Rails").
+TEST(NetTransportSetup, TcpGetsARailPerLaneAndDirection) {
+  Store store(RankInfo{});
+  NetOptions options;
+  options.iface = "lo";
+  options.lanes = 3;
+  auto net = lone_transport(store, options);
+  EXPECT_NE(net->description().find("3 lanes on 6 progress threads (one per lane and direction)"), std::string::npos)
+      << net->description();
+}
+
+TEST(NetTransportSetup, EndpointCardsCarryBothDirectionsAndMustAgree) {
+  using transport::net::EndpointCard;
+  EndpointCard card;
+  card.provider = "tcp;ofi_rxm";
+  card.lanes = 2;
+  card.chunk = std::size_t(512) << 10;
+  card.directional = true;
+  for (int i = 0; i < 4; ++i) card.names.push_back(std::vector<std::byte>(5 + i, std::byte(i)));
+  card.hello_addr = 64;
+  card.hello_key = 7;
+  const EndpointCard back = transport::net::decode_card(transport::net::encode_card(card), "card");
+  EXPECT_TRUE(back.directional);
+  EXPECT_EQ(back.names, card.names);
+  EXPECT_EQ(back.hello_addr, 64u);
+  transport::net::check_compatible(card, back, 0, 1);
+
+  // A directional card must name an endpoint per lane and direction.
+  EndpointCard short_of_names = card;
+  short_of_names.names.pop_back();
+  EXPECT_THROW(transport::net::decode_card(transport::net::encode_card(short_of_names), "card"), ProtocolError);
+
+  EndpointCard one_way = card;
+  one_way.directional = false;
+  one_way.names.resize(2);
+  try {
+    transport::net::check_compatible(card, one_way, 0, 1);
+    ADD_FAILURE() << "a directional card and a one-way card were accepted together";
+  } catch (const InvalidArgument& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("rank 0 -> peer 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("direction"), std::string::npos) << text;
+  }
 }
 
 /// Runs the child program `args(rank)` as ranks 0 and 1, each in side `rank` of `pair` (the store on side 0), with

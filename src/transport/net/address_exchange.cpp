@@ -12,14 +12,15 @@
 
 namespace pickle::transport::net {
 namespace {
-constexpr std::uint32_t kCardMagic = 0x504e4532;  // "PNE2": the card with the handshake's region
+constexpr std::uint32_t kCardMagic = 0x504e4533;  // "PNE3": the card with the handshake's region and directions
 constexpr std::size_t kMaxName = 4096;
 constexpr std::uint32_t kMaxLanes = 64;
 }  // namespace
 
 std::vector<std::byte> encode_card(const EndpointCard& card) {
   PayloadWriter out;
-  out.u32(kCardMagic).string(card.provider).u32(card.lanes).u64(card.chunk).u32(static_cast<std::uint32_t>(card.names.size()));
+  out.u32(kCardMagic).string(card.provider).u32(card.lanes).u64(card.chunk).u32(card.directional ? 1 : 0);
+  out.u32(static_cast<std::uint32_t>(card.names.size()));
   for (const auto& name : card.names) out.bytes(name);
   out.u64(card.hello_addr).u64(card.hello_key);
   return out.take();
@@ -35,11 +36,16 @@ EndpointCard decode_card(std::span<const std::byte> bytes, const std::string& wh
   if (card.chunk < NetOptions::kMinChunk || card.chunk > NetOptions::kMaxChunk) {
     throw ProtocolError(cat(what, ": chunk size ", card.chunk, " out of range"));
   }
+  const std::uint32_t directional = in.u32("directional");
+  if (directional > 1) throw ProtocolError(cat(what, ": directional flag ", directional));
+  card.directional = directional == 1;
   const std::uint32_t count = in.u32("name count");
-  if (count != card.lanes || count == 0 || count > kMaxLanes) {
-    throw ProtocolError(cat(what, ": ", count, " endpoint names for ", card.lanes, " lanes"));
+  const std::uint32_t per_lane = card.directional ? 2 : 1;
+  if (card.lanes == 0 || card.lanes > kMaxLanes || count != card.lanes * per_lane) {
+    throw ProtocolError(cat(what, ": ", count, " endpoint names for ", card.lanes, " lanes",
+                            card.directional ? " of two directions" : ""));
   }
-  for (std::uint32_t lane = 0; lane < count; ++lane) {
+  for (std::uint32_t i = 0; i < count; ++i) {
     auto name = in.bytes("endpoint name", kMaxName);
     card.names.emplace_back(name.begin(), name.end());
   }
@@ -76,6 +82,12 @@ void check_compatible(const EndpointCard& mine, const EndpointCard& theirs, int 
     throw InvalidArgument(cat("rank ", rank, " -> peer ", peer, ": net transport: this rank opens ", mine.lanes,
                               " lanes per peer and the peer ", theirs.lanes,
                               " (set PICKLE_NET_LANES alike on every rank)"));
+  }
+  if (mine.directional != theirs.directional) {
+    throw InvalidArgument(cat("rank ", rank, " -> peer ", peer, ": net transport: this rank ",
+                              mine.directional ? "opens" : "does not open", " an endpoint per lane and direction and "
+                              "the peer ", theirs.directional ? "does" : "does not", " (does every rank run the same "
+                              "pickle with the same provider?)"));
   }
 }
 

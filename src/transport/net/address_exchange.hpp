@@ -21,7 +21,10 @@ struct EndpointCard {
   std::string provider;  ///< fi_info's prov_name, e.g. "tcp;ofi_rxm"
   std::uint32_t lanes = 0;
   std::uint64_t chunk = 0;  ///< the publisher's chunk size: the receiver counts the publisher's chunks with it
-  std::vector<std::vector<std::byte>> names;  ///< one endpoint name per lane
+  /// Each lane has an endpoint for each direction (CPU providers, net_transport.cpp): `names` holds the endpoints
+  /// the peer writes into (one per lane), then those this rank writes from (one per lane).
+  bool directional = false;
+  std::vector<std::vector<std::byte>> names;  ///< one endpoint name per lane, twice that when directional
   /// Where the peer's set-up handshake writes (NetTransport's constructor): a few bytes of the publisher's, exposed.
   std::uint64_t hello_addr = 0;
   std::uint64_t hello_key = 0;

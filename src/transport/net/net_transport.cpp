@@ -36,14 +36,17 @@ std::uint64_t chunks_of(std::size_t bytes, std::uint64_t chunk) {
 }
 
 // Providers whose data moves by the CPU of the thread that drives them (sockets, memory copies): their lanes each
-// get a rail (a domain and a thread), or more lanes would not move more bytes. NIC providers keep one rail: their
-// queue pairs run in hardware, and one registration per allocation matters more there.
-int rails_for(const fi_info& info, int lanes) {
+// get a rail (a domain and a thread) per direction, or more lanes would not move more bytes, and a rank that sends
+// and receives at once (a bidirectional exchange, a ring) would split one thread's work between both: between two
+// namespaces on 16 cores one thread per lane moved 4.2 GB/s one way and 3.6 GB/s both ways summed
+// (docs/results/2026-11-29b-h200.md). NIC providers keep one rail: their queue pairs run in hardware, and one
+// registration per allocation matters more there.
+bool moves_bytes_by_cpu(const fi_info& info) {
   static const std::set<std::string_view> kCpuProviders = {"tcp", "sockets", "udp", "net", "shm"};
   const std::string_view name = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
   const std::string_view core = name.substr(0, name.find(';'));
   const bool shared_keys = (info.domain_attr->mr_mode & FI_MR_PROV_KEY) == 0;
-  return kCpuProviders.count(core) != 0 && shared_keys ? lanes : 1;
+  return kCpuProviders.count(core) != 0 && shared_keys;
 }
 
 }  // namespace
@@ -56,7 +59,11 @@ struct NetTransport::Impl {
   bool local_mr = false;   // FI_MR_LOCAL: write sources need a registration descriptor
   bool virt_addr = false;  // FI_MR_VIRT_ADDR: remote addresses are virtual addresses, else offsets
   std::unique_ptr<SharedState> shared;
-  std::vector<std::unique_ptr<Rail>> rails;  // lane l is rails[l % R], lane l / R within it
+  // The rails that send: lane l is sending[l % R], lane l / R within it. With directional rails, `landing` has as
+  // many again, laid out alike, into which the peers' writes come; without, the sending rails take them too.
+  std::vector<Rail*> sending;
+  std::vector<Rail*> landing;
+  std::vector<std::unique_ptr<Rail>> rails;  // all of them, sending first
   std::unique_ptr<RegistrationCache> registrations;
   // Test hook PICKLE_TEST_FAIL_NET_WRITE=n (docs/env.md): the n-th call of write() on this transport throws, as a
   // source registration that the provider refuses would (verbs, efa). tcp registers no sources, so without it no
@@ -116,7 +123,8 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
   const std::size_t receives_per_lane =
       (info.mode & FI_RX_CQ_DATA) != 0 ? std::min<std::size_t>(kReceivesPerLane, std::max<std::size_t>(info.rx_attr->size, 1)) : 0;
 
-  const int rail_count = rails_for(info, options.lanes);
+  const bool directional = moves_bytes_by_cpu(info);
+  const int rail_count = directional ? options.lanes : 1;  // per direction
   s.shared = std::make_unique<SharedState>(rank, env::timeout_seconds(), std::move(on_peer_failed));
   s.shared->peers.resize(static_cast<std::size_t>(world));
   std::vector<int> peers;
@@ -125,14 +133,16 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
     peers.push_back(peer);
     auto link = std::make_unique<PeerLink>();
     link->rank = peer;
-    link->rails_open = rail_count;
+    link->rails_open = rail_count * (directional ? 2 : 1);
     s.shared->peers[static_cast<std::size_t>(peer)] = std::move(link);
   }
 
-  for (int r = 0; r < rail_count; ++r) {
-    const int lanes_here = options.lanes / rail_count + (r < options.lanes % rail_count ? 1 : 0);
+  for (int r = 0; r < rail_count * (directional ? 2 : 1); ++r) {
+    const int lanes_here = options.lanes / rail_count + (r % rail_count < options.lanes % rail_count ? 1 : 0);
     s.rails.push_back(std::make_unique<Rail>(r, *s.shared, info, s.options, lanes_here, receives_per_lane, peers));
+    (r < rail_count ? s.sending : s.landing).push_back(s.rails.back().get());
   }
+  if (!directional) s.landing = s.sending;
   std::vector<RegistrationCache::Domain> domains;
   for (auto& rail : s.rails) domains.push_back({rail->domain(), &rail->fabric_mutex()});
   s.registrations = std::make_unique<RegistrationCache>(
@@ -142,8 +152,8 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
     for (auto& rail : s.rails) rail->wake();
   };
   s.description = cat(describe_provider(info), ", ", options.lanes, " lane", options.lanes == 1 ? "" : "s", " on ",
-                      rail_count, " progress thread", rail_count == 1 ? "" : "s", ", ", human_bytes(options.chunk),
-                      " chunks");
+                      s.rails.size(), " progress thread", s.rails.size() == 1 ? "" : "s",
+                      directional ? " (one per lane and direction)" : "", ", ", human_bytes(options.chunk), " chunks");
 
   s.hello = device::allocate(MemoryKind::Host, kHelloBytes);
   const auto& hello_entry = s.registrations->find_or_register(s.hello->data(), kHelloBytes, "net handshake buffer",
@@ -158,10 +168,18 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
   mine.provider = info.fabric_attr->prov_name ? info.fabric_attr->prov_name : "";
   mine.lanes = static_cast<std::uint32_t>(options.lanes);
   mine.chunk = options.chunk;
+  mine.directional = directional;
+  // Lane l's endpoint on rail set `rails` (sending or landing).
+  const auto rail_of = [rail_count](const std::vector<Rail*>& rails, int lane) {
+    return rails[static_cast<std::size_t>(lane % rail_count)];
+  };
   for (int peer : peers) {
     EndpointCard card = mine;
     for (int lane = 0; lane < options.lanes; ++lane) {
-      card.names.push_back(s.rails[static_cast<std::size_t>(lane % rail_count)]->endpoint_address(peer, lane / rail_count));
+      card.names.push_back(rail_of(s.landing, lane)->endpoint_address(peer, lane / rail_count));
+    }
+    for (int lane = 0; directional && lane < options.lanes; ++lane) {
+      card.names.push_back(rail_of(s.sending, lane)->endpoint_address(peer, lane / rail_count));
     }
     store.set(card_key(key_prefix, rank, peer), encode_card(card));
   }
@@ -171,9 +189,14 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
     check_compatible(mine, theirs, rank, peer);
     hellos.push_back({theirs.hello_addr, theirs.hello_key});
     s.shared->peers[static_cast<std::size_t>(peer)]->peer_chunk = theirs.chunk;
+    // Our sending endpoint of a lane writes into the peer's landing one; with directions, our landing endpoint
+    // knows the peer's sending one (connection-oriented providers accept from the addresses they have).
     for (int lane = 0; lane < options.lanes; ++lane) {
-      s.rails[static_cast<std::size_t>(lane % rail_count)]->connect(peer, lane / rail_count,
-                                                                    theirs.names[static_cast<std::size_t>(lane)]);
+      rail_of(s.sending, lane)->connect(peer, lane / rail_count, theirs.names[static_cast<std::size_t>(lane)]);
+      if (directional) {
+        rail_of(s.landing, lane)->connect(peer, lane / rail_count,
+                                          theirs.names[static_cast<std::size_t>(options.lanes + lane)]);
+      }
     }
   }
   bool descriptors = true;
@@ -195,7 +218,7 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
   // carried one). So every lane writes a few bytes to its peer here, without remote CQ data (the peer's transport
   // hears nothing), and set-up waits for those writes: the connections are made now, and a peer that cannot be
   // reached (a wrong interface, a firewall) is an error of set-up, naming the peer, rather than of a first transfer.
-  const int rail_count = static_cast<int>(rails.size());
+  const int rail_count = static_cast<int>(sending.size());
   const std::vector<void*> descs = local_mr ? hello_entry.descs : std::vector<void*>{};
   const std::int64_t started_ns = now_ns();
   auto connected = std::make_shared<std::atomic<std::size_t>>(0);
@@ -221,7 +244,7 @@ void NetTransport::Impl::connect_lanes(const std::vector<int>& peers, const std:
       out->pin = hello_entry.in_use;
       out->with_data = false;
       out->on_sent = [connected] { connected->fetch_add(1); };
-      rails[static_cast<std::size_t>(lane % rail_count)]->submit(peer, Stripe{out, 0, 1, lane / rail_count});
+      sending[static_cast<std::size_t>(lane % rail_count)]->submit(peer, Stripe{out, 0, 1, lane / rail_count});
     }
   }
   while (true) {
@@ -307,11 +330,12 @@ void NetTransport::write(int peer, const void* src, std::size_t bytes, RemoteReg
     if (!s.shared->owes_progress(*link)) link->last_progress_ns = now_ns();
     ++link->unfinished_writes;
   }
-  // Chunk i goes to rail (start + i) % R; the start rotates so that one-chunk messages spread over the rails too.
-  const std::uint64_t rails = s.rails.size();
+  // Chunk i goes to sending rail (start + i) % R; the start rotates so that one-chunk messages spread over the
+  // rails too.
+  const std::uint64_t rails = s.sending.size();
   const std::uint64_t start = link->next_rail.fetch_add(1) % rails;
   for (std::uint64_t first = 0; first < std::min(rails, out->chunks); ++first) {
-    s.rails[(start + first) % rails]->submit(peer, Stripe{out, first, rails});
+    s.sending[(start + first) % rails]->submit(peer, Stripe{out, first, rails});
   }
 }
 
