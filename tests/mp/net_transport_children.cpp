@@ -250,6 +250,18 @@ PICKLE_CHILD(net_exchange) {
   // registrations); every other expose found its allocation registered.
   NET_CHECK(stats.ipc_opens >= pairs && stats.ipc_opens <= 2 * pairs, "registrations ", stats.ipc_opens);
   NET_CHECK(stats.cache_hits >= (messages - 1) * pairs, "registration cache hits ", stats.cache_hits);
+  // Where the provider has a thread per direction, sending rails took in nothing and landing rails wrote nothing.
+  std::uint64_t landed = 0;
+  for (const auto& load : net->rail_loads()) {
+    using Direction = NetTransport::RailLoad::Direction;
+    NET_CHECK(load.direction != Direction::Sending || load.chunks_landed == 0, "rank ", rank, ": a sending rail took in ",
+              load.chunks_landed, " chunks");
+    NET_CHECK(load.direction != Direction::Landing || load.chunks_written == 0, "rank ", rank, ": a landing rail wrote ",
+              load.chunks_written, " chunks");
+    landed += load.chunks_landed;
+  }
+  NET_CHECK(landed >= messages * pairs, "rank ", rank, ": ", landed, " chunks landed for ", messages * pairs,
+            " messages");
   std::printf("rank %d: %s: %zu messages per peer, %s\n", rank, net->description().c_str(), messages,
               tally.summary().c_str());
   store.barrier("net_exchange done");

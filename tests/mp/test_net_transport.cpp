@@ -237,6 +237,11 @@ TEST(NetTransportSetup, TcpGetsARailPerLaneAndDirection) {
   auto net = lone_transport(store, options);
   EXPECT_NE(net->description().find("3 lanes on 6 progress threads (one per lane and direction)"), std::string::npos)
       << net->description();
+  using Direction = NetTransport::RailLoad::Direction;
+  std::vector<Direction> directions;
+  for (const auto& load : net->rail_loads()) directions.push_back(load.direction);
+  EXPECT_EQ(directions, (std::vector<Direction>{Direction::Sending, Direction::Sending, Direction::Sending,
+                                                Direction::Landing, Direction::Landing, Direction::Landing}));
 }
 
 TEST(NetTransportSetup, EndpointCardsCarryBothDirectionsAndMustAgree) {

@@ -1,9 +1,9 @@
 #pragma once
 // How two ranks learn each other's endpoints: each publishes, per peer, a card in the job's store (the provider it
-// chose, its lanes and chunk size, one endpoint name per lane, and where the set-up handshake writes) and reads the
-// card the peer published for it.
-// Cards are checked before anything is inserted: ranks that chose different providers or lane counts cannot talk,
-// and that is an InvalidArgument naming both choices, not a hang.
+// chose, its lanes and chunk size, one endpoint name per lane, or two where each lane has an endpoint per direction,
+// and where the set-up handshake writes) and reads the card the peer published for it.
+// Cards are checked before anything is inserted: ranks that chose different providers, lane counts or directions
+// cannot talk, and that is an InvalidArgument naming both choices, not a hang.
 
 #include <cstddef>
 #include <cstdint>

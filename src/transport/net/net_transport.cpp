@@ -88,7 +88,9 @@ struct NetTransport::Impl {
     // Threads first (they use everything), then the endpoints (libfabric may use registrations while closing
     // one), then the registrations (closed in their domains), then the rails' domains.
     for (auto& rail : rails) rail->stop();
-    for (auto& rail : rails) rail->close_endpoints();
+    std::vector<Rail*> all;
+    for (auto& rail : rails) all.push_back(rail.get());
+    Rail::close_endpoints(all);
     registrations.reset();
     rails.clear();
   }
@@ -139,7 +141,11 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
 
   for (int r = 0; r < rail_count * (directional ? 2 : 1); ++r) {
     const int lanes_here = options.lanes / rail_count + (r % rail_count < options.lanes % rail_count ? 1 : 0);
-    s.rails.push_back(std::make_unique<Rail>(r, *s.shared, info, s.options, lanes_here, receives_per_lane, peers));
+    const auto direction = !directional ? Rail::Direction::Both
+                           : r < rail_count ? Rail::Direction::Sending
+                                            : Rail::Direction::Landing;
+    s.rails.push_back(
+        std::make_unique<Rail>(r, direction, *s.shared, info, s.options, lanes_here, receives_per_lane, peers));
     (r < rail_count ? s.sending : s.landing).push_back(s.rails.back().get());
   }
   if (!directional) s.landing = s.sending;
@@ -431,6 +437,12 @@ bool NetTransport::flush(const Deadline& deadline) {
     if (deadline.expired()) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+std::vector<NetTransport::RailLoad> NetTransport::rail_loads() const {
+  std::vector<RailLoad> loads;
+  for (const auto& rail : impl_->rails) loads.push_back(rail->load());
+  return loads;
 }
 
 TransportStats NetTransport::stats() const {

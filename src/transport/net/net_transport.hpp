@@ -6,11 +6,11 @@
 // message has landed by counting its chunks, with no extra message and no polling of the data.
 //
 // Host memory only: GPU memory is staged through pinned host bounce buffers by the caller (docs/rdma.md).
-// Progress threads ("rails", rail.hpp: one for NIC providers, one per lane for providers that move bytes with the
-// CPU, such as tcp) post the writes, poll the completion queues, repost the receive buffers some providers need for
-// CQ data, watch for silent peers and run the callbacks. Callbacks may therefore run on different threads, at the
-// same time: they must be thread-safe, short, and must not destroy the transport. This header includes no libfabric
-// header, so that it can be included wherever PICKLE_HAVE_LIBFABRIC is defined.
+// Progress threads ("rails", rail.hpp: one for NIC providers, one per lane and direction for providers that move
+// bytes with the CPU, such as tcp) post the writes, poll the completion queues, repost the receive buffers some
+// providers need for CQ data, watch for silent peers and run the callbacks. Callbacks may therefore run on different
+// threads, at the same time: they must be thread-safe, short, and must not destroy the transport. This header
+// includes no libfabric header, so that it can be included wherever PICKLE_HAVE_LIBFABRIC is defined.
 
 #include <cstddef>
 #include <cstdint>
@@ -119,6 +119,15 @@ class NetTransport {
   /// bytes: payload written to peers (completed writes); operations: messages whose writes all completed;
   /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
   TransportStats stats() const;
+
+  /// What each progress thread has done (tests and diagnostics): which way its endpoints carry writes, the chunks its
+  /// writes completed (the set-up handshake's included) and the chunks of peers' messages that landed on it.
+  struct RailLoad {
+    enum class Direction { Both, Sending, Landing } direction = Direction::Both;
+    std::uint64_t chunks_written = 0;
+    std::uint64_t chunks_landed = 0;
+  };
+  std::vector<RailLoad> rail_loads() const;
 
   struct Impl;
 

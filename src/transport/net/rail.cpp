@@ -14,9 +14,9 @@
 
 namespace pickle::transport::net {
 
-Rail::Rail(int index, SharedState& shared, const fi_info& info, const NetOptions& options, int lanes,
-           std::size_t receives_per_lane, const std::vector<int>& peers)
-    : index_(index), shared_(shared), where_{shared.rank(), -1, "net transport set-up"} {
+Rail::Rail(int index, Direction direction, SharedState& shared, const fi_info& info, const NetOptions& options,
+           int lanes, std::size_t receives_per_lane, const std::vector<int>& peers)
+    : index_(index), direction_(direction), shared_(shared), where_{shared.rank(), -1, "net transport set-up"} {
   // Each rail opens its own fabric and domain from a copy of the chosen fi_info (fi_domain may write to it).
   InfoPtr copy = duplicate_info(info);
   fabric_ = open_fabric(*copy, where_);
@@ -59,7 +59,7 @@ Rail::Rail(int index, SharedState& shared, const fi_info& info, const NetOptions
 
 Rail::~Rail() {
   stop();
-  close_endpoints();
+  close_endpoints({this});
 }
 
 Rail::PeerRail* Rail::find(int peer) const {

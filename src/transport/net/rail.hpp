@@ -1,8 +1,10 @@
 #pragma once
 // A rail: one libfabric domain with its endpoints towards every peer and the thread that drives them. A transport
 // has one rail when the provider offloads the data movement to a NIC (verbs, efa: one thread keeps many queue pairs
-// busy) and one rail per lane when the provider moves bytes with the CPU (tcp, shm: the progress thread's socket or
-// memory copies are the transfer, so lanes go only as fast as the threads that drive them).
+// busy) and one rail per lane and direction when the provider moves bytes with the CPU (tcp, shm: the progress
+// thread's socket or memory copies are the transfer, so lanes go only as fast as the threads that drive them, and a
+// thread that both sent and received would split itself between the two). A sending rail's endpoints post this
+// rank's writes; a landing rail's endpoints take the peers' writes; a NIC provider's one rail does both.
 //
 // The rail's thread posts the writes of the stripes it is given, reads its completion queues (one per peer),
 // reposts the receives some providers consume per remote CQ data, closes its endpoints to a peer that failed, and
@@ -33,7 +35,8 @@ class Rail {
  public:
   /// Opens this rail's fabric, domain and address vector and, for each of `peers`, a completion queue and `lanes`
   /// enabled endpoints with `receives_per_lane` receives posted (FI_RX_CQ_DATA providers).
-  Rail(int index, SharedState& shared, const fi_info& info, const NetOptions& options, int lanes,
+  using Direction = NetTransport::RailLoad::Direction;
+  Rail(int index, Direction direction, SharedState& shared, const fi_info& info, const NetOptions& options, int lanes,
        std::size_t receives_per_lane, const std::vector<int>& peers);
   /// Stops the thread (if running) and closes everything.
   ~Rail();
@@ -48,9 +51,10 @@ class Rail {
   void start();
   /// Stops and joins the thread; pending work is dropped without callbacks.
   void stop();
-  /// After stop(): drains every peer's queue and closes all endpoints and queues. Called before the memory
-  /// registrations close: libfabric may still use them while it closes an endpoint.
-  void close_endpoints();
+  /// After stop() of each: drains every peer's queue of every one of `rails`, all at once, and closes all their
+  /// endpoints and queues. Called before the memory registrations close: libfabric may still use them while it
+  /// closes an endpoint.
+  static void close_endpoints(const std::vector<Rail*>& rails);
 
   /// Queues a stripe of a message to `peer` and wakes the thread.
   void submit(int peer, Stripe stripe);
@@ -62,6 +66,9 @@ class Rail {
   fid_domain* domain() const noexcept { return domain_.get(); }
   /// Whether every completion queue has a wait descriptor (the thread sleeps in poll() rather than napping).
   bool sleeps_on_descriptors() const;
+  NetTransport::RailLoad load() const {
+    return {direction_, chunks_written_.load(std::memory_order_relaxed), chunks_landed_.load(std::memory_order_relaxed)};
+  }
   /// Whether the caller is this rail's thread (a callback it runs).
   bool on_own_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -88,10 +95,15 @@ class Rail {
   bool discard_completions(PeerRail& peer);
   /// Closes the peer's endpoints, then its queue.
   static void close_now(PeerRail& peer);
+  /// close_endpoints' parts: stop posting to every peer and start its quiet period; then one pass over the
+  /// draining queues, true once every peer's endpoints are closed.
+  void begin_closing();
+  bool closing_step();
   void sleep_until_work();
   PeerRail* find(int peer) const;
 
   int index_;
+  Direction direction_;
   SharedState& shared_;
   OpContext where_;
   std::mutex fabric_mutex_;
@@ -105,6 +117,8 @@ class Rail {
   UniqueFd wake_fd_;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> chunks_written_{0};  // written by the thread only; read by load()
+  std::atomic<std::uint64_t> chunks_landed_{0};
   std::thread thread_;
 };
 

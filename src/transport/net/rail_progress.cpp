@@ -199,6 +199,7 @@ bool Rail::poll_queue(PeerRail& peer, Callbacks& callbacks) {
         std::shared_ptr<OutMessage> message = std::move(op->message);
         const std::size_t written = op->bytes;
         peer.lanes[static_cast<std::size_t>(op->lane)].free_ops.push_back(op);
+        chunks_written_.fetch_add(1, std::memory_order_relaxed);
         if (message) shared_.on_write_completed(*message, written, callbacks);
         continue;
       }
@@ -213,6 +214,7 @@ bool Rail::poll_queue(PeerRail& peer, Callbacks& callbacks) {
       }
       // Remote CQ data: a chunk of a peer's message landed. Without FI_RX_CQ_DATA its op_context is null.
       if ((entry.flags & FI_REMOTE_CQ_DATA) != 0) {
+        chunks_landed_.fetch_add(1, std::memory_order_relaxed);
         shared_.on_arrival(peer.rank, static_cast<std::uint32_t>(entry.data), callbacks);
       }
     }

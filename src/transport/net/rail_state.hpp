@@ -31,7 +31,8 @@ struct Rail::PostedOp {
 /// One endpoint towards a peer. Never moved once posting starts: the provider holds pointers into its op pools.
 struct Rail::Lane {
   Endpoint endpoint;
-  fi_addr_t remote = FI_ADDR_UNSPEC;  // the peer's endpoint of the same lane
+  fi_addr_t remote = FI_ADDR_UNSPEC;  // the peer's endpoint of this lane that pairs with ours (its landing one
+                                      // for a sending endpoint, its sending one for a landing endpoint)
   std::vector<PostedOp> write_ops;    // inflight_per_lane contexts
   std::vector<PostedOp*> free_ops;
   std::vector<PostedOp> receive_ops;  // zero-length receives for FI_RX_CQ_DATA providers
