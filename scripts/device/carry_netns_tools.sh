@@ -15,8 +15,10 @@ for tool in ip tc nft; do
   path=$(command -v "$tool" || true)
   [ -n "$path" ] || { echo "carry_netns_tools: $tool is not installed here (apt-get install iproute2 nftables)" >&2; exit 1; }
   cp "$path" "$dest/libexec/$tool"
-  # Every library but the C library and the loader, which the device machine has in a newer version.
-  ldd "$path" | awk '$3 ~ /^\// {print $3}' | grep -v -E '/(libc|libm|ld-linux[^/]*)\.so' |
+  # Every library but glibc's own and the loader: the device machine has them in a newer version (2.39 against
+  # bookworm's 2.36), and parts of two glibc versions do not mix.
+  { ldd "$path" | awk '$3 ~ /^\// {print $3}' |
+      grep -v -E '/(libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|ld-linux[^/]*)\.so' || true; } |
     while read -r lib; do cp -L "$lib" "$dest/lib/"; done
   cat > "$dest/bin/$tool" <<WRAPPER
 #!/bin/sh

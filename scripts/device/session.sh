@@ -26,10 +26,11 @@ work=$out/session
 mkdir -p "$work"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 nccl_dir=$(python3 -c "import nvidia.nccl as m; print(m.__path__[0])" 2>/dev/null || true)
-[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+# No empty entry when LD_LIBRARY_PATH was unset: the loader reads one as the current folder.
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # cuDNN (the attention foreground) and the libraries it loads at run time (NVRTC, cuBLASLt) from Python's wheels.
 wheel_libs=$(python3 -c "import glob,site;print(':'.join(d for p in site.getsitepackages() for d in glob.glob(p+'/nvidia/*/lib')))" 2>/dev/null || true)
-[ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs:$LD_LIBRARY_PATH"
+[ -n "$wheel_libs" ] && export LD_LIBRARY_PATH="$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -d .deps/netns-tools/bin ] && export PATH="$PWD/.deps/netns-tools/bin:$PATH"
 pickle=build-gpu/tools/pickle/pickle
 status=0
@@ -61,11 +62,12 @@ for step in "$@"; do
         note "gpu tests FAILED"; grep -E "Failed|\*\*\*|check failed" "$work/ctest-gpu.log" | head -20; status=1
       fi ;;
     tests:*)
+      log=ctest-cpu; n=1; while [ -e "$work/$log.log" ]; do n=$((n + 1)); log=ctest-cpu-$n; done
       if ctest --test-dir build-gpu -LE gpu -j 4 -V --output-on-failure -R "${step#tests:}" \
-        > "$work/ctest-cpu.log" 2>&1; then
-        note "cpu tests ${step#tests:} ok: $(grep -c 'Passed' "$work/ctest-cpu.log") passed"
+        > "$work/$log.log" 2>&1; then
+        note "cpu tests ${step#tests:} ok: $(grep -c 'Passed' "$work/$log.log") passed ($log.log)"
       else
-        note "cpu tests ${step#tests:} FAILED"; grep -E "Failed|\*\*\*|check failed" "$work/ctest-cpu.log" | head -20
+        note "cpu tests ${step#tests:} FAILED ($log.log)"; grep -E "Failed|\*\*\*|check failed" "$work/$log.log" | head -20
         status=1
       fi ;;
     netns:*)

@@ -21,7 +21,8 @@ std::string find_tool(const std::string& name) {
     std::string list = path;
     for (size_t start = 0; start <= list.size();) {
       const size_t end = std::min(list.find(':', start), list.size());
-      if (end > start) dirs.push_back(list.substr(start, end - start));
+      // Absolute folders only: a relative one (".") would run whatever the test's working folder holds, as root.
+      if (end > start && list[start] == '/') dirs.push_back(list.substr(start, end - start));
       start = end + 1;
     }
   }
@@ -93,21 +94,23 @@ std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired
   }
   // Impair both directions: netem where the kernel has it, else random drops with nftables.
   bool netem = true;
+  const std::string tc = find_tool("tc");
   for (int side = 0; side < 2 && netem; ++side) {
-    netem = run(pair->exec_in(side, {"tc", "qdisc", "add", "dev", pair->iface_[side], "root", "netem", "delay", "1ms",
-                                     "loss", "1%"}));
+    netem = !tc.empty() && run(pair->exec_in(side, {tc, "qdisc", "add", "dev", pair->iface_[side], "root", "netem",
+                                                    "delay", "1ms", "loss", "1%"}));
   }
   if (netem) {
     pair->impairment_ = "netem delay 1ms loss 1%";
     pair->kind_ = Impairment::Netem;
     return pair;
   }
-  bool dropped = !find_tool("nft").empty();
+  const std::string nft = find_tool("nft");
+  bool dropped = !nft.empty();
   for (int side = 0; side < 2 && dropped; ++side) {
-    dropped = run(pair->exec_in(side, {"nft", "add", "table", "inet", "pickle"})) &&
-              run(pair->exec_in(side, {"nft", "add", "chain", "inet", "pickle", "out",
+    dropped = run(pair->exec_in(side, {nft, "add", "table", "inet", "pickle"})) &&
+              run(pair->exec_in(side, {nft, "add", "chain", "inet", "pickle", "out",
                                        "{ type filter hook output priority 0 ; }"})) &&
-              run(pair->exec_in(side, {"nft", "add", "rule", "inet", "pickle", "out", "meta", "l4proto", "tcp",
+              run(pair->exec_in(side, {nft, "add", "rule", "inet", "pickle", "out", "meta", "l4proto", "tcp",
                                        "numgen", "random", "mod", "100", "<", "1", "counter", "drop"}));
   }
   if (dropped) pair->kind_ = Impairment::Nftables;
@@ -130,8 +133,8 @@ std::string NetnsPair::drops() const {
   for (int side = 0; side < 2; ++side) {
     std::string output;
     const bool ok = kind_ == Impairment::Netem
-                        ? run(exec_in(side, {"tc", "-s", "qdisc", "show", "dev", iface_[side]}), &output)
-                        : run(exec_in(side, {"nft", "list", "chain", "inet", "pickle", "out"}), &output);
+                        ? run(exec_in(side, {find_tool("tc"), "-s", "qdisc", "show", "dev", iface_[side]}), &output)
+                        : run(exec_in(side, {find_tool("nft"), "list", "chain", "inet", "pickle", "out"}), &output);
     // netem: "... dropped 12, ..."; nftables: "... counter packets 12 bytes 3456 drop".
     const std::string marker = kind_ == Impairment::Netem ? "dropped " : "packets ";
     const auto at = output.find(marker);
