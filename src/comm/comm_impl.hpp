@@ -163,16 +163,23 @@ struct Communicator::Impl {
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
   /// Whether `peer` is reached through the ipc transport (copy engines into its mapped memory).
   bool uses_ipc(int peer) const { return !uses_shm(peer) && !uses_net(peer); }
-  /// Whether `peer` is reached through the shm transport.
-  bool uses_shm(int peer) const { return shm && shm->uses(peer); }
+  /// Whether `peer` is reached through the shm transport. From the choice made at creation, so that a transport's
+  /// thread reporting its own peer's failure (fail_peer) never reads the other transport's pointer, which the
+  /// teardown resets while that thread may still run.
+  bool uses_shm(int peer) const { return chose(peer, transport::Kind::Shm) && shm; }
   /// Whether `peer` is reached through the net transport (never in a build without libfabric).
   bool uses_net(int peer) const {
 #ifdef PICKLE_HAVE_LIBFABRIC
-    return net && net->uses(peer);
+    return chose(peer, transport::Kind::Net) && net;
 #else
     (void)peer;
     return false;
 #endif
+  }
+  /// Whether creation chose the transport `wanted` for `peer`.
+  bool chose(int peer, transport::Kind wanted) const {
+    return peer != info.rank && peer >= 0 && peer < static_cast<int>(transports.size()) &&
+           transports[static_cast<std::size_t>(peer)].kind == wanted;
   }
   /// Whether a send to `peer` that is matched at call time runs its copy and completion write on the stream given to
   /// send() (ipc, one copy stream per peer): such sends on one stream then complete in order.
@@ -197,12 +204,22 @@ struct Communicator::Impl {
   /// address and key. Then, once the slot is taken: expects the message, and completes the recv when it landed.
   std::pair<std::uint64_t, std::uint64_t> prepare_net_recv(RequestState& recv);
   void expect_net_recv(int peer, RequestState& recv);
-  /// A staged net recv whose copies into place are all queued: its staging buffer goes back to the pool once they ran
-  /// (mutex held).
-  void release_staging_after_copies_locked(RequestState& recv);
+  /// One piece of a staged net recv that landed in its staging buffer, to be copied into place.
+  struct StagedPiece {
+    int peer;
+    int slot;
+    std::uint32_t generation;
+    std::byte* landed;  // where it landed (in the staging buffer)
+    std::byte* dst;     // where it goes
+    std::size_t length;
+    std::size_t pieces;  // of the whole receive
+  };
+  /// On the staging enqueuer: queues the piece's copy into place on the staging stream and, after the last piece's,
+  /// the completion word and the staging buffer's return to the pool (not for a receive that failed meanwhile).
+  void copy_staged_piece(const StagedPiece& piece);
   /// Fails a staged net recv some of whose pieces' copies into place are queued (pieces_copied > 0, not landed): the
-  /// error and the released word come from the staging stream once those copies ran (mutex held). False when it
-  /// cannot be deferred (the teardown drained the stream, or the stream refused the callback): fail it at once.
+  /// error and the released word come from the staging stream once those copies ran, queued through the staging
+  /// enqueuer (mutex held). False when it cannot be deferred (the teardown drained the stream): fail it at once.
   bool fail_recv_after_copies_locked(const std::shared_ptr<RequestState>& recv, std::exception_ptr error);
   void handle_net(int peer, const NetPutMessage& message);
   void handle_net(int peer, const NetSignalMessage& message);
@@ -393,6 +410,9 @@ struct Communicator::Impl {
   /// Meets every rank of this communicator at `name` (a name used once): the store's barrier, or for a split
   /// communicator, every rank sets a key and waits for the others' (bounded by the timeout).
   void store_barrier(const std::string& name);
+  /// The constructor's second half: the shm and net transports, the progress thread and the ready barrier. The
+  /// constructor stops all of them when this throws.
+  void start_transports_and_progress(const Deadline& deadline);
 
   RankInfo info;
   MemoryKind kind;
@@ -435,6 +455,11 @@ struct Communicator::Impl {
   bool stage_net = false;
   std::unique_ptr<comm::StagingPool> staging;
   std::unique_ptr<device::Stream> staging_stream;
+  // Queues every operation on staging_stream that a staged receive needs (copy_staged_piece, the deferred failure),
+  // in order, from a thread that holds no lock: enqueuing on a full stream blocks until its host callbacks ran, and
+  // those take `mutex`, which the transport's threads and fail_peer hold. Stopped by the teardown before the stream's
+  // last synchronize.
+  std::unique_ptr<SerialWorker> staging_enqueuer;
   std::vector<std::shared_ptr<std::byte>> quarantined;  // guarded by `mutex`
   // The teardown synchronized the staging stream for the last time (guarded by `mutex`): nothing may be queued on it.
   bool staging_drained = false;

@@ -155,6 +155,29 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
   for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
   signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, same_host, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
+  try {
+    start_transports_and_progress(deadline);
+  } catch (...) {
+    // A constructor that throws runs no destructor, and the members go in reverse order of declaration: `peers`
+    // and `mutex` before `net` and `shm`, whose threads call fail_peer (a peer dying during the ready barrier).
+    // Everything that calls back into this object stops first.
+    if (progress.joinable()) stop_progress();
+    outbox.reset();
+#ifdef PICKLE_HAVE_LIBFABRIC
+    net.reset();
+#endif
+    shm.reset();
+    throw;
+  }
+  std::string pairs;
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    if (peer != info.rank) pairs += cat(" ", peer, ":", transport::kind_name(transports[peer].kind));
+  }
+  PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
+                                                   << " memory, device " << device << "; transports" << pairs);
+}
+
+void Communicator::Impl::start_transports_and_progress(const Deadline& deadline) {
   std::vector<bool> shm_peers(static_cast<std::size_t>(info.world_size), false);
   for (int peer = 0; peer < info.world_size; ++peer) {
     shm_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Shm;
@@ -175,6 +198,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     if (stage_net) {
       staging = std::make_unique<comm::StagingPool>(kind, std::max(0, device));
       staging_stream = device::make_stream(kind, std::max(0, device));
+      staging_enqueuer = std::make_unique<SerialWorker>("net staging");
     }
     net = std::make_unique<transport::net::NetTransport>(
         info.rank, info.world_size, net_peers, *store, key_prefix + "net/", transport::net::options_from_env(),
@@ -190,19 +214,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
   // Nobody may send before every rank's progress thread listens.
-  try {
-    store_barrier(key_prefix + "ready");
-  } catch (...) {
-    stop_progress();  // a constructor that throws runs no destructor: the thread must not outlive it
-    outbox.reset();
-    throw;
-  }
-  std::string pairs;
-  for (int peer = 0; peer < info.world_size; ++peer) {
-    if (peer != info.rank) pairs += cat(" ", peer, ":", transport::kind_name(transports[peer].kind));
-  }
-  PICKLE_LOG(Info, "comm", "communicator ready: " << info.world_size << " ranks, " << memory_kind_name(kind)
-                                                   << " memory, device " << device << "; transports" << pairs);
+  store_barrier(key_prefix + "ready");
 }
 
 void Communicator::Impl::store_barrier(const std::string& name) {
@@ -288,13 +300,22 @@ Communicator::Impl::~Impl() {
   // Before the channels and the state that their jobs use go away.
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
+#ifdef PICKLE_HAVE_LIBFABRIC
+  // A peer that exited first leaves failed completions: no rail may report them (fail_peer) while the transports
+  // and the state fail_peer uses go away.
+  if (net) net->stop_callbacks();
+#endif
   shm.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
 #endif
-  // The peers' last puts into staged windows may have landed after step 1 (until net.reset() above): their copies
-  // and `landed` callbacks, which use `mutex` and `peers`, were queued on the staging stream and must run before
-  // those members go.
+  // The peers' last puts into staged windows and pieces of staged receives may have landed after step 1 (until
+  // net.reset() above): their copies and `landed` callbacks, which use `mutex` and `peers`, were queued on the
+  // staging stream, or are still with the staging enqueuer, and must run before those members go.
+  if (staging_enqueuer && !staging_enqueuer->drain(Deadline::after_seconds(timeout_seconds))) {
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": staged copies still being queued after " << timeout_seconds
+                                     << " s");
+  }
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
   });

@@ -25,15 +25,34 @@ std::string Communicator::Impl::first_missing_net_put(const PeerState& state) {
   return cat("put #", sequence, " of ", found->second, " bytes");
 }
 
-void Communicator::Impl::release_staging_after_copies_locked(RequestState& recv) {
-  // The buffer goes back to the pool once the copies out of it are done (a host callback after them on the staging
-  // stream), not when the RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots
-  // wrap, and a loop of receives would keep a pinned, registered buffer per receive. No peer writes into it any
-  // more: every chunk of the message has landed, and a landed receive is never failed (so never quarantined).
-  std::shared_ptr<std::byte> buffer = std::move(recv.staging);
+void Communicator::Impl::copy_staged_piece(const StagedPiece& piece) {
+  // On the staging enqueuer: the decision under `mutex`, the stream operations without it (a full stream blocks its
+  // enqueuer until host callbacks ran, and those take `mutex`). Ordered against fail_peer all the same: a failure
+  // that comes between the two posts its deferred report to this worker, so it is queued after this copy.
+  std::shared_ptr<std::byte> buffer;  // once every piece's copy is queued: back to the pool after them
+  bool last = false;
+  {
+    std::lock_guard lock(mutex);
+    const auto& owner = peers[piece.peer].slot_owner[piece.slot];
+    if (!owner || owner->generation != piece.generation || owner->error || peers[piece.peer].failed) return;
+    last = ++owner->pieces_copied == piece.pieces;
+    if (last) {
+      owner->landed = true;
+      buffer = std::move(owner->staging);
+    }
+  }
+  staging_stream->copy(piece.dst, piece.landed, piece.length);
+  if (!last) return;
+  const int index = comm::kPeerSignalSlots + piece.slot;
+  staging_stream->write_value(signals->local_word_for_streams(piece.peer, index), piece.generation);
+  // The buffer goes back to the pool once the copies out of it are done (a host callback after them), not when the
+  // RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots wrap, and a loop of
+  // receives would keep a pinned, registered buffer per receive. No peer writes into it any more: every chunk of the
+  // message has landed, and a landed receive is never failed (so never quarantined).
   try {
     staging_stream->host_callback([buffer]() mutable { buffer.reset(); });
   } catch (...) {
+    std::lock_guard lock(mutex);
     quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
     throw;
   }
@@ -52,17 +71,22 @@ bool Communicator::Impl::fail_recv_after_copies_locked(const std::shared_ptr<Req
   const int peer = recv->ctx.peer;
   const int index = comm::kPeerSignalSlots + recv->slot;
   const std::uint32_t generation = recv->generation;
-  try {
-    staging_stream->host_callback([this, recv, error, peer, index, generation] {
-      std::lock_guard lock(mutex);
-      if (!recv->error) recv->error = error;
-      signals->store(peer, index, generation);
-    });
-  } catch (const std::exception& e) {
-    PICKLE_LOG(Warn, "comm", describe(recv->ctx) << ": failed at once, the staging stream refused its deferred "
-                                                     "failure: " << e.what());
-    return false;
-  }
+  auto report = [this, recv, error, peer, index, generation] {
+    std::lock_guard lock(mutex);
+    if (!recv->error) recv->error = error;
+    signals->store(peer, index, generation);
+  };
+  // Through the staging enqueuer, after the copies it queued (this runs under `mutex`, which must not be held while
+  // a stream operation may block).
+  staging_enqueuer->post([this, recv, report] {
+    try {
+      staging_stream->host_callback(report);
+    } catch (const std::exception& e) {
+      PICKLE_LOG(Warn, "comm", describe(recv->ctx) << ": failed at once, the staging stream refused its deferred "
+                                                       "failure: " << e.what());
+      report();
+    }
+  });
   if (recv->staging) quarantined.push_back(std::move(recv->staging));
   return true;
 }
@@ -267,25 +291,19 @@ void Communicator::Impl::expect_net_recv(int peer, RequestState& recv) {
   }
   // Staged: as each piece lands in the staging buffer, the copy engine copies it into place on the staging stream;
   // after the last piece's copy (whichever piece landed last: the stream runs the copies in the order queued), the
-  // stream moves the completion word (the caller's streams may wait on it).
+  // stream moves the completion word (the caller's streams may wait on it). The transport's thread only hands the
+  // piece to the staging enqueuer (copy_staged_piece), which may block on a full stream where a rail must not.
   for (std::size_t i = 0; i < pieces; ++i) {
     const comm::NetPiece part = comm::net_piece(bytes, i);
-    const std::size_t length = part.length;
-    std::byte* landed = recv.staging.get() + part.offset;
-    std::byte* dst = static_cast<std::byte*>(recv.dst) + part.offset;
-    net->expect(peer, net_recv_message(slot, generation, i), length,
-                [this, peer, slot, index, generation, landed, dst, length, pieces, one_landed] {
-                  one_landed();
-                  std::lock_guard lock(mutex);  // with fail_peer: either the pair failed first, or the copy is queued
-                  const auto& owner = peers[peer].slot_owner[slot];
-                  if (!owner || owner->generation != generation || owner->error || peers[peer].failed) return;
-                  staging_stream->copy(dst, landed, length);
-                  if (++owner->pieces_copied < pieces) return;
-                  owner->landed = true;
-                  staging_stream->write_value(signals->local_word_for_streams(peer, index), generation);
-                  release_staging_after_copies_locked(*owner);
-                },
-                landed);
+    const StagedPiece piece{peer,  slot, generation, recv.staging.get() + part.offset,
+                            static_cast<std::byte*>(recv.dst) + part.offset, part.length, pieces};
+    net->expect(
+        peer, net_recv_message(slot, generation, i), part.length,
+        [this, piece, one_landed] {
+          one_landed();
+          staging_enqueuer->post([this, piece] { copy_staged_piece(piece); });
+        },
+        piece.landed);
   }
 }
 

@@ -439,6 +439,10 @@ bool NetTransport::flush(const Deadline& deadline) {
   }
 }
 
+void NetTransport::stop_callbacks() {
+  for (auto& rail : impl_->rails) rail->stop();
+}
+
 std::vector<NetTransport::RailLoad> NetTransport::rail_loads() const {
   std::vector<RailLoad> loads;
   for (const auto& rail : impl_->rails) loads.push_back(rail->load());

@@ -120,6 +120,10 @@ class NetTransport {
   /// ipc_opens: memory registrations made; cache_hits: expose/write calls served by an existing registration.
   TransportStats stats() const;
 
+  /// Stops the progress threads: no callback runs after this returns (the communicator's teardown, before it lets
+  /// go of what the callbacks use). Pending work is dropped; the destructor closes the endpoints.
+  void stop_callbacks();
+
   /// What each progress thread has done (tests and diagnostics): which way its endpoints carry writes, the chunks its
   /// writes completed (the set-up handshake's included) and the chunks of peers' messages that landed on it.
   struct RailLoad {
