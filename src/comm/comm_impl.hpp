@@ -457,8 +457,8 @@ struct Communicator::Impl {
   std::unique_ptr<device::Stream> staging_stream;
   // Queues every operation on staging_stream that a staged receive needs (copy_staged_piece, the deferred failure),
   // in order, from a thread that holds no lock: enqueuing on a full stream blocks until its host callbacks ran, and
-  // those take `mutex`, which the transport's threads and fail_peer hold. Stopped by the teardown before the stream's
-  // last synchronize.
+  // those take `mutex`, which the transport's threads and fail_peer hold. Also the staged window puts' copies.
+  // Drained and stopped by the teardown before the stream's last synchronize.
   std::unique_ptr<SerialWorker> staging_enqueuer;
   std::vector<std::shared_ptr<std::byte>> quarantined;  // guarded by `mutex`
   // The teardown synchronized the staging stream for the last time (guarded by `mutex`): nothing may be queued on it.

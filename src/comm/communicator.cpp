@@ -309,21 +309,26 @@ Communicator::Impl::~Impl() {
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
 #endif
+  {
+    // What fails a peer from here on (retire_signal_area, a late callback on an application stream) must not queue
+    // work on the staging stream: it fails its receives at once.
+    std::lock_guard lock(mutex);
+    staging_drained = true;
+  }
   // The peers' last puts into staged windows and pieces of staged receives may have landed after step 1 (until
-  // net.reset() above): their copies and `landed` callbacks, which use `mutex` and `peers`, were queued on the
-  // staging stream, or are still with the staging enqueuer, and must run before those members go.
-  if (staging_enqueuer && !staging_enqueuer->drain(Deadline::after_seconds(timeout_seconds))) {
-    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": staged copies still being queued after " << timeout_seconds
-                                     << " s");
+  // net.reset() above): their copies and `landed` callbacks, which use `mutex` and `peers`, are queued on the
+  // staging stream, or still with the staging enqueuer, and must run before those members go. The enqueuer stops
+  // here (its jobs use them too), not with the members.
+  if (staging_enqueuer) {
+    if (!staging_enqueuer->drain(Deadline::after_seconds(timeout_seconds))) {
+      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": staged copies still being queued after " << timeout_seconds
+                                       << " s");
+    }
+    staging_enqueuer.reset();
   }
   attempt([&] {
     if (staging_stream) staging_stream->synchronize();
   });
-  {
-    // What fails a peer from here on (retire_signal_area) must not queue work on the staging stream.
-    std::lock_guard lock(mutex);
-    staging_drained = true;
-  }
   // 4. Nothing of this communicator writes the signal words any more: what the application's streams still wait for
   // never comes. Release it, and free the words only if no stream can read them any more.
   attempt([&] { retire_signal_area(stream_waits); });

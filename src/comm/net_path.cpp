@@ -41,20 +41,35 @@ void Communicator::Impl::copy_staged_piece(const StagedPiece& piece) {
       buffer = std::move(owner->staging);
     }
   }
-  staging_stream->copy(piece.dst, piece.landed, piece.length);
-  if (!last) return;
   const int index = comm::kPeerSignalSlots + piece.slot;
-  staging_stream->write_value(signals->local_word_for_streams(piece.peer, index), piece.generation);
-  // The buffer goes back to the pool once the copies out of it are done (a host callback after them), not when the
-  // RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots wrap, and a loop of
-  // receives would keep a pinned, registered buffer per receive. No peer writes into it any more: every chunk of the
-  // message has landed, and a landed receive is never failed (so never quarantined).
+  bool completion_queued = false;
   try {
+    staging_stream->copy(piece.dst, piece.landed, piece.length);
+    if (!last) return;
+    staging_stream->write_value(signals->local_word_for_streams(piece.peer, index), piece.generation);
+    completion_queued = true;
+    // The buffer goes back to the pool once the copies out of it are done (a host callback after them), not when the
+    // RequestState goes: slot_owner and posted_recvs hold that until the peer's completion slots wrap, and a loop of
+    // receives would keep a pinned, registered buffer per receive. No peer writes into it any more: every chunk of
+    // the message has landed, and a landed receive is never failed (so never quarantined).
     staging_stream->host_callback([buffer]() mutable { buffer.reset(); });
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // The stream refused work (a broken stream runs none after it). The receive fails unless its completion is
+    // queued, so that a later piece cannot complete it with this one missing; its staging buffer is never handed
+    // out again (a copy queued before may still read it).
     std::lock_guard lock(mutex);
-    quarantined.push_back(std::move(buffer));  // the copy may still be queued: never hand the buffer out again
-    throw;
+    if (buffer) quarantined.push_back(std::move(buffer));
+    const auto& owner = peers[piece.peer].slot_owner[piece.slot];
+    if (!completion_queued && owner && owner->generation == piece.generation) {
+      if (owner->staging) quarantined.push_back(std::move(owner->staging));
+      if (!owner->error) {
+        owner->error = std::make_exception_ptr(Error(
+            ErrorCode::System, cat(describe(owner->ctx), ": queuing the copy of a landed piece into place: ", e.what())));
+      }
+      signals->store(piece.peer, index, piece.generation);  // releases what waits for it
+    }
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << " <- peer " << piece.peer << ": staged receive of slot "
+                                     << piece.slot << ": the staging stream refused work: " << e.what());
   }
 }
 
@@ -338,9 +353,14 @@ void Communicator::Impl::handle_net(int peer, const NetPutMessage& m) {
     return;
   }
   // Staged window: copy the put into place first; it counts as landed (for the signals after it) once copied.
+  // Queued by the staging enqueuer: a transport thread blocked on a full stream would hold up fail_peer's release of
+  // the pair, which the host callbacks the stream waits for may be running.
   net->expect(peer, m.message, m.bytes, [this, window, m, landed] {
-    staging_stream->copy(static_cast<std::byte*>(window->local) + m.offset, window->staging.get() + m.offset, m.bytes);
-    staging_stream->host_callback(landed);
+    staging_enqueuer->post([this, window, m, landed] {
+      staging_stream->copy(static_cast<std::byte*>(window->local) + m.offset, window->staging.get() + m.offset,
+                           m.bytes);
+      staging_stream->host_callback(landed);
+    });
   });
 }
 
