@@ -183,7 +183,7 @@ struct Communicator::Impl {
   }
   /// Whether a send to `peer` that is matched at call time runs its copy and completion write on the stream given to
   /// send() (ipc, one copy stream per peer): such sends on one stream then complete in order.
-  bool sends_join_given_stream(int peer) const { return !uses_shm(peer) && !uses_net(peer) && ipc->joins_caller_stream(); }
+  bool sends_join_given_stream(int peer) const { return uses_ipc(peer) && ipc->joins_caller_stream(); }
   /// The net transport's id of piece `piece` (comm/net_pieces.hpp) of the message that completes recv `slot` at
   /// `generation`: slot in bits 19-30, piece in 16-18, generation's low 16 bits below (below 2^31: put ids have the
   /// top bit set). A slot is reused only after its message arrived, so an id is never live twice.

@@ -180,7 +180,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
 void Communicator::Impl::start_transports_and_progress(const Deadline& deadline) {
   std::vector<bool> shm_peers(static_cast<std::size_t>(info.world_size), false);
   for (int peer = 0; peer < info.world_size; ++peer) {
-    shm_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Shm;
+    shm_peers[peer] = chose(peer, transport::Kind::Shm);
   }
   if (std::find(shm_peers.begin(), shm_peers.end(), true) != shm_peers.end()) {
     shm = std::make_unique<transport::shm::ShmTransport>(
@@ -190,7 +190,7 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
 #ifdef PICKLE_HAVE_LIBFABRIC
   std::vector<bool> net_peers(static_cast<std::size_t>(info.world_size), false);
   for (int peer = 0; peer < info.world_size; ++peer) {
-    net_peers[peer] = peer != info.rank && transports[peer].kind == transport::Kind::Net;
+    net_peers[peer] = chose(peer, transport::Kind::Net);
   }
   if (std::find(net_peers.begin(), net_peers.end(), true) != net_peers.end()) {
     // The transport registers host memory only: GPU memory goes through pinned staging buffers (docs/rdma.md).

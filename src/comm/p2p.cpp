@@ -224,7 +224,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     // with no cross-stream event, the fewest operations per message (the lowest latency). With several
     // (PICKLE_IPC_STREAMS > 1) every ipc send takes its turn on the copy streams instead, so that back-to-back
     // messages overlap one message's fenced completion write with the next one's copy.
-    const bool ipc_pair = !uses_shm(peer) && !uses_net(peer);
+    const bool ipc_pair = uses_ipc(peer);
     const bool join_caller = after != nullptr && (!ipc_pair || ipc->joins_caller_stream());
     // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
     // the peer's copy stream), and an ipc send that takes turns. An shm send instead learns that its source is

@@ -127,6 +127,7 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
 
   const bool directional = moves_bytes_by_cpu(info);
   const int rail_count = directional ? options.lanes : 1;  // per direction
+  const int all_rails = rail_count * (directional ? 2 : 1);
   s.shared = std::make_unique<SharedState>(rank, env::timeout_seconds(), std::move(on_peer_failed));
   s.shared->peers.resize(static_cast<std::size_t>(world));
   std::vector<int> peers;
@@ -135,11 +136,11 @@ NetTransport::NetTransport(int rank, int world, const std::vector<bool>& uses, S
     peers.push_back(peer);
     auto link = std::make_unique<PeerLink>();
     link->rank = peer;
-    link->rails_open = rail_count * (directional ? 2 : 1);
+    link->rails_open = all_rails;
     s.shared->peers[static_cast<std::size_t>(peer)] = std::move(link);
   }
 
-  for (int r = 0; r < rail_count * (directional ? 2 : 1); ++r) {
+  for (int r = 0; r < all_rails; ++r) {
     const int lanes_here = options.lanes / rail_count + (r % rail_count < options.lanes % rail_count ? 1 : 0);
     const auto direction = !directional ? Rail::Direction::Both
                            : r < rail_count ? Rail::Direction::Sending
