@@ -191,6 +191,18 @@ std::optional<std::string> foreign(const char* name) {
   return std::string(value);
 }
 
+std::vector<std::string> path_folders() {
+  std::vector<std::string> folders;
+  const std::optional<std::string> path = foreign("PATH");
+  if (!path) return folders;
+  for (std::size_t start = 0; start <= path->size();) {
+    const std::size_t end = std::min(path->find(':', start), path->size());
+    if (end > start) folders.push_back(path->substr(start, end - start));
+    start = end + 1;
+  }
+  return folders;
+}
+
 double timeout_seconds() {
   double seconds = get_double("PICKLE_TIMEOUT");
   if (!(seconds > 0)) throw InvalidArgument(cat("PICKLE_TIMEOUT=", seconds, " must be a positive number of seconds"));

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pickle::env {
 
@@ -31,6 +32,8 @@ bool get_bool(std::string_view name);
 /// Variables owned by other tools (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...): read through here too,
 /// so that grepping for getenv finds one file.
 std::optional<std::string> foreign(const char* name);
+/// The folders of PATH, in order, empty entries left out.
+std::vector<std::string> path_folders();
 
 /// Seconds of PICKLE_TIMEOUT: how long any wait on a peer may take before it fails.
 double timeout_seconds();

@@ -3,11 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
+#include <vector>
 
+#include "core/env.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -17,14 +17,9 @@ namespace {
 /// system folders, which a test's PATH often lacks (sbin).
 std::string find_tool(const std::string& name) {
   std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) {
-    std::string list = path;
-    for (size_t start = 0; start <= list.size();) {
-      const size_t end = std::min(list.find(':', start), list.size());
-      // Absolute folders only: a relative one (".") would run whatever the test's working folder holds, as root.
-      if (end > start && list[start] == '/') dirs.push_back(list.substr(start, end - start));
-      start = end + 1;
-    }
+  for (const std::string& dir : env::path_folders()) {
+    // Absolute folders only: a relative one (".") would run whatever the test's working folder holds, as root.
+    if (dir.front() == '/') dirs.push_back(dir);
   }
   for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) dirs.emplace_back(dir);
   for (const auto& dir : dirs) {

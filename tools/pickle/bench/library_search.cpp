@@ -12,14 +12,7 @@ namespace {
 /// The prefix of the python3 that PATH finds (/opt/venv for /opt/venv/bin/python3), or "" when there is none. No
 /// process is started: that would mean a fork in a process that may already use CUDA.
 std::string python_prefix() {
-  auto path = env::foreign("PATH");
-  if (!path) return {};
-  std::size_t start = 0;
-  while (start <= path->size()) {
-    std::size_t colon = path->find(':', start);
-    std::string dir = path->substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    start = colon == std::string::npos ? path->size() + 1 : colon + 1;
-    if (dir.empty()) continue;
+  for (const std::string& dir : env::path_folders()) {
     std::string candidate = dir + "/python3";
     if (access(candidate.c_str(), X_OK) != 0) continue;
     // A virtual environment's bin/python3 links to the system interpreter: the venv is where the link lives, so
