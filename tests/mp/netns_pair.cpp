@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/env.hpp"
+#include "delay_link.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -38,6 +39,13 @@ bool run(const std::vector<std::string>& argv, std::string* output = nullptr) {
   return status.ok();
 }
 
+/// Whether this kernel has netem: a netem qdisc put on, then taken off, namespace side 0's loopback.
+bool kernel_has_netem(const NetnsPair& pair, const std::string& tc) {
+  if (!run(pair.exec_in(0, {tc, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"}))) return false;
+  run(pair.exec_in(0, {tc, "qdisc", "del", "dev", "lo", "root"}));
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired) {
@@ -63,23 +71,39 @@ std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired
     pair->made_ = side + 1;
   }
   const std::string& ip = pair->ip_;
-  const std::vector<std::vector<std::string>> steps = {
-      {ip, "link", "add", pair->iface_[0], "type", "veth", "peer", "name", pair->iface_[1]},
-      {ip, "link", "set", pair->iface_[0], "netns", pair->ns_[0]},
-      {ip, "link", "set", pair->iface_[1], "netns", pair->ns_[1]},
-      {ip, "-n", pair->ns_[0], "addr", "add", pair->address(0) + "/24", "dev", pair->iface_[0]},
-      {ip, "-n", pair->ns_[1], "addr", "add", pair->address(1) + "/24", "dev", pair->iface_[1]},
-      {ip, "-n", pair->ns_[0], "link", "set", pair->iface_[0], "up"},
-      {ip, "-n", pair->ns_[1], "link", "set", pair->iface_[1], "up"},
-      {ip, "-n", pair->ns_[0], "link", "set", "lo", "up"},
-      {ip, "-n", pair->ns_[1], "link", "set", "lo", "up"},
-  };
+  const std::string tc = find_tool("tc");
+  // The impairment decides the link: netem on a veth pair where the kernel has netem (probed on a namespace's
+  // loopback), else the user-space delay link over TUN, else a veth pair whose TCP packets nftables drops.
+  const bool netem = impaired && !tc.empty() && kernel_has_netem(*pair, tc);
+  std::string no_delay_link;
+  if (impaired && !netem) {
+    pair->delay_link_ = DelayLink::create(pair->ns_, pair->iface_, std::chrono::milliseconds(1), 0.01, &no_delay_link);
+  }
+  std::vector<std::vector<std::string>> steps;
+  if (!pair->delay_link_) {
+    steps = {{ip, "link", "add", pair->iface_[0], "type", "veth", "peer", "name", pair->iface_[1]},
+             {ip, "link", "set", pair->iface_[0], "netns", pair->ns_[0]},
+             {ip, "link", "set", pair->iface_[1], "netns", pair->ns_[1]}};
+  }
+  for (int side = 0; side < 2; ++side) {
+    const std::vector<std::string> in_ns = {ip, "-n", pair->ns_[side]};
+    const auto step = [&](std::vector<std::string> words) {
+      words.insert(words.begin(), in_ns.begin(), in_ns.end());
+      steps.push_back(words);
+    };
+    step({"addr", "add", pair->address(side) + "/24", "dev", pair->iface_[side]});
+    // TUN's default MTU (1500) would make the delay link's thread carry a packet per 1.5 KB; a veth pair with GSO
+    // hands netem packets of up to 64 KB, and the delay link now sees the same.
+    if (pair->delay_link_) step({"link", "set", pair->iface_[side], "mtu", "65000"});
+    step({"link", "set", pair->iface_[side], "up"});
+    step({"link", "set", "lo", "up"});
+  }
   for (const auto& step : steps) {
     std::string output;
     if (!run(step, &output)) {
       std::string command;
       for (const auto& word : step) command += word + " ";
-      *why_not = "could not build the veth link (" + command + "): " + output;
+      *why_not = "could not build the link (" + command + "): " + output;
       return nullptr;
     }
   }
@@ -87,16 +111,23 @@ std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired
     pair->impairment_ = "none (asked for a plain link)";
     return pair;
   }
-  // Impair both directions: netem where the kernel has it, else random drops with nftables.
-  bool netem = true;
-  const std::string tc = find_tool("tc");
-  for (int side = 0; side < 2 && netem; ++side) {
-    netem = !tc.empty() && run(pair->exec_in(side, {tc, "qdisc", "add", "dev", pair->iface_[side], "root", "netem",
-                                                    "delay", "1ms", "loss", "1%"}));
-  }
   if (netem) {
+    for (int side = 0; side < 2; ++side) {
+      std::string output;
+      if (!run(pair->exec_in(side, {tc, "qdisc", "add", "dev", pair->iface_[side], "root", "netem", "delay", "1ms",
+                                    "loss", "1%"}),
+               &output)) {
+        *why_not = "tc qdisc add netem failed on " + pair->iface_[side] + ": " + output;
+        return nullptr;
+      }
+    }
     pair->impairment_ = "netem delay 1ms loss 1%";
     pair->kind_ = Impairment::Netem;
+    return pair;
+  }
+  if (pair->delay_link_) {
+    pair->impairment_ = "delay 1ms loss 1% by a user-space link over TUN (this kernel has no netem)";
+    pair->kind_ = Impairment::DelayLink;
     return pair;
   }
   const std::string nft = find_tool("nft");
@@ -109,8 +140,9 @@ std::unique_ptr<NetnsPair> NetnsPair::create(std::string* why_not, bool impaired
                                        "numgen", "random", "mod", "100", "<", "1", "counter", "drop"}));
   }
   if (dropped) pair->kind_ = Impairment::Nftables;
-  pair->impairment_ = dropped ? "nftables drops 1% of TCP packets (this kernel has no netem: no added delay)"
-                              : "none (this kernel has no netem and nftables is missing)";
+  const std::string no_delay = "this kernel has no netem and no delay link (" + no_delay_link + ")";
+  pair->impairment_ = dropped ? "nftables drops 1% of TCP packets (" + no_delay + ": no added delay)"
+                              : "none (" + no_delay + ", and nftables is missing)";
   return pair;
 }
 
@@ -125,6 +157,18 @@ bool NetnsPair::cut(int side) const { return run({ip_, "-n", ns_[side], "link", 
 std::string NetnsPair::drops() const {
   if (kind_ == Impairment::None) return "nothing drops packets";
   std::string report;
+  if (kind_ == Impairment::DelayLink) {
+    for (int side = 0; side < 2; ++side) {
+      report += (side == 0 ? "" : ", ") + ("side " + std::to_string(side) + ": " +
+                                           std::to_string(delay_link_->dropped(side)) + " of " +
+                                           std::to_string(delay_link_->dropped(side) + delay_link_->carried(side)) +
+                                           " dropped");
+      if (delay_link_->overflowed(side) != 0) {
+        report += " and " + std::to_string(delay_link_->overflowed(side)) + " by a full queue";
+      }
+    }
+    return report;
+  }
   for (int side = 0; side < 2; ++side) {
     std::string output;
     const bool ok = kind_ == Impairment::Netem
@@ -144,7 +188,9 @@ std::string NetnsPair::drops() const {
 }
 
 NetnsPair::~NetnsPair() {
-  // Deleting a namespace destroys the veth end inside it, and with it the peer end.
+  // The delay link's devices go with its descriptors, before their namespaces; deleting a namespace destroys the
+  // veth end inside it, and with it the peer end.
+  delay_link_.reset();
   for (int side = 0; side < made_; ++side) run({ip_, "netns", "del", ns_[side]});
 }
 
