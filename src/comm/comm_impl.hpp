@@ -153,11 +153,18 @@ struct Communicator::Impl {
   // --- point to point (p2p.cpp)
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
-  /// Enqueues the copy of a matched send (state mutex held): on `stream` for an ipc peer; into the staging ring for
-  /// an shm peer. Returns the message to send the peer once the mutex is released: the failure (SendFailedMessage)
-  /// or, for shm, where the data sits in the ring (ShmSendMessage).
-  std::optional<ControlMessage> start_copy(int peer, const std::shared_ptr<RequestState>& send,
-                                           const RecvPostMessage& post, device::Stream& stream);
+  /// What a matched send leaves for its caller to do once the state mutex is released, in this order: `enqueue`
+  /// (a net send's stream operations: a full stream blocks whoever queues on it until host callbacks ran, and those
+  /// may take the mutex), then send `reply` to the peer.
+  struct MatchedSend {
+    std::function<void()> enqueue;
+    std::optional<ControlMessage> reply;
+  };
+  /// Starts the copy of a matched send (state mutex held): enqueued on `stream` for an ipc peer; into the staging
+  /// ring for an shm peer; for a net peer, `enqueue` queues its pieces on `stream` (which must outlive the call).
+  /// `reply`: the failure (SendFailedMessage) or, for shm, where the data sits in the ring (ShmSendMessage).
+  MatchedSend start_copy(int peer, const std::shared_ptr<RequestState>& send, const RecvPostMessage& post,
+                         device::Stream& stream);
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
@@ -191,13 +198,16 @@ struct Communicator::Impl {
     return (static_cast<std::uint32_t>(slot) << 19) | (static_cast<std::uint32_t>(piece) << 16) |
            (generation & 0xffffu);
   }
-  /// The net path of a matched send (net_path.cpp, state mutex held): an RMA write of the data straight into the
-  /// posted buffer, issued from `stream` once it reaches this point; the receiver's transport sees it land and
-  /// completes the recv, this rank's sees the writes complete and sets the send's "sent" word. A zero-byte send
-  /// writes nothing: when the stream reaches it, it completes and sends the message that completes the recv. A write
-  /// that the transport refuses fails the send there (fail_net_send).
-  std::optional<ControlMessage> start_net_send(int peer, const std::shared_ptr<RequestState>& send,
-                                               const RecvPostMessage& post, device::Stream& stream);
+  /// The net path of a matched send (net_path.cpp): an RMA write of the data straight into the posted buffer,
+  /// issued from `stream` once it reaches this point; the receiver's transport sees it land and completes the recv,
+  /// this rank's sees the writes complete and sets the send's "sent" word. A zero-byte send writes nothing: when the
+  /// stream reaches it, it completes and sends the message that completes the recv. A write that the transport
+  /// refuses fails the send there (fail_net_send). In two steps: claim_net_send (state mutex held) takes the posted
+  /// slot; enqueue_net_send (without it) queues the stream operations.
+  MatchedSend claim_net_send(int peer, const std::shared_ptr<RequestState>& send, const RecvPostMessage& post,
+                             device::Stream& stream);
+  void enqueue_net_send(int peer, const std::shared_ptr<RequestState>& send, const RecvPostMessage& post,
+                        device::Stream& stream);
   /// The receiver's side of a net recv, in two steps. First, before the recv takes its slot and sequence number
   /// (what may fail for want of resources, and must then fail this recv alone): registers the buffer (cached) or,
   /// staged, takes a pinned buffer from the pool into `recv.staging` and registers that; returns the posted region's

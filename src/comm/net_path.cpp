@@ -119,75 +119,101 @@ struct SendPieces {
 };
 }  // namespace
 
-std::optional<ControlMessage> Communicator::Impl::start_net_send(int peer, const std::shared_ptr<RequestState>& request,
-                                                                const RecvPostMessage& post, device::Stream& stream) {
+Communicator::Impl::MatchedSend Communicator::Impl::claim_net_send(int peer,
+                                                                   const std::shared_ptr<RequestState>& request,
+                                                                   const RecvPostMessage& post,
+                                                                   device::Stream& stream) {
   RequestState& send = *request;
-  const int slot = static_cast<int>(post.slot);
-  send.slot = slot;
+  send.slot = static_cast<int>(post.slot);
   send.generation = post.generation;
   send.enqueued = true;
+  peers[peer].sends_in_flight[send.slot] = request;
+  // From here the send is the pair's: a failure of the pair fails it and moves its word, whether or not its stream
+  // operations are queued yet (their callbacks then find the peer failed, and the send's error already set).
+  return {.enqueue = [this, peer, request, post, stream = &stream] { enqueue_net_send(peer, request, post, *stream); },
+          .reply = std::nullopt};
+}
+
+void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<RequestState>& request,
+                                          const RecvPostMessage& post, device::Stream& stream) {
+  RequestState& send = *request;
+  const int slot = static_cast<int>(post.slot);
   const int index = comm::kPeerSignalSlots + slot;
-  peers[peer].sends_in_flight[slot] = request;
-  if (send.after_event) stream.wait(*send.after_event);
-  if (post.bytes == 0) {
-    // In stream order like every other send, not at once: a broadcast's ready message is an empty send that
-    // must leave only when the caller's stream has reached the call (before it, the peer would write into a
-    // buffer that this rank's earlier stream work still uses).
-    on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
-      signals->advance_sent(peer, index, generation);
-      send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
-    });
-    return std::nullopt;
-  }
-  // The message goes as pieces (comm/net_pieces.hpp), each a message of its own to the transport, so that a staged
-  // receiver copies each into place as soon as it landed. Each piece is handed to the transport from a host callback
-  // on the send's stream, in stream order: after the producer, and when staged after the copy engine copied the
-  // piece into a pinned buffer, while the next piece is copied (the buffer goes back to the pool, and the send
-  // completes, with the last piece's writes). The transport returns at once and the data flows from its progress
-  // threads; the Request completes when every piece's writes did (the source may then be reused).
-  const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
-  transport::net::NetTransport* transport = net.get();
-  const comm::SignalArea* words = signals.get();  // outlives the transport, which is destroyed first
-  const std::uint32_t generation = post.generation;
-  const std::size_t bytes = post.bytes;
-  const std::size_t pieces = comm::net_piece_count(bytes);
-  std::shared_ptr<std::byte> staged = stage_net ? staging->take(bytes) : nullptr;
-  auto shared = std::make_shared<SendPieces>(pieces);
-  for (std::size_t index_of_piece = 0; index_of_piece < pieces; ++index_of_piece) {
-    const comm::NetPiece part = comm::net_piece(bytes, index_of_piece);
-    const std::size_t offset = part.offset, length = part.length;
-    const bool last = index_of_piece + 1 == pieces;
-    const std::byte* from = static_cast<const std::byte*>(send.src) + offset;
-    if (staged) {
-      stream.copy(staged.get() + offset, from, length);
-      from = staged.get() + offset;
+  std::size_t pieces_queued = 0;  // pieces whose write the stream has taken: they may be written
+  try {
+    if (send.after_event) stream.wait(*send.after_event);
+    if (post.bytes == 0) {
+      // In stream order like every other send, not at once: a broadcast's ready message is an empty send that
+      // must leave only when the caller's stream has reached the call (before it, the peer would write into a
+      // buffer that this rank's earlier stream work still uses).
+      on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
+        signals->advance_sent(peer, index, generation);
+        send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
+      });
+      return;
     }
-    const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
-    const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
-    on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
-                                   generation, staged, shared, last] {
-      if (!shared->failed) {
-        try {
-          transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {
-            if (shared->unsent.fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
-          });
-          shared->written = true;
-        } catch (const Error&) {
-          shared->failed = std::current_exception();
+    // The message goes as pieces (comm/net_pieces.hpp), each a message of its own to the transport, so that a staged
+    // receiver copies each into place as soon as it landed. Each piece is handed to the transport from a host
+    // callback on the send's stream, in stream order: after the producer, and when staged after the copy engine
+    // copied the piece into a pinned buffer, while the next piece is copied (the buffer goes back to the pool, and
+    // the send completes, with the last piece's writes). The transport returns at once and the data flows from its
+    // progress threads; the Request completes when every piece's writes did (the source may then be reused).
+    const transport::net::RemoteRegion dst{post.net_addr, post.net_key};
+    transport::net::NetTransport* transport = net.get();
+    const comm::SignalArea* words = signals.get();  // outlives the transport, which is destroyed first
+    const std::uint32_t generation = post.generation;
+    const std::size_t bytes = post.bytes;
+    const std::size_t pieces = comm::net_piece_count(bytes);
+    std::shared_ptr<std::byte> staged = stage_net ? staging->take(bytes) : nullptr;
+    auto shared = std::make_shared<SendPieces>(pieces);
+    for (std::size_t index_of_piece = 0; index_of_piece < pieces; ++index_of_piece) {
+      const comm::NetPiece part = comm::net_piece(bytes, index_of_piece);
+      const std::size_t offset = part.offset, length = part.length;
+      const bool last = index_of_piece + 1 == pieces;
+      const std::byte* from = static_cast<const std::byte*>(send.src) + offset;
+      if (staged) {
+        stream.copy(staged.get() + offset, from, length);
+        from = staged.get() + offset;
+      }
+      const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
+      const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
+      on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
+                                     generation, staged, shared, last] {
+        if (!shared->failed) {
+          try {
+            transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {
+              if (shared->unsent.fetch_sub(1) == 1) words->advance_sent(peer, index, generation);
+            });
+            shared->written = true;
+          } catch (const Error&) {
+            shared->failed = std::current_exception();
+          }
         }
-      }
-      // A failed send is reported from the last piece's callback, once the stream has copied every piece: until
-      // then it still reads the source, which the application may reuse as soon as it hears that the send is over.
-      // Nothing else would ever move its word. Pieces written before the failure may still land: the pair fails.
-      if (!last || !shared->failed) return;
-      try {
-        std::rethrow_exception(shared->failed);
-      } catch (const Error& e) {
-        fail_net_send(peer, request, e, shared->written);
-      }
-    });
+        // A failed send is reported from the last piece's callback, once the stream has copied every piece: until
+        // then it still reads the source, which the application may reuse as soon as it hears that the send is
+        // over. Nothing else would ever move its word. Pieces written before the failure may still land: the pair
+        // fails.
+        if (!last || !shared->failed) return;
+        try {
+          std::rethrow_exception(shared->failed);
+        } catch (const Error& e) {
+          fail_net_send(peer, request, e, shared->written);
+        }
+      });
+      ++pieces_queued;
+    }
+  } catch (const std::exception& e) {
+    // The stream refused work (a broken stream, or no memory for a staging buffer). Pieces already queued may write
+    // when the stream runs them, and no last piece will report: the pair fails, so that none of them lands after the
+    // receiver heard. With none queued, the send alone fails, as for a write that the transport refused.
+    const Error cause(ErrorCode::System, cat("queuing the send on its stream after ", pieces_queued, " of its pieces: ",
+                                             e.what()));  // fail_net_send names the send
+    try {
+      fail_net_send(peer, request, cause, /*partly_written=*/pieces_queued > 0);
+    } catch (const std::exception& failure) {
+      PICKLE_LOG(Warn, "comm", describe(send.ctx) << ": failing the send that its stream refused: " << failure.what());
+    }
   }
-  return std::nullopt;
 }
 
 void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause,
@@ -486,8 +512,12 @@ namespace {
 [[noreturn]] void no_net() { throw Error(ErrorCode::Internal, "the net transport is not in this build"); }
 }  // namespace
 
-std::optional<ControlMessage> Communicator::Impl::start_net_send(int, const std::shared_ptr<RequestState>&,
-                                                                const RecvPostMessage&, device::Stream&) {
+Communicator::Impl::MatchedSend Communicator::Impl::claim_net_send(int, const std::shared_ptr<RequestState>&,
+                                                                   const RecvPostMessage&, device::Stream&) {
+  no_net();
+}
+void Communicator::Impl::enqueue_net_send(int, const std::shared_ptr<RequestState>&, const RecvPostMessage&,
+                                          device::Stream&) {
   no_net();
 }
 std::pair<std::uint64_t, std::uint64_t> Communicator::Impl::prepare_net_recv(RequestState&) { no_net(); }

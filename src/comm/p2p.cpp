@@ -212,7 +212,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->ctx = ctx;
   request->tag = tag;
   request->src = ptr;
-  std::optional<ControlMessage> reply;
+  MatchedSend matched;
   bool matched_now = true;
   {
     std::lock_guard lock(mutex);
@@ -238,7 +238,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
       // The receiver is ready: the copy joins the caller's stream, or the peer's next copy stream.
       RecvPostMessage post = posts.front();
       posts.pop_front();
-      reply = start_copy(peer, request, post, join_caller ? after->impl() : ipc->stream(peer));
+      matched = start_copy(peer, request, post, join_caller ? after->impl() : ipc->stream(peer));
     } else {
       state.pending_sends[tag].push_back(request);
       unmatched_sends.fetch_add(1);
@@ -246,8 +246,9 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
     }
   }
   if (!matched_now) wake_progress_if_sleeping();  // the post will be matched on the progress thread: keep it polling
+  if (matched.enqueue) matched.enqueue();
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
-  if (reply) send_control(peer, *reply);
+  if (matched.reply) send_control(peer, *matched.reply);
   if (uses_shm(peer) && after != nullptr) {
     on_application_stream(after->impl(), [this, peer, request] {
       if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
@@ -266,8 +267,8 @@ std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const 
   return ShmSendMessage{.tag = send->tag, .seq = send->seq, .bytes = send->ctx.bytes, .first_chunk = first};
 }
 
-std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std::shared_ptr<RequestState>& request,
-                                                            const RecvPostMessage& post, device::Stream& stream) {
+Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const std::shared_ptr<RequestState>& request,
+                                                               const RecvPostMessage& post, device::Stream& stream) {
   RequestState& send = *request;
   const OpContext& ctx = send.ctx;
   try {
@@ -285,9 +286,9 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
       send.generation = post.generation;
       send.enqueued = true;
       peers[peer].sends_in_flight[send.slot] = request;
-      return shm_send_step(peer, request, RequestState::kShmMatched);
+      return {.enqueue = nullptr, .reply = shm_send_step(peer, request, RequestState::kShmMatched)};
     }
-    if (uses_net(peer)) return start_net_send(peer, request, post, stream);
+    if (uses_net(peer)) return claim_net_send(peer, request, post, stream);
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
     if (send.after_event) stream.wait(*send.after_event);
     ipc->copy(stream, dst, send.src, post.bytes);
@@ -298,12 +299,13 @@ std::optional<ControlMessage> Communicator::Impl::start_copy(int peer, const std
     note_stream_on_words_locked(stream);
     send.copied_on = stream.serial();
     send.enqueued = true;
-    return std::nullopt;
+    return {};
   } catch (const Error& e) {
     send.error = std::current_exception();
     std::string reason = without_head(e.what());  // the receiver wraps it in an error of its own
     if (reason.size() > 1024) reason.resize(1024);
-    return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason};
+    return {.enqueue = nullptr,
+            .reply = SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason}};
   }
 }
 

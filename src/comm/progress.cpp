@@ -135,7 +135,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
       Overloaded{
           [&](const ExportMessage& m) { ipc->cache().insert(peer, device::parse_descriptor(m.descriptor), std::move(fd)); },
           [&](const RecvPostMessage& post) {
-            std::optional<ControlMessage> reply;
+            MatchedSend matched;
             {
               std::lock_guard lock(mutex);
               PeerState& state = peers[peer];
@@ -146,10 +146,11 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                 auto send = sends.front();
                 sends.pop_front();
                 unmatched_sends.fetch_sub(1);
-                reply = start_copy(peer, send, post, ipc->stream(peer));
+                matched = start_copy(peer, send, post, ipc->stream(peer));
               }
             }
-            if (reply) post_control(peer, std::move(*reply));
+            if (matched.enqueue) matched.enqueue();
+            if (matched.reply) post_control(peer, std::move(*matched.reply));
           },
           [&](const SendFailedMessage& m) {
             using Failure = SendFailedMessage::Failure;

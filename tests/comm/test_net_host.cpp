@@ -96,6 +96,14 @@ TEST_F(Net, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
   expect_all_ok(run_ranks("comm_staged_sends_behind_a_waiting_stream", 2, {"host", std::to_string(1u << 20), "64"},
                           staged_env(2)));
 }
+// A send queued on a stream that waits, behind a gate, for the peer's signal while another thread queues signals
+// on it: the data and every signal arrive (a host stream's queue never fills; the hang of queuing a send on a full
+// stream while holding the communicator's lock only a GPU shows, NetCuda's twin).
+TEST_F(Net, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
+  TempDir direct("full-stream"), staged("full-stream-staged");
+  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", direct.str()}, net_env(2)));
+  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", staged.str()}, staged_env(2)));
+}
 // Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
 // guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).
 TEST_F(Net, StagedReceivesPostedWhileAStreamWaitsForTheSender) {

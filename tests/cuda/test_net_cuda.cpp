@@ -54,6 +54,13 @@ TEST_F(NetCuda, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
   expect_all_ok(run_ranks("comm_staged_sends_behind_a_waiting_stream", 2, {"cuda", std::to_string(256u << 20), "10"},
                           net_env(), std::chrono::seconds(180)));
 }
+// A send that joins a stream whose queue is full waits in its queuing until the stream runs; the stream waits for a
+// signal of the peer, which comes through the progress thread. Queued while holding the communicator's lock, the
+// send stopped that thread, and the rank hung for good.
+TEST_F(NetCuda, ASendOnAFullStreamWaitsWithoutStoppingTheProgressThread) {
+  TempDir folder("full-stream");
+  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"cuda", folder.str()}, net_env(), std::chrono::seconds(90)));
+}
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));
 }

@@ -1,0 +1,95 @@
+// Rank programs around a stream whose queue is full (host memory on CPU, CUDA memory on GPUs).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <pickle/communicator.hpp>
+
+#include "comm_children.hpp"
+#include "core/clock.hpp"
+#include "core/env.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+
+// A send matched at call time joins the caller's stream, and queuing on a stream whose queue is full waits until the
+// stream has run some of it. Here the stream first waits (a gate) for a signal of the peer, which reaches this rank
+// through its progress thread: a send that queued its operations while holding the communicator's lock stopped that
+// thread, so the gate never opened and the rank hung (net: the writes and the completion go from host callbacks on
+// the stream). Rank 0 fills its stream behind the gate with signals to rank 1 (each a host callback: on a GPU two
+// stream operations, and a CUDA stream's queue holds about a thousand) until the filling thread blocks, then sends on
+// the same stream; once the send is under way it tells rank 1 (a file in `folder`) to open the gate. Rank 1 checks the
+// data and that every signal arrived. args: memory kind, a folder both ranks see.
+PICKLE_CHILD(comm_send_on_a_full_stream) {
+  Communicator comm = make_comm(args.at(0));
+  const std::filesystem::path open_gate = std::filesystem::path(args.at(1)) / "open-the-gate";
+  constexpr std::size_t kBytes = (1 << 20) + 3;
+  constexpr int kSignals = 4000, kTag = 6;
+  Buffer data = comm.alloc(kBytes);
+  Stream stream = comm.make_stream();
+  const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+  if (comm.rank() == 0) {
+    fill(comm, data.data(), kBytes, 91);
+    while (comm.posted_receives(1, kTag) < 1 && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHILD_CHECK(comm.posted_receives(1, kTag) == 1, "rank 1's receive never arrived");  // so the send joins the stream
+    comm.wait(stream, 1, 0, 1);  // the gate
+    std::atomic<int> queued{0};
+    std::thread filler([&] {
+      for (int i = 0; i < kSignals; ++i) {
+        comm.signal(stream, 1, 1);
+        queued.fetch_add(1);
+      }
+    });
+    // The filler is blocked once its count stays put for 300 ms short of the end.
+    int seen = -1;
+    auto still_since = std::chrono::steady_clock::now();
+    while (queued.load() < kSignals && std::chrono::steady_clock::now() - still_since < std::chrono::milliseconds(300)) {
+      if (queued.load() != seen) {
+        seen = queued.load();
+        still_since = std::chrono::steady_clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const int before_send = queued.load();
+    std::fprintf(stderr, "rank 0: %d of %d signals queued behind the gate when the send came\n", before_send, kSignals);
+    if (args.at(0) == "cuda") {
+      // Otherwise the send would not wait, and this program would test nothing.
+      CHILD_CHECK(before_send < kSignals, "the stream's queue took all ", kSignals, " signals without blocking");
+    }
+    std::atomic<bool> sending{false};
+    std::thread opener([&] {
+      while (!sending.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the send is blocked in its queuing by now
+      std::ofstream(open_gate) << "open\n";
+    });
+    sending = true;
+    Request request = comm.send(1, kTag, data.data(), kBytes, &stream);
+    opener.join();
+    filler.join();
+    request.wait();
+    stream.synchronize();
+  } else {
+    Request request = comm.recv(0, kTag, data.data(), kBytes);
+    while (!std::filesystem::exists(open_gate) && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHILD_CHECK(std::filesystem::exists(open_gate), "rank 0 never got to its send within ", env::timeout_seconds(),
+                " s");
+    comm.signal(stream, 0, 0);
+    request.wait();
+    comm.wait(stream, 0, 1, kSignals);
+    stream.synchronize();
+    const std::size_t wrong = count_wrong(comm, data.data(), kBytes, 91);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes");
+  }
+  comm.barrier();
+  return 0;
+}
+
+}  // namespace pickle::test
