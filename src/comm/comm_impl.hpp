@@ -277,10 +277,10 @@ struct Communicator::Impl {
   std::vector<std::uint32_t> count_signals_written_by_kernel(device::Stream& stream, std::span<const int> peers,
                                                              int slot);
   /// The next count of `slot` for each of `peers` (over ipc, on this host), with `stream` noted for teardown (takes
-  /// the mutex; the caller holds the pairs' channel locks).
+  /// the mutex; the caller holds the pairs' signal-order locks).
   std::vector<std::uint32_t> next_signal_counts(device::Stream& stream, std::span<const int> peers, int slot);
-  /// The channel locks of `peers`, under which signal_peers takes and writes their counts.
-  std::vector<std::unique_lock<std::recursive_mutex>> lock_channels_for_signals(std::span<const int> peers);
+  /// The signal-order locks of `peers` (signal_order_mutex), under which signal_peers takes and writes their counts.
+  std::vector<std::unique_lock<std::mutex>> lock_signal_order(std::span<const int> peers);
   /// put and signal over the shm transport (shm_path.cpp), stream-ordered: each takes its ring place when its
   /// stream reaches it, so that a put or signal held up by its stream holds up no later message to the peer.
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
@@ -455,6 +455,10 @@ struct Communicator::Impl {
   HostGroups* host_groups();
   std::vector<std::optional<device::FdChannel>> channels;
   std::vector<std::unique_ptr<std::recursive_mutex>> channel_send_mutex;  // per peer; held across announce + post
+  // Per peer: a signal's count is taken and its write queued on the stream as one step, so that two threads
+  // signalling one slot on one stream queue their counts in order. Not the channel's lock: queuing on a full stream
+  // waits for the stream, whose host callbacks (a net or shm signal's message) send on the channel.
+  std::vector<std::unique_ptr<std::mutex>> signal_order_mutex;
   std::unique_ptr<comm::SignalArea> signals;
   std::vector<transport::Choice> transports;  // per peer (this rank's own entry unused)
   std::unique_ptr<transport::ipc::IpcTransport> ipc;

@@ -152,7 +152,10 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
   Deadline deadline = Deadline::after_seconds(timeout_seconds);
   channels = comm::connect_peer_mesh(*store, key_prefix, info, same_host,
                                      [this](const std::string& name) { store_barrier(name); }, deadline);
-  for (int peer = 0; peer < info.world_size; ++peer) channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    channel_send_mutex.push_back(std::make_unique<std::recursive_mutex>());
+    signal_order_mutex.push_back(std::make_unique<std::mutex>());
+  }
   signals = std::make_unique<comm::SignalArea>(info.rank, info.world_size, kind, device, channels, same_host, deadline);
   ipc = std::make_unique<transport::ipc::IpcTransport>(info.rank, info.world_size, kind, device);
   try {
@@ -533,11 +536,13 @@ void Communicator::signal(Stream& stream, int peer, int slot) {
 }
 
 std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by) {
-  // The count is taken and its write enqueued under the pair's channel lock: two threads signalling the slot must
-  // not enqueue their counts in the opposite order (the later write would move the peer's word back). Signals of
-  // one slot from streams that nothing orders may still reach the peer in either order (over ipc the two streams'
-  // writes race, over shm their callbacks do): the contract asks for ordered streams (communicator.hpp).
-  std::lock_guard signal_lock(*channel_send_mutex[peer]);
+  // The count is taken and its write enqueued under the pair's signal-order lock: two threads signalling the slot
+  // must not enqueue their counts in the opposite order (the later write would move the peer's word back). Signals
+  // of one slot from streams that nothing orders may still reach the peer in either order (over ipc the two streams'
+  // writes race, over shm their callbacks do): the contract asks for ordered streams (communicator.hpp). No other
+  // lock is held while queuing: on a full stream that waits until the stream ran some of its work, and its host
+  // callbacks (this signal's own message, over net or shm) take the mutex and the channel's lock.
+  std::lock_guard signal_lock(*signal_order_mutex[peer]);
   std::uint32_t value;
   {
     std::lock_guard lock(mutex);
@@ -556,8 +561,8 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
 
 std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stream, std::span<const int> targets,
                                                           int slot, std::span<const device::Stream::Flag> also) {
-  // As signal_peer, under every pair's channel lock at once.
-  const auto signal_locks = lock_channels_for_signals(targets);
+  // As signal_peer, under every pair's signal-order lock at once.
+  const auto signal_locks = lock_signal_order(targets);
   const std::vector<std::uint32_t> values = next_signal_counts(stream, targets, slot);
   std::vector<device::Stream::Flag> flags(also.begin(), also.end());
   for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -569,17 +574,16 @@ std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stre
 
 std::vector<std::uint32_t> Communicator::Impl::count_signals_written_by_kernel(device::Stream& stream,
                                                                              std::span<const int> targets, int slot) {
-  const auto signal_locks = lock_channels_for_signals(targets);
+  const auto signal_locks = lock_signal_order(targets);
   return next_signal_counts(stream, targets, slot);
 }
 
-std::vector<std::unique_lock<std::recursive_mutex>> Communicator::Impl::lock_channels_for_signals(
-    std::span<const int> targets) {
+std::vector<std::unique_lock<std::mutex>> Communicator::Impl::lock_signal_order(std::span<const int> targets) {
   // In rank order: no two callers wait on each other.
   std::vector<int> order(targets.begin(), targets.end());
   std::sort(order.begin(), order.end());
-  std::vector<std::unique_lock<std::recursive_mutex>> locks;
-  for (int peer : order) locks.emplace_back(*channel_send_mutex[peer]);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (int peer : order) locks.emplace_back(*signal_order_mutex[peer]);
   return locks;
 }
 
