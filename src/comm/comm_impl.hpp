@@ -153,18 +153,29 @@ struct Communicator::Impl {
   // --- point to point (p2p.cpp)
   Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
   Request recv(int peer, int tag, void* ptr, std::size_t bytes);
-  /// What a matched send leaves for its caller to do once the state mutex is released, in this order: `enqueue`
-  /// (a net send's stream operations: a full stream blocks whoever queues on it until host callbacks ran, and those
-  /// may take the mutex), then send `reply` to the peer.
+  /// What a matched send leaves for its caller to do once the state mutex is released (finish_matched_send):
+  /// `enqueue` queues its stream operations, which must not happen under the mutex (queuing on a full stream waits
+  /// until the stream ran some of its work, whose host callbacks may take the mutex, or which may wait for a signal
+  /// that the progress thread delivers under it) and returns the failure to tell the peer, if any; then `reply` goes
+  /// to the peer.
   struct MatchedSend {
-    std::function<void()> enqueue;
+    std::function<std::optional<ControlMessage>()> enqueue;
     std::optional<ControlMessage> reply;
   };
-  /// Starts the copy of a matched send (state mutex held): enqueued on `stream` for an ipc peer; into the staging
-  /// ring for an shm peer; for a net peer, `enqueue` queues its pieces on `stream` (which must outlive the call).
-  /// `reply`: the failure (SendFailedMessage) or, for shm, where the data sits in the ring (ShmSendMessage).
+  /// Starts the copy of a matched send (state mutex held): for an ipc or net peer, `enqueue` queues the copy or the
+  /// pieces on `stream` (which must outlive the call); an shm send takes its place in the staging ring. `reply`: the
+  /// failure (SendFailedMessage) or, for shm, where the data sits in the ring (ShmSendMessage).
   MatchedSend start_copy(int peer, const std::shared_ptr<RequestState>& send, const RecvPostMessage& post,
                          device::Stream& stream);
+  /// Runs what start_copy left (no lock held): the enqueue, then the message to the peer, sent at once from an
+  /// application thread or through the outbox from the progress thread (`from_progress_thread`).
+  void finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread);
+  /// The ipc part of a matched send that start_copy left: the wait for the caller's stream (a send matched later),
+  /// the copy into the peer's buffer, the write of its completion word. A failure to queue fails the send.
+  std::optional<ControlMessage> enqueue_ipc_copy(int peer, const std::shared_ptr<RequestState>& send, void* dst,
+                                                 device::Stream& stream);
+  /// The message that tells the peer its receive will not get `send`'s data (`cause` says why).
+  static SendFailedMessage send_failed_message(const RequestState& send, const Error& cause);
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
@@ -543,6 +554,10 @@ struct Communicator::Impl {
   }
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
+  // Queues the stream operations of sends that the progress thread matched, when some pair uses net or shm: a full
+  // stream would block the progress thread, and a stream of the application waiting for a net or shm signal (which
+  // that thread delivers) then never runs again. Null when every pair is ipc: their signals need no thread.
+  std::unique_ptr<SerialWorker> match_enqueuer;
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread, and wakes it when someone starts waiting on it
   std::atomic<bool> stopping{false};

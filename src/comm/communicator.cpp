@@ -165,6 +165,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     // and `mutex` before `net` and `shm`, whose threads call fail_peer (a peer dying during the ready barrier).
     // Everything that calls back into this object stops first.
     if (progress.joinable()) stop_progress();
+    match_enqueuer.reset();
     outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
     net.reset();
@@ -213,6 +214,12 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
   }
 
   outbox = std::make_unique<SerialWorker>("control outbox");
+#ifdef PICKLE_HAVE_LIBFABRIC
+  const bool net_pairs = net != nullptr;
+#else
+  const bool net_pairs = false;
+#endif
+  if (shm || net_pairs) match_enqueuer = std::make_unique<SerialWorker>("matched sends");
   wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
@@ -255,6 +262,11 @@ Communicator::Impl::~Impl() {
   // The application's streams first: callbacks queued there (net writes and signals) use this communicator, and may
   // still have to issue transfers; the collectives' checks use its Requests.
   const Deadline streams_deadline = Deadline::after_seconds(timeout_seconds);
+  // Sends the progress thread matched are queued on their streams first (their callbacks count below).
+  if (match_enqueuer && !match_enqueuer->drain(streams_deadline)) {
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued after " << timeout_seconds
+                                     << " s");
+  }
   if (!drain_application_callbacks(streams_deadline)) {
     PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) queued on "
                               "the application's streams had not run after " << timeout_seconds << " s; synchronize "
@@ -300,7 +312,11 @@ Communicator::Impl::~Impl() {
     }
   }
   stop_progress();
-  // Before the channels and the state that their jobs use go away.
+  // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox.
+  if (match_enqueuer) {
+    match_enqueuer->drain(Deadline::after_seconds(1));
+    match_enqueuer.reset();
+  }
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC

@@ -130,7 +130,11 @@ Communicator::Impl::MatchedSend Communicator::Impl::claim_net_send(int peer,
   peers[peer].sends_in_flight[send.slot] = request;
   // From here the send is the pair's: a failure of the pair fails it and moves its word, whether or not its stream
   // operations are queued yet (their callbacks then find the peer failed, and the send's error already set).
-  return {.enqueue = [this, peer, request, post, stream = &stream] { enqueue_net_send(peer, request, post, *stream); },
+  return {.enqueue =
+              [this, peer, request, post, on = &stream] {
+                enqueue_net_send(peer, request, post, *on);
+                return std::optional<ControlMessage>();  // a failure is the send's own (fail_net_send)
+              },
           .reply = std::nullopt};
 }
 
@@ -139,13 +143,20 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
   RequestState& send = *request;
   const int slot = static_cast<int>(post.slot);
   const int index = comm::kPeerSignalSlots + slot;
-  std::size_t pieces_queued = 0;  // pieces whose write the stream has taken: they may be written
+  {
+    // The pair failed since the match: that failed the send, and its source may be freed by now.
+    std::lock_guard lock(mutex);
+    if (send.error || peers[peer].failed) return;
+  }
+  std::size_t pieces_queued = 0;  // pieces whose write the stream may have taken: they may be written
+  std::shared_ptr<std::byte> staged;
   try {
     if (send.after_event) stream.wait(*send.after_event);
     if (post.bytes == 0) {
       // In stream order like every other send, not at once: a broadcast's ready message is an empty send that
       // must leave only when the caller's stream has reached the call (before it, the peer would write into a
       // buffer that this rank's earlier stream work still uses).
+      ++pieces_queued;
       on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
         signals->advance_sent(peer, index, generation);
         send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
@@ -164,7 +175,7 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
     const std::uint32_t generation = post.generation;
     const std::size_t bytes = post.bytes;
     const std::size_t pieces = comm::net_piece_count(bytes);
-    std::shared_ptr<std::byte> staged = stage_net ? staging->take(bytes) : nullptr;
+    if (stage_net) staged = staging->take(bytes);
     auto shared = std::make_shared<SendPieces>(pieces);
     for (std::size_t index_of_piece = 0; index_of_piece < pieces; ++index_of_piece) {
       const comm::NetPiece part = comm::net_piece(bytes, index_of_piece);
@@ -177,6 +188,7 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
       }
       const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
       const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
+      ++pieces_queued;  // counted before: a host callback that throws may have been queued in part, and still run
       on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
                                      generation, staged, shared, last] {
         if (!shared->failed) {
@@ -200,12 +212,16 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
           fail_net_send(peer, request, e, shared->written);
         }
       });
-      ++pieces_queued;
     }
   } catch (const std::exception& e) {
     // The stream refused work (a broken stream, or no memory for a staging buffer). Pieces already queued may write
     // when the stream runs them, and no last piece will report: the pair fails, so that none of them lands after the
-    // receiver heard. With none queued, the send alone fails, as for a write that the transport refused.
+    // receiver heard. With none queued, the send alone fails, as for a write that the transport refused. A copy into
+    // the staging buffer may be queued with no callback after it to hold the buffer: it is never handed out again.
+    if (staged) {
+      std::lock_guard lock(mutex);
+      quarantined.push_back(std::move(staged));
+    }
     const Error cause(ErrorCode::System, cat("queuing the send on its stream after ", pieces_queued, " of its pieces: ",
                                              e.what()));  // fail_net_send names the send
     try {

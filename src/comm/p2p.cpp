@@ -214,25 +214,38 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->src = ptr;
   MatchedSend matched;
   bool matched_now = true;
-  {
-    std::lock_guard lock(mutex);
+  // With one copy stream per peer, an ipc send matched now joins the caller's stream: ordered after the producer
+  // with no cross-stream event, the fewest operations per message (the lowest latency). With several
+  // (PICKLE_IPC_STREAMS > 1) every ipc send takes its turn on the copy streams instead, so that back-to-back
+  // messages overlap one message's fenced completion write with the next one's copy.
+  const bool join_caller = after != nullptr && (!uses_ipc(peer) || ipc->joins_caller_stream());
+  // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
+  // the peer's copy stream), and an ipc send that takes turns. An shm send instead learns that its source is
+  // ready from a host callback on the caller's stream (below), and only then takes its place in the ring.
+  // The event is recorded with no lock held: recording on a full stream waits until the stream ran some of its work,
+  // whose host callbacks may take `mutex`, or which may wait for a signal that the progress thread delivers under
+  // it. Whether a send matched now needs one is known under the lock (a post may be waiting): one that finds it
+  // needs an event it lacks records it and looks again.
+  std::shared_ptr<device::Event> event;
+  const auto record_event = [&] {
+    event = device::make_ordering_event(kind, std::max(0, device));
+    after->impl().record(*event);
+  };
+  if (after != nullptr && !uses_shm(peer) && !join_caller) record_event();
+  for (;;) {
+    std::unique_lock lock(mutex);
     check_peer_alive_locked(peer, ctx);
     PeerState& state = peers[peer];
-    request->seq = state.send_seq[tag]++;
     auto& posts = state.pending_posts[tag];
-    // With one copy stream per peer, an ipc send matched now joins the caller's stream: ordered after the producer
-    // with no cross-stream event, the fewest operations per message (the lowest latency). With several
-    // (PICKLE_IPC_STREAMS > 1) every ipc send takes its turn on the copy streams instead, so that back-to-back
-    // messages overlap one message's fenced completion write with the next one's copy.
-    const bool ipc_pair = uses_ipc(peer);
-    const bool join_caller = after != nullptr && (!ipc_pair || ipc->joins_caller_stream());
-    // A copy that will not run on the caller's stream waits for the stream's point now: a send matched later (on
-    // the peer's copy stream), and an ipc send that takes turns. An shm send instead learns that its source is
-    // ready from a host callback on the caller's stream (below), and only then takes its place in the ring.
     if (after != nullptr && !uses_shm(peer) && (posts.empty() || !join_caller)) {
-      request->after_event = device::make_ordering_event(kind, std::max(0, device));
-      after->impl().record(*request->after_event);
+      if (!event) {
+        lock.unlock();
+        record_event();
+        continue;
+      }
+      request->after_event = event;
     }
+    request->seq = state.send_seq[tag]++;
     if (uses_shm(peer) && after == nullptr) request->shm_state = RequestState::kShmSourceReady;
     if (!posts.empty()) {
       // The receiver is ready: the copy joins the caller's stream, or the peer's next copy stream.
@@ -244,11 +257,11 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
       unmatched_sends.fetch_add(1);
       matched_now = false;
     }
+    break;
   }
   if (!matched_now) wake_progress_if_sleeping();  // the post will be matched on the progress thread: keep it polling
-  if (matched.enqueue) matched.enqueue();
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
-  if (matched.reply) send_control(peer, *matched.reply);
+  finish_matched_send(peer, matched, /*from_progress_thread=*/false);
   if (uses_shm(peer) && after != nullptr) {
     on_application_stream(after->impl(), [this, peer, request] {
       if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
@@ -290,22 +303,55 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
     }
     if (uses_net(peer)) return claim_net_send(peer, request, post, stream);
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
-    if (send.after_event) stream.wait(*send.after_event);
-    ipc->copy(stream, dst, send.src, post.bytes);
     send.slot = static_cast<int>(post.slot);
     send.generation = post.generation;
-    // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
-    stream.write_value(completion_word_for_streams(send), post.generation);
     note_stream_on_words_locked(stream);
     send.copied_on = stream.serial();
     send.enqueued = true;
-    return {};
+    return {.enqueue = [this, peer, request, dst, on = &stream] { return enqueue_ipc_copy(peer, request, dst, *on); },
+            .reply = std::nullopt};
   } catch (const Error& e) {
     send.error = std::current_exception();
-    std::string reason = without_head(e.what());  // the receiver wraps it in an error of its own
-    if (reason.size() > 1024) reason.resize(1024);
-    return {.enqueue = nullptr,
-            .reply = SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason}};
+    return {.enqueue = nullptr, .reply = send_failed_message(send, e)};
+  }
+}
+
+std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(int peer, const std::shared_ptr<RequestState>& request,
+                                                                   void* dst, device::Stream& stream) {
+  RequestState& send = *request;
+  {
+    // The pair failed since the match: that failed the send, and its source may be freed by now.
+    std::lock_guard lock(mutex);
+    if (send.error || peers[peer].failed) return std::nullopt;
+  }
+  try {
+    if (send.after_event) stream.wait(*send.after_event);
+    ipc->copy(stream, dst, send.src, send.ctx.bytes);
+    // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
+    stream.write_value(completion_word_for_streams(send), send.generation);
+    return std::nullopt;
+  } catch (const Error& e) {
+    std::lock_guard lock(mutex);
+    if (!send.error) send.error = std::current_exception();
+    return send_failed_message(send, e);
+  }
+}
+
+SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& send, const Error& cause) {
+  std::string reason = without_head(cause.what());  // the receiver wraps it in an error of its own
+  if (reason.size() > 1024) reason.resize(1024);
+  return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason};
+}
+
+void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread) {
+  if (matched.enqueue) {
+    if (auto failure = matched.enqueue()) matched.reply = std::move(failure);
+  }
+  if (!matched.reply) return;
+  if (from_progress_thread) {
+    post_control(peer, std::move(*matched.reply));
+  } else {
+    send_control(peer, *matched.reply);
   }
 }
 

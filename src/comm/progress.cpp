@@ -149,8 +149,13 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                 matched = start_copy(peer, send, post, ipc->stream(peer));
               }
             }
-            if (matched.enqueue) matched.enqueue();
-            if (matched.reply) post_control(peer, std::move(*matched.reply));
+            if (matched.enqueue && match_enqueuer) {
+              match_enqueuer->post([this, peer, matched = std::move(matched)]() mutable {
+                finish_matched_send(peer, matched, /*from_progress_thread=*/true);
+              });
+            } else {
+              finish_matched_send(peer, matched, /*from_progress_thread=*/true);
+            }
           },
           [&](const SendFailedMessage& m) {
             using Failure = SendFailedMessage::Failure;

@@ -1,10 +1,11 @@
 #pragma once
 // A thread that runs jobs one at a time in the order they were posted, for work that may block and must not block
-// the thread that asks for it. Two users: the shm transport enqueues its stream operations from one (a long message
-// is thousands of stream operations, and a CUDA stream whose queue is full blocks the enqueuing thread until the
-// stream drains, which waits for the peer), and the communicator's progress thread hands it the control messages it
-// sends (a socket whose buffer is full blocks the writer until the peer reads; two progress threads blocked writing
-// to each other would never read again).
+// the thread that asks for it. The shm transport enqueues its stream operations from one (a long message is
+// thousands of stream operations, and a CUDA stream whose queue is full blocks the enqueuing thread until the stream
+// drains, which waits for the peer); the communicator's progress thread hands one the control messages it sends (a
+// socket whose buffer is full blocks the writer until the peer reads; two progress threads blocked writing to each
+// other would never read again) and another the stream work of the sends it matches; a staged net receive's copies
+// into place are queued from one.
 
 #include <condition_variable>
 #include <cstdint>

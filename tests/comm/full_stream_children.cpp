@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <pickle/communicator.hpp>
 
@@ -23,10 +25,14 @@ namespace pickle::test {
 // the stream). Rank 0 fills its stream behind the gate with signals to rank 1 (each a host callback: on a GPU two
 // stream operations, and a CUDA stream's queue holds about a thousand) until the filling thread blocks, then sends on
 // the same stream; once the send is under way it tells rank 1 (a file in `folder`) to open the gate. Rank 1 checks the
-// data and that every signal arrived. args: memory kind, a folder both ranks see.
+// data and that every signal arrived. With `when` = "posted" rank 1's receive is posted first, so that the send is
+// matched at call time and queues its copy; with "late" rank 1 posts it after opening the gate, so that the send
+// records an event on the full stream (for its copy, queued once the receive is posted). args: memory kind, a folder
+// both ranks see, when.
 PICKLE_CHILD(comm_send_on_a_full_stream) {
   Communicator comm = make_comm(args.at(0));
   const std::filesystem::path open_gate = std::filesystem::path(args.at(1)) / "open-the-gate";
+  const bool posted_first = args.at(2) == "posted";
   constexpr std::size_t kBytes = (1 << 20) + 3;
   constexpr int kSignals = 4000, kTag = 6;
   Buffer data = comm.alloc(kBytes);
@@ -34,10 +40,11 @@ PICKLE_CHILD(comm_send_on_a_full_stream) {
   const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
   if (comm.rank() == 0) {
     fill(comm, data.data(), kBytes, 91);
-    while (comm.posted_receives(1, kTag) < 1 && !deadline.expired()) {
+    while (posted_first && comm.posted_receives(1, kTag) < 1 && !deadline.expired()) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    CHILD_CHECK(comm.posted_receives(1, kTag) == 1, "rank 1's receive never arrived");  // so the send joins the stream
+    CHILD_CHECK(comm.posted_receives(1, kTag) == (posted_first ? 1u : 0u), "rank 1's receive ",
+                posted_first ? "never arrived" : "came before the gate opened");
     comm.wait(stream, 1, 0, 1);  // the gate
     std::atomic<int> queued{0};
     std::thread filler([&] {
@@ -75,18 +82,57 @@ PICKLE_CHILD(comm_send_on_a_full_stream) {
     request.wait();
     stream.synchronize();
   } else {
-    Request request = comm.recv(0, kTag, data.data(), kBytes);
+    std::optional<Request> request;
+    if (posted_first) request = comm.recv(0, kTag, data.data(), kBytes);
     while (!std::filesystem::exists(open_gate) && !deadline.expired()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     CHILD_CHECK(std::filesystem::exists(open_gate), "rank 0 never got to its send within ", env::timeout_seconds(),
                 " s");
     comm.signal(stream, 0, 0);
-    request.wait();
+    if (!posted_first) request = comm.recv(0, kTag, data.data(), kBytes);
+    request->wait();
     comm.wait(stream, 0, 1, kSignals);
     stream.synchronize();
     const std::size_t wrong = count_wrong(comm, data.data(), kBytes, 91);
     CHILD_CHECK(wrong == 0, wrong, " wrong bytes");
+  }
+  comm.barrier();
+  return 0;
+}
+
+// Sends matched on the progress thread queue their copies on the pair's copy stream, each behind an event of the
+// caller's stream; when that stream waits (a gate) for a signal of the peer, the copy stream stops at the first of
+// them, and with enough sends its queue fills. The thread that queues them then waits for the stream; were it the
+// progress thread, which delivers the gate's signal, the rank would hang. Rank 0 queues `count` sends behind the
+// closed gate before rank 1 posts any receive; rank 1 posts them all, waits half a second (the matches pile up), then
+// opens the gate and checks every message. args: memory kind, count.
+PICKLE_CHILD(comm_sends_matched_late_behind_a_gate) {
+  Communicator comm = make_comm(args.at(0));
+  const int count = std::stoi(args.at(1));
+  constexpr std::size_t kBytes = 4096;
+  constexpr int kTag = 7;
+  Buffer data = comm.alloc(kBytes * static_cast<std::size_t>(count));
+  auto message = [&](int i) { return static_cast<char*>(data.data()) + static_cast<std::size_t>(i) * kBytes; };
+  Stream stream = comm.make_stream();
+  std::vector<Request> requests;
+  if (comm.rank() == 0) {
+    for (int i = 0; i < count; ++i) fill(comm, message(i), kBytes, 300 + i);
+    comm.wait(stream, 1, 0, 1);  // the gate
+    for (int i = 0; i < count; ++i) requests.push_back(comm.send(1, kTag, message(i), kBytes, &stream));
+    CHILD_CHECK(comm.posted_receives(1, kTag) == 0, "a receive came before the sends were queued");
+    comm.barrier();  // now rank 1 posts
+  } else {
+    comm.barrier();
+    for (int i = 0; i < count; ++i) requests.push_back(comm.recv(0, kTag, message(i), kBytes));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    comm.signal(stream, 0, 0);
+  }
+  for (auto& request : requests) request.wait();
+  stream.synchronize();
+  for (int i = 0; i < count && comm.rank() == 1; ++i) {
+    const std::size_t wrong = count_wrong(comm, message(i), kBytes, 300 + i);
+    CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
   }
   comm.barrier();
   return 0;

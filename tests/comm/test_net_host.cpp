@@ -100,9 +100,16 @@ TEST_F(Net, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
 // on it: the data and every signal arrive (a host stream's queue never fills; the hang of queuing a send on a full
 // stream while holding the communicator's lock only a GPU shows, NetCuda's twin).
 TEST_F(Net, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
-  TempDir direct("full-stream"), staged("full-stream-staged");
-  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", direct.str()}, net_env(2)));
-  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", staged.str()}, staged_env(2)));
+  for (const char* when : {"posted", "late"}) {
+    SCOPED_TRACE(when);
+    TempDir direct("full-stream"), staged("full-stream-staged");
+    expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", direct.str(), when}, net_env(2)));
+    expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", staged.str(), when}, staged_env(2)));
+  }
+}
+TEST_F(Net, SendsMatchedLateBehindAGateAllGoOut) {
+  expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"}, net_env(2)));
+  expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"}, staged_env(2)));
 }
 // Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
 // guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).

@@ -56,10 +56,20 @@ TEST_F(NetCuda, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
 }
 // A send that joins a stream whose queue is full waits in its queuing until the stream runs; the stream waits for a
 // signal of the peer, which comes through the progress thread. Queued while holding the communicator's lock, the
-// send stopped that thread, and the rank hung for good.
+// send stopped that thread, and the rank hung for good: its copy (the receive posted first) or its event (later).
 TEST_F(NetCuda, ASendOnAFullStreamWaitsWithoutStoppingTheProgressThread) {
-  TempDir folder("full-stream");
-  expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"cuda", folder.str()}, net_env(), std::chrono::seconds(90)));
+  for (const char* when : {"posted", "late"}) {
+    SCOPED_TRACE(when);
+    TempDir folder("full-stream");
+    expect_all_ok(
+        run_ranks("comm_send_on_a_full_stream", 2, {"cuda", folder.str(), when}, net_env(), std::chrono::seconds(90)));
+  }
+}
+// 500 sends matched on the progress thread, each queued behind an event of a stream that waits for the peer: their
+// copy stream's queue fills, and the thread that queues them waits; the progress thread must not be that thread.
+TEST_F(NetCuda, SendsMatchedLateBehindAGateDoNotStopTheProgressThread) {
+  expect_all_ok(
+      run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"cuda", "500"}, net_env(), std::chrono::seconds(90)));
 }
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));

@@ -301,7 +301,7 @@ void expect_ranks_ok_in_namespaces(const NetnsPair& pair, const std::vector<std:
   }
 }
 
-TEST(NetTransportNamespaces, ExactDataBetweenNamespacesOverAnImpairedVethLink) {
+TEST(NetTransportNamespaces, ExactDataBetweenNamespacesOverAnImpairedLink) {
   std::string why_not;
   auto pair = NetnsPair::create(&why_not);
   if (!pair) GTEST_SKIP() << why_not;
