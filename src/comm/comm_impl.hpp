@@ -159,6 +159,7 @@ struct Communicator::Impl {
   /// that the progress thread delivers under it) and returns the failure to tell the peer, if any; then `reply` goes
   /// to the peer.
   struct MatchedSend {
+    std::shared_ptr<RequestState> send;
     std::function<std::optional<ControlMessage>()> enqueue;
     std::optional<ControlMessage> reply;
   };
@@ -172,7 +173,7 @@ struct Communicator::Impl {
   void finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread);
   /// The ipc part of a matched send that start_copy left: the wait for the caller's stream (a send matched later),
   /// the copy into the peer's buffer, the write of its completion word. A failure to queue fails the send.
-  std::optional<ControlMessage> enqueue_ipc_copy(int peer, const std::shared_ptr<RequestState>& send, void* dst,
+  std::optional<ControlMessage> enqueue_ipc_copy(const std::shared_ptr<RequestState>& send, void* dst,
                                                  device::Stream& stream);
   /// The message that tells the peer its receive will not get `send`'s data (`cause` says why).
   static SendFailedMessage send_failed_message(const RequestState& send, const Error& cause);

@@ -130,7 +130,8 @@ Communicator::Impl::MatchedSend Communicator::Impl::claim_net_send(int peer,
   peers[peer].sends_in_flight[send.slot] = request;
   // From here the send is the pair's: a failure of the pair fails it and moves its word, whether or not its stream
   // operations are queued yet (their callbacks then find the peer failed, and the send's error already set).
-  return {.enqueue =
+  return {.send = request,
+          .enqueue =
               [this, peer, request, post, on = &stream] {
                 enqueue_net_send(peer, request, post, *on);
                 return std::optional<ControlMessage>();  // a failure is the send's own (fail_net_send)
@@ -143,11 +144,6 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
   RequestState& send = *request;
   const int slot = static_cast<int>(post.slot);
   const int index = comm::kPeerSignalSlots + slot;
-  {
-    // The pair failed since the match: that failed the send, and its source may be freed by now.
-    std::lock_guard lock(mutex);
-    if (send.error || peers[peer].failed) return;
-  }
   std::size_t pieces_queued = 0;  // pieces whose write the stream may have taken: they may be written
   std::shared_ptr<std::byte> staged;
   try {

@@ -299,7 +299,7 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
       send.generation = post.generation;
       send.enqueued = true;
       peers[peer].sends_in_flight[send.slot] = request;
-      return {.enqueue = nullptr, .reply = shm_send_step(peer, request, RequestState::kShmMatched)};
+      return {.send = request, .enqueue = nullptr, .reply = shm_send_step(peer, request, RequestState::kShmMatched)};
     }
     if (uses_net(peer)) return claim_net_send(peer, request, post, stream);
     void* dst = post.bytes != 0 ? ipc->remote_address(peer, post.alloc_id, post.offset, post.bytes, ctx) : nullptr;
@@ -308,22 +308,18 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
     note_stream_on_words_locked(stream);
     send.copied_on = stream.serial();
     send.enqueued = true;
-    return {.enqueue = [this, peer, request, dst, on = &stream] { return enqueue_ipc_copy(peer, request, dst, *on); },
+    return {.send = request,
+            .enqueue = [this, request, dst, on = &stream] { return enqueue_ipc_copy(request, dst, *on); },
             .reply = std::nullopt};
   } catch (const Error& e) {
     send.error = std::current_exception();
-    return {.enqueue = nullptr, .reply = send_failed_message(send, e)};
+    return {.send = request, .enqueue = nullptr, .reply = send_failed_message(send, e)};
   }
 }
 
-std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(int peer, const std::shared_ptr<RequestState>& request,
+std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::shared_ptr<RequestState>& request,
                                                                    void* dst, device::Stream& stream) {
   RequestState& send = *request;
-  {
-    // The pair failed since the match: that failed the send, and its source may be freed by now.
-    std::lock_guard lock(mutex);
-    if (send.error || peers[peer].failed) return std::nullopt;
-  }
   try {
     if (send.after_event) stream.wait(*send.after_event);
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
@@ -344,6 +340,12 @@ SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& se
 }
 
 void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread) {
+  if (matched.enqueue && from_progress_thread) {
+    // Queued later than the match (from the match enqueuer): the pair may have failed since, which failed the send,
+    // and the application, told so, may have freed its source. (send() queues before it returns: no such window.)
+    std::lock_guard lock(mutex);
+    if (matched.send->error || peers[peer].failed) matched.enqueue = nullptr;
+  }
   if (matched.enqueue) {
     if (auto failure = matched.enqueue()) matched.reply = std::move(failure);
   }

@@ -56,7 +56,8 @@ PICKLE_CHILD(comm_send_on_a_full_stream) {
     // The filler is blocked once its count stays put for 300 ms short of the end.
     int seen = -1;
     auto still_since = std::chrono::steady_clock::now();
-    while (queued.load() < kSignals && std::chrono::steady_clock::now() - still_since < std::chrono::milliseconds(300)) {
+    const auto still_for = [&] { return std::chrono::steady_clock::now() - still_since; };
+    while (queued.load() < kSignals && still_for() < std::chrono::milliseconds(300)) {
       if (queued.load() != seen) {
         seen = queued.load();
         still_since = std::chrono::steady_clock::now();

@@ -132,7 +132,8 @@ void DelayLink::carry() {
                             {wake_, POLLIN, 0}};
     if (::ppoll(fds, 3, next_due == Clock::time_point::max() ? nullptr : &timeout, nullptr) < 0 && errno != EINTR) {
       // Nothing crosses the link from here on: say so, or the test that hangs on it would not know why.
-      std::fprintf(stderr, "delay link: ppoll failed (%s): the link carries nothing from now on\n", std::strerror(errno));
+      std::fprintf(stderr, "delay link: ppoll failed (%s): the link carries nothing from now on\n",
+                   std::strerror(errno));
       return;
     }
     if (fds[2].revents != 0) return;
