@@ -81,7 +81,8 @@ struct RequestState {
   int tag = 0;
   std::uint64_t seq = 0;
 
-  // Send: set once the copy is enqueued. Its completion is the receiver's completion word (which the sender maps
+  // Send: set once the send is matched (its slot and generation known; its copy is queued right after, outside the
+  // lock: MatchedSend). Its completion is the receiver's completion word (which the sender maps
   // too) reaching the generation of the matched post: no event per message. Over net and shm, the sender's own
   // "sent" word for that slot (the receiver's word may be on another host; over shm the receiver's stream writes
   // both, and a peer failure releases the sender's own word without writing into the peer's memory).
@@ -557,7 +558,11 @@ struct Communicator::Impl {
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
   // Queues the stream operations of sends that the progress thread matched, when some pair uses net or shm: a full
   // stream would block the progress thread, and a stream of the application waiting for a net or shm signal (which
-  // that thread delivers) then never runs again. Null when every pair is ipc: their signals need no thread.
+  // that thread delivers) then never runs again. Null when every pair is ipc: their signals and completions are
+  // written by the peers' GPUs, and the progress thread queues inline (a thread hop per late match would add to the
+  // latency). Left: a cycle across ranks (this rank's copy stream full behind a stream that waits for a peer which
+  // waits for another send of this rank that the blocked thread would match) can still stop that thread; one worker
+  // per pair would remove it. One worker serves every pair, so a stalled pair also holds up the others' late matches.
   std::unique_ptr<SerialWorker> match_enqueuer;
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread, and wakes it when someone starts waiting on it

@@ -314,7 +314,9 @@ Communicator::Impl::~Impl() {
   stop_progress();
   // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox.
   if (match_enqueuer) {
-    match_enqueuer->drain(Deadline::after_seconds(1));
+    if (!match_enqueuer->drain(Deadline::after_seconds(1))) {
+      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued at teardown");
+    }
     match_enqueuer.reset();
   }
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");

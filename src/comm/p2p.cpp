@@ -326,10 +326,12 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
     return std::nullopt;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
+    // Any failure, not only pickle's: the send is claimed, and the receiver must hear that nothing will come.
+    const Error cause(ErrorCode::System, cat(describe(send.ctx), " (tag ", send.tag, "): queuing the copy: ", e.what()));
     std::lock_guard lock(mutex);
-    if (!send.error) send.error = std::current_exception();
-    return send_failed_message(send, e);
+    if (!send.error) send.error = std::make_exception_ptr(cause);
+    return send_failed_message(send, cause);
   }
 }
 
@@ -341,10 +343,11 @@ SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& se
 
 void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread) {
   if (matched.enqueue && from_progress_thread) {
-    // Queued later than the match (from the match enqueuer): the pair may have failed since, which failed the send,
-    // and the application, told so, may have freed its source. (send() queues before it returns: no such window.)
+    // Queued later than the match (from the match enqueuer): a net send is among the pair's sends in flight from
+    // its claim on, so a failure of the pair since then failed it, and the application, told so, may have freed its
+    // source. (An ipc send's failure shows only in its own error, and send() queues before it returns.)
     std::lock_guard lock(mutex);
-    if (matched.send->error || peers[peer].failed) matched.enqueue = nullptr;
+    if (matched.send->error) matched.enqueue = nullptr;
   }
   if (matched.enqueue) {
     if (auto failure = matched.enqueue()) matched.reply = std::move(failure);
