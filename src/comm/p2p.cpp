@@ -320,18 +320,23 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
 std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::shared_ptr<RequestState>& request,
                                                                    void* dst, device::Stream& stream) {
   RequestState& send = *request;
+  // The send is claimed: whatever fails here, it fails, and the receiver must hear that nothing will come.
+  const auto fail = [&](std::exception_ptr error, const Error& cause) {
+    std::lock_guard lock(mutex);
+    if (!send.error) send.error = std::move(error);
+    return send_failed_message(send, cause);
+  };
   try {
     if (send.after_event) stream.wait(*send.after_event);
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
     return std::nullopt;
+  } catch (const Error& e) {
+    return fail(std::current_exception(), e);
   } catch (const std::exception& e) {
-    // Any failure, not only pickle's: the send is claimed, and the receiver must hear that nothing will come.
     const Error cause(ErrorCode::System, cat(describe(send.ctx), " (tag ", send.tag, "): queuing the copy: ", e.what()));
-    std::lock_guard lock(mutex);
-    if (!send.error) send.error = std::make_exception_ptr(cause);
-    return send_failed_message(send, cause);
+    return fail(std::make_exception_ptr(cause), cause);
   }
 }
 
