@@ -79,6 +79,14 @@ std::size_t count_wrong(Communicator& comm, const void* ptr, std::size_t bytes, 
   return wrong;
 }
 
+std::size_t await_posted_receives(Communicator& comm, int peer, int tag, std::size_t count, double seconds) {
+  const Deadline deadline = Deadline::after_seconds(seconds);
+  while (comm.posted_receives(peer, tag) < count && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return comm.posted_receives(peer, tag);
+}
+
 namespace {
 
 std::uint64_t seed_of(int from, int to, std::uint64_t size, int round) {
@@ -1066,12 +1074,9 @@ PICKLE_CHILD(comm_staged_recv_while_a_stream_waits) {
     std::vector<Request> requests;
     if (comm.rank() == 0) {
       for (int i = 0; i < count; ++i) fill(comm, static_cast<char*>(data.data()) + i * kBytes, kBytes, 40 * burst + i);
-      Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-      while (comm.posted_receives(1, kTag) < static_cast<std::size_t>(count) && !deadline.expired()) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-      CHILD_CHECK(comm.posted_receives(1, kTag) == static_cast<std::size_t>(count), "burst ", burst, ": heard of ",
-                  comm.posted_receives(1, kTag), " of ", count, " receives while rank 1's stream waited for rank 0");
+      const std::size_t heard = await_posted_receives(comm, 1, kTag, count, env::timeout_seconds());
+      CHILD_CHECK(heard == static_cast<std::size_t>(count), "burst ", burst, ": heard of ", heard, " of ", count,
+                  " receives while rank 1's stream waited for rank 0");
       comm.signal(stream, 1, 0);
       for (int i = 0; i < count; ++i) {
         requests.push_back(comm.send(1, kTag, static_cast<char*>(data.data()) + i * kBytes, kBytes));
@@ -1110,12 +1115,8 @@ PICKLE_CHILD(comm_staged_sends_behind_a_waiting_stream) {
   if (comm.rank() == 0) {
     for (int i = 0; i < count; ++i) fill(comm, message(i), bytes, 70 + i);
     // Every receive heard of first, so that each send is matched at call time and joins the stream.
-    Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-    while (comm.posted_receives(1, kTag) < static_cast<std::size_t>(count) && !deadline.expired()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    CHILD_CHECK(comm.posted_receives(1, kTag) == static_cast<std::size_t>(count), "heard of ",
-                comm.posted_receives(1, kTag), " of ", count, " receives");
+    const std::size_t heard = await_posted_receives(comm, 1, kTag, count, env::timeout_seconds());
+    CHILD_CHECK(heard == static_cast<std::size_t>(count), "heard of ", heard, " of ", count, " receives");
     comm.wait(stream, 1, 0, 1);  // the gate: rank 1 opens it once this rank has enqueued every send
     for (int i = 0; i < count; ++i) requests.push_back(comm.send(1, kTag, message(i), bytes, &stream));
     std::fprintf(stderr, "rank 0: %d sends of %zu bytes enqueued behind the closed gate\n", count, bytes);
@@ -1195,9 +1196,8 @@ PICKLE_CHILD(comm_posted_receives) {
     }
   } else {
     for (int i = 0; i < kPosts; ++i) fill(comm, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, 100 + i);
-    Deadline deadline = Deadline::after_seconds(20);
-    while (comm.posted_receives(1, kTag) < kPosts && !deadline.expired()) std::this_thread::yield();
-    CHILD_CHECK(comm.posted_receives(1, kTag) == kPosts, "heard of ", comm.posted_receives(1, kTag), " posts");
+    const std::size_t heard = await_posted_receives(comm, 1, kTag, kPosts, 20);
+    CHILD_CHECK(heard == kPosts, "heard of ", heard, " posts");
     CHILD_CHECK(comm.posted_receives(1, kTag + 1) == 0, "posts on another tag");
     Stream stream = comm.make_stream();
     std::vector<Request> sends;
@@ -1230,9 +1230,7 @@ PICKLE_CHILD(comm_send_on_stream_then_reuse) {
     if (comm.rank() == 0) {
       Stream stream = comm.make_stream();
       if (!late) {
-        Deadline deadline = Deadline::after_seconds(20);
-        while (comm.posted_receives(1, kTag) < 1 && !deadline.expired()) std::this_thread::yield();
-        CHILD_CHECK(comm.posted_receives(1, kTag) == 1, "round ", round, ": the post never arrived");
+        CHILD_CHECK(await_posted_receives(comm, 1, kTag, 1, 20) == 1, "round ", round, ": the post never arrived");
       }
       Request s = comm.send(1, kTag, buffer.data(), kBytes, &stream);
       s.on_stream(stream);  // late: returns once the peer's post (made 200 ms from now) matched the send

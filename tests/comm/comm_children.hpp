@@ -37,5 +37,8 @@ void fill(Communicator& comm, void* ptr, std::size_t bytes, std::uint64_t seed);
 std::vector<std::uint8_t> read_back(Communicator& comm, const void* ptr, std::size_t bytes);
 /// Number of bytes at `ptr` that differ from the pattern.
 std::size_t count_wrong(Communicator& comm, const void* ptr, std::size_t bytes, std::uint64_t seed);
+/// Waits until this rank has heard of at least `count` receives that `peer` posted on `tag`, or `seconds` passed;
+/// returns how many it has heard of (the caller checks it).
+std::size_t await_posted_receives(Communicator& comm, int peer, int tag, std::size_t count, double seconds);
 
 }  // namespace pickle::test

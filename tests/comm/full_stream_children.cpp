@@ -40,10 +40,9 @@ PICKLE_CHILD(comm_send_on_a_full_stream) {
   const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
   if (comm.rank() == 0) {
     fill(comm, data.data(), kBytes, 91);
-    while (posted_first && comm.posted_receives(1, kTag) < 1 && !deadline.expired()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    CHILD_CHECK(comm.posted_receives(1, kTag) == (posted_first ? 1u : 0u), "rank 1's receive ",
+    const std::size_t heard = posted_first ? await_posted_receives(comm, 1, kTag, 1, env::timeout_seconds())
+                                           : comm.posted_receives(1, kTag);
+    CHILD_CHECK(heard == (posted_first ? 1u : 0u), "rank 1's receive ",
                 posted_first ? "never arrived" : "came before the gate opened");
     comm.wait(stream, 1, 0, 1);  // the gate
     std::atomic<int> queued{0};
