@@ -214,12 +214,9 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
   }
 
   outbox = std::make_unique<SerialWorker>("control outbox");
-#ifdef PICKLE_HAVE_LIBFABRIC
-  const bool net_pairs = net != nullptr;
-#else
-  const bool net_pairs = false;
-#endif
-  if (shm || net_pairs) match_enqueuer = std::make_unique<SerialWorker>("matched sends");
+  bool ipc_only = true;
+  for (int peer = 0; peer < info.world_size; ++peer) ipc_only = ipc_only && uses_ipc(peer);
+  if (!ipc_only) match_enqueuer = std::make_unique<SerialWorker>("matched sends");
   wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
