@@ -69,6 +69,12 @@ constexpr std::array kTable = {
              "copy engines, a step with the ranks of the same local index on the other hosts over the network), so "
              "that each byte crosses the network once per host rather than once per remote rank; 0 exchanges with "
              "every rank directly (alltoall always does). Every rank must set the same value."},
+    Variable{"PICKLE_HOST_STREAM_DEPTH", "1024",
+             "Operations a stream of the host backend (host memory: machines without a GPU, --memory host) queues "
+             "before the caller waits, as a CUDA stream's queue does; a host callback counts two (pickle's CUDA "
+             "callback is two stream operations, and a CUDA stream took 510 of them). Code that queues stream work "
+             "while holding what the stream needs to move on then hangs on CPU too, where the tests see it. 0: no "
+             "bound. See docs/transports.md, \"The rule that follows\"."},
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "

@@ -299,6 +299,65 @@ TEST(HostStream, DestroyingAbandonsAStuckWaitWithinItsGrace) {
   EXPECT_EQ(ran, 0);  // what follows an abandoned wait must not run: it would break the stream's order
 }
 
+/// Queues `count` operations made by `queue_one` on a thread behind a closed wait, and returns how many went in before
+/// the queuing thread was held (its count still for 300 ms), then opens the wait and checks the rest goes in and runs.
+template <class QueueOne>
+int queued_before_held(Stream& stream, int count, QueueOne&& queue_one) {
+  std::uint32_t gate = 0;
+  stream.wait_value(&gate, 1);
+  std::atomic<int> queued{0};
+  std::thread filler([&] {
+    for (int i = 0; i < count; ++i) {
+      queue_one(i);
+      queued.fetch_add(1);
+    }
+  });
+  int seen = -1;
+  Stopwatch still;
+  while (queued.load() < count && still.seconds() < 0.3) {
+    if (queued.load() != seen) {
+      seen = queued.load();
+      still.reset();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int held_at = queued.load();
+  std::atomic_ref<std::uint32_t>(gate).store(1, std::memory_order_release);
+  filler.join();
+  stream.synchronize();
+  return held_at;
+}
+
+// As on CUDA, a full queue makes the caller wait until the stream has run some of it (PICKLE_HOST_STREAM_DEPTH,
+// 1024 by default; a callback counts two): the CPU tests then hang where a GPU would.
+TEST(HostStream, AFullQueueHoldsTheCallerUntilTheStreamMoves) {
+  auto stream = make_stream(MemoryKind::Host);
+  std::vector<std::uint32_t> words(3000, 0);
+  const int writes = queued_before_held(*stream, 3000, [&](int i) {
+    stream->write_value(&words[static_cast<std::size_t>(i)], static_cast<std::uint32_t>(i + 1));
+  });
+  EXPECT_EQ(writes, 1024);
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(words[static_cast<std::size_t>(i)], static_cast<std::uint32_t>(i + 1));
+
+  std::vector<int> ran;
+  const int callbacks =
+      queued_before_held(*stream, 1500, [&](int i) { stream->host_callback([&, i] { ran.push_back(i); }); });
+  EXPECT_EQ(callbacks, 512);
+  ASSERT_EQ(ran.size(), 1500u);
+  for (int i = 0; i < 1500; ++i) ASSERT_EQ(ran[static_cast<std::size_t>(i)], i);
+}
+
+// A callback that queues on its own stream would wait for itself: the stream's own thread is never held.
+TEST(HostStream, ACallbackQueuingOnItsOwnFullStreamIsNotHeld) {
+  auto stream = make_stream(MemoryKind::Host);
+  std::vector<std::uint32_t> words(2000, 0);
+  stream->host_callback([&] {
+    for (std::size_t i = 0; i < words.size(); ++i) stream->write_value(&words[i], 1);
+  });
+  stream->synchronize();
+  for (std::size_t i = 0; i < words.size(); ++i) ASSERT_EQ(words[i], 1u) << i;
+}
+
 TEST(HostEvent, TimesWorkAndOrdersStreams) {
   auto a = make_stream(MemoryKind::Host);
   auto b = make_stream(MemoryKind::Host);

@@ -1,6 +1,9 @@
 // The host stream: one worker thread per stream runs its FIFO in order, so that transports written against Stream
 // behave on CPU-only machines as they do on a GPU: copies are memcpy, write_value is a release store, wait_value an
-// acquire poll, and nothing the caller does blocks except synchronize().
+// acquire poll. As a CUDA stream, its queue holds a bounded number of operations (PICKLE_HOST_STREAM_DEPTH), and
+// queuing on a full one waits until the stream has run some of them: code that queues stream work while holding
+// something the stream's own progress needs (a lock its callbacks take, a thread that delivers the signal it waits
+// for) hangs here on CPU as it would on a GPU, where the CPU tests can see it.
 
 #include <atomic>
 #include <condition_variable>
@@ -12,6 +15,7 @@
 
 #include <pickle/error.hpp>
 
+#include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "device/backends.hpp"
@@ -102,6 +106,21 @@ struct Op {
   std::uint64_t sequence = 0;
 };
 
+/// Queue entries an operation takes, as on a CUDA stream: pickle's CUDA host callback is two stream operations (a
+/// write of its count, a wait for the callback thread's reply), and a CUDA stream's queue took 510 of them before
+/// the caller blocked (docs/results/2026-11-29c-h200.md).
+std::size_t entries_of(const Op& op) { return op.kind == Op::Kind::Callback ? 2 : 1; }
+
+/// PICKLE_HOST_STREAM_DEPTH: the entries a stream's queue holds; 0 for no bound.
+std::size_t queue_depth() {
+  static const std::size_t depth = [] {
+    const long long value = env::get_int("PICKLE_HOST_STREAM_DEPTH");
+    if (value < 0) throw InvalidArgument(cat("PICKLE_HOST_STREAM_DEPTH=", value, ": must be 0 (no bound) or more"));
+    return static_cast<std::size_t>(value);
+  }();
+  return depth;
+}
+
 class HostStream final : public Stream {
  public:
   HostStream() : worker_([this] { run(); }) {}
@@ -110,6 +129,7 @@ class HostStream final : public Stream {
     std::unique_lock lock(mutex_);
     stopping_ = true;
     work_.notify_all();
+    room_.notify_all();
     if (!idle_.wait_for(lock, kDestroyGrace, [&] { return idle_locked(); })) {
       try {
         PICKLE_LOG(Warn, "device", "host stream destroyed while busy: " << describe_current_locked()
@@ -201,7 +221,14 @@ class HostStream final : public Stream {
 
   void push(Op op) {
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      // A full queue waits for the stream, except on the stream's own thread (a callback queuing on its stream),
+      // which would wait for itself. (CUDA forbids stream calls in callbacks: pickle's CUDA code makes none.)
+      const std::size_t entries = entries_of(op);
+      if (queue_depth() != 0 && std::this_thread::get_id() != worker_.get_id()) {
+        room_.wait(lock, [&] { return queued_entries_ + entries <= queue_depth() || queue_.empty() || stopping_; });
+      }
+      queued_entries_ += entries;
       queue_.push_back(std::move(op));
     }
     work_.notify_one();
@@ -274,6 +301,8 @@ class HostStream final : public Stream {
       if (queue_.empty()) return;  // stopping, and everything ran
       current_ = std::move(queue_.front());
       queue_.pop_front();
+      queued_entries_ -= entries_of(current_);
+      room_.notify_all();
       running_ = true;
       lock.unlock();
       bool completed = execute(current_);
@@ -284,7 +313,11 @@ class HostStream final : public Stream {
       finished = std::move(current_);
       current_ = Op{};
       running_ = false;
-      if (!completed) dropped.swap(queue_);
+      if (!completed) {
+        dropped.swap(queue_);
+        queued_entries_ = 0;
+        room_.notify_all();
+      }
       idle_.notify_all();
       lock.unlock();
       dropped.clear();
@@ -296,7 +329,9 @@ class HostStream final : public Stream {
   std::mutex mutex_;
   std::condition_variable work_;  // the worker waits for operations
   std::condition_variable idle_;  // synchronize and the destructor wait for operations to finish
+  std::condition_variable room_;  // callers wait for room in a full queue
   std::deque<Op> queue_;
+  std::size_t queued_entries_ = 0;  // entries_of() summed over queue_
   Op current_;  // the running operation; written by the worker under mutex_, read by describe under mutex_
   bool running_ = false;
   bool stopping_ = false;
