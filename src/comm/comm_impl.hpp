@@ -556,14 +556,23 @@ struct Communicator::Impl {
   }
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
-  // Queues the stream operations of sends that the progress thread matched, when some pair uses net or shm: a full
+  // Queue the stream operations of sends that the progress thread matched, when some pair uses net or shm: a full
   // stream would block the progress thread, and a stream of the application waiting for a net or shm signal (which
-  // that thread delivers) then never runs again. Null when every pair is ipc: their signals and completions are
-  // written by the peers' GPUs, and the progress thread queues inline (a thread hop per late match would add to the
-  // latency). Left: a cycle across ranks (this rank's copy stream full behind a stream that waits for a peer which
-  // waits for another send of this rank that the blocked thread would match) can still stop that thread; one worker
-  // per pair would remove it. One worker serves every pair, so a stalled pair also holds up the others' late matches.
-  std::unique_ptr<SerialWorker> match_enqueuer;
+  // that thread delivers) then never runs again. One worker per peer, made at the pair's first late match, as each
+  // peer's copy stream is its own: a pair whose stream is held up (its sends wait behind a stream that waits for a
+  // signal) does not hold up the late matches of the others, which that signal may need (a third rank that signals
+  // only once it got its message: tests/comm/full_stream_children.cpp). None when every pair is ipc: their signals
+  // and completions are written by the peers' GPUs, and the progress thread queues inline (a thread hop per late
+  // match would add to the latency). Left: there, a cycle across ranks (this rank's copy stream full behind a stream
+  // that waits for a peer which waits for another send of this rank that the blocked thread would match) can still
+  // stop that thread.
+  bool late_matches_off_thread = false;
+  std::mutex match_enqueuers_mutex;  // guards the vector's slots: the progress thread fills them, teardown reads
+  std::vector<std::unique_ptr<SerialWorker>> match_enqueuers;  // index: peer
+  /// The worker that queues `peer`'s late-matched sends (progress thread only; made on first use).
+  SerialWorker& match_enqueuer(int peer);
+  /// Waits until every late-matched send handed to the workers so far is queued on its stream; false at `deadline`.
+  bool drain_match_enqueuers(const Deadline& deadline);
   std::thread progress;
   UniqueFd wake;  // eventfd: stops the progress thread, and wakes it when someone starts waiting on it
   std::atomic<bool> stopping{false};

@@ -165,7 +165,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     // and `mutex` before `net` and `shm`, whose threads call fail_peer (a peer dying during the ready barrier).
     // Everything that calls back into this object stops first.
     if (progress.joinable()) stop_progress();
-    match_enqueuer.reset();
+    match_enqueuers.clear();
     outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
     net.reset();
@@ -216,7 +216,8 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
   outbox = std::make_unique<SerialWorker>("control outbox");
   bool ipc_only = true;
   for (int peer = 0; peer < info.world_size; ++peer) ipc_only = ipc_only && uses_ipc(peer);
-  if (!ipc_only) match_enqueuer = std::make_unique<SerialWorker>("matched sends");
+  late_matches_off_thread = !ipc_only;
+  match_enqueuers.resize(static_cast<std::size_t>(info.world_size));
   wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) throw SystemError("eventfd for the progress thread", errno);
   progress = std::thread([this] { progress_loop(); });
@@ -260,7 +261,7 @@ Communicator::Impl::~Impl() {
   // still have to issue transfers; the collectives' checks use its Requests.
   const Deadline streams_deadline = Deadline::after_seconds(timeout_seconds);
   // Sends the progress thread matched are queued on their streams first (their callbacks count below).
-  if (match_enqueuer && !match_enqueuer->drain(streams_deadline)) {
+  if (!drain_match_enqueuers(streams_deadline)) {
     PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued after " << timeout_seconds
                                      << " s");
   }
@@ -310,12 +311,10 @@ Communicator::Impl::~Impl() {
   }
   stop_progress();
   // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox.
-  if (match_enqueuer) {
-    if (!match_enqueuer->drain(Deadline::after_seconds(1))) {
-      PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued at teardown");
-    }
-    match_enqueuer.reset();
+  if (!drain_match_enqueuers(Deadline::after_seconds(1))) {
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued at teardown");
   }
+  match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC

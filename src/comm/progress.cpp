@@ -50,6 +50,28 @@ void Communicator::Impl::wake_progress_if_sleeping() {
   if (::write(wake.get(), &one, sizeof one) < 0) PICKLE_LOG(Debug, "comm", "could not wake the progress thread");
 }
 
+SerialWorker& Communicator::Impl::match_enqueuer(int peer) {
+  std::lock_guard lock(match_enqueuers_mutex);
+  auto& worker = match_enqueuers[static_cast<std::size_t>(peer)];
+  if (!worker) worker = std::make_unique<SerialWorker>(cat("matched sends to peer ", peer));
+  return *worker;
+}
+
+bool Communicator::Impl::drain_match_enqueuers(const Deadline& deadline) {
+  // Drained without the lock: the progress thread may make a worker meanwhile (one made later has nothing of what
+  // came before), and none goes away before the communicator's teardown has stopped that thread.
+  std::vector<SerialWorker*> workers;
+  {
+    std::lock_guard lock(match_enqueuers_mutex);
+    for (auto& worker : match_enqueuers) {
+      if (worker) workers.push_back(worker.get());
+    }
+  }
+  bool drained = true;
+  for (SerialWorker* worker : workers) drained = worker->drain(deadline) && drained;
+  return drained;
+}
+
 void Communicator::Impl::progress_loop() {
   std::vector<int> live;  // peers whose channel we still read
   for (int peer = 0; peer < info.world_size; ++peer) {
@@ -149,8 +171,8 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                 matched = start_copy(peer, send, post, ipc->stream(peer));
               }
             }
-            if (matched.enqueue && match_enqueuer) {
-              match_enqueuer->post([this, peer, matched = std::move(matched)]() mutable {
+            if (matched.enqueue && late_matches_off_thread) {
+              match_enqueuer(peer).post([this, peer, matched = std::move(matched)]() mutable {
                 finish_matched_send(peer, matched, /*from_progress_thread=*/true);
               });
             } else {

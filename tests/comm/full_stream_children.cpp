@@ -23,7 +23,8 @@ namespace pickle::test {
 // through its progress thread: a send that queued its operations while holding the communicator's lock stopped that
 // thread, so the gate never opened and the rank hung (net: the writes and the completion go from host callbacks on
 // the stream). Rank 0 fills its stream behind the gate with signals to rank 1 (each a host callback: on a GPU two
-// stream operations, and a CUDA stream's queue holds about a thousand) until the filling thread blocks, then sends on
+// stream operations, and a CUDA stream's queue holds about a thousand; a host stream's as many,
+// PICKLE_HOST_STREAM_DEPTH) until the filling thread blocks, then sends on
 // the same stream; once the send is under way it tells rank 1 (a file in `folder`) to open the gate. Rank 1 checks the
 // data and that every signal arrived. With `when` = "posted" rank 1's receive is posted first, so that the send is
 // matched at call time and queues its copy; with "late" rank 1 posts it after opening the gate, so that the send
@@ -65,7 +66,7 @@ PICKLE_CHILD(comm_send_on_a_full_stream) {
     }
     const int before_send = queued.load();
     std::fprintf(stderr, "rank 0: %d of %d signals queued behind the gate when the send came\n", before_send, kSignals);
-    if (args.at(0) == "cuda" && before_send == kSignals) {
+    if (before_send == kSignals) {
       // The send would not wait, and this program would test nothing. (The filler is done: no thread left running.)
       filler.join();
       CHILD_CHECK(false, "the stream's queue took all ", kSignals, " signals without blocking");
@@ -133,6 +134,53 @@ PICKLE_CHILD(comm_sends_matched_late_behind_a_gate) {
   stream.synchronize();
   for (int i = 0; i < count && comm.rank() == 1; ++i) {
     const std::size_t wrong = count_wrong(comm, message(i), kBytes, 300 + i);
+    CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
+  }
+  comm.barrier();
+  return 0;
+}
+
+// A pair whose late-matched sends are held up must not hold up another pair's. Rank 0 queues `count` sends to rank 1
+// behind a gate that opens on rank 2's signal, and one send to rank 2 on a stream of its own, all before any receive
+// is posted. Rank 1 posts its receives: the sends' stream work fills rank 0's copy stream for rank 1, and the thread
+// that queues it waits there. Half a second later rank 2 posts its receive, and opens the gate only once the message
+// arrived. A single thread queuing every pair's late matches would hold rank 2's send behind rank 1's: no message
+// would ever arrive (a timeout). Ranks 1 and 2 check their data. args: memory kind, count.
+PICKLE_CHILD(comm_late_matches_of_a_held_pair_do_not_hold_another) {
+  Communicator comm = make_comm(args.at(0));
+  CHILD_CHECK(comm.world_size() == 3, "three ranks, not ", comm.world_size());
+  const int count = std::stoi(args.at(1));
+  constexpr std::size_t kBytes = 4096;
+  constexpr int kTag = 8;
+  Buffer data = comm.alloc(kBytes * static_cast<std::size_t>(count));
+  auto message = [&](int i) { return static_cast<char*>(data.data()) + static_cast<std::size_t>(i) * kBytes; };
+  Stream gated = comm.make_stream(), free_running = comm.make_stream();
+  std::vector<Request> requests;
+  if (comm.rank() == 0) {
+    for (int i = 0; i < count; ++i) fill(comm, message(i), kBytes, 500 + i);
+    comm.wait(gated, 2, 0, 1);  // the gate
+    for (int i = 0; i < count; ++i) requests.push_back(comm.send(1, kTag, message(i), kBytes, &gated));
+    requests.push_back(comm.send(2, kTag, message(0), kBytes, &free_running));
+    CHILD_CHECK(comm.posted_receives(1, kTag) == 0 && comm.posted_receives(2, kTag) == 0,
+                "a receive came before the sends were queued");
+    comm.barrier();  // now the receives
+  } else if (comm.rank() == 1) {
+    comm.barrier();
+    for (int i = 0; i < count; ++i) requests.push_back(comm.recv(0, kTag, message(i), kBytes));
+  } else {
+    comm.barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's matches fill rank 0's copy stream
+    Request request = comm.recv(0, kTag, message(0), kBytes);
+    request.wait();
+    const std::size_t wrong = count_wrong(comm, message(0), kBytes, 500);
+    CHILD_CHECK(wrong == 0, "rank 2's message: ", wrong, " wrong bytes");
+    comm.signal(free_running, 0, 0);
+  }
+  for (auto& request : requests) request.wait();
+  gated.synchronize();
+  free_running.synchronize();
+  for (int i = 0; i < count && comm.rank() == 1; ++i) {
+    const std::size_t wrong = count_wrong(comm, message(i), kBytes, 500 + i);
     CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
   }
   comm.barrier();

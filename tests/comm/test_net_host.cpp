@@ -97,8 +97,8 @@ TEST_F(Net, StagedSendsQueuedBehindAWaitingStreamAllGoOut) {
                           staged_env(2)));
 }
 // A send queued on a stream that waits, behind a gate, for the peer's signal while another thread queues signals
-// on it: the data and every signal arrive (a host stream's queue never fills; the hang of queuing a send on a full
-// stream while holding the communicator's lock only a GPU shows, NetCuda's twin).
+// on it: the data and every signal arrive. The host stream's queue fills as a CUDA stream's does
+// (PICKLE_HOST_STREAM_DEPTH), so that queuing the send while holding the communicator's lock hangs here too.
 TEST_F(Net, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
   for (const char* when : {"posted", "late"}) {
     SCOPED_TRACE(when);
@@ -110,6 +110,12 @@ TEST_F(Net, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
 TEST_F(Net, SendsMatchedLateBehindAGateAllGoOut) {
   expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"}, net_env(2)));
   expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"}, staged_env(2)));
+}
+// Rank 0's late-matched sends to rank 1 fill its copy stream for rank 1 behind a gate that rank 2 opens once its own
+// late-matched message arrived: one thread queuing every pair's late matches held that message behind them.
+TEST_F(Net, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
+  expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, net_env(2)));
+  expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, staged_env(2)));
 }
 // Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
 // guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).

@@ -71,6 +71,12 @@ TEST_F(NetCuda, SendsMatchedLateBehindAGateDoNotStopTheProgressThread) {
   expect_all_ok(
       run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"cuda", "500"}, net_env(), std::chrono::seconds(90)));
 }
+// Three ranks: rank 0's late matches for rank 1 wait on a full copy stream behind a gate that rank 2 opens once
+// its own late-matched message arrived; they must not hold that message up.
+TEST_F(NetCuda, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
+  expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"cuda", "500"}, net_env(),
+                          std::chrono::seconds(90)));
+}
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));
 }
