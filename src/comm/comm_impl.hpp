@@ -556,21 +556,21 @@ struct Communicator::Impl {
   }
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
-  // Queue the stream operations of sends that the progress thread matched, when some pair uses net or shm: a full
-  // stream would block the progress thread, and a stream of the application waiting for a net or shm signal (which
-  // that thread delivers) then never runs again. One worker per peer, made at the pair's first late match, as each
-  // peer's copy stream is its own: a pair whose stream is held up (its sends wait behind a stream that waits for a
-  // signal) does not hold up the late matches of the others, which that signal may need (a third rank that signals
-  // only once it got its message: tests/comm/full_stream_children.cpp). None when every pair is ipc: their signals
-  // and completions are written by the peers' GPUs, and the progress thread queues inline (a thread hop per late
-  // match would add to the latency). Left: there, a cycle across ranks (this rank's copy stream full behind a stream
-  // that waits for a peer which waits for another send of this rank that the blocked thread would match) can still
-  // stop that thread.
-  bool late_matches_off_thread = false;
+  // The stream operations of a send that the progress thread matched (its receive was posted after it). That thread
+  // must never wait to queue them: were it held by a full stream, it would stop reading the control channels (a peer
+  // writing to it then waits too, two ranks suffice), and a stream of the application that waits for a net or shm
+  // signal, which that thread delivers, would never run again. So it queues them itself only where that cannot
+  // wait: an ipc send (three operations) onto a copy stream that is idle, with none of the pair's late matches still
+  // to be queued before it (a ping-pong's case, the lowest latency). Anything else goes to a worker of the pair,
+  // behind the pair's earlier ones: one per peer, made at the pair's first such match, as each peer's copy stream is
+  // its own, so that a pair whose stream is held up (its sends wait behind a stream that waits for a signal) does
+  // not hold up the others' late matches, which that signal may need (tests/comm/full_stream_children.cpp).
+  void queue_late_match(int peer, MatchedSend matched, device::Stream& stream);
   std::mutex match_enqueuers_mutex;  // guards the vector's slots: the progress thread fills them, teardown reads
   std::vector<std::unique_ptr<SerialWorker>> match_enqueuers;  // index: peer
-  /// The worker that queues `peer`'s late-matched sends (progress thread only; made on first use).
-  SerialWorker& match_enqueuer(int peer);
+  /// The worker that queues `peer`'s late-matched sends (progress thread only; made on first use); null when no
+  /// thread could be made (logged).
+  SerialWorker* match_enqueuer(int peer);
   /// Waits until every late-matched send handed to the workers so far is queued on its stream; false at `deadline`.
   bool drain_match_enqueuers(const Deadline& deadline);
   std::thread progress;

@@ -214,9 +214,6 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
   }
 
   outbox = std::make_unique<SerialWorker>("control outbox");
-  bool ipc_only = true;
-  for (int peer = 0; peer < info.world_size; ++peer) ipc_only = ipc_only && uses_ipc(peer);
-  late_matches_off_thread = !ipc_only;
   match_enqueuers.resize(static_cast<std::size_t>(info.world_size));
   wake = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) throw SystemError("eventfd for the progress thread", errno);

@@ -50,11 +50,35 @@ void Communicator::Impl::wake_progress_if_sleeping() {
   if (::write(wake.get(), &one, sizeof one) < 0) PICKLE_LOG(Debug, "comm", "could not wake the progress thread");
 }
 
-SerialWorker& Communicator::Impl::match_enqueuer(int peer) {
+SerialWorker* Communicator::Impl::match_enqueuer(int peer) {
   std::lock_guard lock(match_enqueuers_mutex);
   auto& worker = match_enqueuers[static_cast<std::size_t>(peer)];
-  if (!worker) worker = std::make_unique<SerialWorker>(cat("matched sends to peer ", peer));
-  return *worker;
+  if (!worker) {
+    try {
+      worker = std::make_unique<SerialWorker>(cat("matched sends to peer ", peer));
+    } catch (const std::exception& e) {  // no thread to be had: the caller queues the send itself
+      PICKLE_LOG(Error, "comm", "rank " << info.rank << ": no thread to queue the late-matched sends to peer " << peer
+                                        << " (" << e.what() << "); the progress thread queues them itself");
+    }
+  }
+  return worker.get();
+}
+
+void Communicator::Impl::queue_late_match(int peer, MatchedSend matched, device::Stream& stream) {
+  SerialWorker* worker = nullptr;
+  {
+    std::lock_guard lock(match_enqueuers_mutex);
+    worker = match_enqueuers[static_cast<std::size_t>(peer)].get();
+  }
+  const bool cannot_wait = uses_ipc(peer) && (worker == nullptr || worker->idle()) && stream.idle_now();
+  if (!cannot_wait) worker = match_enqueuer(peer);
+  if (cannot_wait || worker == nullptr) {
+    finish_matched_send(peer, matched, /*from_progress_thread=*/true);
+    return;
+  }
+  worker->post([this, peer, matched = std::move(matched)]() mutable {
+    finish_matched_send(peer, matched, /*from_progress_thread=*/true);
+  });
 }
 
 bool Communicator::Impl::drain_match_enqueuers(const Deadline& deadline) {
@@ -158,6 +182,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           [&](const ExportMessage& m) { ipc->cache().insert(peer, device::parse_descriptor(m.descriptor), std::move(fd)); },
           [&](const RecvPostMessage& post) {
             MatchedSend matched;
+            device::Stream* copy_stream = nullptr;  // where a late match's copy goes
             {
               std::lock_guard lock(mutex);
               PeerState& state = peers[peer];
@@ -168,13 +193,12 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
                 auto send = sends.front();
                 sends.pop_front();
                 unmatched_sends.fetch_sub(1);
-                matched = start_copy(peer, send, post, ipc->stream(peer));
+                copy_stream = &ipc->stream(peer);
+                matched = start_copy(peer, send, post, *copy_stream);
               }
             }
-            if (matched.enqueue && late_matches_off_thread) {
-              match_enqueuer(peer).post([this, peer, matched = std::move(matched)]() mutable {
-                finish_matched_send(peer, matched, /*from_progress_thread=*/true);
-              });
+            if (matched.enqueue) {
+              queue_late_match(peer, std::move(matched), *copy_stream);
             } else {
               finish_matched_send(peer, matched, /*from_progress_thread=*/true);
             }

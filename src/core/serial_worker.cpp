@@ -39,6 +39,11 @@ bool SerialWorker::drain(const Deadline& deadline) {
   return true;
 }
 
+bool SerialWorker::idle() {
+  std::lock_guard lock(mutex_);
+  return finished_ == posted_;
+}
+
 void SerialWorker::run() {
   std::unique_lock lock(mutex_);
   while (true) {

@@ -32,6 +32,8 @@ class SerialWorker {
   void post(std::function<void()> job);
   /// Waits until every job posted so far has run (not those posted meanwhile); false when `deadline` passed first.
   bool drain(const Deadline& deadline);
+  /// True when every job posted so far has run.
+  bool idle();
 
  private:
   void run();

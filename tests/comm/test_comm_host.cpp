@@ -32,6 +32,29 @@ TEST(Comm, SendsTakingTurnsOverTwoCopyStreamsArriveIntact) {
   expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, {"PICKLE_TIMEOUT=60", "PICKLE_IPC_STREAMS=2"}));
 }
 
+// The programs around a full stream (tests/comm/full_stream_children.cpp) over ipc, the transport of host ranks on one
+// host: the progress thread queued the sends it matched itself when every pair used ipc, and a copy stream full
+// behind a gate held it, so that it stopped reading its channels; the peer, whose receives' posts then filled the
+// channel, never got to the signal that opens the gate.
+TEST(Comm, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
+  for (const char* when : {"posted", "late"}) {
+    SCOPED_TRACE(when);
+    TempDir folder("full-stream");
+    expect_all_ok(run_ranks("comm_send_on_a_full_stream", 2, {"host", folder.str(), when}, {"PICKLE_TIMEOUT=60"}));
+  }
+}
+TEST(Comm, SendsMatchedLateBehindAGateAllGoOut) {
+  for (const char* streams : {"1", "2"}) {
+    SCOPED_TRACE(streams);
+    expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"},
+                            {"PICKLE_TIMEOUT=60", std::string("PICKLE_IPC_STREAMS=") + streams}));
+  }
+}
+TEST(Comm, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
+  expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"},
+                          {"PICKLE_TIMEOUT=60"}));
+}
+
 TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

@@ -16,6 +16,16 @@ TEST_F(CommCuda, SendsFromOneByteTo1GiBBothWaysArriveIntact) {
 TEST_F(CommCuda, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
   expect_all_ok(run_ranks("comm_many_tags", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));
 }
+// Late-matched ipc sends behind a gate fill their copy stream: the progress thread must not be the one that waits
+// for it (it would stop reading the channels that bring the gate's opening).
+TEST_F(CommCuda, SendsMatchedLateBehindAGateAllGoOut) {
+  expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"cuda", "500"}, {"PICKLE_TIMEOUT=60"},
+                          std::chrono::seconds(90)));
+}
+TEST_F(CommCuda, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
+  expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"cuda", "500"},
+                          {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90)));
+}
 TEST_F(CommCuda, BufferInsideALargerVmmAllocationOpensOnce) {
   expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=60"}));
 }

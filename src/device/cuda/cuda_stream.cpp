@@ -281,6 +281,12 @@ class CudaStream final : public Stream {
     PICKLE_CUDA((OpContext{.op = "CUDA stream wait"}), cudaStreamWaitEvent(stream_, cuda_event.handle(), 0));
   }
 
+  bool idle_now() noexcept override {
+    const cudaError_t status = cudaStreamQuery(stream_);
+    if (status != cudaSuccess && status != cudaErrorNotReady) cudaGetLastError();  // left for query() to report
+    return status == cudaSuccess;
+  }
+
   bool query_operations() override {
     rethrow_callback_error();
     cudaError_t status = cudaStreamQuery(stream_);

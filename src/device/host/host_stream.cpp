@@ -190,6 +190,11 @@ class HostStream final : public Stream {
     push(Op{.kind = Op::Kind::WaitEvent, .event = state, .sequence = sequence});
   }
 
+  bool idle_now() noexcept override {
+    std::lock_guard lock(mutex_);
+    return idle_locked();
+  }
+
   bool query_operations() override {
     std::lock_guard lock(mutex_);
     rethrow_error_locked();
