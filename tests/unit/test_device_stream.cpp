@@ -331,6 +331,7 @@ int queued_before_held(Stream& stream, int count, QueueOne&& queue_one) {
 // As on CUDA, a full queue makes the caller wait until the stream has run some of it (PICKLE_HOST_STREAM_DEPTH,
 // 1024 by default; a callback counts two): the CPU tests then hang where a GPU would.
 TEST(HostStream, AFullQueueHoldsTheCallerUntilTheStreamMoves) {
+  unsetenv("PICKLE_HOST_STREAM_DEPTH");  // the default: a stream reads it when it is made
   auto stream = make_stream(MemoryKind::Host);
   std::vector<std::uint32_t> words(3000, 0);
   const int writes = queued_before_held(*stream, 3000, [&](int i) {
@@ -349,13 +350,44 @@ TEST(HostStream, AFullQueueHoldsTheCallerUntilTheStreamMoves) {
 
 // A callback that queues on its own stream would wait for itself: the stream's own thread is never held.
 TEST(HostStream, ACallbackQueuingOnItsOwnFullStreamIsNotHeld) {
+  ScopedTimeout timeout("5");  // a held callback fails the synchronize soon
+  setenv("PICKLE_HOST_STREAM_DEPTH", "16", 1);
   auto stream = make_stream(MemoryKind::Host);
+  unsetenv("PICKLE_HOST_STREAM_DEPTH");
   std::vector<std::uint32_t> words(2000, 0);
   stream->host_callback([&] {
     for (std::size_t i = 0; i < words.size(); ++i) stream->write_value(&words[i], 1);
   });
   stream->synchronize();
   for (std::size_t i = 0; i < words.size(); ++i) ASSERT_EQ(words[i], 1u) << i;
+}
+
+// A stream destroyed while stuck drops what it queued behind its wait, records included. A stream waiting for one
+// of those records gives its wait up (an error at its synchronize, what followed the wait dropped) instead of
+// waiting for ever, which held up whoever then queued on it once its queue was full.
+TEST(HostStream, AWaitForARecordThatADestroyedStreamDroppedGivesUp) {
+  ScopedTimeout timeout("10");  // were the wait kept, the synchronize would time out instead
+  std::uint32_t never = 0;
+  auto event = make_event(MemoryKind::Host);
+  auto waiting = make_stream(MemoryKind::Host);
+  int ran = 0;
+  {
+    auto stuck = make_stream(MemoryKind::Host);
+    stuck->wait_value(&never, 1);
+    stuck->record(*event);
+    waiting->wait(*event);
+    waiting->host_callback([&] { ran = 1; });
+  }
+  try {
+    waiting->synchronize();
+    ADD_FAILURE() << "the wait for the dropped record passed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("record was dropped"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ran, 0);  // what followed the wait must not run: the awaited work never happened
+  waiting->host_callback([&] { ran = 2; });  // the stream goes on
+  waiting->synchronize();
+  EXPECT_EQ(ran, 2);
 }
 
 TEST(HostEvent, TimesWorkAndOrdersStreams) {

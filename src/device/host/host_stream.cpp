@@ -5,6 +5,7 @@
 // something the stream's own progress needs (a lock its callbacks take, a thread that delivers the signal it waits
 // for) hangs here on CPU as it would on a GPU, where the CPU tests can see it.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -39,6 +40,7 @@ struct EventState {
   std::condition_variable changed;
   std::uint64_t recorded = 0;   // records enqueued
   std::uint64_t completed = 0;  // highest record that the stream reached
+  std::uint64_t dropped = 0;    // highest record that its stream dropped unreached (destroyed while stuck)
   std::int64_t time_ns = 0;     // when it was reached
 
   void complete(std::uint64_t sequence) {
@@ -51,6 +53,15 @@ struct EventState {
     }
     changed.notify_all();
   }
+  void drop(std::uint64_t sequence) {
+    {
+      std::lock_guard lock(mutex);
+      dropped = std::max(dropped, sequence);
+    }
+    changed.notify_all();
+  }
+  /// Whether a wait for `sequence` can never pass: its record was dropped, and no later one has completed (mutex held).
+  bool never_reached_locked(std::uint64_t sequence) const { return completed < sequence && dropped >= sequence; }
 };
 
 class HostEvent final : public Event {
@@ -111,19 +122,16 @@ struct Op {
 /// the caller blocked (docs/results/2026-11-29c-h200.md).
 std::size_t entries_of(const Op& op) { return op.kind == Op::Kind::Callback ? 2 : 1; }
 
-/// PICKLE_HOST_STREAM_DEPTH: the entries a stream's queue holds; 0 for no bound.
+/// PICKLE_HOST_STREAM_DEPTH: the entries a stream's queue holds; 0 for no bound. Read when a stream is made.
 std::size_t queue_depth() {
-  static const std::size_t depth = [] {
-    const long long value = env::get_int("PICKLE_HOST_STREAM_DEPTH");
-    if (value < 0) throw InvalidArgument(cat("PICKLE_HOST_STREAM_DEPTH=", value, ": must be 0 (no bound) or more"));
-    return static_cast<std::size_t>(value);
-  }();
-  return depth;
+  const long long value = env::get_int("PICKLE_HOST_STREAM_DEPTH");
+  if (value < 0) throw InvalidArgument(cat("PICKLE_HOST_STREAM_DEPTH=", value, ": must be 0 (no bound) or more"));
+  return static_cast<std::size_t>(value);
 }
 
 class HostStream final : public Stream {
  public:
-  HostStream() : worker_([this] { run(); }) {}
+  HostStream() : depth_(queue_depth()), worker_([this] { run(); }) {}
 
   ~HostStream() override {
     std::unique_lock lock(mutex_);
@@ -230,8 +238,8 @@ class HostStream final : public Stream {
       // A full queue waits for the stream, except on the stream's own thread (a callback queuing on its stream),
       // which would wait for itself. (CUDA forbids stream calls in callbacks: pickle's CUDA code makes none.)
       const std::size_t entries = entries_of(op);
-      if (queue_depth() != 0 && std::this_thread::get_id() != worker_.get_id()) {
-        room_.wait(lock, [&] { return queued_entries_ + entries <= queue_depth() || queue_.empty() || stopping_; });
+      if (depth_ != 0 && std::this_thread::get_id() != worker_.get_id()) {
+        room_.wait(lock, [&] { return queued_entries_ + entries <= depth_ || queue_.empty() || stopping_; });
       }
       queued_entries_ += entries;
       queue_.push_back(std::move(op));
@@ -261,21 +269,25 @@ class HostStream final : public Stream {
     return what;
   }
 
-  /// Runs one operation; false when it was a wait abandoned because the stream is being destroyed.
-  bool execute(Op& op) {
+  /// How an operation ended: it ran; or it was a wait given up because this stream is being destroyed, or because
+  /// it waited for an event whose record another stream dropped (destroyed while stuck). What follows either is
+  /// dropped: running it would break the stream's order (a copy of data the awaited work never produced).
+  enum class Outcome { Ran, Abandoned, AwaitedRecordDropped };
+
+  Outcome execute(Op& op) {
     switch (op.kind) {
-      case Op::Kind::Copy: std::memmove(op.dst, op.src, op.bytes); return true;
+      case Op::Kind::Copy: std::memmove(op.dst, op.src, op.bytes); return Outcome::Ran;
       case Op::Kind::WriteValue:
         // Release: the copies this thread made before are visible to whoever acquires the new value.
         std::atomic_ref<std::uint32_t>(*op.flag).store(op.value, std::memory_order_release);
-        return true;
+        return Outcome::Ran;
       case Op::Kind::WaitValue: {
         Backoff backoff;
         while (!flag_reached(load_acquire(op.flag), op.value)) {
-          if (abandon_.load(std::memory_order_relaxed)) return false;
+          if (abandon_.load(std::memory_order_relaxed)) return Outcome::Abandoned;
           backoff.pause();
         }
-        return true;
+        return Outcome::Ran;
       }
       case Op::Kind::Callback:
         try {
@@ -284,19 +296,20 @@ class HostStream final : public Stream {
           std::lock_guard lock(mutex_);
           if (!error_) error_ = std::current_exception();
         }
-        return true;
-      case Op::Kind::Record: op.event->complete(op.sequence); return true;
+        return Outcome::Ran;
+      case Op::Kind::Record: op.event->complete(op.sequence); return Outcome::Ran;
       case Op::Kind::WaitEvent: {
         std::unique_lock lock(op.event->mutex);
         while (op.event->completed < op.sequence) {
-          if (abandon_.load(std::memory_order_relaxed)) return false;
+          if (abandon_.load(std::memory_order_relaxed)) return Outcome::Abandoned;
+          if (op.event->never_reached_locked(op.sequence)) return Outcome::AwaitedRecordDropped;
           op.event->changed.wait_for(lock, std::chrono::milliseconds(1));
         }
-        return true;
+        return Outcome::Ran;
       }
-      case Op::Kind::None: return true;
+      case Op::Kind::None: return Outcome::Ran;
     }
-    return true;
+    return Outcome::Ran;
   }
 
   void run() {
@@ -310,7 +323,7 @@ class HostStream final : public Stream {
       room_.notify_all();
       running_ = true;
       lock.unlock();
-      bool completed = execute(current_);
+      const Outcome outcome = execute(current_);
       // Destroy the finished operation (and anything dropped) outside the lock: their captures may do anything.
       std::deque<Op> dropped;
       Op finished;
@@ -318,13 +331,23 @@ class HostStream final : public Stream {
       finished = std::move(current_);
       current_ = Op{};
       running_ = false;
-      if (!completed) {
+      if (outcome != Outcome::Ran) {
+        if (outcome == Outcome::AwaitedRecordDropped && !error_) {
+          error_ = std::make_exception_ptr(Error(
+              ErrorCode::System, cat("host stream: a wait for an event whose record was dropped unreached (its stream "
+                                     "was destroyed while stuck); the ", queue_.size(), " operation(s) queued after "
+                                     "it were dropped")));
+        }
         dropped.swap(queue_);
         queued_entries_ = 0;
         room_.notify_all();
       }
       idle_.notify_all();
       lock.unlock();
+      // A stream waiting for a record dropped here would wait for ever: it gives up its wait instead.
+      for (const Op& op : dropped) {
+        if (op.kind == Op::Kind::Record) op.event->drop(op.sequence);
+      }
       dropped.clear();
       finished = Op{};
       lock.lock();
@@ -336,6 +359,7 @@ class HostStream final : public Stream {
   std::condition_variable idle_;  // synchronize and the destructor wait for operations to finish
   std::condition_variable room_;  // callers wait for room in a full queue
   std::deque<Op> queue_;
+  const std::size_t depth_;  // PICKLE_HOST_STREAM_DEPTH when the stream was made
   std::size_t queued_entries_ = 0;  // entries_of() summed over queue_
   Op current_;  // the running operation; written by the worker under mutex_, read by describe under mutex_
   bool running_ = false;
