@@ -150,8 +150,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::shared_ptr<PassedCheck> check_when_passed(std::function<void()> check);
   /// True when every enqueued operation has completed (and every check they passed has run).
   bool query();
-  /// True when nothing is queued or running on the stream at this moment, so that queuing a few operations cannot
-  /// wait for room. Unlike query(), it runs no check and reports no error (false when the stream cannot tell).
+  /// True when nothing is queued or running on the stream at this moment: a few operations queued right after
+  /// cannot wait for room, unless another thread fills it meanwhile. Unlike query(), it runs no check and reports
+  /// no error (false when the stream cannot tell).
   virtual bool idle_now() noexcept = 0;
   /// Waits for every enqueued operation, for at most PICKLE_TIMEOUT seconds; then a TimeoutError that names what the
   /// stream may be stuck on. Never hangs. The stream stays usable: a flag written later still releases it.

@@ -12,6 +12,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <pickle/error.hpp>
@@ -40,7 +41,7 @@ struct EventState {
   std::condition_variable changed;
   std::uint64_t recorded = 0;   // records enqueued
   std::uint64_t completed = 0;  // highest record that the stream reached
-  std::uint64_t dropped = 0;    // highest record that its stream dropped unreached (destroyed while stuck)
+  std::set<std::uint64_t> dropped;  // records that their stream dropped unreached (it was destroyed while stuck)
   std::int64_t time_ns = 0;     // when it was reached
 
   void complete(std::uint64_t sequence) {
@@ -56,12 +57,15 @@ struct EventState {
   void drop(std::uint64_t sequence) {
     {
       std::lock_guard lock(mutex);
-      dropped = std::max(dropped, sequence);
+      dropped.insert(sequence);
     }
     changed.notify_all();
   }
-  /// Whether a wait for `sequence` can never pass: its record was dropped, and no later one has completed (mutex held).
-  bool never_reached_locked(std::uint64_t sequence) const { return completed < sequence && dropped >= sequence; }
+  /// Whether a wait for `sequence` can never pass: that record was dropped, and no later one has completed (mutex
+  /// held). A record dropped after it says nothing about it: it may still complete on its own stream.
+  bool never_reached_locked(std::uint64_t sequence) const {
+    return completed < sequence && dropped.count(sequence) != 0;
+  }
 };
 
 class HostEvent final : public Event {
@@ -74,6 +78,10 @@ class HostEvent final : public Event {
   void synchronize_until(const Deadline& deadline) override {
     std::unique_lock lock(state_->mutex);
     while (state_->completed < state_->recorded) {
+      if (state_->never_reached_locked(state_->recorded)) {
+        throw Error(ErrorCode::System, "event synchronize: the latest record was dropped unreached (its stream was "
+                                       "destroyed while stuck)");
+      }
       if (deadline.expired()) {
         throw TimeoutError(cat("event synchronize: the latest record has not completed after ",
                                static_cast<double>(deadline.timeout().count()) / 1000.0,
@@ -235,6 +243,14 @@ class HostStream final : public Stream {
   void push(Op op) {
     {
       std::unique_lock lock(mutex_);
+      if (gave_up_) {
+        // Dropped like what followed the wait that gave up, until its error is reported: the work it was to follow
+        // never happened, and a copy queued now (one operation at a time, as a send is) would move data that it
+        // never produced. A record dropped here cannot be waited for either.
+        lock.unlock();
+        if (op.kind == Op::Kind::Record) op.event->drop(op.sequence);
+        return;
+      }
       // A full queue waits for the stream, except on the stream's own thread (a callback queuing on its stream),
       // which would wait for itself. (CUDA forbids stream calls in callbacks: pickle's CUDA code makes none.)
       const std::size_t entries = entries_of(op);
@@ -250,7 +266,9 @@ class HostStream final : public Stream {
   bool idle_locked() const { return queue_.empty() && !running_; }
 
   void rethrow_error_locked() {
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (!error_) return;
+    gave_up_ = false;  // reported: the stream takes work again
+    std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
   std::string describe_current_locked() const {
@@ -271,7 +289,8 @@ class HostStream final : public Stream {
 
   /// How an operation ended: it ran; or it was a wait given up because this stream is being destroyed, or because
   /// it waited for an event whose record another stream dropped (destroyed while stuck). What follows either is
-  /// dropped: running it would break the stream's order (a copy of data the awaited work never produced).
+  /// dropped: running it would break the stream's order (a copy of data the awaited work never produced). After the
+  /// second, so is what is queued until the stream's error is reported (gave_up_).
   enum class Outcome { Ran, Abandoned, AwaitedRecordDropped };
 
   Outcome execute(Op& op) {
@@ -332,11 +351,12 @@ class HostStream final : public Stream {
       current_ = Op{};
       running_ = false;
       if (outcome != Outcome::Ran) {
+        if (outcome == Outcome::AwaitedRecordDropped) gave_up_ = true;
         if (outcome == Outcome::AwaitedRecordDropped && !error_) {
           error_ = std::make_exception_ptr(Error(
               ErrorCode::System, cat("host stream: a wait for an event whose record was dropped unreached (its stream "
                                      "was destroyed while stuck); the ", queue_.size(), " operation(s) queued after "
-                                     "it were dropped")));
+                                     "it, and any queued until this error is reported, were dropped")));
         }
         dropped.swap(queue_);
         queued_entries_ = 0;
@@ -366,6 +386,7 @@ class HostStream final : public Stream {
   bool stopping_ = false;
   std::atomic<bool> abandon_{false};
   std::exception_ptr error_;
+  bool gave_up_ = false;  // a wait gave up (AwaitedRecordDropped): new work is dropped until error_ is reported
   std::thread worker_;  // last: it starts in the constructor and uses everything above
 };
 
