@@ -557,17 +557,19 @@ struct Communicator::Impl {
 
   std::unique_ptr<SerialWorker> outbox;  // control messages of the progress thread
   // The stream operations of a send that the progress thread matched (its receive was posted after it). That thread
-  // must never wait to queue them: were it held by a full stream, it would stop reading the control channels (a peer
+  // must not wait to queue them: were it held by a full stream, it would stop reading the control channels (a peer
   // writing to it then waits too, two ranks suffice), and a stream of the application that waits for a net or shm
   // signal, which that thread delivers, would never run again. So it queues them itself only where that cannot
-  // wait: an ipc send (three operations) onto a copy stream that is idle, with none of the pair's late matches still
-  // to be queued before it (a ping-pong's case, the lowest latency). Anything else goes to a worker of the pair,
-  // behind the pair's earlier ones: one per peer, made at the pair's first such match, as each peer's copy stream is
-  // its own, so that a pair whose stream is held up (its sends wait behind a stream that waits for a signal) does
-  // not hold up the others' late matches, which that signal may need (tests/comm/full_stream_children.cpp).
+  // wait: an ipc send (three operations) onto the pair's one copy stream while that is idle, with none of the pair's
+  // late matches still to be queued before it (a ping-pong's case, the lowest latency). Anything else goes to a
+  // worker of the pair, behind the pair's earlier ones: one per peer, made at the pair's first such match, so that a
+  // pair whose late matches are held up (they wait behind a stream that waits for a signal) does not hold up the
+  // others', which that signal may need (tests/comm/full_stream_children.cpp). Should no thread be had for a worker,
+  // the progress thread queues them itself after all, and may then wait.
   void queue_late_match(int peer, MatchedSend matched, device::Stream& stream);
   std::mutex match_enqueuers_mutex;  // guards the vector's slots: the progress thread fills them, teardown reads
   std::vector<std::unique_ptr<SerialWorker>> match_enqueuers;  // index: peer
+  std::set<int> match_enqueuer_failed;  // peers whose worker could not be made (logged once each)
   /// The worker that queues `peer`'s late-matched sends (progress thread only; made on first use); null when no
   /// thread could be made (logged).
   SerialWorker* match_enqueuer(int peer);

@@ -56,9 +56,11 @@ SerialWorker* Communicator::Impl::match_enqueuer(int peer) {
   if (!worker) {
     try {
       worker = std::make_unique<SerialWorker>(cat("matched sends to peer ", peer));
-    } catch (const std::exception& e) {  // no thread to be had: the caller queues the send itself
+    } catch (const std::exception& e) {  // no thread to be had: the caller queues the send itself (it may wait)
+      if (!match_enqueuer_failed.insert(peer).second) return nullptr;  // said once per peer
       PICKLE_LOG(Error, "comm", "rank " << info.rank << ": no thread to queue the late-matched sends to peer " << peer
-                                        << " (" << e.what() << "); the progress thread queues them itself");
+                                        << " (" << e.what() << "); the progress thread queues them itself, and may "
+                                        << "wait for a full stream");
     }
   }
   return worker.get();
@@ -70,7 +72,12 @@ void Communicator::Impl::queue_late_match(int peer, MatchedSend matched, device:
     std::lock_guard lock(match_enqueuers_mutex);
     worker = match_enqueuers[static_cast<std::size_t>(peer)].get();
   }
-  const bool cannot_wait = uses_ipc(peer) && (worker == nullptr || worker->idle()) && stream.idle_now();
+  // With one copy stream per peer, nothing else queues work that waits on it (a send matched at call time joins the
+  // caller's stream, or has no stream to wait for): idle now, it takes the three operations at once. With several,
+  // sends matched at call time take turns on them too, each behind an event of its caller's stream, and another
+  // thread could fill the idle stream before this one queues: always the worker then.
+  const bool cannot_wait = uses_ipc(peer) && ipc->joins_caller_stream() && (worker == nullptr || worker->idle()) &&
+                           stream.idle_now();
   if (!cannot_wait) worker = match_enqueuer(peer);
   if (cannot_wait || worker == nullptr) {
     finish_matched_send(peer, matched, /*from_progress_thread=*/true);

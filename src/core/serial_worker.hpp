@@ -4,8 +4,8 @@
 // thousands of stream operations, and a CUDA stream whose queue is full blocks the enqueuing thread until the stream
 // drains, which waits for the peer); the communicator's progress thread hands one the control messages it sends (a
 // socket whose buffer is full blocks the writer until the peer reads; two progress threads blocked writing to each
-// other would never read again) and another the stream work of the sends it matches; a staged net receive's copies
-// into place are queued from one.
+// other would never read again) and one per peer the stream work of the sends it matches (where queuing it could
+// wait); a staged net receive's copies into place are queued from one.
 
 #include <condition_variable>
 #include <cstdint>

@@ -33,9 +33,11 @@ TEST(Comm, SendsTakingTurnsOverTwoCopyStreamsArriveIntact) {
 }
 
 // The programs around a full stream (tests/comm/full_stream_children.cpp) over ipc, the transport of host ranks on one
-// host: the progress thread queued the sends it matched itself when every pair used ipc, and a copy stream full
-// behind a gate held it, so that it stopped reading its channels; the peer, whose receives' posts then filled the
-// channel, never got to the signal that opens the gate.
+// host. When every pair used ipc, the progress thread queued the sends it matched itself, and a copy stream full
+// behind a gate held it: it stopped reading its channels. With 1000 late sends the peer's posts that were left then
+// filled the channel, and the peer never got to the signal that opens the gate (with 885ad94's src/comm both
+// SendsMatchedLate runs hang; with 500 the posts left fit in the socket and the peer went on); with three ranks the
+// third one's message never went out.
 TEST(Comm, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
   for (const char* when : {"posted", "late"}) {
     SCOPED_TRACE(when);
@@ -46,7 +48,9 @@ TEST(Comm, ASendOnAStreamFullOfSignalsBehindAGateGoesOut) {
 TEST(Comm, SendsMatchedLateBehindAGateAllGoOut) {
   for (const char* streams : {"1", "2"}) {
     SCOPED_TRACE(streams);
-    expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "500"},
+    // At most about 1020: the gated stream holds the gate and an event record per send, and a full one would hold
+    // the sender's own thread (a CUDA stream's queue takes about as many).
+    expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"host", "1000"},
                             {"PICKLE_TIMEOUT=60", std::string("PICKLE_IPC_STREAMS=") + streams}));
   }
 }

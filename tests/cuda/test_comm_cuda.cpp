@@ -19,7 +19,7 @@ TEST_F(CommCuda, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
 // Late-matched ipc sends behind a gate fill their copy stream: the progress thread must not be the one that waits
 // for it (it would stop reading the channels that bring the gate's opening).
 TEST_F(CommCuda, SendsMatchedLateBehindAGateAllGoOut) {
-  expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"cuda", "500"}, {"PICKLE_TIMEOUT=60"},
+  expect_all_ok(run_ranks("comm_sends_matched_late_behind_a_gate", 2, {"cuda", "1000"}, {"PICKLE_TIMEOUT=60"},
                           std::chrono::seconds(90)));
 }
 TEST_F(CommCuda, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
