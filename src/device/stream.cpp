@@ -109,7 +109,18 @@ PassedCheck::PassedCheck(std::shared_ptr<Event> passed, std::function<void()> ch
 bool PassedCheck::run_if_passed() {
   std::lock_guard lock(mutex_);
   if (ran_) return true;
-  if (!passed_->query()) return false;
+  try {
+    if (!passed_->query()) return false;
+  } catch (const std::exception& e) {
+    // The point will never be reached (a host stream dropped its record): the check cannot run, and the checks
+    // after it must not wait for it. Its error says so in its place.
+    ran_ = true;
+    check_ = nullptr;
+    passed_.reset();
+    error_ = std::make_exception_ptr(
+        Error(ErrorCode::System, cat("a check queued on the stream never ran: ", e.what())));
+    return true;
+  }
   run_locked();
   return true;
 }

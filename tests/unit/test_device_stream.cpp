@@ -300,9 +300,10 @@ TEST(HostStream, DestroyingAbandonsAStuckWaitWithinItsGrace) {
 }
 
 /// Queues `count` operations made by `queue_one` on a thread behind a closed wait, and returns how many went in before
-/// the queuing thread was held (its count still for 300 ms), then opens the wait and checks the rest goes in and runs.
+/// the queuing thread was held: once `expected` went in (or 30 s passed: a slow machine must not fail it), 300 ms more
+/// for any that would still go in. Then it opens the wait; the rest goes in and runs.
 template <class QueueOne>
-int queued_before_held(Stream& stream, int count, QueueOne&& queue_one) {
+int queued_before_held(Stream& stream, int count, int expected, QueueOne&& queue_one) {
   std::uint32_t gate = 0;
   stream.wait_value(&gate, 1);
   std::atomic<int> queued{0};
@@ -312,15 +313,8 @@ int queued_before_held(Stream& stream, int count, QueueOne&& queue_one) {
       queued.fetch_add(1);
     }
   });
-  int seen = -1;
-  Stopwatch still;
-  while (queued.load() < count && still.seconds() < 0.3) {
-    if (queued.load() != seen) {
-      seen = queued.load();
-      still.reset();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  poll_for_seconds(30, [&] { return queued.load() >= expected; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int held_at = queued.load();
   std::atomic_ref<std::uint32_t>(gate).store(1, std::memory_order_release);
   filler.join();
@@ -334,7 +328,7 @@ TEST(HostStream, AFullQueueHoldsTheCallerUntilTheStreamMoves) {
   unsetenv("PICKLE_HOST_STREAM_DEPTH");  // the default: a stream reads it when it is made
   auto stream = make_stream(MemoryKind::Host);
   std::vector<std::uint32_t> words(3000, 0);
-  const int writes = queued_before_held(*stream, 3000, [&](int i) {
+  const int writes = queued_before_held(*stream, 3000, 1024, [&](int i) {
     stream->write_value(&words[static_cast<std::size_t>(i)], static_cast<std::uint32_t>(i + 1));
   });
   EXPECT_EQ(writes, 1024);
@@ -342,7 +336,7 @@ TEST(HostStream, AFullQueueHoldsTheCallerUntilTheStreamMoves) {
 
   std::vector<int> ran;
   const int callbacks =
-      queued_before_held(*stream, 1500, [&](int i) { stream->host_callback([&, i] { ran.push_back(i); }); });
+      queued_before_held(*stream, 1500, 512, [&](int i) { stream->host_callback([&, i] { ran.push_back(i); }); });
   EXPECT_EQ(callbacks, 512);
   ASSERT_EQ(ran.size(), 1500u);
   for (int i = 0; i < 1500; ++i) ASSERT_EQ(ran[static_cast<std::size_t>(i)], i);
@@ -378,12 +372,13 @@ TEST(HostStream, AWaitForARecordThatADestroyedStreamDroppedGivesUp) {
     waiting->wait(*event);
     waiting->host_callback([&] { ran = 1; });
   }
-  // Queued after the give-up, one operation at a time as a send's copy and completion are: dropped too, until the
-  // error is reported (the give-up happens within the destroyed stream's grace; the callback shows when).
+  // Queued after the give-up, one operation at a time as a send's copy and completion are: refused, until the error
+  // is reported (the give-up happens within the destroyed stream's grace).
   ASSERT_TRUE(poll_for_seconds(5, [&] { return waiting->idle_now(); }));
   std::uint32_t word = 0;
-  waiting->write_value(&word, 7);
-  waiting->host_callback([&] { ran = 3; });
+  EXPECT_THROW(waiting->write_value(&word, 7), Error);
+  EXPECT_THROW(waiting->host_callback([&] { ran = 3; }), Error);
+  EXPECT_THROW(event->query(), Error);  // the host hears that its record will never be reached
   try {
     waiting->synchronize();
     ADD_FAILURE() << "the wait for the dropped record passed";

@@ -73,15 +73,13 @@ class HostEvent final : public Event {
   MemoryKind kind() const noexcept override { return MemoryKind::Host; }
   bool query() override {
     std::lock_guard lock(state_->mutex);
+    if (state_->never_reached_locked(state_->recorded)) throw_dropped("query");
     return state_->completed >= state_->recorded;
   }
   void synchronize_until(const Deadline& deadline) override {
     std::unique_lock lock(state_->mutex);
     while (state_->completed < state_->recorded) {
-      if (state_->never_reached_locked(state_->recorded)) {
-        throw Error(ErrorCode::System, "event synchronize: the latest record was dropped unreached (its stream was "
-                                       "destroyed while stuck)");
-      }
+      if (state_->never_reached_locked(state_->recorded)) throw_dropped("synchronize");
       if (deadline.expired()) {
         throw TimeoutError(cat("event synchronize: the latest record has not completed after ",
                                static_cast<double>(deadline.timeout().count()) / 1000.0,
@@ -102,6 +100,10 @@ class HostEvent final : public Event {
   const std::shared_ptr<EventState>& state() const { return state_; }
 
  private:
+  [[noreturn]] static void throw_dropped(const char* op) {
+    throw Error(ErrorCode::System, cat("event ", op, ": the latest record was dropped unreached (its stream was "
+                                       "destroyed while stuck, or refused it)"));
+  }
   std::int64_t completed_time(const char* which) const {
     std::lock_guard lock(state_->mutex);
     if (state_->recorded == 0 || state_->completed < state_->recorded) {
@@ -243,19 +245,24 @@ class HostStream final : public Stream {
   void push(Op op) {
     {
       std::unique_lock lock(mutex_);
-      if (gave_up_) {
-        // Dropped like what followed the wait that gave up, until its error is reported: the work it was to follow
-        // never happened, and a copy queued now (one operation at a time, as a send is) would move data that it
-        // never produced. A record dropped here cannot be waited for either.
-        lock.unlock();
-        if (op.kind == Op::Kind::Record) op.event->drop(op.sequence);
-        return;
-      }
       // A full queue waits for the stream, except on the stream's own thread (a callback queuing on its stream),
       // which would wait for itself. (CUDA forbids stream calls in callbacks: pickle's CUDA code makes none.)
       const std::size_t entries = entries_of(op);
       if (depth_ != 0 && std::this_thread::get_id() != worker_.get_id()) {
-        room_.wait(lock, [&] { return queued_entries_ + entries <= depth_ || queue_.empty() || stopping_; });
+        room_.wait(lock, [&] {
+          return queued_entries_ + entries <= depth_ || queue_.empty() || stopping_ || gave_up_;
+        });
+      }
+      if (gave_up_) {
+        // Refused, as what followed the wait that gave up was dropped, until its error is reported: the work it was
+        // to follow never happened, and a copy queued now (one operation at a time, as a send is) would move data
+        // that it never produced. The caller hears it at once (a CUDA stream with an error fails its enqueues too).
+        std::exception_ptr error = error_;
+        lock.unlock();
+        if (op.kind == Op::Kind::Record) op.event->drop(op.sequence);  // recorded, and never to be reached
+        if (error) std::rethrow_exception(error);
+        throw Error(ErrorCode::System, "host stream: a wait for an event whose record was dropped gave up; the "
+                                       "stream takes no work until its error is reported");
       }
       queued_entries_ += entries;
       queue_.push_back(std::move(op));
@@ -290,7 +297,7 @@ class HostStream final : public Stream {
   /// How an operation ended: it ran; or it was a wait given up because this stream is being destroyed, or because
   /// it waited for an event whose record another stream dropped (destroyed while stuck). What follows either is
   /// dropped: running it would break the stream's order (a copy of data the awaited work never produced). After the
-  /// second, so is what is queued until the stream's error is reported (gave_up_).
+  /// second, what is queued is refused until the stream's error is reported (gave_up_).
   enum class Outcome { Ran, Abandoned, AwaitedRecordDropped };
 
   Outcome execute(Op& op) {
@@ -356,7 +363,7 @@ class HostStream final : public Stream {
           error_ = std::make_exception_ptr(Error(
               ErrorCode::System, cat("host stream: a wait for an event whose record was dropped unreached (its stream "
                                      "was destroyed while stuck); the ", queue_.size(), " operation(s) queued after "
-                                     "it, and any queued until this error is reported, were dropped")));
+                                     "it were dropped, and it takes no work until this error is reported")));
         }
         dropped.swap(queue_);
         queued_entries_ = 0;
@@ -386,7 +393,7 @@ class HostStream final : public Stream {
   bool stopping_ = false;
   std::atomic<bool> abandon_{false};
   std::exception_ptr error_;
-  bool gave_up_ = false;  // a wait gave up (AwaitedRecordDropped): new work is dropped until error_ is reported
+  bool gave_up_ = false;  // a wait gave up (AwaitedRecordDropped): new work is refused until error_ is reported
   std::thread worker_;  // last: it starts in the constructor and uses everything above
 };
 
