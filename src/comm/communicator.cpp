@@ -349,23 +349,22 @@ Communicator::Impl::~Impl() {
 }
 
 void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn) {
-  application_callbacks.fetch_add(1);
-  try {
-    stream.host_callback([this, fn = std::move(fn)]() mutable {
-      // The count drops last, after every use of this communicator, even when fn throws (the stream reports it):
-      // after what fn captured is gone too (a staged put's pinned buffer goes back to the communicator's pool), so
-      // `call` is declared after `done` and destroyed before it.
-      struct Done {
-        std::atomic<int>& count;
-        ~Done() { count.fetch_sub(1); }
-      } done{application_callbacks};
+  // The count drops when the stream lets go of the callback, whether it ran it (even when fn threw: the stream
+  // reports it) or dropped it unrun (a host stream that gave up a wait, or was destroyed stuck): teardown waits for
+  // it, and a dropped callback must not make it wait PICKLE_TIMEOUT. It drops last, after what fn captured is gone
+  // (a staged put's pinned buffer goes back to the communicator's pool): `done` is declared before `fn`, so it is
+  // destroyed after it, and a run moves fn out and destroys it first.
+  struct Callback {
+    std::shared_ptr<void> done;  // shared by the copies that std::function may make: drops the count once
+    std::function<void()> fn;
+    void operator()() {
       std::function<void()> call = std::move(fn);
       call();
-    });
-  } catch (...) {
-    application_callbacks.fetch_sub(1);
-    throw;
-  }
+    }
+  };
+  application_callbacks.fetch_add(1);
+  std::shared_ptr<void> done(nullptr, [this](void*) { application_callbacks.fetch_sub(1); });
+  stream.host_callback(Callback{.done = std::move(done), .fn = std::move(fn)});
 }
 
 bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {

@@ -1,6 +1,7 @@
 #include "transport/ipc/ipc_transport.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include <pickle/error.hpp>
 
@@ -58,9 +59,18 @@ void IpcTransport::copies(device::Stream& stream, std::span<const device::Stream
 }
 
 void IpcTransport::synchronize_all() {
+  // Every stream, even after one failed (the others' copies must still finish); then the first failure.
+  std::exception_ptr first;
   for (auto& streams : streams_) {
-    for (auto& stream : streams) stream->synchronize();
+    for (auto& stream : streams) {
+      try {
+        stream->synchronize();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
   }
+  if (first) std::rethrow_exception(first);
 }
 
 TransportStats IpcTransport::stats() const {
