@@ -79,6 +79,22 @@ std::size_t count_wrong(Communicator& comm, const void* ptr, std::size_t bytes, 
   return wrong;
 }
 
+void fill_messages(Communicator& comm, void* base, int count, std::size_t bytes, std::uint64_t first_seed) {
+  for (int i = 0; i < count; ++i) {
+    fill(comm, static_cast<char*>(base) + static_cast<std::size_t>(i) * bytes, bytes, first_seed + i);
+  }
+}
+
+std::string first_wrong_message(Communicator& comm, const void* base, int count, std::size_t bytes,
+                                std::uint64_t first_seed) {
+  for (int i = 0; i < count; ++i) {
+    const void* message = static_cast<const char*>(base) + static_cast<std::size_t>(i) * bytes;
+    const std::size_t wrong = count_wrong(comm, message, bytes, first_seed + i);
+    if (wrong != 0) return cat("message ", i, ": ", wrong, " wrong bytes");
+  }
+  return "";
+}
+
 std::size_t await_posted_receives(Communicator& comm, int peer, int tag, std::size_t count, double seconds) {
   const Deadline deadline = Deadline::after_seconds(seconds);
   while (comm.posted_receives(peer, tag) < count && !deadline.expired()) {
@@ -1073,7 +1089,7 @@ PICKLE_CHILD(comm_staged_recv_while_a_stream_waits) {
     Buffer data = comm.alloc(count * kBytes);
     std::vector<Request> requests;
     if (comm.rank() == 0) {
-      for (int i = 0; i < count; ++i) fill(comm, static_cast<char*>(data.data()) + i * kBytes, kBytes, 40 * burst + i);
+      fill_messages(comm, data.data(), count, kBytes, 40 * burst);
       const std::size_t heard = await_posted_receives(comm, 1, kTag, count, env::timeout_seconds());
       CHILD_CHECK(heard == static_cast<std::size_t>(count), "burst ", burst, ": heard of ", heard, " of ", count,
                   " receives while rank 1's stream waited for rank 0");
@@ -1089,9 +1105,9 @@ PICKLE_CHILD(comm_staged_recv_while_a_stream_waits) {
     }
     for (auto& request : requests) request.wait();
     stream.synchronize();
-    for (int i = 0; i < count && comm.rank() == 1; ++i) {
-      const std::size_t wrong = count_wrong(comm, static_cast<char*>(data.data()) + i * kBytes, kBytes, 40 * burst + i);
-      CHILD_CHECK(wrong == 0, "burst ", burst, ", message ", i, ": ", wrong, " wrong bytes");
+    if (comm.rank() == 1) {
+      const std::string wrong = first_wrong_message(comm, data.data(), count, kBytes, 40 * burst);
+      CHILD_CHECK(wrong.empty(), "burst ", burst, ", ", wrong);
     }
     comm.barrier();
   }
@@ -1113,7 +1129,7 @@ PICKLE_CHILD(comm_staged_sends_behind_a_waiting_stream) {
   Stream stream = comm.make_stream();
   std::vector<Request> requests;
   if (comm.rank() == 0) {
-    for (int i = 0; i < count; ++i) fill(comm, message(i), bytes, 70 + i);
+    fill_messages(comm, data.data(), count, bytes, 70);
     // Every receive heard of first, so that each send is matched at call time and joins the stream.
     const std::size_t heard = await_posted_receives(comm, 1, kTag, count, env::timeout_seconds());
     CHILD_CHECK(heard == static_cast<std::size_t>(count), "heard of ", heard, " of ", count, " receives");
@@ -1128,9 +1144,9 @@ PICKLE_CHILD(comm_staged_sends_behind_a_waiting_stream) {
   }
   for (auto& request : requests) request.wait();
   stream.synchronize();
-  for (int i = 0; i < count && comm.rank() == 1; ++i) {
-    const std::size_t wrong = count_wrong(comm, message(i), bytes, 70 + i);
-    CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
+  if (comm.rank() == 1) {
+    const std::string wrong = first_wrong_message(comm, data.data(), count, bytes, 70);
+    CHILD_CHECK(wrong.empty(), wrong);
   }
   comm.barrier();
   return 0;
@@ -1190,12 +1206,10 @@ PICKLE_CHILD(comm_posted_receives) {
     for (int i = 0; i < kPosts; ++i) recvs.push_back(comm.recv(0, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
     CHILD_CHECK(comm.posted_receives(0, kTag) == 0, "rank 0 posted nothing, yet ", comm.posted_receives(0, kTag));
     for (auto& r : recvs) r.wait();
-    for (int i = 0; i < kPosts; ++i) {
-      const std::size_t wrong = count_wrong(comm, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, 100 + i);
-      CHILD_CHECK(wrong == 0, "message ", i, ": ", wrong, " wrong bytes");
-    }
+    const std::string wrong = first_wrong_message(comm, buffer.data(), kPosts, kBytes, 100);
+    CHILD_CHECK(wrong.empty(), wrong);
   } else {
-    for (int i = 0; i < kPosts; ++i) fill(comm, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, 100 + i);
+    fill_messages(comm, buffer.data(), kPosts, kBytes, 100);
     const std::size_t heard = await_posted_receives(comm, 1, kTag, kPosts, 20);
     CHILD_CHECK(heard == kPosts, "heard of ", heard, " posts");
     CHILD_CHECK(comm.posted_receives(1, kTag + 1) == 0, "posts on another tag");

@@ -37,6 +37,13 @@ void fill(Communicator& comm, void* ptr, std::size_t bytes, std::uint64_t seed);
 std::vector<std::uint8_t> read_back(Communicator& comm, const void* ptr, std::size_t bytes);
 /// Number of bytes at `ptr` that differ from the pattern.
 std::size_t count_wrong(Communicator& comm, const void* ptr, std::size_t bytes, std::uint64_t seed);
+/// `count` messages of `bytes` each, laid one after another from `base`: message i gets the pattern of seed
+/// `first_seed` + i.
+void fill_messages(Communicator& comm, void* base, int count, std::size_t bytes, std::uint64_t first_seed);
+/// For messages laid out as fill_messages lays them: "message i: N wrong bytes" for the first that differs from its
+/// pattern, or "" when every one is right.
+std::string first_wrong_message(Communicator& comm, const void* base, int count, std::size_t bytes,
+                                std::uint64_t first_seed);
 /// Waits until this rank has heard of at least `count` receives that `peer` posted on `tag`, or `seconds` passed;
 /// returns how many it has heard of (the caller checks it).
 std::size_t await_posted_receives(Communicator& comm, int peer, int tag, std::size_t count, double seconds);
