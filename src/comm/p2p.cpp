@@ -335,7 +335,8 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
   } catch (const Error& e) {
     return fail(std::current_exception(), e);
   } catch (const std::exception& e) {
-    const Error cause(ErrorCode::System, cat(describe(send.ctx), " (tag ", send.tag, "): queuing the copy: ", e.what()));
+    const Error cause(ErrorCode::System,
+                      cat(describe(send.ctx), " (tag ", send.tag, "): queuing the copy: ", e.what()));
     return fail(std::make_exception_ptr(cause), cause);
   }
 }
@@ -348,9 +349,10 @@ SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& se
 
 void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread) {
   if (matched.enqueue && from_progress_thread) {
-    // Queued later than the match (from the match enqueuer): a net send is among the pair's sends in flight from
-    // its claim on, so a failure of the pair since then failed it, and the application, told so, may have freed its
-    // source. (An ipc send's failure shows only in its own error, and send() queues before it returns.)
+    // Queued later than the match, by the pair's worker or by the progress thread once it let go of the mutex: a net
+    // send is among the pair's sends in flight from its claim on, so a failure of the pair since then failed it, and
+    // the application, told so, may have freed its source. (An ipc send's failure shows only in its own error, and
+    // send() queues before it returns.)
     std::lock_guard lock(mutex);
     if (matched.send->error) matched.enqueue = nullptr;
   }

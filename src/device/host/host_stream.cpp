@@ -256,13 +256,12 @@ class HostStream final : public Stream {
       if (gave_up_) {
         // Refused, as what followed the wait that gave up was dropped, until its error is reported: the work it was
         // to follow never happened, and a copy queued now (one operation at a time, as a send is) would move data
-        // that it never produced. The caller hears it at once (a CUDA stream with an error fails its enqueues too).
+        // that it never produced. The caller hears it at once (a CUDA stream with an error fails its enqueues too):
+        // error_ is set whenever gave_up_ is, and both are cleared together (rethrow_error_locked).
         std::exception_ptr error = error_;
         lock.unlock();
         if (op.kind == Op::Kind::Record) op.event->drop(op.sequence);  // recorded, and never to be reached
-        if (error) std::rethrow_exception(error);
-        throw Error(ErrorCode::System, "host stream: a wait for an event whose record was dropped gave up; the "
-                                       "stream takes no work until its error is reported");
+        std::rethrow_exception(error);
       }
       queued_entries_ += entries;
       queue_.push_back(std::move(op));
@@ -358,12 +357,15 @@ class HostStream final : public Stream {
       current_ = Op{};
       running_ = false;
       if (outcome != Outcome::Ran) {
-        if (outcome == Outcome::AwaitedRecordDropped) gave_up_ = true;
-        if (outcome == Outcome::AwaitedRecordDropped && !error_) {
-          error_ = std::make_exception_ptr(Error(
-              ErrorCode::System, cat("host stream: a wait for an event whose record was dropped unreached (its stream "
-                                     "was destroyed while stuck); the ", queue_.size(), " operation(s) queued after "
-                                     "it were dropped, and it takes no work until this error is reported")));
+        if (outcome == Outcome::AwaitedRecordDropped) {
+          gave_up_ = true;
+          if (!error_) {
+            error_ = std::make_exception_ptr(Error(
+                ErrorCode::System, cat("host stream: a wait for an event whose record was dropped unreached (its "
+                                       "stream was destroyed while stuck); the ", queue_.size(), " operation(s) "
+                                       "queued after it were dropped, and it takes no work until this error is "
+                                       "reported")));
+          }
         }
         dropped.swap(queue_);
         queued_entries_ = 0;
