@@ -383,6 +383,10 @@ struct Communicator::Impl {
   /// destroyed still runs its work, and no list holds it); an Error log names what was pending. With nothing pending
   /// the area is freed as usual, once every noted stream has passed its current end, or kept if one has not.
   void retire_signal_area(const StreamWaitsAtClose& at_close);
+  /// Fails each pair that a wait in `at_close` still waits on, as fail_peer would (mutex held; a pair failed already
+  /// is left as it is): every stream wait on its words passes. The first step of retire_signal_area, and taken
+  /// earlier when a late-matched send's queuing is stuck behind such a wait (see the teardown).
+  void release_stream_waits_locked(const StreamWaitsAtClose& at_close);
   /// Whether `request` completed (mutex held): no error, and its word reached its generation.
   bool completed_locked(const RequestState& request) const;
   /// Whether `peer`'s signal `slot` had reached `expected` (mutex held); for a failed pair, before its release.

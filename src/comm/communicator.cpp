@@ -309,7 +309,19 @@ Communicator::Impl::~Impl() {
   stop_progress();
   // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox.
   if (!drain_match_enqueuers(Deadline::after_seconds(1))) {
-    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued at teardown");
+    // A pair's worker waits on a full copy stream whose head waits for what nobody will deliver now (a signal of a
+    // peer that is still busy and never said goodbye): release the waits that step 4 would release, or joining the
+    // worker below waits for ever (tests/comm/full_stream_children.cpp).
+    {
+      std::lock_guard lock(mutex);
+      release_stream_waits_locked(stream_waits);
+    }
+    if (!drain_match_enqueuers(Deadline::after_seconds(timeout_seconds))) {
+      PICKLE_LOG(Error, "comm", "rank " << info.rank << ": matched sends still being queued " << timeout_seconds
+                                        << " s after the streams' waits on this communicator were released: a stream "
+                                        "they follow is held by something else (a kernel, another wait); teardown "
+                                        "waits for it");
+    }
   }
   match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");

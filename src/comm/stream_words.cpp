@@ -179,6 +179,22 @@ Communicator::Impl::StreamWaitsAtClose Communicator::Impl::stream_waits_at_close
   return waits;
 }
 
+void Communicator::Impl::release_stream_waits_locked(const StreamWaitsAtClose& at_close) {
+  std::set<int> pending_peers;
+  for (const auto& request : at_close.requests) {
+    if (!completed_locked(*request)) pending_peers.insert(request->ctx.peer);
+  }
+  for (const auto& wait : at_close.signals) {
+    if (!signal_reached_locked(wait.peer, wait.slot, wait.expected)) pending_peers.insert(wait.peer);
+  }
+  // Released as a peer failure would (a pair the peer's goodbye failed already is left as it is): every stream wait
+  // on the pair's words passes, and the checks after signal waits (check_wait) report theirs.
+  for (int peer : pending_peers) {
+    fail_peer_locked(peer, cat("rank ", info.rank, " destroyed its communicator while streams still waited on "
+                               "operations with peer ", peer));
+  }
+}
+
 void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) {
   std::vector<std::string> released;  // what never completed, for the log
   struct StreamError {
@@ -192,19 +208,7 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
     std::lock_guard lock(mutex);
     // What was still awaited at the start of the teardown may have completed since (the barrier lets the peers
     // finish writing); what has not never will: the peers said goodbye, the progress thread and transports are gone.
-    std::set<int> pending_peers;
-    for (const auto& request : at_close.requests) {
-      if (!completed_locked(*request)) pending_peers.insert(request->ctx.peer);
-    }
-    for (const auto& wait : at_close.signals) {
-      if (!signal_reached_locked(wait.peer, wait.slot, wait.expected)) pending_peers.insert(wait.peer);
-    }
-    // Released as a peer failure would (a pair the peer's goodbye failed already is left as it is): every stream wait
-    // on the pair's words passes, and the checks after signal waits (check_wait) report theirs.
-    for (int peer : pending_peers) {
-      fail_peer_locked(peer, cat("rank ", info.rank, " destroyed its communicator while streams still waited on "
-                                 "operations with peer ", peer));
-    }
+    release_stream_waits_locked(at_close);
     for (const auto& request : at_close.requests) {
       if (completed_locked(*request)) continue;
       const PeerState& state = peers[static_cast<std::size_t>(request->ctx.peer)];

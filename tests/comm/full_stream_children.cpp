@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
 
 #include "comm_children.hpp"
 #include "core/clock.hpp"
@@ -184,6 +185,59 @@ PICKLE_CHILD(comm_late_matches_of_a_held_pair_do_not_hold_another) {
     CHILD_CHECK(wrong.empty(), wrong);
   }
   comm.barrier();
+  return 0;
+}
+
+// A communicator destroyed while its late-matched sends are still being queued behind a gate that never opens must
+// not wait for ever. Rank 0 queues `count` sends to rank 1 behind a wait for rank 1's signal, which never comes; rank
+// 1 posts its receives, so that the thread queuing rank 0's matches waits on the full copy stream, and then stays
+// busy (it waits for rank 0's word, a file in `folder`): no goodbye of its own releases rank 0's gate. Rank 0 destroys
+// its communicator: teardown releases what the streams wait for, the gate included, before it stops that thread
+// (joining it first hung), and the gated stream then reports the wait released without its signal. args: memory
+// kind, a folder both ranks see, count.
+PICKLE_CHILD(comm_teardown_with_late_matches_behind_a_closed_gate) {
+  const std::filesystem::path rank0_done = std::filesystem::path(args.at(1)) / "rank-0-destroyed-its-communicator";
+  const int count = std::stoi(args.at(2));
+  constexpr std::size_t kBytes = 4096;
+  constexpr int kTag = 9;
+  std::optional<Stream> gated;
+  Buffer data;
+  int rank = -1;
+  {
+    Communicator comm = make_comm(args.at(0));
+    rank = comm.rank();
+    data = comm.alloc(kBytes * static_cast<std::size_t>(count));
+    auto message = [&](int i) { return static_cast<char*>(data.data()) + static_cast<std::size_t>(i) * kBytes; };
+    gated = comm.make_stream();
+    std::vector<Request> requests;
+    if (rank == 0) {
+      fill_messages(comm, data.data(), count, kBytes, 700);
+      comm.wait(*gated, 1, 0, 1);  // the gate: rank 1 never signals
+      for (int i = 0; i < count; ++i) requests.push_back(comm.send(1, kTag, message(i), kBytes, &*gated));
+      comm.barrier();  // now rank 1 posts
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // rank 1's posts arrive, the matches pile up
+    } else {
+      comm.barrier();
+      for (int i = 0; i < count; ++i) requests.push_back(comm.recv(0, kTag, message(i), kBytes));
+      const Deadline deadline = Deadline::after_seconds(120);
+      while (!std::filesystem::exists(rank0_done) && !deadline.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      CHILD_CHECK(std::filesystem::exists(rank0_done), "rank 0 did not destroy its communicator within 120 s");
+    }
+  }  // rank 0: the teardown under test; rank 1's may find its receives failed or (once the gate was released) landed
+  if (rank == 0) {
+    std::ofstream(rank0_done) << "done\n";
+    bool released = false;
+    try {
+      gated->synchronize();
+    } catch (const Error& e) {
+      released = std::string(e.what()).find("destroyed its communicator while streams still waited") !=
+                 std::string::npos;
+      std::fprintf(stderr, "rank 0: the gated stream reports: %s\n", e.what());
+    }
+    CHILD_CHECK(released, "the gated stream's wait for rank 1's signal was not reported as released");
+  }
   return 0;
 }
 

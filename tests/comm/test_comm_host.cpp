@@ -59,6 +59,15 @@ TEST(Comm, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
                           {"PICKLE_TIMEOUT=60"}));
 }
 
+// Rank 0 destroys its communicator while its late-matched sends to rank 1 wait to be queued on a full copy stream
+// behind a gate that rank 1, still busy, never opens: joining the thread that queues them waited for ever, since the
+// gate was released only after it (with 4e8d933's src/comm the ranks are still running at the test's deadline).
+TEST(Comm, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {
+  TempDir folder("closed-gate");
+  expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"host", folder.str(), "1000"},
+                          {"PICKLE_TIMEOUT=5"}, std::chrono::seconds(90)));
+}
+
 TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

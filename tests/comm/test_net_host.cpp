@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "../mp/netns_pair.hpp"
@@ -116,6 +117,16 @@ TEST_F(Net, SendsMatchedLateBehindAGateAllGoOut) {
 TEST_F(Net, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, net_env(2)));
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, staged_env(2)));
+}
+// Rank 0 destroys its communicator while its late-matched sends to rank 1 wait to be queued behind a gate that
+// rank 1, still busy, never opens: teardown releases the gate before it joins the thread that queues them.
+TEST_F(Net, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {
+  for (auto env : {net_env(2), staged_env(2)}) {
+    std::replace(env.begin(), env.end(), std::string("PICKLE_TIMEOUT=60"), std::string("PICKLE_TIMEOUT=5"));
+    TempDir folder("closed-gate");
+    expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"host", folder.str(), "500"},
+                            env, std::chrono::seconds(90)));
+  }
 }
 // Receives posted while the receiver's stream waits for the sender: the protocol and the data here; the hang it
 // guards against (freeing pinned memory waits for every stream of a GPU) only a GPU can show (NetCuda's twin).

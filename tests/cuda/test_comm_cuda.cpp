@@ -26,6 +26,13 @@ TEST_F(CommCuda, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"cuda", "500"},
                           {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90)));
 }
+// Teardown while late-matched sends wait to be queued on a full copy stream behind a gate that the peer, still busy,
+// never opens: the gate is released before the thread that queues them is joined.
+TEST_F(CommCuda, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {
+  TempDir folder("closed-gate");
+  expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"cuda", folder.str(), "1000"},
+                          {"PICKLE_TIMEOUT=5"}, std::chrono::seconds(90)));
+}
 TEST_F(CommCuda, BufferInsideALargerVmmAllocationOpensOnce) {
   expect_all_ok(run_ranks("comm_cache", 2, {"cuda", "vmm"}, {"PICKLE_TIMEOUT=60"}));
 }

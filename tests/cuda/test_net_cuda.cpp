@@ -3,6 +3,9 @@
 // copy), the rank programs of tests/comm with CUDA memory. Issue 8's "bounce-buffer path, data checked".
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "two_gpus.hpp"
 
 namespace pickle::test {
@@ -76,6 +79,14 @@ TEST_F(NetCuda, SendsMatchedLateBehindAGateDoNotStopTheProgressThread) {
 TEST_F(NetCuda, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"cuda", "500"}, net_env(),
                           std::chrono::seconds(90)));
+}
+// Teardown while late-matched sends wait to be queued behind a gate that the peer, still busy, never opens.
+TEST_F(NetCuda, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {
+  auto env = net_env();
+  std::replace(env.begin(), env.end(), std::string("PICKLE_TIMEOUT=60"), std::string("PICKLE_TIMEOUT=5"));
+  TempDir folder("closed-gate");
+  expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"cuda", folder.str(), "500"},
+                          env, std::chrono::seconds(90)));
 }
 TEST_F(NetCuda, AReceiveWithoutAStagingBufferFailsAloneAndThePairGoesOn) {
   expect_all_ok(run_ranks("comm_net_recv_refused", 2, {"cuda"}, net_env()));
