@@ -1,6 +1,6 @@
 #pragma once
 // A thread that runs jobs one at a time in the order they were posted, for work that may block and must not block
-// the thread that asks for it. The shm transport enqueues its stream operations from one (a long message is
+// the thread that asks for it. The shm transport enqueues its stream operations from two per pair (a long message is
 // thousands of stream operations, and a CUDA stream whose queue is full blocks the enqueuing thread until the stream
 // drains, which waits for the peer); the communicator's progress thread hands one the control messages it sends (a
 // socket whose buffer is full blocks the writer until the peer reads; two progress threads blocked writing to each

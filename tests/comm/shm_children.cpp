@@ -1,12 +1,21 @@
 // Rank programs for the shm transport and for transport selection (host memory on CPU, CUDA memory on GPUs).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <pickle/error.hpp>
 
 #include "comm_children.hpp"
+#include "core/clock.hpp"
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "subprocess.hpp"
@@ -17,6 +26,15 @@ namespace {
 std::uint64_t seed_for(int from, int to, std::size_t size, int round) {
   return (static_cast<std::uint64_t>(from) << 56) ^ (static_cast<std::uint64_t>(to) << 48) ^ (size << 4) ^
          static_cast<std::uint64_t>(round);
+}
+
+/// Whether process `pid` is stopped (state T in /proc/PID/stat, which follows the command name's closing parenthesis).
+bool process_stopped(pid_t pid) {
+  std::ifstream stat(cat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t name_end = line.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'T';
 }
 
 }  // namespace
@@ -95,6 +113,72 @@ PICKLE_CHILD(transport_refused) {
   }
   std::fprintf(stderr, "the communicator was created\n");
   return 1;
+}
+
+// A peer that stops (SIGSTOP) in the middle of a transfer holds up that pair only: a thread that queued every pair's
+// stream work waited on the stopped pair's full stream, and another pair's transfer never went out. Rank 1 tells
+// ranks 0 and 2 its pid, posts its receive of rank 0's message and stops itself once the message's first bytes
+// landed (host memory: it reads them). Rank 0 waits until rank 1 is stopped, then sends rank 2 a message as long;
+// rank 2 must get it while rank 1 is stopped, and then resumes rank 1 (before: rank 2's receive timed out). Both
+// messages are checked. args: memory kind ("host"), bytes.
+PICKLE_CHILD(comm_a_stopped_peer_holds_up_no_other_pair) {
+  Buffer data, other, pid;  // outlive the communicator: a receive that failed its check may still be pending
+  Communicator comm = make_comm(args.at(0));
+  CHILD_CHECK(comm.world_size() == 3 && comm.memory_kind() == MemoryKind::Host, "three ranks on host memory");
+  const std::size_t bytes = std::stoull(args.at(1));
+  const int rank = comm.rank();
+  data = comm.alloc(bytes);
+  pid = comm.alloc(sizeof(pid_t));
+  constexpr int kPidTag = 1, kDataTag = 2;
+  constexpr std::uint64_t kToRank1 = 41, kToRank2 = 42;
+  if (rank == 1) {
+    *static_cast<pid_t*>(pid.data()) = ::getpid();
+    comm.send(0, kPidTag, pid.data(), sizeof(pid_t)).wait();
+    comm.send(2, kPidTag, pid.data(), sizeof(pid_t)).wait();
+    Request request = comm.recv(0, kDataTag, data.data(), bytes);
+    const auto* landed = static_cast<const volatile std::uint8_t*>(data.data());
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    bool started = false;
+    while (!started && !deadline.expired()) {
+      started = true;
+      for (std::size_t i = 0; i < 64 && started; ++i) started = landed[i] == pattern_byte(i, kToRank1);
+    }
+    CHILD_CHECK(started, "rank 0's message did not start arriving within ", env::timeout_seconds(), " s");
+    ::raise(SIGSTOP);  // rank 2 resumes this process
+    request.wait();
+    const std::size_t wrong = count_wrong(comm, data.data(), bytes, kToRank1);
+    CHILD_CHECK(wrong == 0, "rank 1's message: ", wrong, " wrong bytes");
+  } else {
+    comm.recv(1, kPidTag, pid.data(), sizeof(pid_t)).wait();
+    const pid_t stopped = *static_cast<const pid_t*>(pid.data());
+    if (rank == 0) {
+      other = comm.alloc(bytes);
+      fill(comm, data.data(), bytes, kToRank1);
+      fill(comm, other.data(), bytes, kToRank2);
+      Request to_rank1 = comm.send(1, kDataTag, data.data(), bytes);
+      const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+      while (!process_stopped(stopped) && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      CHILD_CHECK(process_stopped(stopped), "rank 1 did not stop within ", env::timeout_seconds(), " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its pair's queue fills meanwhile
+      Request to_rank2 = comm.send(2, kDataTag, other.data(), bytes);
+      to_rank2.wait();
+      to_rank1.wait();
+    } else {
+      Request request = comm.recv(0, kDataTag, data.data(), bytes);
+      std::string failure;
+      try {
+        request.wait();
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+      CHILD_CHECK(::kill(stopped, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
+      CHILD_CHECK(failure.empty(), "rank 0's message did not arrive while rank 1 was stopped: ", failure);
+      const std::size_t wrong = count_wrong(comm, data.data(), bytes, kToRank2);
+      CHILD_CHECK(wrong == 0, "rank 2's message: ", wrong, " wrong bytes");
+    }
+  }
+  comm.barrier();
+  return 0;
 }
 
 }  // namespace pickle::test

@@ -68,6 +68,12 @@ TEST(Comm, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {
                           {"PICKLE_TIMEOUT=5"}, std::chrono::seconds(90)));
 }
 
+// A peer stopped mid-transfer holds up no other pair (ipc copies need nothing of the stopped peer's CPU).
+TEST(Comm, AStoppedPeerHoldsUpNoOtherPair) {
+  expect_all_ok(run_ranks("comm_a_stopped_peer_holds_up_no_other_pair", 3, {"host", std::to_string(16u << 20)},
+                          {"PICKLE_TIMEOUT=20"}, std::chrono::seconds(90)));
+}
+
 TEST(Comm, SecondTransferToAnAllocationOpensNothing) {
   expect_all_ok(run_ranks("comm_cache", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }

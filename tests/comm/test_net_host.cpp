@@ -118,6 +118,14 @@ TEST_F(Net, LateMatchesOfAHeldPairDoNotHoldUpAnother) {
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, net_env(2)));
   expect_all_ok(run_ranks("comm_late_matches_of_a_held_pair_do_not_hold_another", 3, {"host", "500"}, staged_env(2)));
 }
+// A peer stopped mid-transfer (its sockets stop draining) holds up no other pair's transfer.
+TEST_F(Net, AStoppedPeerHoldsUpNoOtherPair) {
+  for (auto env : {net_env(2), staged_env(2)}) {
+    std::replace(env.begin(), env.end(), std::string("PICKLE_TIMEOUT=60"), std::string("PICKLE_TIMEOUT=20"));
+    expect_all_ok(run_ranks("comm_a_stopped_peer_holds_up_no_other_pair", 3, {"host", std::to_string(64u << 20)},
+                            env, std::chrono::seconds(90)));
+  }
+}
 // Rank 0 destroys its communicator while its late-matched sends to rank 1 wait to be queued behind a gate that
 // rank 1, still busy, never opens: teardown releases the gate before it joins the thread that queues them.
 TEST_F(Net, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {

@@ -31,6 +31,15 @@ TEST(Shm, HundredsOfTaggedMessagesInShuffledOrderBothWays) {
   expect_all_ok(run_ranks("comm_many_tags", 2, {"host"}, kShm));
 }
 
+// One send worker for every pair waited on the stopped peer's full stream, and rank 2's message never went out.
+TEST(Shm, AStoppedPeerHoldsUpNoOtherPair) {
+  // Page-sized chunks: a message of 4096 chunks is 12288 stream operations, far more than a stream's queue holds.
+  // Rank 2's receive gave up after PICKLE_TIMEOUT.
+  expect_all_ok(run_ranks("comm_a_stopped_peer_holds_up_no_other_pair", 3, {"host", std::to_string(16u << 20)},
+                          {"PICKLE_TIMEOUT=20", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                          std::chrono::seconds(90)));
+}
+
 TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
 
 TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {

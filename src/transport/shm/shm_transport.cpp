@@ -31,6 +31,8 @@ ShmTransport::ShmTransport(int rank, MemoryKind kind, int device, const std::vec
     state->outgoing = StagingRing::create(kind, device_, static_cast<std::size_t>(chunk), static_cast<int>(slots));
     state->send_stream = device::make_stream(kind, device_);
     state->recv_stream = device::make_stream(kind, device_);
+    state->send_worker = std::make_unique<SerialWorker>(cat("shm send to peer ", peer));
+    state->recv_worker = std::make_unique<SerialWorker>(cat("shm receive from peer ", peer));
     auto exported = state->outgoing->export_memory();
     channels[peer]->send(device::serialize(exported.descriptor), exported.fd.get(), deadline);
     peers_[peer] = std::move(state);
@@ -55,8 +57,7 @@ std::uint64_t ShmTransport::chunks_of(const StagingRing& ring, std::size_t bytes
 }
 
 void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> job) {
-  worker.post([this, peer, job = std::move(job)] {
-    Peer& state = *peers_[peer];
+  worker.post([this, &state = *peers_[peer], peer, job = std::move(job)] {
     std::string failure;
     {
       // Counted as running before `failed` is read, and release() sets `failed` before it reads the count: either
@@ -88,7 +89,7 @@ std::uint64_t ShmTransport::send(int peer, const void* src, std::size_t bytes, s
   state.next_send_chunk += chunks_of(*state.outgoing, bytes);
   // Posted under the lock: the worker enqueues messages in the order their chunks were reserved, so every stream's
   // waits on the ring point backwards only.
-  post(send_worker_, peer, [this, &state, first, src, bytes, source_read] {
+  post(*state.send_worker, peer, [this, &state, first, src, bytes, source_read] {
     enqueue_send(state, first, static_cast<const std::byte*>(src), bytes, source_read);
   });
   bytes_ += bytes;
@@ -125,7 +126,7 @@ void ShmTransport::receive(int peer, std::uint64_t first_chunk, void* dst, std::
   for (auto it = state.out_of_order.begin(); it != state.out_of_order.end() && it->first == state.next_recv_chunk;
        it = state.out_of_order.erase(it)) {
     state.next_recv_chunk += chunks_of(*state.incoming, it->second.bytes);
-    post(recv_worker_, peer, [this, &state, first = it->first, message = it->second] {
+    post(*state.recv_worker, peer, [this, &state, first = it->first, message = it->second] {
       enqueue_receive(state, first, message);
     });
   }
@@ -190,7 +191,9 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
 }
 
 bool ShmTransport::synchronize_all(const Deadline& deadline) {
-  if (!send_worker_.drain(deadline) || !recv_worker_.drain(deadline)) return false;
+  for (auto& peer : peers_) {
+    if (peer && (!peer->send_worker->drain(deadline) || !peer->recv_worker->drain(deadline))) return false;
+  }
   for (auto& peer : peers_) {
     if (!peer) continue;
     for (auto* stream : {peer->send_stream.get(), peer->recv_stream.get()}) {

@@ -6,7 +6,8 @@
 //
 // The sender decides where a message sits in the ring (its first chunk) and tells the receiver on the control channel
 // (the comm layer carries that message); the receiver queues its copies in ring order whatever order those messages
-// arrive in. Stream operations are enqueued from worker threads (serial_worker.hpp).
+// arrive in. Stream operations are enqueued from worker threads (serial_worker.hpp), two per pair (one per direction),
+// so that a pair whose stream is full behind a stopped or slow peer holds up no other pair's messages.
 
 #include <atomic>
 #include <cstdint>
@@ -88,12 +89,17 @@ class ShmTransport {
     std::atomic<int> running_jobs{0};                // the pair's worker jobs running now (post())
     std::mutex release_mutex;                        // held through release(): later callers wait for it
     bool released = false;                           // guarded by release_mutex
+    // The threads that queue the pair's stream work, one per direction and pair: a pair whose stream is full (its
+    // peer stopped, or is slow to copy out) holds up its own later messages only, not other pairs'. Declared last:
+    // joined first, while the rings and streams their jobs use still exist.
+    std::unique_ptr<SerialWorker> send_worker, recv_worker;
   };
 
   std::uint64_t chunks_of(const StagingRing& ring, std::size_t bytes) const;
   void enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes,
                     std::optional<StreamWord> source_read);
   void enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message);
+  /// Runs `job` on `worker` (one of the pair's) unless the pair failed first; a job that throws fails the pair.
   void post(SerialWorker& worker, int peer, std::function<void()> job);
 
   int rank_;
@@ -104,9 +110,6 @@ class ShmTransport {
   mutable std::mutex mutex_;
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> operations_{0};
-  // Declared last: destroyed (joined) first, while the rings and streams their jobs use still exist.
-  SerialWorker send_worker_{"shm send"};
-  SerialWorker recv_worker_{"shm receive"};
 };
 
 }  // namespace pickle::transport::shm
