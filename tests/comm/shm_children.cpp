@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,6 +179,65 @@ PICKLE_CHILD(comm_a_stopped_peer_holds_up_no_other_pair) {
     }
   }
   comm.barrier();
+  return 0;
+}
+
+// A communicator destroyed while a peer is stopped (SIGSTOP) in the middle of receiving from it: the teardown ends
+// (before, the shm worker that queued the send waited on the pair's full stream, and the teardown joined it: for as
+// long as the peer stayed stopped). Rank 1 posts its receive and stops itself once the first bytes landed; rank 0
+// waits until it is stopped, destroys its communicator with the send under way, and only then resumes rank 1, whose
+// receive must fail or arrive intact, never complete with other bytes. args: memory kind ("host"), bytes.
+PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
+  Buffer data, pid;  // outlive the communicator: the send or receive under way may still use them
+  std::optional<Communicator> comm(make_comm(args.at(0)));
+  CHILD_CHECK(comm->world_size() == 2 && comm->memory_kind() == MemoryKind::Host, "two ranks on host memory");
+  const std::size_t bytes = std::stoull(args.at(1));
+  constexpr int kPidTag = 1, kDataTag = 2;
+  constexpr std::uint64_t kSeed = 61;
+  data = comm->alloc(bytes);
+  pid = comm->alloc(sizeof(pid_t));
+  if (comm->rank() == 1) {
+    *static_cast<pid_t*>(pid.data()) = ::getpid();
+    comm->send(0, kPidTag, pid.data(), sizeof(pid_t)).wait();
+    std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
+    request.push_back(comm->recv(0, kDataTag, data.data(), bytes));
+    const auto* landed = static_cast<const volatile std::uint8_t*>(data.data());
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    bool started = false;
+    while (!started && !deadline.expired()) {
+      started = true;
+      for (std::size_t i = 0; i < 64 && started; ++i) started = landed[i] == pattern_byte(i, kSeed);
+    }
+    CHILD_CHECK(started, "rank 0's message did not start arriving within ", env::timeout_seconds(), " s");
+    ::raise(SIGSTOP);  // rank 0 resumes this process once its communicator is gone
+    std::string failure;
+    try {
+      request.front().wait();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    std::fprintf(stderr, "rank 1: the receive %s\n", failure.empty() ? "completed" : failure.c_str());
+    if (failure.empty()) {
+      const std::size_t wrong = count_wrong(*comm, data.data(), bytes, kSeed);
+      CHILD_CHECK(wrong == 0, "the receive completed with ", wrong, " wrong bytes of ", bytes);
+    }
+    request.clear();
+  } else {
+    comm->recv(1, kPidTag, pid.data(), sizeof(pid_t)).wait();
+    const pid_t stopped = *static_cast<const pid_t*>(pid.data());
+    fill(*comm, data.data(), bytes, kSeed);
+    std::vector<Request> send;  // dropped before the communicator (a Request must not outlive it)
+    send.push_back(comm->send(1, kDataTag, data.data(), bytes));
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    while (!process_stopped(stopped) && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHILD_CHECK(process_stopped(stopped), "rank 1 did not stop within ", env::timeout_seconds(), " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the pair's queue fills meanwhile
+    send.clear();
+    Stopwatch watch;
+    comm.reset();
+    std::fprintf(stderr, "rank 0: teardown took %.1f s\n", watch.seconds());
+    CHILD_CHECK(::kill(stopped, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
+  }
   return 0;
 }
 

@@ -126,6 +126,14 @@ TEST_F(Net, AStoppedPeerHoldsUpNoOtherPair) {
                             env, std::chrono::seconds(90)));
   }
 }
+// A communicator destroyed while its peer is stopped mid-transfer (its sockets stop draining): the teardown ends.
+TEST_F(Net, TeardownWhileAPeerIsStoppedMidTransferEnds) {
+  for (auto env : {net_env(2), staged_env(2)}) {
+    std::replace(env.begin(), env.end(), std::string("PICKLE_TIMEOUT=60"), std::string("PICKLE_TIMEOUT=5"));
+    expect_all_ok(run_ranks("comm_teardown_while_a_peer_is_stopped", 2, {"host", std::to_string(64u << 20)}, env,
+                            std::chrono::seconds(90)));
+  }
+}
 // Rank 0 destroys its communicator while its late-matched sends to rank 1 wait to be queued behind a gate that
 // rank 1, still busy, never opens: teardown releases the gate before it joins the thread that queues them.
 TEST_F(Net, TeardownWithLateMatchesBehindAGateThatNeverOpensEnds) {

@@ -40,6 +40,13 @@ TEST(Shm, AStoppedPeerHoldsUpNoOtherPair) {
                           std::chrono::seconds(90)));
 }
 
+// A communicator destroyed while its peer is stopped mid-transfer: the teardown ends (the peer is resumed only then).
+TEST(Shm, TeardownWhileAPeerIsStoppedMidTransferEnds) {
+  expect_all_ok(run_ranks("comm_teardown_while_a_peer_is_stopped", 2, {"host", std::to_string(16u << 20)},
+                          {"PICKLE_TIMEOUT=5", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                          std::chrono::seconds(90)));
+}
+
 TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
 
 TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {

@@ -47,13 +47,48 @@ ShmTransport::ShmTransport(int rank, MemoryKind kind, int device, const std::vec
 }
 
 ShmTransport::~ShmTransport() {
-  if (!synchronize_all(Deadline::after_seconds(5))) {
-    PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm transport closed with copies still queued");
+  if (synchronize_all(Deadline::after_seconds(5))) return;
+  // A pair whose peer is alive but stopped (or slow) at our close: its workers wait for room on its streams, and its
+  // streams for the peer. Its rings are not released (the peer, once it goes on, would copy out of slots that our
+  // sending stream overwrote unchecked, and might complete a receive with them before it hears that we closed): the
+  // workers stop queuing, and rings that a stream may still poll stay mapped until the process exits.
+  PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm transport closed with copies still queued; pairs whose streams "
+                          "had not run them keep their staging rings until the process exits");
+  for (auto& peer : peers_) {
+    if (peer) peer->failed = true;
+  }
+  for (auto& peer : peers_) {
+    if (!peer) continue;
+    peer->send_worker.reset();
+    peer->recv_worker.reset();
+    const bool idle = peer->send_stream->idle_now() && peer->recv_stream->idle_now();
+    peer->send_stream.reset();  // a host stream lets its waits go after a grace and stops; a CUDA one goes on
+    peer->recv_stream.reset();
+    if (!idle) {
+      StagingRing::keep_until_exit(std::move(peer->outgoing));
+      StagingRing::keep_until_exit(std::move(peer->incoming));
+    }
   }
 }
 
 std::uint64_t ShmTransport::chunks_of(const StagingRing& ring, std::size_t bytes) const {
   return bytes == 0 ? 1 : (bytes + ring.chunk_bytes() - 1) / ring.chunk_bytes();
+}
+
+bool ShmTransport::await_room(const Peer& peer, const StagingRing& ring, std::uint64_t chunk, bool sending) const {
+  const auto slots = static_cast<std::uint64_t>(ring.slots());
+  // Whether the stream is done with chunk `done`: it writes the chunk's slot flag with the chunk's use (a later use
+  // of the slot reads as reached too).
+  auto stream_did = [&](std::uint64_t done) {
+    const int slot = static_cast<int>(done % slots);
+    const auto use = static_cast<std::uint32_t>(done / slots + 1);
+    return sending ? ring.full_reached(slot, use) : ring.free_reached(slot, use);
+  };
+  if (chunk < kChunksAhead || stream_did(chunk - kChunksAhead)) return true;
+  for (device::host::Backoff backoff; !stream_did(chunk - kChunksAhead / 2); backoff.pause()) {
+    if (peer.failed.load()) return false;
+  }
+  return true;
 }
 
 void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> job) {
@@ -105,6 +140,7 @@ void ShmTransport::enqueue_send(Peer& peer, std::uint64_t first, const std::byte
   const std::uint64_t chunks = chunks_of(ring, bytes);
   for (std::uint64_t i = 0; i < chunks; ++i) {
     const std::uint64_t chunk = first + i;
+    if (!await_room(peer, ring, chunk, /*sending=*/true)) return;  // the pair failed: nothing more is sent
     const int slot = static_cast<int>(chunk % slots);
     const auto use = static_cast<std::uint32_t>(chunk / slots + 1);
     const std::size_t offset = i * ring.chunk_bytes();
@@ -140,6 +176,7 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
   auto* dst = static_cast<std::byte*>(message.dst);
   for (std::uint64_t i = 0; i < chunks; ++i) {
     const std::uint64_t chunk = first + i;
+    if (!await_room(peer, ring, chunk, /*sending=*/false)) return;  // the pair failed: nothing more is received
     const int slot = static_cast<int>(chunk % slots);
     const auto use = static_cast<std::uint32_t>(chunk / slots + 1);
     const std::size_t offset = i * ring.chunk_bytes();

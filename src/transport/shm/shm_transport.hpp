@@ -95,7 +95,17 @@ class ShmTransport {
     std::unique_ptr<SerialWorker> send_worker, recv_worker;
   };
 
+  /// Chunks a worker keeps queued ahead of its stream (three stream operations each): well inside a stream's queue
+  /// (about a thousand operations on CUDA, PICKLE_HOST_STREAM_DEPTH on the host), so that a worker never blocks in
+  /// queuing, where nothing could stop it, but waits in await_room, which a failure or the teardown ends.
+  static constexpr std::uint64_t kChunksAhead = 128;
+
   std::uint64_t chunks_of(const StagingRing& ring, std::size_t bytes) const;
+  /// Before a worker queues `chunk` on the pair's sending (`sending` true: the ring's `full` flags tell how far it
+  /// got) or receiving stream (`free` flags): returns at once while fewer than kChunksAhead are queued ahead of the
+  /// stream; otherwise waits until the stream worked off half of them. False when the pair failed meanwhile, or the
+  /// transport closes: the job queues nothing more.
+  bool await_room(const Peer& peer, const StagingRing& ring, std::uint64_t chunk, bool sending) const;
   void enqueue_send(Peer& peer, std::uint64_t first, const std::byte* src, std::size_t bytes,
                     std::optional<StreamWord> source_read);
   void enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message);

@@ -45,6 +45,13 @@ class StagingRing {
   /// The flags of slot `slot` as streams address them.
   std::uint32_t* full_for_streams(int slot) const noexcept;
   std::uint32_t* free_for_streams(int slot) const noexcept;
+  /// Whether the stream that writes slot `slot`'s `full` (the sender's) or `free` flag (the receiver's) has written
+  /// `use` or a later use there, read from the host: how the shm workers pace their queuing.
+  bool full_reached(int slot, std::uint32_t use) const noexcept;
+  bool free_reached(int slot, std::uint32_t use) const noexcept;
+  /// Keeps `ring` mapped until the process exits: a stream that may still poll its flags (a CUDA stream goes on after
+  /// it is destroyed) must not read memory that went away.
+  static void keep_until_exit(std::unique_ptr<StagingRing> ring);
   /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
   /// failed, so that no stream stays blocked on a rank that will never write).
   void release() noexcept;
