@@ -383,9 +383,12 @@ struct Communicator::Impl {
   /// destroyed still runs its work, and no list holds it); an Error log names what was pending. With nothing pending
   /// the area is freed as usual, once every noted stream has passed its current end, or kept if one has not.
   void retire_signal_area(const StreamWaitsAtClose& at_close);
-  /// Fails each pair that a wait in `at_close` still waits on, as fail_peer would (mutex held; a pair failed already
-  /// is left as it is): every stream wait on its words passes. The first step of retire_signal_area, and taken
-  /// earlier when a late-matched send's queuing is stuck behind such a wait (see the teardown).
+  /// The peers that a wait in `at_close` still waits on (mutex held).
+  std::set<int> peers_streams_still_wait_on_locked(const StreamWaitsAtClose& at_close) const;
+  /// The reason those pairs fail with.
+  std::string closed_while_streams_waited(int peer) const;
+  /// Fails each of those pairs as fail_peer would, once the transports are gone (mutex held; a pair failed already
+  /// is left as it is): every stream wait on its words passes. The first step of retire_signal_area.
   void release_stream_waits_locked(const StreamWaitsAtClose& at_close);
   /// Whether `request` completed (mutex held): no error, and its word reached its generation.
   bool completed_locked(const RequestState& request) const;
@@ -397,6 +400,11 @@ struct Communicator::Impl {
   void on_application_stream(device::Stream& stream, std::function<void()> fn);
   /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
   bool drain_application_callbacks(const Deadline& deadline) const;
+  /// Teardown's first step: waits until the late-matched sends are queued and the callbacks of on_application_stream
+  /// have run. Should either still be pending at `deadline`, the application's streams are held behind a wait that
+  /// nothing may satisfy now: the pairs that the waits in `waits` still wait on fail (fail_peer: their transports let
+  /// go first), which lets the streams go on, and both are drained again, for PICKLE_TIMEOUT.
+  void settle_application_streams_at_close(const StreamWaitsAtClose& waits, const Deadline& deadline);
   /// Runs `check`, which uses this communicator (its Requests), on the host once `stream` has passed this point
   /// (device::Stream::check_when_passed: from the stream's next query or synchronize), so that a failure found then
   /// is reported by the stream; `what` names the operation. No host round trip on the stream, unlike
@@ -480,6 +488,7 @@ struct Communicator::Impl {
   std::vector<transport::Choice> transports;  // per peer (this rank's own entry unused)
   std::unique_ptr<transport::ipc::IpcTransport> ipc;
   std::unique_ptr<transport::shm::ShmTransport> shm;  // null when no pair uses it
+  bool shm_streams_left_running = false;  // teardown: ShmTransport::close left CUDA streams running (keep the words)
   // net with staging (GPU memory, or PICKLE_NET_STAGING=1): pinned buffers, the stream that copies landed data into
   // place, and the buffers of failed receives, never reused (a slow peer's writes may still land in them). Declared
   // before `net`, which is destroyed first.

@@ -257,16 +257,7 @@ Communicator::Impl::~Impl() {
   // The application's streams first: callbacks queued there (net writes and signals) use this communicator, and may
   // still have to issue transfers; the collectives' checks use its Requests.
   const Deadline streams_deadline = Deadline::after_seconds(timeout_seconds);
-  // Sends the progress thread matched are queued on their streams first (their callbacks count below).
-  if (!drain_match_enqueuers(streams_deadline)) {
-    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": matched sends still being queued after " << timeout_seconds
-                                     << " s");
-  }
-  if (!drain_application_callbacks(streams_deadline)) {
-    PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) queued on "
-                              "the application's streams had not run after " << timeout_seconds << " s; synchronize "
-                              "the streams before destroying the communicator");
-  }
+  settle_application_streams_at_close(stream_waits, streams_deadline);
   // Unwinding from an error, nothing waits: a check whose stream has not passed it becomes the stream's error at once.
   attempt([&] { settle_stream_checks(unwinding ? Deadline::after_seconds(0) : streams_deadline); });
   attempt([&] { ipc->synchronize_all(); });
@@ -307,22 +298,9 @@ Communicator::Impl::~Impl() {
     }
   }
   stop_progress();
-  // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox.
-  if (!drain_match_enqueuers(Deadline::after_seconds(1))) {
-    // A pair's worker waits on a full copy stream whose head waits for what nobody will deliver now (a signal of a
-    // peer that is still busy and never said goodbye): release the waits that step 4 would release, or joining the
-    // worker below waits for ever (tests/comm/full_stream_children.cpp).
-    {
-      std::lock_guard lock(mutex);
-      release_stream_waits_locked(stream_waits);
-    }
-    if (!drain_match_enqueuers(Deadline::after_seconds(timeout_seconds))) {
-      PICKLE_LOG(Error, "comm", "rank " << info.rank << ": matched sends still being queued " << timeout_seconds
-                                        << " s after the streams' waits on this communicator were released: a stream "
-                                        "they follow is held by something else (a kernel, another wait); teardown "
-                                        "waits for it");
-    }
-  }
+  // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox. (Sends
+  // the progress thread matched after step 1 may be held as well.)
+  settle_application_streams_at_close(stream_waits, Deadline::after_seconds(1));
   match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
@@ -331,6 +309,9 @@ Communicator::Impl::~Impl() {
   // and the state fail_peer uses go away.
   if (net) net->stop_callbacks();
 #endif
+  // A pair whose peer was stopped at the close leaves CUDA streams running (ShmTransport::close): they may still
+  // write the completion words of the operations they carry, so the words stay (retire_signal_area).
+  if (shm && shm->close()) shm_streams_left_running = true;
   shm.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
@@ -381,6 +362,33 @@ void Communicator::Impl::on_application_stream(device::Stream& stream, std::func
 
 bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {
   return poll_until(deadline, [&] { return application_callbacks.load() == 0; });
+}
+
+void Communicator::Impl::settle_application_streams_at_close(const StreamWaitsAtClose& waits,
+                                                             const Deadline& deadline) {
+  // Sends the progress thread matched are queued on their streams first (their callbacks count in the second drain).
+  if (drain_match_enqueuers(deadline) && drain_application_callbacks(deadline)) return;
+  // Held behind a wait of a stream that nothing may satisfy now (a signal of a peer that is still busy, or gone
+  // without a goodbye): a matched-sends worker blocked queuing on a full copy stream, or pickle's callbacks. Release
+  // now what retire_signal_area would at the end: joining such a worker would wait for ever (on CUDA the teardown's
+  // synchronizing of the streams did not even come back while a worker was blocked queuing on one of them, one H200),
+  // and a callback that ran after the communicator went would use freed memory (tests/comm/full_stream_children.cpp).
+  PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) queued on "
+                            "the application's streams had not run after " << timeout_seconds << " s (or matched "
+                            "sends were still being queued behind them); releasing the streams' waits on this "
+                            "communicator; synchronize the streams before destroying the communicator");
+  std::set<int> pending_peers;
+  {
+    std::lock_guard lock(mutex);
+    pending_peers = peers_streams_still_wait_on_locked(waits);
+  }
+  for (int peer : pending_peers) fail_peer(peer, closed_while_streams_waited(peer));  // transports let go first
+  const Deadline after_release = Deadline::after_seconds(timeout_seconds);
+  if (!drain_match_enqueuers(after_release) || !drain_application_callbacks(after_release)) {
+    PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) still "
+                              "queued on the application's streams " << timeout_seconds << " s after their waits "
+                              "were released: a stream is held by something else (a kernel, another wait)");
+  }
 }
 
 void Communicator::Impl::check_when_passed(device::Stream& stream, std::string what, std::function<void()> check) {

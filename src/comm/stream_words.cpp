@@ -179,7 +179,7 @@ Communicator::Impl::StreamWaitsAtClose Communicator::Impl::stream_waits_at_close
   return waits;
 }
 
-void Communicator::Impl::release_stream_waits_locked(const StreamWaitsAtClose& at_close) {
+std::set<int> Communicator::Impl::peers_streams_still_wait_on_locked(const StreamWaitsAtClose& at_close) const {
   std::set<int> pending_peers;
   for (const auto& request : at_close.requests) {
     if (!completed_locked(*request)) pending_peers.insert(request->ctx.peer);
@@ -187,12 +187,19 @@ void Communicator::Impl::release_stream_waits_locked(const StreamWaitsAtClose& a
   for (const auto& wait : at_close.signals) {
     if (!signal_reached_locked(wait.peer, wait.slot, wait.expected)) pending_peers.insert(wait.peer);
   }
+  return pending_peers;
+}
+
+std::string Communicator::Impl::closed_while_streams_waited(int peer) const {
+  return cat("rank ", info.rank, " destroyed its communicator while streams still waited on operations with peer ",
+             peer);
+}
+
+void Communicator::Impl::release_stream_waits_locked(const StreamWaitsAtClose& at_close) {
   // Released as a peer failure would (a pair the peer's goodbye failed already is left as it is): every stream wait
-  // on the pair's words passes, and the checks after signal waits (check_wait) report theirs.
-  for (int peer : pending_peers) {
-    fail_peer_locked(peer, cat("rank ", info.rank, " destroyed its communicator while streams still waited on "
-                               "operations with peer ", peer));
-  }
+  // on the pair's words passes, and the checks after signal waits (check_wait) report theirs. The transports are
+  // gone by now: nothing of theirs is to be released first (fail_peer).
+  for (int peer : peers_streams_still_wait_on_locked(at_close)) fail_peer_locked(peer, closed_while_streams_waited(peer));
 }
 
 void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) {
@@ -256,6 +263,12 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
                                       "streams' next synchronize throws PeerError), and the communicator's signal "
                                       "words are kept until the process exits, since a stream may still read them; "
                                       "synchronize streams before destroying the communicator");
+    comm::SignalArea::keep_until_exit(std::move(signals));
+    return;
+  }
+  if (shm_streams_left_running) {
+    PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": the communicator's signal words are kept until the process "
+                                     "exits: shm streams of a peer that was stopped at the close may still write them");
     comm::SignalArea::keep_until_exit(std::move(signals));
     return;
   }

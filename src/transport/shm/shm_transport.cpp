@@ -47,28 +47,40 @@ ShmTransport::ShmTransport(int rank, MemoryKind kind, int device, const std::vec
 }
 
 ShmTransport::~ShmTransport() {
-  if (synchronize_all(Deadline::after_seconds(5))) return;
+  if (!closed_) close();
+}
+
+bool ShmTransport::close() {
+  closed_ = true;
+  // Every pair gets the whole grace, one stuck pair does not cut a healthy one's last copies short.
+  const Deadline deadline = Deadline::after_seconds(5);
+  std::vector<Peer*> stuck;
+  for (auto& peer : peers_) {
+    if (peer && !synchronize_pair(*peer, deadline)) stuck.push_back(peer.get());
+  }
+  if (stuck.empty()) return false;
   // A pair whose peer is alive but stopped (or slow) at our close: its workers wait for room on its streams, and its
   // streams for the peer. Its rings are not released (the peer, once it goes on, would copy out of slots that our
-  // sending stream overwrote unchecked, and might complete a receive with them before it hears that we closed): the
+  // sending stream overwrote unchecked, and might complete a receive with them before it hears that we closed): its
   // workers stop queuing, and rings that a stream may still poll stay mapped until the process exits.
-  PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm transport closed with copies still queued; pairs whose streams "
-                          "had not run them keep their staging rings until the process exits");
-  for (auto& peer : peers_) {
-    if (peer) peer->failed = true;
-  }
-  for (auto& peer : peers_) {
-    if (!peer) continue;
+  PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm transport closed with copies still queued for " << stuck.size()
+                          << " peer(s); pairs whose streams had not run them keep their staging rings until the "
+                          "process exits");
+  bool left_running = false;
+  for (Peer* peer : stuck) {
+    peer->failed = true;
     peer->send_worker.reset();
     peer->recv_worker.reset();
     const bool idle = peer->send_stream->idle_now() && peer->recv_stream->idle_now();
     peer->send_stream.reset();  // a host stream lets its waits go after a grace and stops; a CUDA one goes on
     peer->recv_stream.reset();
     if (!idle) {
+      left_running = true;
       StagingRing::keep_until_exit(std::move(peer->outgoing));
       StagingRing::keep_until_exit(std::move(peer->incoming));
     }
   }
+  return left_running && kind_ == MemoryKind::Cuda;
 }
 
 std::uint64_t ShmTransport::chunks_of(const StagingRing& ring, std::size_t bytes) const {
@@ -84,6 +96,8 @@ bool ShmTransport::await_room(const Peer& peer, const StagingRing& ring, std::ui
     const auto use = static_cast<std::uint32_t>(done / slots + 1);
     return sending ? ring.full_reached(slot, use) : ring.free_reached(slot, use);
   };
+  // The failure first: a released ring reads as done everywhere, and a peer still alive may write older values back.
+  if (peer.failed.load()) return false;
   if (chunk < kChunksAhead || stream_did(chunk - kChunksAhead)) return true;
   for (device::host::Backoff backoff; !stream_did(chunk - kChunksAhead / 2); backoff.pause()) {
     if (peer.failed.load()) return false;
@@ -228,17 +242,20 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
 }
 
 bool ShmTransport::synchronize_all(const Deadline& deadline) {
+  bool all = true;
   for (auto& peer : peers_) {
-    if (peer && (!peer->send_worker->drain(deadline) || !peer->recv_worker->drain(deadline))) return false;
+    if (peer) all = synchronize_pair(*peer, deadline) && all;
   }
-  for (auto& peer : peers_) {
-    if (!peer) continue;
-    for (auto* stream : {peer->send_stream.get(), peer->recv_stream.get()}) {
-      try {
-        stream->synchronize_until(deadline);
-      } catch (const TimeoutError&) {
-        return false;
-      }
+  return all;
+}
+
+bool ShmTransport::synchronize_pair(Peer& peer, const Deadline& deadline) {
+  if (!peer.send_worker->drain(deadline) || !peer.recv_worker->drain(deadline)) return false;
+  for (auto* stream : {peer.send_stream.get(), peer.recv_stream.get()}) {
+    try {
+      stream->synchronize_until(deadline);
+    } catch (const TimeoutError&) {
+      return false;
     }
   }
   return true;

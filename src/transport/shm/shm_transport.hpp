@@ -68,6 +68,11 @@ class ShmTransport {
   void release(int peer, const Deadline& deadline);
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
+  /// Lets every pair's queued work finish (5 s); a pair that does not (its peer alive but stopped or slow) stops
+  /// queuing, and its rings stay mapped until the process exits if its streams may still poll them. True when CUDA
+  /// streams were left with work queued: they go on after this transport is gone, and may still write the signal
+  /// words of the operations they carry (the caller keeps those too). The destructor calls it if nobody did.
+  bool close();
 
   TransportStats stats() const;
 
@@ -111,6 +116,8 @@ class ShmTransport {
   void enqueue_receive(Peer& peer, std::uint64_t first, const Pending& message);
   /// Runs `job` on `worker` (one of the pair's) unless the pair failed first; a job that throws fails the pair.
   void post(SerialWorker& worker, int peer, std::function<void()> job);
+  /// synchronize_all for one pair.
+  bool synchronize_pair(Peer& peer, const Deadline& deadline);
 
   int rank_;
   MemoryKind kind_;
@@ -120,6 +127,7 @@ class ShmTransport {
   mutable std::mutex mutex_;
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> operations_{0};
+  bool closed_ = false;
 };
 
 }  // namespace pickle::transport::shm
