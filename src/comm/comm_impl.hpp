@@ -383,7 +383,7 @@ struct Communicator::Impl {
   /// destroyed still runs its work, and no list holds it); an Error log names what was pending. With nothing pending
   /// the area is freed as usual, once every noted stream has passed its current end, or kept if one has not.
   void retire_signal_area(const StreamWaitsAtClose& at_close);
-  /// The peers that a wait in `at_close` still waits on (mutex held).
+  /// The peers, of pairs not failed yet, that a wait in `at_close` still waits on (mutex held).
   std::set<int> peers_streams_still_wait_on_locked(const StreamWaitsAtClose& at_close) const;
   /// The reason those pairs fail with.
   std::string closed_while_streams_waited(int peer) const;
@@ -402,8 +402,9 @@ struct Communicator::Impl {
   bool drain_application_callbacks(const Deadline& deadline) const;
   /// Teardown's first step: waits until the late-matched sends are queued and the callbacks of on_application_stream
   /// have run. Should either still be pending at `deadline`, the application's streams are held behind a wait that
-  /// nothing may satisfy now: the pairs that the waits in `waits` still wait on fail (fail_peer: their transports let
-  /// go first), which lets the streams go on, and both are drained again, for PICKLE_TIMEOUT.
+  /// nothing may satisfy now: the pairs that the waits in `waits` still wait on fail (net through fail_peer, its
+  /// writes dropped first; shm stopped without releasing its rings, since the peer may be alive), which lets the
+  /// streams go on, and both are drained again, for PICKLE_TIMEOUT.
   void settle_application_streams_at_close(const StreamWaitsAtClose& waits, const Deadline& deadline);
   /// Runs `check`, which uses this communicator (its Requests), on the host once `stream` has passed this point
   /// (device::Stream::check_when_passed: from the stream's next query or synchronize), so that a failure found then

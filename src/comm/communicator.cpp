@@ -311,7 +311,9 @@ Communicator::Impl::~Impl() {
 #endif
   // A pair whose peer was stopped at the close leaves CUDA streams running (ShmTransport::close): they may still
   // write the completion words of the operations they carry, so the words stay (retire_signal_area).
-  if (shm && shm->close()) shm_streams_left_running = true;
+  attempt([&] {
+    if (shm && shm->close()) shm_streams_left_running = true;
+  });
   shm.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
@@ -382,7 +384,16 @@ void Communicator::Impl::settle_application_streams_at_close(const StreamWaitsAt
     std::lock_guard lock(mutex);
     pending_peers = peers_streams_still_wait_on_locked(waits);
   }
-  for (int peer : pending_peers) fail_peer(peer, closed_while_streams_waited(peer));  // transports let go first
+  for (int peer : pending_peers) {
+    if (uses_shm(peer)) {
+      // The peer may be alive and busy: the pair stops, its rings are not released (ShmTransport::stop says why).
+      shm->stop(peer);
+      std::lock_guard lock(mutex);
+      fail_peer_locked(peer, closed_while_streams_waited(peer));
+    } else {
+      fail_peer(peer, closed_while_streams_waited(peer));  // net: its writes are dropped first
+    }
+  }
   const Deadline after_release = Deadline::after_seconds(timeout_seconds);
   if (!drain_match_enqueuers(after_release) || !drain_application_callbacks(after_release)) {
     PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) still "

@@ -274,10 +274,11 @@ std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const 
                                                                 int step) {
   const int other = step == RequestState::kShmMatched ? RequestState::kShmSourceReady : RequestState::kShmMatched;
   if ((send->shm_state.fetch_or(step) & other) == 0) return std::nullopt;  // the other step comes later
-  // Both steps are done, and this thread did the last: the send takes its place in the ring now. (A peer that
-  // failed meanwhile drops the copies; its control message is lost with the channel.)
-  const std::uint64_t first = shm->send(peer, send->src, send->ctx.bytes);
-  return ShmSendMessage{.tag = send->tag, .seq = send->seq, .bytes = send->ctx.bytes, .first_chunk = first};
+  // Both steps are done, and this thread did the last: the send takes its place in the ring now. (A pair that
+  // failed meanwhile queues nothing, and tells the peer nothing: the send failed with the pair.)
+  const std::optional<std::uint64_t> first = shm->send(peer, send->src, send->ctx.bytes);
+  if (!first) return std::nullopt;
+  return ShmSendMessage{.tag = send->tag, .seq = send->seq, .bytes = send->ctx.bytes, .first_chunk = *first};
 }
 
 Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const std::shared_ptr<RequestState>& request,

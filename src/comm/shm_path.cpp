@@ -60,8 +60,11 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
   const std::int32_t window_id = window.id;
   try {
     on_application_stream(stream, [this, peer, src, bytes, dst_offset, window_id, word, generation] {
-      const std::uint64_t first = shm->send(peer, src, bytes, transport::shm::ShmTransport::StreamWord{word, generation});
-      post_control(peer, ShmPutMessage{.window = window_id, .offset = dst_offset, .bytes = bytes, .first_chunk = first});
+      const auto first = shm->send(peer, src, bytes, transport::shm::ShmTransport::StreamWord{word, generation});
+      // A failed pair queues nothing: its failure released this put's word (fail_peer_locked).
+      if (!first) return;
+      post_control(peer,
+                   ShmPutMessage{.window = window_id, .offset = dst_offset, .bytes = bytes, .first_chunk = *first});
     });
   } catch (...) {
     // Not queued: the word's next put waits for the previous generation again, not for one that never comes.
@@ -76,8 +79,10 @@ void Communicator::Impl::shm_signal(device::Stream& stream, int peer, int slot, 
   // A marker in the ring behind the puts to the peer that reached the ring before it (those earlier on this stream
   // included): the peer's receiving stream sets the signal once everything before the marker arrived.
   on_application_stream(stream, [this, peer, slot, value] {
-    const std::uint64_t first = shm->send(peer, nullptr, 0);
-    post_control(peer, ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value, .first_chunk = first});
+    const std::optional<std::uint64_t> first = shm->send(peer, nullptr, 0);
+    if (!first) return;  // the pair failed: nothing is signalled any more
+    post_control(peer,
+                 ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value, .first_chunk = *first});
   });
 }
 

@@ -187,6 +187,8 @@ std::set<int> Communicator::Impl::peers_streams_still_wait_on_locked(const Strea
   for (const auto& wait : at_close.signals) {
     if (!signal_reached_locked(wait.peer, wait.slot, wait.expected)) pending_peers.insert(wait.peer);
   }
+  // A pair that failed since has had its waits released already.
+  std::erase_if(pending_peers, [&](int peer) { return peers[static_cast<std::size_t>(peer)].failed; });
   return pending_peers;
 }
 

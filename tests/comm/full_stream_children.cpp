@@ -224,6 +224,23 @@ PICKLE_CHILD(comm_teardown_with_late_matches_behind_a_closed_gate) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       CHILD_CHECK(std::filesystem::exists(rank0_done), "rank 0 did not destroy its communicator within 60 s");
+      // Each receive failed, or holds its message: none may complete with other bytes (the early release of rank 0's
+      // shm pair once let its ring through, and rank 1 took the stale slots for its messages).
+      int completed = 0, failed = 0;
+      std::string wrong;
+      for (int i = 0; i < count; ++i) {
+        try {
+          if (!requests[static_cast<std::size_t>(i)].test()) continue;
+        } catch (const Error&) {
+          ++failed;
+          continue;
+        }
+        ++completed;
+        if (wrong.empty()) wrong = first_wrong_message(comm, message(i), 1, kBytes, 700 + static_cast<std::uint64_t>(i));
+      }
+      std::fprintf(stderr, "rank 1: %d receive(s) completed, %d failed, %d pending\n", completed, failed,
+                   count - completed - failed);
+      CHILD_CHECK(wrong.empty(), "a receive completed with other bytes: ", wrong);
     }
   }  // rank 0: the teardown under test; rank 1's may find its receives failed or (once the gate was released) landed
   if (rank == 0) {

@@ -40,6 +40,14 @@ TEST(Shm, AStoppedPeerHoldsUpNoOtherPair) {
                           std::chrono::seconds(90)));
 }
 
+// Rank 0 destroys its communicator while its sends wait behind a gate that rank 1, still busy, never opens: the
+// release of the gate must not let rank 1 take the ring's stale slots for its messages (it did, with 550aafe).
+TEST(Shm, TeardownWithSendsBehindAGateThatNeverOpensGivesThePeerNoGarbage) {
+  TempDir folder("closed-gate");
+  expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"host", folder.str(), "100"},
+                          {"PICKLE_TIMEOUT=5", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                          std::chrono::seconds(90)));
+}
 // A communicator destroyed while its peer is stopped mid-transfer: the teardown ends (the peer is resumed only then).
 TEST(Shm, TeardownWhileAPeerIsStoppedMidTransferEnds) {
   expect_all_ok(run_ranks("comm_teardown_while_a_peer_is_stopped", 2, {"host", std::to_string(16u << 20)},

@@ -69,6 +69,10 @@ bool ShmTransport::close() {
   bool left_running = false;
   for (Peer* peer : stuck) {
     peer->failed = true;
+    {
+      std::lock_guard lock(peer->release_mutex);
+      peer->released = true;  // a later release() would find the streams gone
+    }
     peer->send_worker.reset();
     peer->recv_worker.reset();
     const bool idle = peer->send_stream->idle_now() && peer->recv_stream->idle_now();
@@ -130,10 +134,15 @@ void ShmTransport::post(SerialWorker& worker, int peer, std::function<void()> jo
   });
 }
 
-std::uint64_t ShmTransport::send(int peer, const void* src, std::size_t bytes, std::optional<StreamWord> source_read) {
+std::optional<std::uint64_t> ShmTransport::send(int peer, const void* src, std::size_t bytes,
+                                                std::optional<StreamWord> source_read) {
   if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
   Peer& state = *peers_[peer];
   std::lock_guard lock(mutex_);
+  // A pair that fails from here on skips the job (post()): the peer, told where the message starts, waits for
+  // chunks that never come rather than taking anything for them (a failed pair's rings are released only when the
+  // peer is dead).
+  if (state.failed.load()) return std::nullopt;
   const std::uint64_t first = state.next_send_chunk;
   state.next_send_chunk += chunks_of(*state.outgoing, bytes);
   // Posted under the lock: the worker enqueues messages in the order their chunks were reserved, so every stream's
@@ -204,6 +213,10 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
   if (message.sender_word != nullptr) stream.write_value(message.sender_word, message.done_value);
 }
 
+void ShmTransport::stop(int peer) {
+  if (uses(peer)) peers_[peer]->failed = true;
+}
+
 void ShmTransport::release(int peer, const Deadline& deadline) {
   if (!uses(peer)) return;
   Peer& state = *peers_[peer];
@@ -255,6 +268,9 @@ bool ShmTransport::synchronize_pair(Peer& peer, const Deadline& deadline) {
     try {
       stream->synchronize_until(deadline);
     } catch (const TimeoutError&) {
+      return false;
+    } catch (const Error& e) {  // a broken stream: it runs nothing more, but what it holds is not known to be done
+      PICKLE_LOG(Warn, "shm", "rank " << rank_ << ": shm stream: " << e.what());
       return false;
     }
   }

@@ -51,8 +51,10 @@ class ShmTransport {
   /// Sender: reserves the ring chunks of a message of `bytes` to `peer` (0 bytes: one chunk that carries no data,
   /// an ordering marker) and queues their copies from `src`, which must be ready: the caller reserves once it is.
   /// Then `source_read` (when set) is written, in stream order after the last chunk's copy: `src` may be reused.
-  /// Returns where the message starts in the ring, which the receiver needs.
-  std::uint64_t send(int peer, const void* src, std::size_t bytes, std::optional<StreamWord> source_read = std::nullopt);
+  /// Returns where the message starts in the ring, which the receiver needs; nothing once the pair failed or was
+  /// stopped: then nothing is queued, and the caller tells the peer nothing.
+  std::optional<std::uint64_t> send(int peer, const void* src, std::size_t bytes,
+                                    std::optional<StreamWord> source_read = std::nullopt);
 
   /// Receiver: the message of `bytes` at `first_chunk` of `peer`'s ring goes to `dst` (nullptr: consume and drop),
   /// then `*done_word = done_value` and `*sender_word = done_value` (each when set: this rank's completion word,
@@ -66,6 +68,11 @@ class ShmTransport {
   /// the host, the words its streams wait on (nothing queued will write older values over them). The first call
   /// does it; later ones wait until it is done.
   void release(int peer, const Deadline& deadline);
+  /// Stops the pair without releasing its rings, for a peer that may be alive (a communicator closing while the
+  /// peer is still busy): its later jobs queue nothing, a job waiting for room stops, and send() refuses it. What is
+  /// queued stays, and goes on with the peer (the peer, once released rings let its streams through, could take
+  /// the slots' stale bytes for a message).
+  void stop(int peer);
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
   /// Lets every pair's queued work finish (5 s); a pair that does not (its peer alive but stopped or slow) stops
