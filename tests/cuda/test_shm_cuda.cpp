@@ -42,5 +42,14 @@ TEST_F(ShmCuda, StreamWaitingOnADeadPeersSignalIsReleased) {
   EXPECT_TRUE(statuses[0].ok()) << "rank 0 " << statuses[0].describe();
 }
 
+// Rank 0 destroys its communicator while its sends wait behind a gate that rank 1, still busy, never opens: the
+// gate's release must not let rank 1 take the ring's stale slots for its messages.
+TEST_F(ShmCuda, TeardownWithSendsBehindAGateThatNeverOpensGivesThePeerNoGarbage) {
+  TempDir folder("closed-gate");
+  expect_all_ok(run_ranks("comm_teardown_with_late_matches_behind_a_closed_gate", 2, {"cuda", folder.str(), "100"},
+                          {"PICKLE_TIMEOUT=5", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=1048576"},
+                          std::chrono::seconds(90)));
+}
+
 }  // namespace
 }  // namespace pickle::test
