@@ -38,6 +38,19 @@ bool process_stopped(pid_t pid) {
   return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'T';
 }
 
+/// Waits (up to PICKLE_TIMEOUT) until the first 64 bytes of a message into host memory at `data` hold the pattern of
+/// `seed`: the transfer has begun. False at the deadline.
+bool await_first_bytes(const void* data, std::uint64_t seed) {
+  const auto* landed = static_cast<const volatile std::uint8_t*>(data);
+  const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+  while (!deadline.expired()) {
+    bool started = true;
+    for (std::size_t i = 0; i < 64 && started; ++i) started = landed[i] == pattern_byte(i, seed);
+    if (started) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // Every rank sends to its right neighbour and receives from its left one, at sizes around the transport's chunk
@@ -137,14 +150,8 @@ PICKLE_CHILD(comm_a_stopped_peer_holds_up_no_other_pair) {
     comm.send(0, kPidTag, pid.data(), sizeof(pid_t)).wait();
     comm.send(2, kPidTag, pid.data(), sizeof(pid_t)).wait();
     Request request = comm.recv(0, kDataTag, data.data(), bytes);
-    const auto* landed = static_cast<const volatile std::uint8_t*>(data.data());
-    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-    bool started = false;
-    while (!started && !deadline.expired()) {
-      started = true;
-      for (std::size_t i = 0; i < 64 && started; ++i) started = landed[i] == pattern_byte(i, kToRank1);
-    }
-    CHILD_CHECK(started, "rank 0's message did not start arriving within ", env::timeout_seconds(), " s");
+    CHILD_CHECK(await_first_bytes(data.data(), kToRank1), "rank 0's message did not start arriving within ",
+                env::timeout_seconds(), " s");
     ::raise(SIGSTOP);  // rank 2 resumes this process
     request.wait();
     const std::size_t wrong = count_wrong(comm, data.data(), bytes, kToRank1);
@@ -201,14 +208,8 @@ PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
     comm->send(0, kPidTag, pid.data(), sizeof(pid_t)).wait();
     std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
     request.push_back(comm->recv(0, kDataTag, data.data(), bytes));
-    const auto* landed = static_cast<const volatile std::uint8_t*>(data.data());
-    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-    bool started = false;
-    while (!started && !deadline.expired()) {
-      started = true;
-      for (std::size_t i = 0; i < 64 && started; ++i) started = landed[i] == pattern_byte(i, kSeed);
-    }
-    CHILD_CHECK(started, "rank 0's message did not start arriving within ", env::timeout_seconds(), " s");
+    CHILD_CHECK(await_first_bytes(data.data(), kSeed), "rank 0's message did not start arriving within ",
+                env::timeout_seconds(), " s");
     ::raise(SIGSTOP);  // rank 0 resumes this process once its communicator is gone
     std::string failure;
     try {
