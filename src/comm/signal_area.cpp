@@ -1,11 +1,11 @@
 #include "comm/signal_area.hpp"
 
 #include <cstring>
-#include <mutex>
 
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "core/keep_until_exit.hpp"
 #include "device/descriptor.hpp"
 #include "device/host/backoff.hpp"
 
@@ -51,13 +51,7 @@ SignalArea::SignalArea(int rank, int world, MemoryKind streams_kind, int device,
 
 SignalArea::~SignalArea() = default;
 
-void SignalArea::keep_until_exit(std::unique_ptr<SignalArea> area) {
-  // Leaked on purpose, list and lock included: a stream thread may still poll the words while static destructors run.
-  static auto* const mutex = new std::mutex;
-  static auto* const kept = new std::vector<std::unique_ptr<SignalArea>>;
-  std::lock_guard lock(*mutex);
-  kept->push_back(std::move(area));
-}
+void SignalArea::keep_until_exit(std::unique_ptr<SignalArea> area) { pickle::keep_until_exit(std::move(area)); }
 
 std::uint32_t* SignalArea::local_word(int peer, int index) const { return word_in(local_->data(), peer, index); }
 

@@ -3,6 +3,7 @@
 // write answers within microseconds), then yield, then sleep with a growing interval so that an idle wait costs
 // almost no CPU (CI machines have 2 cores shared by several ranks).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -41,6 +42,12 @@ class Backoff {
   int polls_ = 0;
   std::chrono::microseconds sleep_{0};
 };
+
+/// A flag's value, read from the host with acquire order (what the writer wrote before it is visible after).
+inline std::uint32_t load_acquire(const std::uint32_t* addr) noexcept {
+  // atomic_ref needs a non-const object; the load does not write.
+  return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(addr)).load(std::memory_order_acquire);
+}
 
 /// CU_STREAM_WAIT_VALUE_GEQ's comparison, shared by both backends: `current` is at or past `target` when the signed
 /// distance between them is non-negative, so counters keep working when they wrap around 2^32.

@@ -29,11 +29,6 @@ namespace {
 /// How long a destroyed stream lets pending waits finish before it drops them (and everything after them).
 constexpr std::chrono::milliseconds kDestroyGrace{1000};
 
-std::uint32_t load_acquire(const std::uint32_t* addr) {
-  // atomic_ref needs a non-const object; the load does not write.
-  return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(addr)).load(std::memory_order_acquire);
-}
-
 /// Shared by a HostEvent and the stream operations that record or wait on it, so that destroying the event while
 /// operations are queued is harmless.
 struct EventState {

@@ -2,12 +2,11 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
-#include <vector>
 
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
+#include "core/keep_until_exit.hpp"
 #include "device/host/backoff.hpp"
 
 namespace pickle::transport::shm {
@@ -26,12 +25,6 @@ struct Header {
 
 std::size_t ring_bytes(std::size_t chunk_bytes, int slots) {
   return kHeaderBytes + chunk_bytes * static_cast<std::size_t>(slots);
-}
-
-bool reached(const std::uint32_t* flag, std::uint32_t use) {
-  // atomic_ref needs a non-const object; the load does not write.
-  const auto now = std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(flag)).load(std::memory_order_acquire);
-  return device::host::flag_reached(now, use);
 }
 
 }  // namespace
@@ -104,16 +97,14 @@ std::uint32_t* StagingRing::free_for_streams(int slot) const noexcept {
   return static_cast<std::uint32_t*>(registration_->device_address(free_host(slot)));
 }
 
-bool StagingRing::full_reached(int slot, std::uint32_t use) const noexcept { return reached(full_host(slot), use); }
-bool StagingRing::free_reached(int slot, std::uint32_t use) const noexcept { return reached(free_host(slot), use); }
-
-void StagingRing::keep_until_exit(std::unique_ptr<StagingRing> ring) {
-  // Leaked on purpose, list and lock included: a stream may still poll the flags while static destructors run.
-  static auto* const mutex = new std::mutex;
-  static auto* const kept = new std::vector<std::unique_ptr<StagingRing>>;
-  std::lock_guard lock(*mutex);
-  kept->push_back(std::move(ring));
+bool StagingRing::full_reached(int slot, std::uint32_t use) const noexcept {
+  return device::host::flag_reached(device::host::load_acquire(full_host(slot)), use);
 }
+bool StagingRing::free_reached(int slot, std::uint32_t use) const noexcept {
+  return device::host::flag_reached(device::host::load_acquire(free_host(slot)), use);
+}
+
+void StagingRing::keep_until_exit(std::unique_ptr<StagingRing> ring) { pickle::keep_until_exit(std::move(ring)); }
 
 void StagingRing::release() noexcept {
   auto advance = [](std::uint32_t* flag) {
