@@ -330,6 +330,10 @@ struct Communicator::Impl {
   /// pair's queued copies are let run through first (ShmTransport::release), so that nothing touches the failed
   /// operations' buffers once the application hears of the failure.
   void fail_peer(int peer, const std::string& reason, bool timed_out = false);
+  /// fail_peer for a peer that may be alive and busy (teardown's early release): a shm pair is stopped, its rings
+  /// not released (ShmTransport::stop says why), unless a failure of the pair is under way already (the peer died),
+  /// which this then joins as fail_peer does. Other transports as in fail_peer (net: its writes are dropped first).
+  void fail_peer_that_may_be_alive(int peer, const std::string& reason);
   /// What had not completed with a peer before its shm pair was released (fail_peer): the release lets the pair's
   /// queued copies run through released ring flags, so receives whose chunks never came would complete with whatever
   /// the ring held (and signals queued behind them would be stored, sends marked sent).

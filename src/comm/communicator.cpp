@@ -384,22 +384,7 @@ void Communicator::Impl::settle_application_streams_at_close(const StreamWaitsAt
     std::lock_guard lock(mutex);
     pending_peers = peers_streams_still_wait_on_locked(waits);
   }
-  for (int peer : pending_peers) {
-    bool stopped = false;
-    if (uses_shm(peer)) {
-      // The peer may be alive and busy: the pair stops, its rings are not released (ShmTransport::stop says why).
-      // Unless a failure of the pair is under way (the peer died): that one releases the rings and knows what was
-      // unfinished before, which fail_peer hands on; checked and failed under one hold of the lock, which that
-      // failure takes to record it.
-      std::lock_guard lock(mutex);
-      if (!peers[static_cast<std::size_t>(peer)].unfinished_at_release) {
-        shm->stop(peer);
-        fail_peer_locked(peer, closed_while_streams_waited(peer));
-        stopped = true;
-      }
-    }
-    if (!stopped) fail_peer(peer, closed_while_streams_waited(peer));  // net: its writes are dropped first
-  }
+  for (int peer : pending_peers) fail_peer_that_may_be_alive(peer, closed_while_streams_waited(peer));
   const Deadline after_release = Deadline::after_seconds(timeout_seconds);
   if (!drain_match_enqueuers(after_release) || !drain_application_callbacks(after_release)) {
     PICKLE_LOG(Error, "comm", "rank " << info.rank << ": " << application_callbacks.load() << " operation(s) still "

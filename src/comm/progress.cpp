@@ -366,6 +366,21 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
   fail_peer_locked(peer, reason, before ? &*before : nullptr, timed_out);
 }
 
+void Communicator::Impl::fail_peer_that_may_be_alive(int peer, const std::string& reason) {
+  if (uses_shm(peer)) {
+    // Released rings would let the live peer's receiving stream take the slots' stale bytes for its messages. A
+    // failure under way (the peer died) has recorded what was unfinished before its release: fail_peer joins it and
+    // hands that record on. Checked and failed under one hold of the lock, which that failure takes to record it.
+    std::lock_guard lock(mutex);
+    if (!peers[peer].unfinished_at_release) {
+      shm->stop(peer);
+      fail_peer_locked(peer, reason);
+      return;
+    }
+  }
+  fail_peer(peer, reason);
+}
+
 Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locked(int peer) const {
   const PeerState& state = peers[peer];
   UnfinishedWithPeer unfinished;

@@ -107,9 +107,10 @@ class ShmTransport {
     std::unique_ptr<SerialWorker> send_worker, recv_worker;
   };
 
-  /// Chunks a worker keeps queued ahead of its stream (three stream operations each): well inside a stream's queue
-  /// (about a thousand operations on CUDA, PICKLE_HOST_STREAM_DEPTH on the host), so that a worker never blocks in
-  /// queuing, where nothing could stop it, but waits in await_room, which a failure or the teardown ends.
+  /// Chunks a worker keeps queued ahead of its stream (three stream operations each, five for a receive's last chunk:
+  /// at most 640): well inside a stream's queue (about a thousand operations on CUDA, PICKLE_HOST_STREAM_DEPTH on the
+  /// host), so that a worker never blocks in queuing, where nothing could stop it, but waits in await_room, which a
+  /// failure or the teardown ends.
   static constexpr std::uint64_t kChunksAhead = 128;
 
   std::uint64_t chunks_of(const StagingRing& ring, std::size_t bytes) const;
