@@ -68,6 +68,9 @@ bool ShmTransport::close() {
                           "process exits");
   bool left_running = false;
   for (Peer* peer : stuck) {
+    // The peer's receive, once it goes on, may copy out what this side's orphaned stream reads after the application
+    // reused its send buffers: it must not report it.
+    peer->outgoing->mark_given_up();
     peer->failed = true;
     {
       std::lock_guard lock(peer->release_mutex);
@@ -214,7 +217,18 @@ void ShmTransport::enqueue_receive(Peer& peer, std::uint64_t first, const Pendin
 }
 
 void ShmTransport::stop(int peer) {
-  if (uses(peer)) peers_[peer]->failed = true;
+  if (!uses(peer)) return;
+  give_up(peer);
+  peers_[peer]->failed = true;
+}
+
+void ShmTransport::give_up(int peer) {
+  if (uses(peer)) peers_[peer]->outgoing->mark_given_up();
+}
+
+const std::uint32_t* ShmTransport::peer_gave_up_word(int peer) const {
+  if (!uses(peer)) throw Error(ErrorCode::Internal, cat("rank ", rank_, ": peer ", peer, " is not an shm peer"));
+  return peers_[peer]->incoming->given_up_word();
 }
 
 void ShmTransport::release(int peer, const Deadline& deadline) {

@@ -71,14 +71,21 @@ class ShmTransport {
   /// Stops the pair without releasing its rings, for a peer that may be alive (a communicator closing while the
   /// peer is still busy): its later jobs queue nothing, a job waiting for room stops, and send() refuses it. What is
   /// queued stays, and goes on with the peer (the peer, once released rings let its streams through, could take
-  /// the slots' stale bytes for a message).
+  /// the slots' stale bytes for a message). Tells the peer that this side gave the pair up (give_up) first.
   void stop(int peer);
+  /// Marks the ring to `peer` as given up (StagingRing::mark_given_up), for a peer that may be alive: what it receives
+  /// from here on may be stale. Before release() or stop(), and before the failure is reported.
+  void give_up(int peer);
+  /// The peer's "gave up" word, as the host reads it (non-zero once the peer gave the pair up), while this transport
+  /// exists.
+  const std::uint32_t* peer_gave_up_word(int peer) const;
   /// Waits for all queued work, for at most `deadline`; false when it passed.
   bool synchronize_all(const Deadline& deadline);
-  /// Lets every pair's queued work finish (5 s); a pair that does not (its peer alive but stopped or slow) stops
-  /// queuing, and its rings stay mapped until the process exits if its streams may still poll them. True when CUDA
-  /// streams were left with work queued: they go on after this transport is gone, and may still write the signal
-  /// words of the operations they carry (the caller keeps those too). The destructor calls it if nobody did.
+  /// Lets every pair's queued work finish (5 s); a pair that does not (its peer alive but stopped or slow) is given
+  /// up (give_up) and stops queuing, and its rings stay mapped until the process exits if its streams may still poll
+  /// them. True when CUDA streams were left with work queued: they go on after this transport is gone, and may still
+  /// write the signal words of the operations they carry (the caller keeps those too). The destructor calls it if
+  /// nobody did.
   bool close();
 
   TransportStats stats() const;

@@ -16,6 +16,7 @@ constexpr std::uint32_t kMagic = 0x70636b72;  // "pckr"
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kFlagStride = 64;
 constexpr std::size_t kFlagsOffset = 64;
+constexpr std::size_t kGivenUpOffset = 32;  // after the Header, in its line: only hosts read it
 
 struct Header {
   std::uint32_t magic;
@@ -102,6 +103,14 @@ bool StagingRing::full_reached(int slot, std::uint32_t use) const noexcept {
 }
 bool StagingRing::free_reached(int slot, std::uint32_t use) const noexcept {
   return device::host::flag_reached(device::host::load_acquire(free_host(slot)), use);
+}
+
+void StagingRing::mark_given_up() noexcept {
+  // seq_cst: before the flag stores of release() and the failure's report, whichever thread goes on from them.
+  std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(base_ + kGivenUpOffset)).store(1);
+}
+const std::uint32_t* StagingRing::given_up_word() const noexcept {
+  return reinterpret_cast<const std::uint32_t*>(base_ + kGivenUpOffset);
 }
 
 void StagingRing::keep_until_exit(std::unique_ptr<StagingRing> ring) { pickle::keep_until_exit(std::move(ring)); }

@@ -6,9 +6,15 @@
 // waits until `free` reached the previous use and a receiver until `full` reached this one. Only copy engines and
 // stream memory operations touch the ring: no kernel, no host thread in the data path.
 //
-// Layout: a 4 KiB header (magic, geometry, then each flag on its own 64-byte line, since the peer's GPU polls them
-// across PCIe), then the slots. The sender creates the ring, so its PICKLE_SHM_CHUNK/SLOTS decide the geometry, and
-// the receiver reads it from the header.
+// Layout: a 4 KiB header (magic, geometry, the "gave up" word, then each flag on its own 64-byte line, since the
+// peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its PICKLE_SHM_CHUNK/SLOTS decide
+// the geometry, and the receiver reads it from the header.
+//
+// The "gave up" word: a sender that stops keeping the ring in step with a receiver that may be alive (its side of the
+// pair failed, and released or stopped the ring; or it closed with copies still queued) sets it before anything else,
+// and before it reports the failure to its application. From then on what the receiver's stream copies out may be
+// stale slots, or a source the application wrote again: the receiver, having seen a message complete, reads the word
+// and does not report the message as received when it is set.
 
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +58,11 @@ class StagingRing {
   /// Keeps `ring` mapped until the process exits: a stream that may still poll its flags (a CUDA stream goes on after
   /// it is destroyed) must not read memory that went away.
   static void keep_until_exit(std::unique_ptr<StagingRing> ring);
+  /// The sender (this ring's creator): marks that it gave the pair up. Before releasing or stopping the ring.
+  void mark_given_up() noexcept;
+  /// The receiver: the "gave up" word as the host addresses it (non-zero: given up), read after the completion it
+  /// qualifies.
+  const std::uint32_t* given_up_word() const noexcept;
   /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
   /// failed, so that no stream stays blocked on a rank that will never write).
   void release() noexcept;
