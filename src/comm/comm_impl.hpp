@@ -70,6 +70,15 @@ struct PairFailure {
   /// The pair was failed because a watched wait on the peer's signals saw no progress for PICKLE_TIMEOUT (the peer
   /// may be alive): released waits report a TimeoutError rather than a PeerError.
   bool timed_out = false;
+  /// shm: the peer's "gave up" word (transport/shm/staging_ring.hpp), read through here while the transport exists;
+  /// its last value is kept once the transport goes (the communicator's close).
+  const std::uint32_t* peer_gave_up_word = nullptr;
+  bool peer_gave_up_at_close = false;
+  /// Whether the peer gave its side of an shm pair up, so that what its rings deliver from then on cannot be trusted
+  /// (mutex held; read after the completion it qualifies).
+  bool peer_gave_up() const noexcept {
+    return peer_gave_up_word != nullptr ? device::host::load_acquire(peer_gave_up_word) != 0 : peer_gave_up_at_close;
+  }
 };
 
 /// Shared by a Request and the communicator.
@@ -112,6 +121,8 @@ struct RequestState {
   // (guarded by Impl::mutex). A receive that fails with some queued reports its failure only once they ran
   // (fail_recv_after_copies_locked), so that no copy writes into its buffer after the application heard.
   std::size_t pieces_copied = 0;
+  // test() returned true once (guarded by Impl::mutex): it does so from then on, whatever happens to the pair later.
+  bool reported_complete = false;
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
@@ -312,6 +323,15 @@ struct Communicator::Impl {
   /// send lock. Without this a peer's mappings, and the memory they hold, grow with every buffer ever received into.
   void release_freed_allocations(int peer);
   bool test(RequestState& request);
+  /// `request`'s peer gave its side of their shm pair up (PairFailure::peer_gave_up): fails the pair on this side too
+  /// (what is pending with the peer fails), and then `request`, which may have completed with stale bytes. Throws.
+  [[noreturn]] void fail_because_peer_gave_up(RequestState& request);
+  /// PairFailure::peer_gave_up for `peer`.
+  bool peer_gave_up(int peer) const;
+  /// Why operations with a peer that gave their shm pair up fail.
+  static std::string gave_up_text(int rank, int peer);
+  /// Before the shm transport goes: each pair's record keeps the peer's "gave up" word's last value.
+  void keep_last_gave_up_words();
   void wait(RequestState& request);
   void on_stream(RequestState& request, device::Stream& stream);
 

@@ -170,6 +170,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
 #ifdef PICKLE_HAVE_LIBFABRIC
     net.reset();
 #endif
+    keep_last_gave_up_words();
     shm.reset();
     throw;
   }
@@ -190,6 +191,12 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
     shm = std::make_unique<transport::shm::ShmTransport>(
         info.rank, kind, device, shm_peers, channels, deadline,
         [this](int peer, const std::string& reason) { fail_peer(peer, reason); });
+    for (int peer = 0; peer < info.world_size; ++peer) {
+      if (!shm->uses(peer)) continue;
+      PairFailure& record = *peers[static_cast<std::size_t>(peer)].failure_record;
+      std::lock_guard lock(record.mutex);
+      record.peer_gave_up_word = shm->peer_gave_up_word(peer);
+    }
   }
 #ifdef PICKLE_HAVE_LIBFABRIC
   std::vector<bool> net_peers(static_cast<std::size_t>(info.world_size), false);
@@ -314,6 +321,7 @@ Communicator::Impl::~Impl() {
   attempt([&] {
     if (shm && shm->close()) shm_streams_left_running = true;
   });
+  keep_last_gave_up_words();
   shm.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
   net.reset();
@@ -656,12 +664,18 @@ void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, 
 void Communicator::Impl::throw_if_released(PairFailure& record, const OpContext& ctx, int slot,
                                            std::uint32_t expected) {
   std::lock_guard lock(record.mutex);
+  const std::string what = comm::signal_slot_name(slot);
+  // The stream passed the wait before this runs: a signal that a given-up pair's rings let through (with the puts
+  // before it copied out of stale slots) shows here.
+  if (record.peer_gave_up()) {
+    throw PeerError(cat(describe(ctx), " for ", what, " to reach ", expected, ": ", gave_up_text(ctx.rank, ctx.peer)),
+                    ctx.peer);
+  }
   const std::uint32_t reached = record.signals[static_cast<std::size_t>(slot)];
   if (!record.failed || device::host::flag_reached(reached, expected)) return;
   // The net put that had not landed, unless the failure names it already (the peer's NetPutFailedMessage).
   const bool named = record.net_put_missing.empty() || record.reason.find(record.net_put_missing) != std::string::npos;
   const std::string missing = named ? "" : cat(", and its ", record.net_put_missing, " had not landed");
-  const std::string what = comm::signal_slot_name(slot);
   const std::string message = cat(describe(ctx), " for ", what, " to reach ", expected, ": the pair with peer ",
                                   ctx.peer, " failed while it stood at ", reached, missing, ": ", record.reason);
   if (record.timed_out) throw TimeoutError(message);

@@ -382,12 +382,18 @@ std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestStat
 }
 
 bool Communicator::Impl::test(RequestState& request) {
+  bool matched;
   {
     std::lock_guard lock(mutex);
     if (request.error) std::rethrow_exception(request.error);
-    if (request.kind == RequestState::Kind::Send && !request.enqueued) return false;
+    if (request.reported_complete) return true;
+    matched = request.kind == RequestState::Kind::Recv || request.enqueued;
   }
-  if (!flag_reached(completion_value(request), request.generation)) return false;
+  // The completion word first, then the peer's "gave up" word: a peer that gave the shm pair up sets it before its
+  // rings let anything through, so a completion read before a clear word carries the message's own bytes.
+  const bool reached = matched && flag_reached(completion_value(request), request.generation);
+  if (uses_shm(request.ctx.peer) && peer_gave_up(request.ctx.peer)) fail_because_peer_gave_up(request);
+  if (!reached) return false;
   // Look at the error again: a failure (the peer's send did not match) sets it, then releases the word, and may
   // have done both since the first look.
   std::lock_guard lock(mutex);
@@ -397,6 +403,7 @@ bool Communicator::Impl::test(RequestState& request) {
   // buffers earlier). Until then, their words say nothing.
   const auto& before = peers[static_cast<std::size_t>(request.ctx.peer)].unfinished_at_release;
   if (before && before->requests.count(&request) != 0) return false;
+  request.reported_complete = true;
   return true;
 }
 

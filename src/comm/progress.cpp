@@ -334,6 +334,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
   // endpoints closed, so that no write still reads a source and no late byte lands in a receive's buffer, and the
   // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete.
   if (uses_shm(peer)) {
+    bool closed_normally;
     {
       // Once per pair, before the first release: a second caller (the progress thread and a transport's callback
       // may both get here) must not take it while the first one's release is completing the pair's receives.
@@ -342,7 +343,11 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
       if (!state.failed && !state.unfinished_at_release) {
         state.unfinished_at_release = unfinished_with_locked(peer);
       }
+      closed_normally = state.said_goodbye;
     }
+    // A peer that did not close normally may be alive (stopped, slow, or out of step rather than dead): it must not
+    // report what the released ring lets through to its streams (the slots' stale bytes) as received.
+    if (!closed_normally) shm->give_up(peer);
     shm->release(peer, Deadline::after_seconds(timeout_seconds));
   }
 #ifdef PICKLE_HAVE_LIBFABRIC
@@ -379,6 +384,41 @@ void Communicator::Impl::fail_peer_that_may_be_alive(int peer, const std::string
     }
   }
   fail_peer(peer, reason);
+}
+
+std::string Communicator::Impl::gave_up_text(int rank, int peer) {
+  return cat("peer ", peer, " gave up its shm pair with rank ", rank,
+             " (its side of the pair failed, or it closed with copies still queued): what the pair delivered since "
+             "cannot be trusted");
+}
+
+bool Communicator::Impl::peer_gave_up(int peer) const {
+  PairFailure& record = *peers[static_cast<std::size_t>(peer)].failure_record;
+  std::lock_guard lock(record.mutex);
+  return record.peer_gave_up();
+}
+
+void Communicator::Impl::fail_because_peer_gave_up(RequestState& request) {
+  const int peer = request.ctx.peer;
+  const std::string reason = gave_up_text(info.rank, peer);
+  fail_peer(peer, reason);  // once: later callers find the pair failed
+  std::lock_guard lock(mutex);
+  // fail_peer leaves a request whose word its completion reached (through the given-up rings, or before): which of
+  // the two it was cannot be told, so it fails too.
+  if (!request.error) {
+    const std::string text = cat(describe(request.ctx), " (tag ", request.tag, "): ", reason);
+    request.error = std::make_exception_ptr(PeerError(text, peer));
+  }
+  std::rethrow_exception(request.error);
+}
+
+void Communicator::Impl::keep_last_gave_up_words() {
+  for (int peer = 0; peer < info.world_size; ++peer) {
+    PairFailure& record = *peers[static_cast<std::size_t>(peer)].failure_record;
+    std::lock_guard lock(record.mutex);
+    record.peer_gave_up_at_close = record.peer_gave_up();
+    record.peer_gave_up_word = nullptr;
+  }
 }
 
 Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locked(int peer) const {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -239,6 +240,86 @@ PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
     std::fprintf(stderr, "rank 0: teardown took %.1f s\n", watch.seconds());
     CHILD_CHECK(::kill(stopped, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
   }
+  return 0;
+}
+
+
+// A peer stopped for longer than PICKLE_TIMEOUT (SIGSTOP here; a debugger, a long pause) fails its pair on this side,
+// which lets this rank's streams run through the pair's staging rings, so that no copy touches the application's
+// buffers once the failure is reported. The peer, resumed, must not take what it then finds in the ring for its
+// messages (before, it completed its receive with the slots' last chunks). Rank 1 posts its receive of rank 0's
+// message and stops itself. Rank 0 waits until it is stopped and posts empty receives from it until its control
+// channel, which rank 1 no longer reads, stays full for PICKLE_TIMEOUT: the pair fails, and the send with it. Rank 0
+// then writes other bytes into the send's buffer (the application may, once the send failed) and resumes rank 1,
+// whose receive must fail or hold the message. Rank 0 keeps its communicator until rank 1 is done: its goodbye would
+// fail rank 1's receive anyway. args: memory kind, bytes, a folder for the ranks' files.
+PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
+  const std::size_t bytes = std::stoull(args.at(1));
+  const std::filesystem::path folder(args.at(2));
+  const std::filesystem::path rank1_pid = folder / "rank-1-pid", rank1_done = folder / "rank-1-checked-its-receive";
+  constexpr int kDataTag = 2, kEmptyTag = 3;
+  constexpr std::uint64_t kSeed = 71, kOtherSeed = 72;
+  Buffer data;  // outlives the communicator: the send or receive under way may still use it
+  Communicator comm = make_comm(args.at(0));
+  CHILD_CHECK(comm.world_size() == 2 && comm.transport(1 - comm.rank()) == "shm", "two ranks over shm");
+  data = comm.alloc(bytes);
+  // Waits (60 s at most, inside the test's deadline) for a file of the other rank.
+  auto await_file = [](const std::filesystem::path& path) {
+    const Deadline deadline = Deadline::after_seconds(60);
+    while (!std::filesystem::exists(path) && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::filesystem::exists(path);
+  };
+  if (comm.rank() == 1) {
+    std::ofstream(folder / "rank-1-pid.part") << ::getpid() << "\n";
+    std::filesystem::rename(folder / "rank-1-pid.part", rank1_pid);
+    std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
+    request.push_back(comm.recv(0, kDataTag, data.data(), bytes));
+    ::raise(SIGSTOP);  // rank 0 resumes this process once it failed the pair
+    std::string failure;
+    try {
+      request.front().wait();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    std::fprintf(stderr, "rank 1: the receive %s\n", failure.empty() ? "completed" : failure.c_str());
+    const std::size_t wrong = failure.empty() ? count_wrong(comm, data.data(), bytes, kSeed) : 0;
+    request.clear();
+    std::ofstream(rank1_done) << "done\n";
+    CHILD_CHECK(wrong == 0, "the receive completed with ", wrong, " wrong bytes of ", bytes);
+    return 0;
+  }
+  CHILD_CHECK(await_file(rank1_pid), "rank 1 did not write its pid within 60 s");
+  pid_t stopped = 0;
+  std::ifstream(rank1_pid) >> stopped;
+  fill(comm, data.data(), bytes, kSeed);
+  std::vector<Request> requests;  // dropped before the communicator (a Request must not outlive it)
+  requests.push_back(comm.send(1, kDataTag, data.data(), bytes));
+  const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+  while (!process_stopped(stopped) && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHILD_CHECK(process_stopped(stopped), "rank 1 did not stop within ", env::timeout_seconds(), " s");
+  std::string channel_failure;
+  for (int i = 0; i < 4000 && channel_failure.empty(); ++i) {
+    try {
+      requests.push_back(comm.recv(1, kEmptyTag, nullptr, 0));
+    } catch (const Error& e) {
+      channel_failure = e.what();
+    }
+  }
+  std::fprintf(stderr, "rank 0: posting receives from the stopped rank 1: %s\n", channel_failure.c_str());
+  CHILD_CHECK(!channel_failure.empty(), "4000 receives posted to a stopped peer, and its channel never filled");
+  std::string send_failure;
+  try {
+    requests.front().test();
+  } catch (const Error& e) {
+    send_failure = e.what();
+  }
+  CHILD_CHECK(!send_failure.empty(), "the send did not fail with the pair");
+  requests.clear();
+  fill(comm, data.data(), bytes, kOtherSeed);  // the application reuses the failed send's buffer
+  CHILD_CHECK(::kill(stopped, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
+  CHILD_CHECK(await_file(rank1_done), "rank 1 did not check its receive within 60 s");
   return 0;
 }
 
