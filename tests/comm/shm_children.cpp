@@ -52,6 +52,16 @@ bool await_first_bytes(const void* data, std::uint64_t seed) {
   return false;
 }
 
+/// What `request.wait()` threw, or "" when the request completed.
+std::string failure_of_wait(Request& request) {
+  try {
+    request.wait();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 // Every rank sends to its right neighbour and receives from its left one, at sizes around the transport's chunk
@@ -212,12 +222,7 @@ PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
     CHILD_CHECK(await_first_bytes(data.data(), kSeed), "rank 0's message did not start arriving within ",
                 env::timeout_seconds(), " s");
     ::raise(SIGSTOP);  // rank 0 resumes this process once its communicator is gone
-    std::string failure;
-    try {
-      request.front().wait();
-    } catch (const Error& e) {
-      failure = e.what();
-    }
+    const std::string failure = failure_of_wait(request.front());
     std::fprintf(stderr, "rank 1: the receive %s\n", failure.empty() ? "completed" : failure.c_str());
     if (failure.empty()) {
       const std::size_t wrong = count_wrong(*comm, data.data(), bytes, kSeed);
@@ -277,12 +282,7 @@ PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
     std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
     request.push_back(comm.recv(0, kDataTag, data.data(), bytes));
     ::raise(SIGSTOP);  // rank 0 resumes this process once it failed the pair
-    std::string failure;
-    try {
-      request.front().wait();
-    } catch (const Error& e) {
-      failure = e.what();
-    }
+    const std::string failure = failure_of_wait(request.front());
     std::fprintf(stderr, "rank 1: the receive %s\n", failure.empty() ? "completed" : failure.c_str());
     const std::size_t wrong = failure.empty() ? count_wrong(comm, data.data(), bytes, kSeed) : 0;
     request.clear();
