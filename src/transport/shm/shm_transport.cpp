@@ -68,9 +68,10 @@ bool ShmTransport::close() {
                           "process exits");
   bool left_running = false;
   for (Peer* peer : stuck) {
-    // The peer's receive, once it goes on, may copy out what this side's orphaned stream reads after the application
-    // reused its send buffers: it must not report it.
-    peer->outgoing->mark_given_up();
+    // Where the sending side is stuck, the peer's receive, once it goes on, may copy out what this side's orphaned
+    // stream reads after the application reused its send buffers: it must not report it. (Only the receiving side
+    // stuck: nothing of this side's reaches the peer any more, and the mark would fail what it received intact.)
+    if (!peer->send_worker->idle() || !peer->send_stream->idle_now()) give_up(*peer);
     peer->failed = true;
     {
       std::lock_guard lock(peer->release_mutex);
@@ -223,7 +224,14 @@ void ShmTransport::stop(int peer) {
 }
 
 void ShmTransport::give_up(int peer) {
-  if (uses(peer)) peers_[peer]->outgoing->mark_given_up();
+  if (uses(peer)) give_up(*peers_[peer]);
+}
+
+void ShmTransport::give_up(Peer& peer) {
+  // A peer that gave up first takes nothing of this side's as delivered any more, and its own failure settled what
+  // it had received: a mark back would fail messages it received intact.
+  if (peer.outgoing == nullptr || device::host::load_acquire(peer.incoming->given_up_word()) != 0) return;
+  peer.outgoing->mark_given_up();
 }
 
 const std::uint32_t* ShmTransport::peer_gave_up_word(int peer) const {

@@ -74,7 +74,8 @@ class ShmTransport {
   /// the slots' stale bytes for a message). Tells the peer that this side gave the pair up (give_up) first.
   void stop(int peer);
   /// Marks the ring to `peer` as given up (StagingRing::mark_given_up), for a peer that may be alive: what it receives
-  /// from here on may be stale. Before release() or stop(), and before the failure is reported.
+  /// from here on may be stale. Before release() or stop(), and before the failure is reported. Not when the peer
+  /// gave up first.
   void give_up(int peer);
   /// The peer's "gave up" word, as the host reads it (non-zero once the peer gave the pair up), while this transport
   /// exists.
@@ -133,6 +134,7 @@ class ShmTransport {
   void post(SerialWorker& worker, int peer, std::function<void()> job);
   /// synchronize_all for one pair.
   bool synchronize_pair(Peer& peer, const Deadline& deadline);
+  void give_up(Peer& peer);
 
   int rank_;
   MemoryKind kind_;

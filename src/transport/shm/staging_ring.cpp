@@ -16,7 +16,8 @@ constexpr std::uint32_t kMagic = 0x70636b72;  // "pckr"
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kFlagStride = 64;
 constexpr std::size_t kFlagsOffset = 64;
-constexpr std::size_t kGivenUpOffset = 32;  // after the Header, in its line: only hosts read it
+constexpr std::size_t kGivenUpOffset = 32;  // after the Header, in its line: only hosts read these two
+constexpr std::size_t kReleasedOffset = 36;
 
 struct Header {
   std::uint32_t magic;
@@ -116,6 +117,13 @@ const std::uint32_t* StagingRing::given_up_word() const noexcept {
 void StagingRing::keep_until_exit(std::unique_ptr<StagingRing> ring) { pickle::keep_until_exit(std::move(ring)); }
 
 void StagingRing::release() noexcept {
+  // Once per ring, by whichever side gets there first: a second move would leave a flag that the first found
+  // unwritten 2^31 past what a stream waits for, which the cyclic comparison reads as behind, for ever.
+  std::uint32_t unreleased = 0;
+  if (!std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(base_ + kReleasedOffset))
+           .compare_exchange_strong(unreleased, 1)) {
+    return;
+  }
   auto advance = [](std::uint32_t* flag) {
     std::atomic_ref<std::uint32_t> word(*flag);
     word.store(word.load(std::memory_order_acquire) + (1u << 30), std::memory_order_release);

@@ -6,7 +6,7 @@
 // waits until `free` reached the previous use and a receiver until `full` reached this one. Only copy engines and
 // stream memory operations touch the ring: no kernel, no host thread in the data path.
 //
-// Layout: a 4 KiB header (magic, geometry, the "gave up" word, then each flag on its own 64-byte line, since the
+// Layout: a 4 KiB header (magic, geometry, the "gave up" and "released" words, then each flag on its own 64-byte line, since the
 // peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its PICKLE_SHM_CHUNK/SLOTS decide
 // the geometry, and the receiver reads it from the header.
 //
@@ -64,7 +64,8 @@ class StagingRing {
   /// qualifies.
   const std::uint32_t* given_up_word() const noexcept;
   /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
-  /// failed, so that no stream stays blocked on a rank that will never write).
+  /// failed, so that no stream stays blocked on a rank that will never write). Once per ring, whichever of the two
+  /// ranks calls it first (a word in the header says it was); later calls do nothing.
   void release() noexcept;
 
   ~StagingRing();
