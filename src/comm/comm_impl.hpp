@@ -324,8 +324,9 @@ struct Communicator::Impl {
   void release_freed_allocations(int peer);
   bool test(RequestState& request);
   /// `request`'s peer gave its side of their shm pair up (PairFailure::peer_gave_up): fails the pair on this side too
-  /// (what is pending with the peer fails), and then `request`, which may have completed with stale bytes. Throws.
-  [[noreturn]] void fail_because_peer_gave_up(RequestState& request);
+  /// (what is pending with the peer fails), and then `request`, which may have completed with stale bytes: throws,
+  /// unless another thread's test() reported it complete meanwhile (then true).
+  bool fail_because_peer_gave_up(RequestState& request);
   /// PairFailure::peer_gave_up for `peer`.
   bool peer_gave_up(int peer) const;
   /// Why operations with a peer that gave their shm pair up fail.

@@ -654,7 +654,8 @@ void Communicator::wait(Stream& stream, int peer, int slot, std::uint32_t expect
 void Communicator::Impl::check_wait(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
   // A failed pair releases every stream wait on the peer's signals, so that none hangs; but a released wait did not
   // see its signal, and the data the signal stands for may not be there. The check runs once the stream has passed
-  // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes.
+  // the wait, so that the stream's next synchronize reports it. A wait its signal satisfied before the failure passes,
+  // unless the peer gave up its shm pair (then no signal from it is taken: PairFailure::peer_gave_up).
   // The record is made with the peer's state and never replaced: no lock to take it.
   stream.check_when_passed([record = peers[peer].failure_record, rank = info.rank, peer, slot, expected] {
     throw_if_released(*record, OpContext{.rank = rank, .peer = peer, .op = "wait"}, slot, expected);

@@ -392,7 +392,7 @@ bool Communicator::Impl::test(RequestState& request) {
   // The completion word first, then the peer's "gave up" word: a peer that gave the shm pair up sets it before its
   // rings let anything through, so a completion read before a clear word carries the message's own bytes.
   const bool reached = matched && flag_reached(completion_value(request), request.generation);
-  if (uses_shm(request.ctx.peer) && peer_gave_up(request.ctx.peer)) fail_because_peer_gave_up(request);
+  if (uses_shm(request.ctx.peer) && peer_gave_up(request.ctx.peer)) return fail_because_peer_gave_up(request);
   if (!reached) return false;
   // Look at the error again: a failure (the peer's send did not match) sets it, then releases the word, and may
   // have done both since the first look.

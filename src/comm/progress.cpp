@@ -398,11 +398,15 @@ bool Communicator::Impl::peer_gave_up(int peer) const {
   return record.peer_gave_up();
 }
 
-void Communicator::Impl::fail_because_peer_gave_up(RequestState& request) {
+bool Communicator::Impl::fail_because_peer_gave_up(RequestState& request) {
   const int peer = request.ctx.peer;
   const std::string reason = gave_up_text(info.rank, peer);
-  fail_peer(peer, reason);  // once: later callers find the pair failed
+  // Once: later callers find the pair failed. Neither marks the pair given up in turn (the peer's own failure
+  // settled what it had received) nor moves the rings' flags again (the peer released them, or stopped and left
+  // them: ShmTransport::give_up, StagingRing::release).
+  fail_peer(peer, reason);
   std::lock_guard lock(mutex);
+  if (request.reported_complete) return true;  // by another thread, meanwhile: it stays complete
   // fail_peer leaves a request whose word its completion reached (through the given-up rings, or before): which of
   // the two it was cannot be told, so it fails too.
   if (!request.error) {

@@ -252,22 +252,29 @@ PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
 // A peer stopped for longer than PICKLE_TIMEOUT (SIGSTOP here; a debugger, a long pause) fails its pair on this side,
 // which lets this rank's streams run through the pair's staging rings, so that no copy touches the application's
 // buffers once the failure is reported. The peer, resumed, must not take what it then finds in the ring for its
-// messages (before, it completed its receive with the slots' last chunks). Rank 1 posts its receive of rank 0's
-// message and stops itself. Rank 0 waits until it is stopped and posts empty receives from it until its control
-// channel, which rank 1 no longer reads, stays full for PICKLE_TIMEOUT: the pair fails, and the send with it. Rank 0
-// then writes other bytes into the send's buffer (the application may, once the send failed) and resumes rank 1,
-// whose receive must fail or hold the message. Rank 0 keeps its communicator until rank 1 is done: its goodbye would
-// fail rank 1's receive anyway. args: memory kind, bytes, a folder for the ranks' files.
+// messages (before, it completed its receive with the slots' last chunks). Rank 1 sends rank 0 a small message
+// (which arrives intact before anything fails), posts its receive of rank 0's message and stops itself. Rank 0 waits
+// until it is stopped, sends, and posts empty receives from rank 1 until its control channel, which rank 1 no longer
+// reads, stays full for PICKLE_TIMEOUT: the pair fails, and the send with it. Rank 0 then writes other bytes into the
+// send's buffer (the application may, once the send failed) and resumes rank 1, whose receive must fail or hold the
+// message, and come back well within PICKLE_TIMEOUT (its failure does not release the rings again: a second move of
+// the flags left its streams stuck). Rank 0 keeps its communicator until rank 1 is done (its goodbye would fail rank
+// 1's receive anyway), then takes the small message: intact and complete (rank 1's failure of the pair does not mark
+// it given up in turn, which failed it). args: memory kind, bytes, a folder for the ranks' files, milliseconds rank 1
+// waits after it resumed before it looks at its receive (by then the ring has let the stale bytes through).
 PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
   const std::size_t bytes = std::stoull(args.at(1));
   const std::filesystem::path folder(args.at(2));
+  const int look_after_ms = std::stoi(args.at(3));
   const std::filesystem::path rank1_pid = folder / "rank-1-pid", rank1_done = folder / "rank-1-checked-its-receive";
-  constexpr int kDataTag = 2, kEmptyTag = 3;
-  constexpr std::uint64_t kSeed = 71, kOtherSeed = 72;
-  Buffer data;  // outlives the communicator: the send or receive under way may still use it
+  constexpr int kDataTag = 2, kEmptyTag = 3, kEarlyTag = 4;
+  constexpr std::size_t kEarlyBytes = 4096;
+  constexpr std::uint64_t kSeed = 71, kOtherSeed = 72, kEarlySeed = 73;
+  Buffer data, early;  // outlive the communicator: the send or receive under way may still use them
   Communicator comm = make_comm(args.at(0));
   CHILD_CHECK(comm.world_size() == 2 && comm.transport(1 - comm.rank()) == "shm", "two ranks over shm");
   data = comm.alloc(bytes);
+  early = comm.alloc(kEarlyBytes);
   // Waits (60 s at most, inside the test's deadline) for a file of the other rank.
   auto await_file = [](const std::filesystem::path& path) {
     const Deadline deadline = Deadline::after_seconds(60);
@@ -277,19 +284,28 @@ PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
     return std::filesystem::exists(path);
   };
   if (comm.rank() == 1) {
+    fill(comm, early.data(), kEarlyBytes, kEarlySeed);
+    comm.send(0, kEarlyTag, early.data(), kEarlyBytes).wait();  // over shm: rank 0's stream has copied it out
     std::ofstream(folder / "rank-1-pid.part") << ::getpid() << "\n";
     std::filesystem::rename(folder / "rank-1-pid.part", rank1_pid);
     std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
     request.push_back(comm.recv(0, kDataTag, data.data(), bytes));
     ::raise(SIGSTOP);  // rank 0 resumes this process once it failed the pair
+    std::this_thread::sleep_for(std::chrono::milliseconds(look_after_ms));
+    Stopwatch watch;
     const std::string failure = failure_of_wait(request.front());
-    std::fprintf(stderr, "rank 1: the receive %s\n", failure.empty() ? "completed" : failure.c_str());
+    const double seconds = watch.seconds();
+    std::fprintf(stderr, "rank 1: the receive %s (%.3f s)\n", failure.empty() ? "completed" : failure.c_str(), seconds);
     const std::size_t wrong = failure.empty() ? count_wrong(comm, data.data(), bytes, kSeed) : 0;
     request.clear();
     std::ofstream(rank1_done) << "done\n";
     CHILD_CHECK(wrong == 0, "the receive completed with ", wrong, " wrong bytes of ", bytes);
+    CHILD_CHECK(seconds < env::timeout_seconds(), "the receive came back only after ", seconds,
+                " s: the pair's streams were stuck until PICKLE_TIMEOUT");
     return 0;
   }
+  std::vector<Request> early_receive;  // dropped before the communicator (a Request must not outlive it)
+  early_receive.push_back(comm.recv(1, kEarlyTag, early.data(), kEarlyBytes));
   CHILD_CHECK(await_file(rank1_pid), "rank 1 did not write its pid within 60 s");
   pid_t stopped = 0;
   std::ifstream(rank1_pid) >> stopped;
@@ -320,6 +336,10 @@ PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
   fill(comm, data.data(), bytes, kOtherSeed);  // the application reuses the failed send's buffer
   CHILD_CHECK(::kill(stopped, SIGCONT) == 0, "SIGCONT: ", std::strerror(errno));
   CHILD_CHECK(await_file(rank1_done), "rank 1 did not check its receive within 60 s");
+  const std::string early_failure = failure_of_wait(early_receive.front());
+  CHILD_CHECK(early_failure.empty(), "the message that arrived before the failure: ", early_failure);
+  const std::size_t wrong = count_wrong(comm, early.data(), kEarlyBytes, kEarlySeed);
+  CHILD_CHECK(wrong == 0, "the message that arrived before the failure has ", wrong, " wrong bytes");
   return 0;
 }
 

@@ -59,11 +59,13 @@ TEST(Shm, TeardownWhileAPeerIsStoppedMidTransferEnds) {
 // for PICKLE_TIMEOUT), reuses the send's buffer and resumes rank 1: the receive fails or holds the message (before, it
 // completed with the ring's stale slots).
 TEST(Shm, APeerResumedAfterItsPairFailedTakesNoStaleBytes) {
-  TempDir folder("resumed-after-failure");
-  expect_all_ok(run_ranks("comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes", 2,
-                          {"host", std::to_string(256u << 10), folder.str()},
-                          {"PICKLE_TIMEOUT=3", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
-                          std::chrono::seconds(90)));
+  for (const char* look_after_ms : {"0", "500"}) {  // at once, and once the ring let the stale bytes through
+    TempDir folder("resumed-after-failure");
+    expect_all_ok(run_ranks("comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes", 2,
+                            {"host", std::to_string(256u << 10), folder.str(), look_after_ms},
+                            {"PICKLE_TIMEOUT=3", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                            std::chrono::seconds(90)));
+  }
 }
 
 TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
