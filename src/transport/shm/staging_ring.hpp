@@ -6,9 +6,9 @@
 // waits until `free` reached the previous use and a receiver until `full` reached this one. Only copy engines and
 // stream memory operations touch the ring: no kernel, no host thread in the data path.
 //
-// Layout: a 4 KiB header (magic, geometry, the "gave up" and "released" words, then each flag on its own 64-byte line, since the
-// peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its PICKLE_SHM_CHUNK/SLOTS decide
-// the geometry, and the receiver reads it from the header.
+// Layout: a 4 KiB header (magic, geometry, the "gave up" and "released" words, then each flag on its own 64-byte
+// line, since the peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its
+// PICKLE_SHM_CHUNK/SLOTS decide the geometry, and the receiver reads it from the header.
 //
 // The "gave up" word: a sender that stops keeping the ring in step with a receiver that may be alive (its side of the
 // pair failed, and released or stopped the ring; or it closed with copies still queued) sets it before anything else,
