@@ -54,12 +54,17 @@ TEST_F(ShmCuda, TeardownWithSendsBehindAGateThatNeverOpensGivesThePeerNoGarbage)
 // Rank 0 fails the pair while rank 1 is stopped with a receive under way, reuses the send's buffer and resumes rank 1:
 // the receive fails or holds the message (the ring's stale slots are never taken for it).
 TEST_F(ShmCuda, APeerResumedAfterItsPairFailedTakesNoStaleBytes) {
-  for (const char* look_after_ms : {"0", "500"}) {  // at once, and once the ring let the stale bytes through
-    TempDir folder("resumed-after-failure");
-    expect_all_ok(run_ranks("comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes", 2,
-                            {"cuda", std::to_string(256u << 10), folder.str(), look_after_ms},
-                            {"PICKLE_TIMEOUT=3", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
-                            std::chrono::seconds(90)));
+  // 256 KiB: 64 chunks, all queued before the failure; 1 MiB: more than a worker queues ahead (128), so the rest
+  // never comes. Looked at at once, and once the ring let the stale bytes through.
+  for (unsigned bytes : {256u << 10, 1u << 20}) {
+    for (const char* look_after_ms : {"0", "500"}) {
+      TempDir folder("resumed-after-failure");
+      expect_all_ok(run_ranks("comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes", 2,
+                              {"cuda", std::to_string(bytes), folder.str(), look_after_ms},
+                              {"PICKLE_TIMEOUT=3", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096",
+                               "PICKLE_SHM_SLOTS=2"},
+                              std::chrono::seconds(90)));
+    }
   }
 }
 

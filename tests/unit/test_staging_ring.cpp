@@ -1,13 +1,15 @@
 // The words of a staging ring's header that the two ranks of an shm pair share, each through its own mapping: a
-// release moves the flags once, whichever rank calls it first (when both ranks failed the pair, a second move left a
-// flag 2^31 past what a stream waited for, which the cyclic comparison reads as behind: that stream never went on),
-// and the sender's "gave up" word reaches the receiver.
+// release raises the flags to one target, whichever rank calls it and however often (when both ranks failed the
+// pair, a second move of 2^30 left a flag 2^31 past what a stream waited for, which the cyclic comparison reads as
+// behind: that stream never went on; and a single move let a stream's later write of an older use stop the other
+// rank's stream for good), and the sender's "gave up" word reaches the receiver.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <utility>
 
 #include "device/host/backoff.hpp"
+#include "device/stream.hpp"
 #include "transport/shm/staging_ring.hpp"
 
 namespace pickle::transport::shm {
@@ -26,7 +28,7 @@ RingAndMapping ring_and_mapping() {
   return pair;
 }
 
-TEST(StagingRing, AReleaseMovesTheFlagsOnceWhicheverRankCallsIt) {
+TEST(StagingRing, ReleasesByEitherRankRaiseTheFlagsToOneTarget) {
   RingAndMapping pair = ring_and_mapping();
   pair.sender->release();
   pair.receiver->release();
@@ -35,10 +37,24 @@ TEST(StagingRing, AReleaseMovesTheFlagsOnceWhicheverRankCallsIt) {
     // Waits for what the flags held before (0) pass; two moves would read as 2^31 behind them.
     EXPECT_TRUE(pair.receiver->full_reached(slot, 0)) << "slot " << slot;
     EXPECT_TRUE(pair.sender->free_reached(slot, 0)) << "slot " << slot;
-    // Moved by 2^30 exactly once.
+    // At 2^30 past the highest flag of the first release (0 here), not further.
     EXPECT_TRUE(pair.sender->full_reached(slot, 1u << 30)) << "slot " << slot;
     EXPECT_FALSE(pair.sender->full_reached(slot, (1u << 30) + 1)) << "slot " << slot;
   }
+}
+
+TEST(StagingRing, AReleaseRaisesAgainWhatAStreamWroteBackBelowItsTarget) {
+  RingAndMapping pair = ring_and_mapping();
+  pair.sender->release();
+  // A stream still running through the released ring writes the use of a chunk it had queued before the release.
+  std::unique_ptr<device::Stream> stream = device::make_stream(MemoryKind::Host, 0);
+  stream->write_value(pair.sender->full_for_streams(1), 5);
+  stream->synchronize();
+  EXPECT_FALSE(pair.receiver->full_reached(1, 6));  // a wait for the next use would stop there
+  pair.receiver->release();                         // the other rank's release, later
+  EXPECT_TRUE(pair.receiver->full_reached(1, 6));
+  EXPECT_TRUE(pair.receiver->full_reached(1, 1u << 30));       // back at the first release's target,
+  EXPECT_FALSE(pair.receiver->full_reached(1, (1u << 30) + 1));  // not past it
 }
 
 TEST(StagingRing, TheSendersGaveUpWordReachesTheReceiver) {

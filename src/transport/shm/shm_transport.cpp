@@ -253,12 +253,25 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
   // that is running now can still queue more, and it finishes soon: its stream drains through the released flags.
   // Jobs of other pairs are not waited for (they may wait on healthy peers whose progress threads are themselves
   // here), nor is a worker that called this (its job no longer counts as running).
+  // Raised again while they run: streams write older uses back over raised flags (the peer's, if it goes on, over
+  // the flags this side's streams wait on), and a stream must not stop on one of those. (By value: the flags that
+  // still stand at the target do not move; StagingRing::release.)
+  auto raise_again = [&state] {
+    state.outgoing->release();
+    state.incoming->release();
+  };
   bool drained = true;
   for (device::host::Backoff backoff; state.running_jobs.load() != 0; backoff.pause()) {
     if (deadline.expired()) {
       drained = false;
       break;
     }
+    raise_again();
+  }
+  for (device::host::Backoff backoff; !(state.send_stream->idle_now() && state.recv_stream->idle_now()) &&
+                                      !deadline.expired();
+       backoff.pause()) {
+    raise_again();
   }
   for (device::Stream* stream : {state.send_stream.get(), state.recv_stream.get()}) {
     try {

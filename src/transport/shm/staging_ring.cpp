@@ -17,7 +17,7 @@ constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kFlagStride = 64;
 constexpr std::size_t kFlagsOffset = 64;
 constexpr std::size_t kGivenUpOffset = 32;  // after the Header, in its line: only hosts read these two
-constexpr std::size_t kReleasedOffset = 36;
+constexpr std::size_t kReleaseTargetOffset = 36;
 
 struct Header {
   std::uint32_t magic;
@@ -117,20 +117,33 @@ const std::uint32_t* StagingRing::given_up_word() const noexcept {
 void StagingRing::keep_until_exit(std::unique_ptr<StagingRing> ring) { pickle::keep_until_exit(std::move(ring)); }
 
 void StagingRing::release() noexcept {
-  // Once per ring, by whichever side gets there first: a second move would leave a flag that the first found
-  // unwritten 2^31 past what a stream waits for, which the cyclic comparison reads as behind, for ever.
-  std::uint32_t unreleased = 0;
-  if (!std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(base_ + kReleasedOffset))
-           .compare_exchange_strong(unreleased, 1)) {
-    return;
+  // Raised to one target, recorded by the first call of either rank: 2^30 past the highest flag then (every wait a
+  // stream has queued passes, and none is 2^31 behind it). By value, not by a fixed step: the pair's streams,
+  // running through, write older uses back over raised flags (a later call raises those again), and a flag left
+  // alone must not move twice (2^31 past a wait reads as behind it, for ever).
+  std::atomic_ref<std::uint32_t> target_word(*reinterpret_cast<std::uint32_t*>(base_ + kReleaseTargetOffset));
+  std::uint32_t target = target_word.load();
+  if (target == 0) {
+    std::uint32_t highest = device::host::load_acquire(full_host(0));
+    for (int slot = 0; slot < slots_; ++slot) {
+      for (const std::uint32_t* flag : {full_host(slot), free_host(slot)}) {
+        const std::uint32_t value = device::host::load_acquire(flag);
+        if (!device::host::flag_reached(highest, value)) highest = value;
+      }
+    }
+    std::uint32_t proposed = highest + (1u << 30);
+    if (proposed == 0) proposed = 1;  // 0 says "never released"
+    target = target_word.compare_exchange_strong(target, proposed) ? proposed : target;
   }
-  auto advance = [](std::uint32_t* flag) {
+  auto raise = [target](std::uint32_t* flag) {
     std::atomic_ref<std::uint32_t> word(*flag);
-    word.store(word.load(std::memory_order_acquire) + (1u << 30), std::memory_order_release);
+    std::uint32_t value = word.load(std::memory_order_acquire);
+    while (!device::host::flag_reached(value, target) && !word.compare_exchange_weak(value, target)) {
+    }
   };
   for (int slot = 0; slot < slots_; ++slot) {
-    advance(full_host(slot));
-    advance(free_host(slot));
+    raise(full_host(slot));
+    raise(free_host(slot));
   }
 }
 

@@ -6,8 +6,8 @@
 // waits until `free` reached the previous use and a receiver until `full` reached this one. Only copy engines and
 // stream memory operations touch the ring: no kernel, no host thread in the data path.
 //
-// Layout: a 4 KiB header (magic, geometry, the "gave up" and "released" words, then each flag on its own 64-byte
-// line, since the peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its
+// Layout: a 4 KiB header (magic, geometry, the "gave up" word and the release target, then each flag on its own
+// 64-byte line, since the peer's GPU polls them across PCIe), then the slots. The sender creates the ring, so its
 // PICKLE_SHM_CHUNK/SLOTS decide the geometry, and the receiver reads it from the header.
 //
 // The "gave up" word: a sender that stops keeping the ring in step with a receiver that may be alive (its side of the
@@ -63,9 +63,10 @@ class StagingRing {
   /// The receiver: the "gave up" word as the host addresses it (non-zero: given up), read after the completion it
   /// qualifies.
   const std::uint32_t* given_up_word() const noexcept;
-  /// Moves every flag 2^30 uses ahead, from the host: any stream waiting on this ring goes on (used when the peer
-  /// failed, so that no stream stays blocked on a rank that will never write). Once per ring, whichever of the two
-  /// ranks calls it first (a word in the header says it was); later calls do nothing.
+  /// Raises every flag, from the host, to 2^30 uses past the highest flag at the ring's first release (by either
+  /// rank; the target is kept in the header): any stream waiting on this ring goes on (used when the pair failed, so
+  /// that no stream stays blocked on a rank that will never write). Idempotent by value: a later call, by either rank,
+  /// raises again only the flags that streams wrote older uses back into since.
   void release() noexcept;
 
   ~StagingRing();
