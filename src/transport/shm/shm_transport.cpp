@@ -246,32 +246,37 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
   std::lock_guard lock(state.release_mutex);
   if (state.released) return;
   state.released = true;
-  state.outgoing->release();
-  state.incoming->release();
+  // Raised here and again while the pair's streams run through: they write older uses back over raised flags (the
+  // peer's streams, if it goes on, over the flags this side's streams wait on), and a stream must not stop on one of
+  // those. By value: flags that stand at the target do not move (StagingRing::release).
+  auto raise_flags = [&state] {
+    state.outgoing->release();
+    state.incoming->release();
+  };
+  raise_flags();
   // The pair's queued copies now run through the released flags (into and out of the ring, from sources and into
   // buffers the application may free once it hears of the failure): let them finish first. Only a job of this pair
   // that is running now can still queue more, and it finishes soon: its stream drains through the released flags.
   // Jobs of other pairs are not waited for (they may wait on healthy peers whose progress threads are themselves
   // here), nor is a worker that called this (its job no longer counts as running).
-  // Raised again while they run: streams write older uses back over raised flags (the peer's, if it goes on, over
-  // the flags this side's streams wait on), and a stream must not stop on one of those. (By value: the flags that
-  // still stand at the target do not move; StagingRing::release.)
-  auto raise_again = [&state] {
-    state.outgoing->release();
-    state.incoming->release();
-  };
   bool drained = true;
   for (device::host::Backoff backoff; state.running_jobs.load() != 0; backoff.pause()) {
     if (deadline.expired()) {
       drained = false;
       break;
     }
-    raise_again();
+    raise_flags();
   }
-  for (device::host::Backoff backoff; !(state.send_stream->idle_now() && state.recv_stream->idle_now()) &&
-                                      !deadline.expired();
-       backoff.pause()) {
-    raise_again();
+  try {
+    // query(), not idle_now(): a broken stream, which never gets idle, throws rather than holding this to the deadline.
+    for (device::host::Backoff backoff; !(state.send_stream->query() && state.recv_stream->query()) &&
+                                        !deadline.expired();
+         backoff.pause()) {
+      raise_flags();
+    }
+  } catch (const Error& e) {
+    drained = false;
+    PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer << ": after the failure: " << e.what());
   }
   for (device::Stream* stream : {state.send_stream.get(), state.recv_stream.get()}) {
     try {
