@@ -286,6 +286,10 @@ void ShmTransport::release(int peer, const Deadline& deadline) {
       PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer << ": after the failure: " << e.what());
     }
   }
+  // This side's streams write nothing more now (unless stuck): a last raise leaves every flag they wrote back at the
+  // target. Their last writes land after the loop's last raise, while it pauses, and a peer that never releases the
+  // pair itself (it waits on a stream, or gave up first and stopped) would otherwise wait on one of them for ever.
+  raise_flags();
   if (!drained) {
     // Something is badly stuck (a hung device): the failure is reported anyway, rather than never.
     PICKLE_LOG(Warn, "shm", "rank " << rank_ << " -> peer " << peer
