@@ -333,18 +333,18 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
   // (the rings stay mapped until the communicator closes). net: the peer's unfinished writes are dropped and its
   // endpoints closed, so that no write still reads a source and no late byte lands in a receive's buffer, and the
   // transport's flush at teardown no longer waits PICKLE_TIMEOUT for writes that will never complete.
-  if (uses_shm(peer)) {
-    bool closed_normally;
-    {
-      // Once per pair, before the first release: a second caller (the progress thread and a transport's callback
-      // may both get here) must not take it while the first one's release is completing the pair's receives.
-      std::lock_guard lock(mutex);
-      PeerState& state = peers[peer];
-      if (!state.failed && !state.unfinished_at_release) {
-        state.unfinished_at_release = unfinished_with_locked(peer);
-      }
-      closed_normally = state.said_goodbye;
+  bool closed_normally;  // a peer that said goodbye has nothing in flight
+  {
+    std::lock_guard lock(mutex);
+    PeerState& state = peers[peer];
+    closed_normally = state.said_goodbye;
+    // shm: once per pair, before the first release: a second caller (the progress thread and a transport's callback
+    // may both get here) must not take it while the first one's release is completing the pair's receives.
+    if (uses_shm(peer) && !state.failed && !state.unfinished_at_release) {
+      state.unfinished_at_release = unfinished_with_locked(peer);
     }
+  }
+  if (uses_shm(peer)) {
     // A peer that did not close normally may be alive (stopped, slow, or out of step rather than dead): it must not
     // report what the released ring lets through to its streams (the slots' stale bytes) as received.
     if (!closed_normally) shm->give_up(peer);
@@ -352,13 +352,8 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
   }
 #ifdef PICKLE_HAVE_LIBFABRIC
   if (uses_net(peer)) {
-    bool closed_normally;
-    {
-      std::lock_guard lock(mutex);
-      closed_normally = peers[peer].said_goodbye;
-    }
-    // A peer that said goodbye has nothing in flight: waiting for its endpoints (about 20 ms each, on this thread)
-    // would only make a job's close take that long per peer.
+    // Waiting for the endpoints of a peer that closed normally (about 20 ms each, on this thread) would only make a
+    // job's close take that long per peer.
     if (closed_normally) {
       net->release_closed_peer(peer);
     } else {
