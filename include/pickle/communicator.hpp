@@ -49,10 +49,15 @@ class Request {
   void wait();
   /// Makes later work on `stream` wait for this operation (the host does not block, except for a send whose
   /// receiver has not posted yet: its copy cannot be enqueued before the match). A send whose copy went onto
-  /// `stream` itself (its `after` stream, matched at call time) is ordered already: nothing is enqueued.
+  /// `stream` itself (its `after` stream, matched at call time) is ordered already: no wait is enqueued.
+  /// A failure lets the stream through all the same (a stream never hangs on a dead peer), so the operation's error
+  /// (PeerError, InvalidArgument...) is thrown by the stream's next synchronize() or query() once it has passed this
+  /// point: work queued after it may have run on a buffer that did not get its data.
   void on_stream(Stream& stream);
   std::size_t bytes() const noexcept;
   bool valid() const noexcept { return state_ != nullptr; }
+  /// The shared state (opaque outside the library).
+  RequestState* state() const noexcept { return state_.get(); }
 
   explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
 

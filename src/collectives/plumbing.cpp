@@ -308,7 +308,12 @@ void Call::send_ready_message(int peer) {
   sends_.push_back(comm_.send(peer, kTagBroadcastReady, nullptr, 0, &side));
 }
 
-void Call::await_ready_message(int peer, Request& ready) { ready.on_stream(side_stream(peer, kInput)); }
+void Call::wait_on_stream(Request& request, Stream& stream) {
+  // Without Request::on_stream's check of the outcome: the call checks its requests itself, once (finish).
+  comm_.on_stream(*request.state(), stream.impl());
+}
+
+void Call::await_ready_message(int peer, Request& ready) { wait_on_stream(ready, side_stream(peer, kInput)); }
 
 void Call::await_ready(int peer, Lane lane) {
   started_ = true;
@@ -369,7 +374,7 @@ void Call::send_token(int peer, Request& sent) {
   started_ = true;
   // The copy ran on this stream (ipc, one copy stream per peer): ordered already. Elsewhere (PICKLE_IPC_STREAMS
   // above 1, shm, net) the stream first waits for its completion word.
-  if (sent.valid()) sent.on_stream(side);
+  if (sent.valid()) wait_on_stream(sent, side);
   comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
   // What abandon would raise must be what the schedule raises: every ordered call checks the count (here and at
   // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting.
@@ -402,7 +407,7 @@ void Call::copy_beside(void* dst, const void* src, std::size_t bytes) {
 }
 
 void Call::stream_wait(Request& request) {
-  if (request.valid()) request.on_stream(stream_);
+  if (request.valid()) wait_on_stream(request, stream_);
 }
 
 void Call::stream_wait_later(Request request) {
@@ -425,9 +430,9 @@ void Call::finish() {
   for (auto& lane : last_on_side_) {
     for (auto& request : lane) stream_wait(request);
   }
-  for (auto& request : end_waits_) request.on_stream(stream_);
+  for (auto& request : end_waits_) wait_on_stream(request, stream_);
   end_waits_.clear();
-  for (auto& request : deferred_) request.on_stream(stream_);
+  for (auto& request : deferred_) wait_on_stream(request, stream_);
   deferred_.clear();
   if (recvs_.empty() && sends_.empty() && signal_waits_.empty()) return;
   // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
@@ -472,7 +477,7 @@ void Call::abandon() noexcept {
   // failed, since every send of a call was matched before it was issued.
   for (auto& send : sends_) {
     try {
-      send.on_stream(stream_);
+      wait_on_stream(send, stream_);
     } catch (const std::exception& e) {
       PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, a send could not be waited for: " << e.what());
     }

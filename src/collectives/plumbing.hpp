@@ -281,6 +281,8 @@ class Call {
   void abandon() noexcept;
 
  private:
+  /// `stream` waits for `request` (Communicator::Impl::on_stream: the call checks its requests itself, in finish).
+  void wait_on_stream(Request& request, Stream& stream);
   Stream& side_stream(int peer, Lane lane);
   /// The stream of `lane` for `peer`: the caller's for kCaller, else the side stream, forked (see fork).
   Stream& lane_stream(int peer, Lane lane);

@@ -123,6 +123,12 @@ struct RequestState {
   std::size_t pieces_copied = 0;
   // test() returned true once (guarded by Impl::mutex): it does so from then on, whatever happens to the pair later.
   bool reported_complete = false;
+  // Over shm, it had not completed when its failed pair's release began (guarded by Impl::mutex): what the release
+  // lets through may move its word, but it fails (fail_peer_locked). The checks of report_on_stream read it.
+  bool unfinished_at_release = false;
+  // Request::on_stream left a check of its outcome on the streams it made wait (report_on_stream; guarded by
+  // Impl::mutex): the teardown's release need not add its own.
+  bool reported_on_streams = false;
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;
@@ -334,7 +340,16 @@ struct Communicator::Impl {
   /// Before the shm transport goes: each pair's record keeps the peer's "gave up" word's last value.
   void keep_last_gave_up_words();
   void wait(RequestState& request);
+  /// Makes later work on `stream` wait for the request (Request::on_stream without its report: the collectives,
+  /// which check their own requests once per call).
   void on_stream(RequestState& request, device::Stream& stream);
+  /// Leaves a check on `stream`, past where on_stream made it wait, that throws the request's failure from the
+  /// stream's next query or synchronize (device::Stream::check_when_passed): a release lets the stream through
+  /// without the data, and a consumer that only looks at the stream must hear of it. Not under `mutex`.
+  void report_on_stream(const std::shared_ptr<RequestState>& request, device::Stream& stream);
+  /// The check of report_on_stream (the request's state mutex held): its error, or whether a failure of its pair
+  /// took it (a peer that gave its shm pair up, a release begun before it completed); otherwise it completed.
+  static void throw_unless_completed_locked(RequestState& request, PairFailure& record);
 
   // --- control channel (progress.cpp)
   void send_control(int peer, const ControlMessage& message, int fd = -1);
@@ -359,7 +374,7 @@ struct Communicator::Impl {
   /// queued copies run through released ring flags, so receives whose chunks never came would complete with whatever
   /// the ring held (and signals queued behind them would be stored, sends marked sent).
   struct UnfinishedWithPeer {
-    std::set<const RequestState*> requests;  // sends in flight and posted receives
+    std::set<RequestState*> requests;  // sends in flight and posted receives
     std::vector<std::uint32_t> signals;      // each user signal slot's value
   };
   /// The peer's unfinished requests and its signal slots' values as of now (mutex held). Until fail_peer_locked fails
@@ -534,7 +549,10 @@ struct Communicator::Impl {
 #endif
 
   std::mutex shm_put_mutex;  // one shm put at a time takes its "source read" word (shm_path.cpp)
-  mutable std::mutex mutex;  // everything below
+  // `mutex` guards everything below. It is shared with the checks that on_stream leaves on the application's
+  // streams (report_on_stream), which may run after this communicator is gone and read the request's outcome under it.
+  std::shared_ptr<std::mutex> shared_mutex = std::make_shared<std::mutex>();
+  std::mutex& mutex = *shared_mutex;
   struct PeerState {
     bool failed = false;
     bool said_goodbye = false;

@@ -781,6 +781,7 @@ void Request::wait() {
 void Request::on_stream(Stream& stream) {
   if (!state_) throw InvalidArgument("on_stream() on an empty Request");
   state_->comm->on_stream(*state_, stream.impl());
+  state_->comm->report_on_stream(state_, stream.impl());
 }
 std::size_t Request::bytes() const noexcept { return state_ ? state_->ctx.bytes : 0; }
 

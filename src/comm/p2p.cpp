@@ -437,4 +437,37 @@ void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
   request.waiting_streams.push_back(stream.weak_from_this());
 }
 
+void Communicator::Impl::report_on_stream(const std::shared_ptr<RequestState>& request, device::Stream& stream) {
+  // The check holds what it reads, not this communicator: a stream may pass the wait after the communicator is gone
+  // (its teardown releases what streams still wait for, and sets those requests' errors first). Both are made with
+  // the communicator's state and never replaced.
+  {
+    std::lock_guard lock(mutex);
+    request->reported_on_streams = true;
+  }
+  stream.check_when_passed([state_mutex = shared_mutex, request,
+                            failure = peers[static_cast<std::size_t>(request->ctx.peer)].failure_record] {
+    std::lock_guard lock(*state_mutex);
+    throw_unless_completed_locked(*request, *failure);
+  });
+}
+
+void Communicator::Impl::throw_unless_completed_locked(RequestState& request, PairFailure& record) {
+  if (request.error) std::rethrow_exception(request.error);
+  if (request.reported_complete) return;
+  const int peer = request.ctx.peer;
+  const std::string what = cat(describe(request.ctx), " (tag ", request.tag, ")");
+  // As test(): the completion word (reached, since the stream passed its wait) is not taken from a pair the peer
+  // gave up, nor from one whose release began before it (fail_peer_locked fails it; this may run first).
+  {
+    std::lock_guard record_lock(record.mutex);
+    if (record.peer_gave_up()) throw PeerError(cat(what, ": ", gave_up_text(request.ctx.rank, peer)), peer);
+    if (request.unfinished_at_release) {
+      const std::string cause = record.failed ? record.reason : cat("the pair with peer ", peer, " failed");
+      throw PeerError(cat(what, ": ", cause, "; the stream's wait on it was released without its data"), peer);
+    }
+  }
+  request.reported_complete = true;
+}
+
 }  // namespace pickle

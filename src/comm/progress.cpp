@@ -342,6 +342,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
     // may both get here) must not take it while the first one's release is completing the pair's receives.
     if (uses_shm(peer) && !state.failed && !state.unfinished_at_release) {
       state.unfinished_at_release = unfinished_with_locked(peer);
+      for (RequestState* request : state.unfinished_at_release->requests) request->unfinished_at_release = true;
     }
   }
   if (uses_shm(peer)) {

@@ -227,15 +227,16 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
                                 : request->error ? message_of(request->error)
                                                  : std::string("it had not completed");
       released.push_back(what);
-      for (const auto& stream : request->waiting_streams) {
-        stream_errors.push_back(
-            {stream,
-             cat(what, ": the communicator was destroyed before this ",
-                 request->kind == RequestState::Kind::Recv ? "receive" : "send", " completed (", cause,
-                 "), and the stream's wait on it (Request::on_stream) was released without it; synchronize streams "
-                 "before destroying the communicator"),
-             request->ctx.peer});
-      }
+      const std::string message =
+          cat(what, ": the communicator was destroyed before this ",
+              request->kind == RequestState::Kind::Recv ? "receive" : "send", " completed (", cause,
+              "), and the stream's wait on it (Request::on_stream) was released without it; synchronize streams "
+              "before destroying the communicator");
+      // Reported by the request's own checks on its streams (Request::on_stream: report_on_stream); streams that the
+      // collectives made wait on it have none.
+      request->error = std::make_exception_ptr(PeerError(message, request->ctx.peer));
+      if (request->reported_on_streams) continue;
+      for (const auto& stream : request->waiting_streams) stream_errors.push_back({stream, message, request->ctx.peer});
     }
     for (const auto& wait : at_close.signals) {
       if (signal_reached_locked(wait.peer, wait.slot, wait.expected)) continue;

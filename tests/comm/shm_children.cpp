@@ -62,6 +62,17 @@ std::string failure_of_wait(Request& request) {
   return "";
 }
 
+/// What the stream's synchronize threw ("" when it passed): how a consumer that only looks at its stream hears of a
+/// receive's failure (Request::on_stream).
+std::string failure_of_synchronize(Stream& stream) {
+  try {
+    stream.synchronize();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 // Every rank sends to its right neighbour and receives from its left one, at sizes around the transport's chunk
@@ -261,11 +272,14 @@ PICKLE_CHILD(comm_teardown_while_a_peer_is_stopped) {
 // the flags left its streams stuck). Rank 0 keeps its communicator until rank 1 is done (its goodbye would fail rank
 // 1's receive anyway), then takes the small message: intact and complete (rank 1's failure of the pair does not mark
 // it given up in turn, which failed it). args: memory kind, bytes, a folder for the ranks' files, milliseconds rank 1
-// waits after it resumed before it looks at its receive (by then the ring has let the stale bytes through).
+// waits after it resumed before it looks at its receive (by then the ring has let the stale bytes through), and
+// optionally "stream": rank 1 looks only at a stream that it gave the receive to (Request::on_stream), as a kernel
+// that consumes the message would; the stream's synchronize must throw, or the message be intact.
 PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
   const std::size_t bytes = std::stoull(args.at(1));
   const std::filesystem::path folder(args.at(2));
   const int look_after_ms = std::stoi(args.at(3));
+  const bool on_stream_only = args.size() > 4 && args.at(4) == "stream";
   const std::filesystem::path rank1_pid = folder / "rank-1-pid", rank1_done = folder / "rank-1-checked-its-receive";
   constexpr int kDataTag = 2, kEmptyTag = 3, kEarlyTag = 4;
   constexpr std::size_t kEarlyBytes = 4096;
@@ -288,14 +302,19 @@ PICKLE_CHILD(comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes) {
     comm.send(0, kEarlyTag, early.data(), kEarlyBytes).wait();  // over shm: rank 0's stream has copied it out
     std::ofstream(folder / "rank-1-pid.part") << ::getpid() << "\n";
     std::filesystem::rename(folder / "rank-1-pid.part", rank1_pid);
+    Stream stream = comm.make_stream();
     std::vector<Request> request;  // dropped before the communicator (a Request must not outlive it)
     request.push_back(comm.recv(0, kDataTag, data.data(), bytes));
+    if (on_stream_only) request.front().on_stream(stream);
     ::raise(SIGSTOP);  // rank 0 resumes this process once it failed the pair
     std::this_thread::sleep_for(std::chrono::milliseconds(look_after_ms));
     Stopwatch watch;
-    const std::string failure = failure_of_wait(request.front());
+    const std::string failure = on_stream_only ? failure_of_synchronize(stream) : failure_of_wait(request.front());
     const double seconds = watch.seconds();
-    std::fprintf(stderr, "rank 1: the receive %s (%.3f s)\n", failure.empty() ? "completed" : failure.c_str(), seconds);
+    std::fprintf(stderr, "rank 1: the receive %s%s (%.3f s)\n", on_stream_only ? "(on its stream) " : "",
+                 failure.empty() ? "completed" : failure.c_str(), seconds);
+    CHILD_CHECK(failure.empty() || failure.find("recv of " + std::to_string(bytes) + " bytes") != std::string::npos,
+                "the failure does not name the receive: ", failure);
     const std::size_t wrong = failure.empty() ? count_wrong(comm, data.data(), bytes, kSeed) : 0;
     request.clear();
     std::ofstream(rank1_done) << "done\n";

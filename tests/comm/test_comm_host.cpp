@@ -114,6 +114,12 @@ TEST(Comm, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST(Comm, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
+  auto statuses =
+      run_ranks("comm_peer_death_seen_on_a_stream", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
 
 TEST(Comm, TwoCommunicatorsOfTheSameRanksKeepTheirTrafficApart) {
   expect_all_ok(run_ranks("comm_two_communicators", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));

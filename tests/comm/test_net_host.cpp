@@ -197,6 +197,11 @@ TEST_F(Net, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST_F(Net, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
+  auto statuses = run_ranks("comm_peer_death_seen_on_a_stream", 2, {"host"}, net_env(2), std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
 
 // A receiver SIGKILLed during a burst of 4 MiB sends (the tcp provider reports nothing; the control channel closing
 // does): the sender's sends fail with PeerError within PICKLE_TIMEOUT / 2, and closing its communicator takes less

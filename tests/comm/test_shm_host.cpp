@@ -73,6 +73,18 @@ TEST(Shm, APeerResumedAfterItsPairFailedTakesNoStaleBytes) {
   }
 }
 
+// The same, with the receive looked at only through a stream that waits for it (Request::on_stream), as a kernel
+// that consumes the message would: the stream's synchronize throws the receive's failure.
+TEST(Shm, AStreamThatWaitsForAReceiveFromAPeerThatGaveUpThrowsAtSynchronize) {
+  for (unsigned bytes : {256u << 10, 1u << 20}) {
+    TempDir folder("resumed-after-failure-stream");
+    expect_all_ok(run_ranks("comm_a_peer_resumed_after_its_pair_failed_takes_no_stale_bytes", 2,
+                            {"host", std::to_string(bytes), folder.str(), "0", "stream"},
+                            {"PICKLE_TIMEOUT=3", "PICKLE_TRANSPORT=shm", "PICKLE_SHM_CHUNK=4096", "PICKLE_SHM_SLOTS=2"},
+                            std::chrono::seconds(90)));
+  }
+}
+
 TEST(Shm, PutSignalWaitThroughAWindow) { expect_all_ok(run_ranks("comm_put_signal", 2, {"host"}, kShm)); }
 
 TEST(Shm, APutAndSignalHeldByTheirStreamDoNotHoldUpALaterSend) {
@@ -99,6 +111,11 @@ TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
 
 TEST(Shm, PeerKilledMidPipelineFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, kShm, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
+TEST(Shm, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
+  auto statuses = run_ranks("comm_peer_death_seen_on_a_stream", 2, {"host"}, kShm, std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }

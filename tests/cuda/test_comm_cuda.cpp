@@ -75,6 +75,12 @@ TEST_F(CommCuda, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST_F(CommCuda, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
+  auto statuses =
+      run_ranks("comm_peer_death_seen_on_a_stream", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
 TEST_F(CommCuda, ARankUnwindingFromAnErrorFailsItsPeersPendingOperationsAtOnce) {
   expect_all_ok(run_ranks("comm_unwind", 2, {"cuda"}, {"PICKLE_TIMEOUT=20"}));
 }

@@ -96,6 +96,11 @@ TEST_F(NetCuda, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+TEST_F(NetCuda, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
+  auto statuses = run_ranks("comm_peer_death_seen_on_a_stream", 2, {"cuda"}, net_env(), std::chrono::seconds(90));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
+}
 
 }  // namespace
 }  // namespace pickle::test

@@ -65,8 +65,15 @@ PICKLE_CHILD(vanished_host_rank) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (noticed > kNoticedWithinSeconds) return 4;
+  // The failure released the stream's wait (no TimeoutError after PICKLE_TIMEOUT), and the stream reports it.
   Stopwatch released;
-  stream.synchronize();  // the failure released the stream's wait: no TimeoutError after PICKLE_TIMEOUT
+  try {
+    stream.synchronize();
+    std::fprintf(stderr, "rank 1: the stream passed the failed receive without reporting it\n");
+    return 6;
+  } catch (const PeerError& e) {
+    std::fprintf(stderr, "rank 1: the stream reported: %s\n", e.what());
+  }
   std::fprintf(stderr, "rank 1: stream released %.3f s after the failure\n", released.seconds());
   return released.seconds() < 5 ? 0 : 5;
 }

@@ -47,12 +47,13 @@ class PickleBackend final : public P2pBackend {
 
   bool times(Mode, int) const override { return true; }
   // Send: event record on the timing stream; wait, copy, write-value, record on the copy stream; the timing
-  // stream's wait on completion. Lat adds the receive's wait. Over net a send goes in up to kMaxNetPieces pieces
+  // stream's wait on completion and the event record of its check (Request::on_stream). Lat adds the receive's wait
+  // and check. Over net a send goes in up to kMaxNetPieces pieces
   // of a host callback each, and a copy before it when staged (GPU memory; comm/net_pieces.hpp), so that ten 256 MiB
   // messages behind the gate were 1920 operations before the pieces were capped.
   int ops_per_iteration(Mode) const override {
     const bool net = comm_ && comm_->transport(1 - comm_->rank()) == "net";
-    return 7 + (net ? static_cast<int>(comm::kMaxNetPieces) * comm::kStreamOpsPerNetPiece : 0);
+    return 9 + (net ? static_cast<int>(comm::kMaxNetPieces) * comm::kStreamOpsPerNetPiece : 0);
   }
 
   void enqueue(P2pContext& ctx, Mode mode, std::size_t bytes, int iterations) override {
