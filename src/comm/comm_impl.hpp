@@ -341,8 +341,9 @@ struct Communicator::Impl {
   void keep_last_gave_up_words();
   void wait(RequestState& request);
   /// Makes later work on `stream` wait for the request (Request::on_stream without its report: the collectives,
-  /// which check their own requests once per call).
-  void on_stream(RequestState& request, device::Stream& stream);
+  /// which check their own requests once per call). False when nothing was enqueued: a send whose copy and
+  /// completion write went onto `stream` itself.
+  bool on_stream(RequestState& request, device::Stream& stream);
   /// Leaves a check on `stream`, past where on_stream made it wait, that throws the request's failure from the
   /// stream's next query or synchronize (device::Stream::check_when_passed): a release lets the stream through
   /// without the data, and a consumer that only looks at the stream must hear of it. Not under `mutex`.

@@ -415,7 +415,7 @@ void Communicator::Impl::wait(RequestState& request) {
                          " s; ", matched ? "the data has not arrived" : "the peer has not posted the matching recv"));
 }
 
-void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
+bool Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
   // A send's slot is known only once it is matched: wait (bounded) for that first. A recv's is known at once.
   // A send whose copy and completion write went onto `stream` itself needs nothing more: the stream orders them.
   bool ordered_already = false;
@@ -430,26 +430,26 @@ void Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
   }
-  if (ordered_already) return;
+  if (ordered_already) return false;
   stream.wait_value(completion_word_for_streams(request), request.generation);
   std::lock_guard lock(mutex);
   note_stream_on_words_locked(stream);
   request.waiting_streams.push_back(stream.weak_from_this());
+  return true;
 }
 
 void Communicator::Impl::report_on_stream(const std::shared_ptr<RequestState>& request, device::Stream& stream) {
   // The check holds what it reads, not this communicator: a stream may pass the wait after the communicator is gone
   // (its teardown releases what streams still wait for, and sets those requests' errors first). Both are made with
   // the communicator's state and never replaced.
-  {
-    std::lock_guard lock(mutex);
-    request->reported_on_streams = true;
-  }
   stream.check_when_passed([state_mutex = shared_mutex, request,
                             failure = peers[static_cast<std::size_t>(request->ctx.peer)].failure_record] {
     std::lock_guard lock(*state_mutex);
     throw_unless_completed_locked(*request, *failure);
   });
+  // Only once the check is there (making it may fail): the teardown's release reports on the streams otherwise.
+  std::lock_guard lock(mutex);
+  request->reported_on_streams = true;
 }
 
 void Communicator::Impl::throw_unless_completed_locked(RequestState& request, PairFailure& record) {

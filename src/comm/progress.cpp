@@ -247,6 +247,9 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               request.error = m.failure == Failure::Mismatch ? std::make_exception_ptr(InvalidArgument(text))
                                                              : std::make_exception_ptr(PeerError(text, peer));
               signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
+              // Its staging buffer goes with the communicator, not with the request: a check that on_stream left on
+              // a stream may hold the request past the communicator, and free the buffer on the application's thread.
+              if (request.staging) quarantined.push_back(std::move(request.staging));
               if (uses_net(peer) && request.ctx.bytes != 0) {
                 never_coming = NeverComing{request.slot, request.generation, request.ctx.bytes};
               }

@@ -166,8 +166,12 @@ Communicator::Impl::StreamWaitsAtClose Communicator::Impl::stream_waits_at_close
   for (int peer = 0; peer < info.world_size; ++peer) {
     const PeerState& state = peers[static_cast<std::size_t>(peer)];
     if (peer == info.rank || state.failed) continue;
+    // A request that failed alone (a size mismatch, a net send never written) had its word released: no stream is
+    // held on it, and its own error is what its streams report.
     auto note = [&](const std::shared_ptr<RequestState>& request) {
-      if (request && !request->waiting_streams.empty() && !completed_locked(*request)) waits.requests.push_back(request);
+      if (request && !request->waiting_streams.empty() && !request->error && !completed_locked(*request)) {
+        waits.requests.push_back(request);
+      }
     };
     for (const auto& [key, recv] : state.posted_recvs) note(recv);
     for (const auto& [slot, send] : state.sends_in_flight) note(send);
@@ -182,7 +186,7 @@ Communicator::Impl::StreamWaitsAtClose Communicator::Impl::stream_waits_at_close
 std::set<int> Communicator::Impl::peers_streams_still_wait_on_locked(const StreamWaitsAtClose& at_close) const {
   std::set<int> pending_peers;
   for (const auto& request : at_close.requests) {
-    if (!completed_locked(*request)) pending_peers.insert(request->ctx.peer);
+    if (!request->error && !completed_locked(*request)) pending_peers.insert(request->ctx.peer);
   }
   for (const auto& wait : at_close.signals) {
     if (!signal_reached_locked(wait.peer, wait.slot, wait.expected)) pending_peers.insert(wait.peer);
@@ -221,6 +225,8 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
     for (const auto& request : at_close.requests) {
       if (completed_locked(*request)) continue;
       const PeerState& state = peers[static_cast<std::size_t>(request->ctx.peer)];
+      // Failed alone since the teardown began (a size mismatch): its streams report its own error.
+      if (request->error && !state.failed) continue;
       const std::string what = cat(describe(request->ctx), " (tag ", request->tag, ")");
       // Its pair has failed by now (above, or before: the peer's goodbye); the rest is only a fallback.
       const std::string cause = state.failed    ? state.failure

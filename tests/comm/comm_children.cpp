@@ -671,6 +671,65 @@ PICKLE_CHILD(comm_peer_death_seen_on_a_stream) {
   return 0;
 }
 
+// Rank 1's stream is first synchronized after its communicator is gone; the checks that Request::on_stream left on
+// it read what they need without the communicator. args: memory, then
+// - "mismatch": a receive of 300 bytes on the stream, a send of 150 (seen failing on the host first): the stream
+//   throws the mismatch's InvalidArgument (before: the teardown took the failed receive for one still awaited,
+//   logged an error, and replaced its error with "the communicator was destroyed before this receive completed").
+// - "completed": 300 receives and 300 sends of 0-6000 bytes on the stream, each completed (waited for on the host):
+//   the stream passes, twice.
+PICKLE_CHILD(comm_stream_synchronized_after_its_communicator) {
+  const std::string what_ran = args.at(1);
+  std::optional<Stream> stream;
+  {
+    Communicator comm = make_comm(args.at(0));
+    const int rank = comm.rank(), peer = 1 - rank;
+    Buffer buffer = comm.alloc(1 << 20);
+    stream.emplace(comm.make_stream());
+    if (what_ran == "mismatch") {
+      std::string what;
+      if (rank == 0) {
+        comm.barrier();
+        Request send = comm.send(peer, 10, buffer.data(), 150);
+        CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::InvalidArgument, "posted a recv of 300 bytes", what),
+                    what);
+      } else {
+        Request recv = comm.recv(peer, 10, buffer.data(), 300);
+        recv.on_stream(*stream);
+        comm.barrier();
+        CHILD_CHECK(throws_with([&] { recv.wait(); }, ErrorCode::InvalidArgument, "must match", what), what);
+      }
+    } else {
+      std::vector<Request> requests;  // dropped before the communicator (a Request must not outlive it)
+      for (int i = 0; i < 300; ++i) {
+        const std::size_t bytes = static_cast<std::size_t>(i % 7) * 1000;
+        char* at = static_cast<char*>(buffer.data()) + static_cast<std::size_t>(i % 16) * 8192;
+        if (rank == 1) {
+          requests.push_back(comm.recv(peer, i % 3, at, bytes));
+          requests.back().on_stream(*stream);
+          requests.push_back(comm.send(peer, 100 + i % 3, at + 200000, bytes, &*stream));
+          requests.back().on_stream(*stream);
+        } else {
+          requests.push_back(comm.send(peer, i % 3, at, bytes));
+          requests.push_back(comm.recv(peer, 100 + i % 3, at + 200000, bytes));
+        }
+      }
+      for (auto& request : requests) request.wait();
+    }
+    comm.barrier();
+  }
+  if (what_ran == "mismatch") {
+    if (std::stoi(env::foreign("RANK").value()) == 0) return 0;
+    std::string what;
+    CHILD_CHECK(throws_with([&] { stream->synchronize(); }, ErrorCode::InvalidArgument,
+                            "rank 1 -> peer 0: recv of 300 bytes (tag 10): peer 0's send of 150 bytes failed", what),
+                what);
+  }
+  stream->synchronize();
+  stream->synchronize();
+  return 0;
+}
+
 // Two communicators of the same ranks at once (e.g. a data-parallel and a pipeline group) keep their traffic apart,
 // and a third made after both are gone works too.
 PICKLE_CHILD(comm_two_communicators) {

@@ -202,6 +202,14 @@ TEST_F(Net, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+// The checks that on_stream left on a stream run after the communicator is gone: a receive that failed alone
+// reports its own error there, and completed requests report nothing.
+TEST_F(Net, AStreamSynchronizedAfterItsCommunicatorReportsWhatItsRequestsDid) {
+  for (const char* what_ran : {"mismatch", "completed"}) {
+    SCOPED_TRACE(what_ran);
+    expect_all_ok(run_ranks("comm_stream_synchronized_after_its_communicator", 2, {"host", what_ran}, net_env(2)));
+  }
+}
 
 // A receiver SIGKILLed during a burst of 4 MiB sends (the tcp provider reports nothing; the control channel closing
 // does): the sender's sends fail with PeerError within PICKLE_TIMEOUT / 2, and closing its communicator takes less

@@ -119,6 +119,14 @@ TEST(Shm, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
 }
+// The checks that on_stream left on a stream run after the communicator is gone: a receive that failed alone
+// reports its own error there, and completed requests report nothing.
+TEST(Shm, AStreamSynchronizedAfterItsCommunicatorReportsWhatItsRequestsDid) {
+  for (const char* what_ran : {"mismatch", "completed"}) {
+    SCOPED_TRACE(what_ran);
+    expect_all_ok(run_ranks("comm_stream_synchronized_after_its_communicator", 2, {"host", what_ran}, kShm));
+  }
+}
 
 // The sender dies while its copies into the ring are still queued: the receive fails rather than completing with
 // what the released ring held.

@@ -87,6 +87,24 @@ TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
   }
 }
 
+// More iterations than the gate may hold: host streams' queues are bounded as CUDA's, so a closed gate in front of
+// more operations than they hold would block the enqueue for good. Beyond the limit the iterations go with the gate
+// open (gated=false). Until 2026-11-29 host memory was always gated, and this hung until killed.
+TEST(BenchP2p, MoreIterationsThanTheGateHoldsRunUngatedOnHostMemory) {
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "pickle", "--mode", "bi", "-b", "4K", "-e", "4K", "-n", "400",
+                                        "-w", "1", "--repeats", "1", "--memory", "host", "--json", json_path},
+                           {"PICKLE_TIMEOUT=20"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  json::Value root = json::parse(read_file(json_path));
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].at("gated").as_bool());
+  EXPECT_EQ(results[0].at("wrong").as_int(), 0);
+  EXPECT_EQ(results[0].at("iterations").as_int(), 400);
+}
+
 TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
   TempDir dir("bench");
   const std::string json_path = dir / "result.json";

@@ -27,7 +27,11 @@ void print_grid(int devices, std::FILE* out, CellText cell) {
   std::fprintf(out, "%s\n", header.c_str());
   for (int i = 0; i < devices; ++i) {
     std::string line = pad_left(cat(i), kLabelWidth);
-    for (int j = 0; j < devices; ++j) line += " " + pad_left(i == j ? std::string("-") : cell(i, j), kCellWidth - 1);
+    for (int j = 0; j < devices; ++j) {
+      // Appended in two steps: `" " + pad_left(...)` trips GCC 12's -Wrestrict at -O3 (a false positive).
+      line += ' ';
+      line += pad_left(i == j ? std::string("-") : cell(i, j), kCellWidth - 1);
+    }
     std::fprintf(out, "%s\n", line.c_str());
   }
 }

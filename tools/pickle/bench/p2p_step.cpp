@@ -25,9 +25,10 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
   const bool sender = active && (mode != Mode::Uni || rank == 0);
   const bool receiver = active && (mode != Mode::Uni || rank == 1);
   const bool times = active && backend.times(mode, rank);
-  // Host streams have unbounded queues: always gated there.
-  result.gated = ctx.kind() == MemoryKind::Host ||
-                 static_cast<long long>(backend.ops_per_iteration(mode)) * options.iterations <= kMaxGatedOps;
+  // Host streams bound their queues as CUDA's do (PICKLE_HOST_STREAM_DEPTH): the same limit on both. Until
+  // 2026-11-29 host memory was always gated, from when host queues had no bound: the enqueue blocked for good behind
+  // the closed gate from about -n 340 (pickle, bi), and from -n 205 once on_stream left a check behind each wait.
+  result.gated = static_cast<long long>(backend.ops_per_iteration(mode)) * options.iterations <= kMaxGatedOps;
 
   lockstep.begin_step();
   lockstep.phase("prepare", [&] {

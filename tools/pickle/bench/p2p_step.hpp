@@ -13,8 +13,9 @@
 
 namespace pickle::bench {
 
-/// Most stream operations a rank holds behind the gate. A CUDA stream's queue is finite, and a host thread that
-/// enqueues into a full queue blocks until the GPU drains it, which a closed gate never lets happen. nvbandwidth
+/// Most stream operations a rank holds behind the gate. A CUDA stream's queue is finite (a host stream's too), and a
+/// host thread that enqueues into a full queue blocks until the stream drains it, which a closed gate never lets
+/// happen. nvbandwidth
 /// holds a similar handful; beyond this, iterations are enqueued with the gate open (and JSON says gated=false).
 inline constexpr int kMaxGatedOps = 256;
 
