@@ -129,6 +129,9 @@ struct RequestState {
   // Request::on_stream left a check of its outcome on the streams it made wait (report_on_stream; guarded by
   // Impl::mutex): the teardown's release need not add its own.
   bool reported_on_streams = false;
+  // It failed alone, its pair going on (a size mismatch, a send the sender could not write or queue; guarded by
+  // Impl::mutex): the teardown leaves its error as it is (retire_signal_area).
+  bool failed_alone = false;
 
   // Both: the completion slot (of the receiver) and the generation that marks this message delivered.
   int slot = -1;

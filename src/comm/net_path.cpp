@@ -65,6 +65,7 @@ void Communicator::Impl::copy_staged_piece(const StagedPiece& piece) {
       if (!owner->error) {
         owner->error = std::make_exception_ptr(Error(
             ErrorCode::System, cat(describe(owner->ctx), ": queuing the copy of a landed piece into place: ", e.what())));
+        owner->failed_alone = true;
       }
       signals->store(piece.peer, index, piece.generation);  // releases what waits for it
     }
@@ -256,6 +257,7 @@ void Communicator::Impl::fail_net_send(int peer, const std::shared_ptr<RequestSt
   // Streams waiting for the send go on, as when the pair fails; the Request is where its failure shows.
   auto fail_send_locked = [&] {
     send.error = error;
+    send.failed_alone = true;
     signals->advance_sent(peer, comm::kPeerSignalSlots + send.slot, send.generation);
   };
   {

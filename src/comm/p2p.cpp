@@ -314,6 +314,7 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
             .reply = std::nullopt};
   } catch (const Error& e) {
     send.error = std::current_exception();
+    send.failed_alone = true;
     return {.send = request, .enqueue = nullptr, .reply = send_failed_message(send, e)};
   }
 }
@@ -324,7 +325,10 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
   // The send is claimed: whatever fails here, it fails, and the receiver must hear that nothing will come.
   const auto fail = [&](std::exception_ptr error, const Error& cause) {
     std::lock_guard lock(mutex);
-    if (!send.error) send.error = std::move(error);
+    if (!send.error) {
+      send.error = std::move(error);
+      send.failed_alone = true;
+    }
     return send_failed_message(send, cause);
   };
   try {

@@ -235,6 +235,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               std::size_t bytes;
             };
             std::optional<NeverComing> never_coming;  // the net message the receive expected
+            std::shared_ptr<std::byte> unused_staging;  // dropped at the end of this handler, outside the lock
             {
               std::lock_guard lock(mutex);
               PeerState& state = peers[peer];
@@ -246,10 +247,12 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               // A mismatch is both sides' arguments; a write the peer could not make is the peer's failure alone.
               request.error = m.failure == Failure::Mismatch ? std::make_exception_ptr(InvalidArgument(text))
                                                              : std::make_exception_ptr(PeerError(text, peer));
+              request.failed_alone = true;
               signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
-              // Its staging buffer goes with the communicator, not with the request: a check that on_stream left on
-              // a stream may hold the request past the communicator, and free the buffer on the application's thread.
-              if (request.staging) quarantined.push_back(std::move(request.staging));
+              // Nothing was written into its staging buffer, nor will be: back to the pool on this thread, rather
+              // than with the request, which a check that on_stream left on a stream may hold past the communicator
+              // (and free the buffer on the application's thread).
+              unused_staging = std::move(request.staging);
               if (uses_net(peer) && request.ctx.bytes != 0) {
                 never_coming = NeverComing{request.slot, request.generation, request.ctx.bytes};
               }

@@ -225,8 +225,9 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
     for (const auto& request : at_close.requests) {
       if (completed_locked(*request)) continue;
       const PeerState& state = peers[static_cast<std::size_t>(request->ctx.peer)];
-      // Failed alone since the teardown began (a size mismatch): its streams report its own error.
-      if (request->error && !state.failed) continue;
+      // Failed alone since the teardown began (a size mismatch): its streams report its own error. (Whether its pair
+      // failed says nothing: the peer's goodbye fails the pair and leaves a request that failed before as it is.)
+      if (request->failed_alone) continue;
       const std::string what = cat(describe(request->ctx), " (tag ", request->tag, ")");
       // Its pair has failed by now (above, or before: the peer's goodbye); the rest is only a fallback.
       const std::string cause = state.failed    ? state.failure

@@ -123,7 +123,7 @@ TEST(Comm, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
 // The checks that on_stream left on a stream run after the communicator is gone: a receive that failed alone
 // reports its own error there, and completed requests report nothing.
 TEST(Comm, AStreamSynchronizedAfterItsCommunicatorReportsWhatItsRequestsDid) {
-  for (const char* what_ran : {"mismatch", "completed"}) {
+  for (const char* what_ran : {"mismatch", "mismatch_at_close", "completed"}) {
     SCOPED_TRACE(what_ran);
     expect_all_ok(
         run_ranks("comm_stream_synchronized_after_its_communicator", 2, {"host", what_ran}, {"PICKLE_TIMEOUT=30"}));

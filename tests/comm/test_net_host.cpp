@@ -74,6 +74,10 @@ std::vector<std::string> staged_env(int lanes) {
   env.push_back("PICKLE_NET_STAGING=1");
   return env;
 }
+TEST_F(Net, StagedReceivesFailedByTheirSenderGiveBackTheirBuffers) {
+  expect_all_ok(run_ranks("comm_staged_receives_failed_by_their_sender_give_back_their_buffers", 2, {"host"},
+                          staged_env(2)));
+}
 TEST_F(Net, StagedRingOfSendsFromOneByteTo16MiBArrivesIntact) {
   expect_all_ok(run_ranks("comm_sizes", 3, {"host", std::to_string(16u << 20)}, staged_env(2), std::chrono::seconds(120)));
 }
@@ -205,7 +209,7 @@ TEST_F(Net, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
 // The checks that on_stream left on a stream run after the communicator is gone: a receive that failed alone
 // reports its own error there, and completed requests report nothing.
 TEST_F(Net, AStreamSynchronizedAfterItsCommunicatorReportsWhatItsRequestsDid) {
-  for (const char* what_ran : {"mismatch", "completed"}) {
+  for (const char* what_ran : {"mismatch", "mismatch_at_close", "completed"}) {
     SCOPED_TRACE(what_ran);
     expect_all_ok(run_ranks("comm_stream_synchronized_after_its_communicator", 2, {"host", what_ran}, net_env(2)));
   }

@@ -122,7 +122,7 @@ TEST(Shm, APeerKilledMidTransferIsReportedOnAStreamThatWaitsForItsReceives) {
 // The checks that on_stream left on a stream run after the communicator is gone: a receive that failed alone
 // reports its own error there, and completed requests report nothing.
 TEST(Shm, AStreamSynchronizedAfterItsCommunicatorReportsWhatItsRequestsDid) {
-  for (const char* what_ran : {"mismatch", "completed"}) {
+  for (const char* what_ran : {"mismatch", "mismatch_at_close", "completed"}) {
     SCOPED_TRACE(what_ran);
     expect_all_ok(run_ranks("comm_stream_synchronized_after_its_communicator", 2, {"host", what_ran}, kShm));
   }

@@ -35,7 +35,7 @@ ComputeRun run_compute(const TempDir& dir, std::vector<std::string> args) {
   argv.insert(argv.end(), args.begin(), args.end());
   pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=120"}, dir / ("out" + tag), dir / ("err" + tag));
   ComputeRun run;
-  run.status = wait_pid(pid, std::chrono::seconds(400));
+  run.status = wait_pid_or_kill(pid, std::chrono::seconds(400));
   run.out = read_file(dir / ("out" + tag));
   run.err = read_file(dir / ("err" + tag));
   run.root = json::parse(read_file(json_path));

@@ -44,7 +44,7 @@ inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const st
   environment.insert(environment.end(), env.begin(), env.end());
   pid_t pid = spawn_program(argv, environment, dir / "out", dir / "err");
   BenchRun run;
-  run.status = wait_pid(pid, limit);
+  run.status = wait_pid_or_kill(pid, limit);
   run.out = read_file(dir / "out");
   run.err = read_file(dir / "err");
   return run;

@@ -265,7 +265,7 @@ TEST(BenchColl, ARootBeyondTheLaunchedWorldIsABadCommandLine) {
   pid_t pid = spawn_program(
       {PICKLE_CLI_PATH, "launch", "-n", "2", "--", PICKLE_CLI_PATH, "bench", "coll", "-r", "2", "--memory", "host"},
       {"PICKLE_TIMEOUT=20"}, dir / "out", dir / "err");
-  ExitStatus status = wait_pid(pid, std::chrono::seconds(60));
+  ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(60));
   std::string err = read_file(dir / "err") + read_file(dir / "out");
   EXPECT_TRUE(status.exited && status.code == 2) << status.describe() << "\n" << err;
   EXPECT_NE(err.find("-r 2: the root must be a rank below the world size 2"), std::string::npos) << err;

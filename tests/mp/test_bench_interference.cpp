@@ -83,7 +83,7 @@ TEST(BenchInterference, UnderALauncherOnlyRankZeroSaysItIsWaived) {
   std::vector<std::string> argv = {PICKLE_CLI_PATH, "launch", "-n", "2", "--", PICKLE_CLI_PATH, "bench",
                                    "interference"};
   pid_t pid = spawn_program(argv, {kNoGpu, "PICKLE_TIMEOUT=20"}, dir / "out", dir / "err");
-  ExitStatus status = wait_pid(pid, std::chrono::seconds(60));
+  ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(60));
   std::string out = read_file(dir / "out");
   ASSERT_TRUE(status.ok()) << status.describe() << "\n" << out << "\n" << read_file(dir / "err");
   const std::string line = "[0] interference: waived: needs 2 CUDA GPUs (found 0)\n";

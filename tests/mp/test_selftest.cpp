@@ -13,7 +13,7 @@ ExitStatus run_selftest(const TempDir& dir, const std::vector<std::string>& args
   std::vector<std::string> argv = {PICKLE_CLI_PATH, "selftest"};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_t pid = spawn_program(argv, {"PICKLE_TIMEOUT=20"}, dir / "out", dir / "err");
-  return wait_pid(pid, std::chrono::seconds(60));
+  return wait_pid_or_kill(pid, std::chrono::seconds(60));
 }
 
 TEST(Selftest, ThreeHostRanksMoveAnOddSizedPatternIntact) {

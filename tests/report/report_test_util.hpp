@@ -31,7 +31,7 @@ inline Result run_pickle(const TempDir& dir, const std::vector<std::string>& arg
   environment.insert(environment.end(), env.begin(), env.end());
   pid_t pid = spawn_program(argv, environment, dir / ("out" + tag), dir / ("err" + tag));
   Result result;
-  result.status = wait_pid(pid, timeout);
+  result.status = wait_pid_or_kill(pid, timeout);
   result.out = read_file(dir / ("out" + tag));
   result.err = read_file(dir / ("err" + tag));
   return result;

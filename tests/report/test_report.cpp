@@ -415,7 +415,7 @@ TEST(Report, InterferenceRunGivesSeedTablesAndPlots) {
   std::string waived = dir / "waived.json";
   pid_t pid = spawn_program({PICKLE_CLI_PATH, "bench", "interference", "--json", waived}, {"CUDA_VISIBLE_DEVICES="},
                             dir / "bench.out", dir / "bench.err");
-  ExitStatus bench = wait_pid(pid, std::chrono::seconds(60));
+  ExitStatus bench = wait_pid_or_kill(pid, std::chrono::seconds(60));
   ASSERT_TRUE(bench.ok()) << bench.describe() << "\n" << read_file(dir / "bench.err");
 
   std::string out = dir / "out";

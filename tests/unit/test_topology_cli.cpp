@@ -32,7 +32,7 @@ CommandRun run_pickle(const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   pid_t pid = test::spawn_program(argv, {}, out_path, err_path);
   CommandRun run;
-  run.status = test::wait_pid(pid, std::chrono::seconds(60));
+  run.status = test::wait_pid_or_kill(pid, std::chrono::seconds(60));
   run.out = test::read_file(out_path);
   run.err = test::read_file(err_path);
   std::filesystem::remove(out_path);
