@@ -494,6 +494,12 @@ struct Communicator::Impl {
   /// constructor stops all of them when this throws.
   void start_transports_and_progress(const Deadline& deadline);
 
+  // The state mutex (`mutex` below) lives on the heap, shared with the checks that on_stream leaves on the
+  // application's streams (report_on_stream), which may run after this communicator is gone. Declared first, so that
+  // it is destroyed last: members declared before `mutex` (the transports, the staging stream) may still run work
+  // that takes it while they are destroyed.
+  std::shared_ptr<std::mutex> shared_mutex = std::make_shared<std::mutex>();
+
   RankInfo info;
   MemoryKind kind;
   int device;
@@ -553,10 +559,7 @@ struct Communicator::Impl {
 #endif
 
   std::mutex shm_put_mutex;  // one shm put at a time takes its "source read" word (shm_path.cpp)
-  // `mutex` guards everything below. It is shared with the checks that on_stream leaves on the application's
-  // streams (report_on_stream), which may run after this communicator is gone and read the request's outcome under it.
-  std::shared_ptr<std::mutex> shared_mutex = std::make_shared<std::mutex>();
-  std::mutex& mutex = *shared_mutex;
+  std::mutex& mutex = *shared_mutex;  // everything below (shared_mutex, above, holds it)
   struct PeerState {
     bool failed = false;
     bool said_goodbye = false;
