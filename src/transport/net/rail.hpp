@@ -86,7 +86,7 @@ class Rail {
   /// theirs) and starts closing this rail's endpoints to it.
   void fail(PeerRail& peer, const std::string& reason);
   /// Stops posting to the peer and drops its queued work; the endpoints stay open while the queue drains.
-  void start_closing(PeerRail& peer);
+  void start_closing(PeerRail& peer, bool failed);
   /// Reads and discards the draining peer's completions; once its queue has been quiet long enough, closes the
   /// endpoints (the provider then touches no buffer of a dropped operation again, and nothing more from the peer
   /// lands in our memory) and calls rail_closed: the last rail to close queues on_peer_failed. True if it moved.

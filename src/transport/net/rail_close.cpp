@@ -23,6 +23,10 @@ namespace {
 // How long a peer's queue must stay empty before its endpoints close. The completions a reset connection leaves
 // (one per posted operation and receive, cancelled or failed) come within a few milliseconds of each other.
 constexpr std::int64_t kQuietNs = 20'000'000;
+// After a failure, longer: over a link that drops packets the reset of a killed peer's connection may come only with
+// TCP's next retransmission (its minimum timeout is 200 ms), and a completion it leaves inside fi_close crashed the
+// close (docs/rdma.md, "Closing endpoints"). The failure is reported this much later.
+constexpr std::int64_t kQuietAfterFailureNs = 300'000'000;
 // Close anyway by then: a peer still flooding the queue must not keep the failure from being reported.
 constexpr std::int64_t kDrainLimitNs = 1'000'000'000;
 constexpr std::size_t kEntriesPerRead = 16;
@@ -32,10 +36,10 @@ constexpr std::size_t kEntriesPerRead = 16;
 void Rail::fail(PeerRail& peer, const std::string& reason) {
   if (peer.phase != PeerPhase::Open) return;
   shared_.fail(peer.rank, reason);
-  start_closing(peer);
+  start_closing(peer, /*failed=*/true);
 }
 
-void Rail::start_closing(PeerRail& peer) {
+void Rail::start_closing(PeerRail& peer, bool failed) {
   if (peer.phase != PeerPhase::Open) return;
   for (Lane& lane : peer.lanes) {
     lane.to_repost.clear();
@@ -48,7 +52,8 @@ void Rail::start_closing(PeerRail& peer) {
     peer.accepting = false;
   }
   const std::int64_t now = now_ns();
-  peer.quiet_until_ns = now + kQuietNs;
+  peer.quiet_ns = failed ? kQuietAfterFailureNs : kQuietNs;
+  peer.quiet_until_ns = now + peer.quiet_ns;
   peer.drain_limit_ns = now + kDrainLimitNs;
   peer.phase = PeerPhase::Draining;
 }
@@ -74,7 +79,7 @@ bool Rail::discard_completions(PeerRail& peer) {
 
 bool Rail::drain(PeerRail& peer, Callbacks& callbacks) {
   const std::int64_t now = now_ns();
-  if (discard_completions(peer)) peer.quiet_until_ns = now + kQuietNs;
+  if (discard_completions(peer)) peer.quiet_until_ns = now + peer.quiet_ns;
   if (now < peer.quiet_until_ns && now < peer.drain_limit_ns) return false;
   close_now(peer);
   shared_.rail_closed(peer.rank, callbacks);
@@ -91,7 +96,7 @@ void Rail::close_now(PeerRail& peer) {
 
 void Rail::begin_closing() {
   std::lock_guard fabric_lock(fabric_mutex_);
-  for (auto& peer : peers_) start_closing(*peer);
+  for (auto& peer : peers_) start_closing(*peer, /*failed=*/false);
 }
 
 bool Rail::closing_step() {
@@ -101,7 +106,7 @@ bool Rail::closing_step() {
   bool waiting = false;
   for (auto& peer : peers_) {
     if (peer->phase != PeerPhase::Draining) continue;
-    if (discard_completions(*peer)) peer->quiet_until_ns = now + kQuietNs;
+    if (discard_completions(*peer)) peer->quiet_until_ns = now + peer->quiet_ns;
     if (now >= peer->quiet_until_ns || now >= peer->drain_limit_ns) {
       close_now(*peer);
     } else {

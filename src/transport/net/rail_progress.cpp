@@ -83,7 +83,7 @@ bool Rail::round(Callbacks& callbacks) {
     const PeerLink* link = shared_.peer(peer.rank);
     if (link->failed.load()) {
       // Another rail (or a timeout) failed the peer: close our side too.
-      start_closing(peer);
+      start_closing(peer, /*failed=*/true);
       moved = true;
       continue;
     }

@@ -49,6 +49,7 @@ struct Rail::PeerRail {
   unsigned next_lane = 0;       // thread only
   PeerPhase phase = PeerPhase::Open;  // thread only (or after the thread stopped)
   std::int64_t quiet_until_ns = 0;    // Draining: close once nothing was read from the queue until then
+  std::int64_t quiet_ns = 0;          // Draining: how long the queue must stay empty (rail_close.cpp)
   std::int64_t drain_limit_ns = 0;    // Draining: close by then even if completions keep coming
   std::vector<Stripe> incoming;  // from submit(), guarded by inbox_mutex_
   bool accepting = true;         // guarded by inbox_mutex_: false once closed, so that submit() drops new stripes
