@@ -123,8 +123,9 @@ struct RequestState {
   std::size_t pieces_copied = 0;
   // test() returned true once (guarded by Impl::mutex): it does so from then on, whatever happens to the pair later.
   bool reported_complete = false;
-  // Over shm, it had not completed when its failed pair's release began (guarded by Impl::mutex): what the release
-  // lets through may move its word, but it fails (fail_peer_locked). The checks of report_on_stream read it.
+  // Over shm, it had not completed when its failed pair's release began (guarded by Impl::mutex;
+  // mark_unfinished_with_locked): what the release lets through may move its word, but it fails (fail_peer_locked),
+  // and neither test() nor the checks of report_on_stream take the word for its completion.
   bool unfinished_at_release = false;
   // Request::on_stream left a check of its outcome on the streams it made wait (report_on_stream; guarded by
   // Impl::mutex): the teardown's release need not add its own.
@@ -378,12 +379,12 @@ struct Communicator::Impl {
   /// queued copies run through released ring flags, so receives whose chunks never came would complete with whatever
   /// the ring held (and signals queued behind them would be stored, sends marked sent).
   struct UnfinishedWithPeer {
-    std::set<RequestState*> requests;  // sends in flight and posted receives
-    std::vector<std::uint32_t> signals;      // each user signal slot's value
+    std::vector<std::uint32_t> signals;  // each user signal slot's value
   };
-  /// The peer's unfinished requests and its signal slots' values as of now (mutex held). Until fail_peer_locked fails
-  /// them, test() does not take their words, which the release may move, for completion.
-  UnfinishedWithPeer unfinished_with_locked(int peer) const;
+  /// Marks the peer's unfinished requests (sends in flight, posted receives: RequestState::unfinished_at_release)
+  /// and returns its signal slots' values as of now (mutex held). Until fail_peer_locked fails them, test() does not
+  /// take their words, which the release may move, for completion.
+  UnfinishedWithPeer mark_unfinished_with_locked(int peer);
   /// fail_peer's state changes (mutex held), the first time only. With `before`, what it lists fails even if the
   /// release has since completed it, and the signals count as they stood then.
   void fail_peer_locked(int peer, const std::string& reason, const UnfinishedWithPeer* before = nullptr,

@@ -347,8 +347,7 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
     // shm: once per pair, before the first release: a second caller (the progress thread and a transport's callback
     // may both get here) must not take it while the first one's release is completing the pair's receives.
     if (uses_shm(peer) && !state.failed && !state.unfinished_at_release) {
-      state.unfinished_at_release = unfinished_with_locked(peer);
-      for (RequestState* request : state.unfinished_at_release->requests) request->unfinished_at_release = true;
+      state.unfinished_at_release = mark_unfinished_with_locked(peer);
     }
   }
   if (uses_shm(peer)) {
@@ -427,14 +426,14 @@ void Communicator::Impl::keep_last_gave_up_words() {
   }
 }
 
-Communicator::Impl::UnfinishedWithPeer Communicator::Impl::unfinished_with_locked(int peer) const {
+Communicator::Impl::UnfinishedWithPeer Communicator::Impl::mark_unfinished_with_locked(int peer) {
   const PeerState& state = peers[peer];
   UnfinishedWithPeer unfinished;
   for (const auto& [slot, send] : state.sends_in_flight) {
-    if (send && !send->error && !completed_locked(*send)) unfinished.requests.insert(send.get());
+    if (send && !send->error && !completed_locked(*send)) send->unfinished_at_release = true;
   }
   for (const auto& [key, request] : state.posted_recvs) {
-    if (!request->error && !request->landed && !completed_locked(*request)) unfinished.requests.insert(request.get());
+    if (!request->error && !request->landed && !completed_locked(*request)) request->unfinished_at_release = true;
   }
   for (int slot = 0; slot < comm::kPeerSignalSlots; ++slot) unfinished.signals.push_back(signals->load(peer, slot));
   return unfinished;
@@ -461,7 +460,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   for (auto& [slot, send] : state.sends_in_flight) {
     const int index = comm::kPeerSignalSlots + slot;
     if (!send) continue;
-    const bool unfinished_before = before != nullptr && before->requests.count(send.get()) != 0;
+    const bool unfinished_before = before != nullptr && send->unfinished_at_release;
     if (!unfinished_before &&
         (send->error || device::host::flag_reached(signals->load_sent(peer, index), send->generation))) {
       continue;
@@ -479,7 +478,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
     if (latest != 0) signals->advance_sent(peer, comm::kShmPutWordBase + slot, latest);
   }
   for (auto& [key, request] : state.posted_recvs) {
-    const bool unfinished_before = before != nullptr && before->requests.count(request.get()) != 0;
+    const bool unfinished_before = before != nullptr && request->unfinished_at_release;
     if (!unfinished_before &&
         (request->error || request->landed ||
          device::host::flag_reached(signals->load(peer, comm::kPeerSignalSlots + request->slot),
