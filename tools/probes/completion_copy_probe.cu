@@ -21,8 +21,9 @@
 //                          the 4-byte copy of that word: how a transport whose values are not known in advance would
 //                          do it (a completion's value is the receiver's slot generation)
 // After every repeat each word must hold its message's value and every destination byte the source's (checked).
-// Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag in the GPU's own memory, copy 4 KiB or 1 MiB to
-// the other GPU, mark it there (write-value or 4-byte copy from device memory), us per hop.
+// Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag, copy 4 KiB or 1 MiB to the other GPU, mark its
+// flag there (write-value, 4-byte copy of a value staged in device memory, or write-value into this GPU's memory then
+// its 4-byte copy), us per hop; flags in each GPU's memory, then in pinned host memory (where pickle keeps them).
 //
 // Not part of pickle's library or tests: a measurement for the ipc transport's design. Usage: completion_copy_probe
 #include <cuda.h>
@@ -188,23 +189,33 @@ void back_to_back(const Target& target) {
   }
 }
 
-/// Part 2: a ping-pong between GPU 0 and GPU 1, each hop marked on the receiving GPU by a write-value or a 4-byte
-/// copy of the round's value from the sending GPU's memory.
+/// Part 2: a ping-pong between GPU 0 and GPU 1. Each hop waits for its flag, copies the data to the other GPU and
+/// marks that GPU's flag: by a write-value, by a 4-byte copy of the round's value staged beforehand in the sending
+/// GPU's memory, or by a write-value of the value into the sending GPU's own memory followed by its 4-byte copy (the
+/// form a transport needs when the value is known only at match time). The flags live in each GPU's memory, or in
+/// pinned host memory as pickle's signal words do. After every row each flag must hold the last round.
+enum class HopMark { Write, StagedCopy, LocalWriteCopy };
+
 void ping_pong() {
   const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
   const probe::StreamValueOp wait_value = probe::stream_value_op("cuStreamWaitValue32");
   constexpr int kRoundTrips = 100;
   constexpr std::size_t kHopMax = std::size_t{1} << 20;
   char* data[2];
-  unsigned* flag[2];     // flag[g]: on GPU g, written by the other GPU
-  unsigned* rounds[2];   // rounds[g]: on GPU g, the values 1..kRoundTrips * kRepeats, sources of the 4-byte copies
+  unsigned* device_flag[2];  // device_flag[g]: on GPU g, written by the other GPU
+  unsigned* host_flag[2];    // host_flag[g]: pinned host memory that GPU g waits on, written by the other GPU
+  unsigned* rounds[2];       // rounds[g]: on GPU g, the values 1..kRoundTrips * kRepeats, sources of the 4-byte copies
+  unsigned* local_value[2];  // local_value[g]: on GPU g, written by its own stream just before the data copy
   cudaStream_t stream[2];
   std::vector<unsigned> all_rounds(kRoundTrips * kRepeats);
   for (std::size_t i = 0; i < all_rounds.size(); ++i) all_rounds[i] = static_cast<unsigned>(i + 1);
   for (int g = 0; g < 2; ++g) {
     check(cudaSetDevice(g), "cudaSetDevice");
     check(cudaMalloc(&data[g], 2 * kHopMax), "cudaMalloc");
-    check(cudaMalloc(&flag[g], sizeof(unsigned)), "cudaMalloc");
+    check(cudaMalloc(&device_flag[g], sizeof(unsigned)), "cudaMalloc");
+    check(cudaHostAlloc(&host_flag[g], sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc");
+    check(cudaMalloc(&local_value[g], sizeof(unsigned)), "cudaMalloc");
     check(cudaMalloc(&rounds[g], all_rounds.size() * sizeof(unsigned)), "cudaMalloc");
     check(cudaMemcpy(rounds[g], all_rounds.data(), all_rounds.size() * sizeof(unsigned), cudaMemcpyDefault), "rounds");
     check(cudaStreamCreateWithFlags(&stream[g], cudaStreamNonBlocking), "cudaStreamCreate");
@@ -215,49 +226,69 @@ void ping_pong() {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::printf("\n%-24s%10s%10s   (us per hop, GPU 0 <-> GPU 1)\n", "ping-pong", "4096", "1048576");
-  for (bool by_copy : {false, true}) {
-    std::printf("%-24s", by_copy ? "copy+copy4 device" : "copy+write");
-    for (std::size_t bytes : {std::size_t{4096}, kHopMax}) {
-      for (int g = 0; g < 2; ++g) {
-        check(cudaSetDevice(g), "cudaSetDevice");
-        check(cudaMemset(flag[g], 0, sizeof(unsigned)), "cudaMemset");
-        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      }
-      check(cudaSetDevice(0), "cudaSetDevice");
-      std::vector<float> per_hop;
-      unsigned round = 0;
-      for (int repeat = 0; repeat < kRepeats; ++repeat) {
-        *gate = 0;  // holds GPU 0's stream (and so the whole chain) until every hop is enqueued
-        check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
-        check(cudaEventRecord(start, stream[0]), "cudaEventRecord");
-        for (int i = 0; i < kRoundTrips; ++i) {
-          ++round;
-          for (int g = 0; g < 2; ++g) {
-            const int other = 1 - g;
-            if (g == 1) {
-              check(wait_value(stream[1], reinterpret_cast<CUdeviceptr>(flag[1]), round, CU_STREAM_WAIT_VALUE_GEQ),
+  std::printf("\n%-34s%10s%10s   (us per hop, GPU 0 <-> GPU 1)\n", "ping-pong", "4096", "1048576");
+  const struct {
+    HopMark mark;
+    const char* name;
+  } marks[] = {{HopMark::Write, "copy+write"},
+               {HopMark::StagedCopy, "copy+copy4 device"},
+               {HopMark::LocalWriteCopy, "wlocal+copy+copy4"}};
+  for (bool host_flags : {false, true}) {
+    unsigned** flag = host_flags ? host_flag : device_flag;
+    for (const auto& [mark, name] : marks) {
+      std::printf("%-34s", (std::string(name) + (host_flags ? ", flags in host" : ", flags in GPU")).c_str());
+      std::size_t wrong = 0;
+      for (std::size_t bytes : {std::size_t{4096}, kHopMax}) {
+        for (int g = 0; g < 2; ++g) {
+          check(cudaSetDevice(g), "cudaSetDevice");
+          check(cudaMemset(device_flag[g], 0, sizeof(unsigned)), "cudaMemset");
+          *host_flag[g] = 0;
+          check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        }
+        check(cudaSetDevice(0), "cudaSetDevice");
+        std::vector<float> per_hop;
+        unsigned round = 0;
+        for (int repeat = 0; repeat < kRepeats; ++repeat) {
+          *gate = 0;  // holds GPU 0's stream (and so the whole chain) until every hop is enqueued
+          check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
+          check(cudaEventRecord(start, stream[0]), "cudaEventRecord");
+          for (int i = 0; i < kRoundTrips; ++i) {
+            ++round;
+            for (int g = 0; g < 2; ++g) {
+              const int other = 1 - g;
+              if (g == 1) {
+                check(wait_value(stream[1], reinterpret_cast<CUdeviceptr>(flag[1]), round, CU_STREAM_WAIT_VALUE_GEQ),
+                      "wait value");
+              }
+              if (mark == HopMark::LocalWriteCopy) {
+                check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(local_value[g]), round, 0), "wlocal");
+              }
+              check(cudaMemcpyAsync(data[other] + (g == 0 ? 0 : kHopMax), data[g], bytes, cudaMemcpyDefault,
+                                    stream[g]),
+                    "copy");
+              if (mark == HopMark::Write) {
+                check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(flag[other]), round, 0), "write value");
+              } else {
+                const unsigned* value = mark == HopMark::StagedCopy ? rounds[g] + (round - 1) : local_value[g];
+                check(cudaMemcpyAsync(flag[other], value, sizeof(unsigned), cudaMemcpyDefault, stream[g]), "copy4");
+              }
+              if (g == 0) continue;
+              check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(flag[0]), round, CU_STREAM_WAIT_VALUE_GEQ),
                     "wait value");
             }
-            check(cudaMemcpyAsync(data[other] + (g == 0 ? 0 : kHopMax), data[g], bytes, cudaMemcpyDefault, stream[g]),
-                  "copy");
-            if (by_copy) {
-              check(cudaMemcpyAsync(flag[other], rounds[g] + (round - 1), sizeof(unsigned), cudaMemcpyDefault,
-                                    stream[g]),
-                    "copy4");
-            } else {
-              check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(flag[other]), round, 0), "write value");
-            }
-            if (g == 0) continue;
-            check(wait_value(stream[0], reinterpret_cast<CUdeviceptr>(flag[0]), round, CU_STREAM_WAIT_VALUE_GEQ),
-                  "wait value");
           }
+          per_hop.push_back(probe::open_gate_and_time(gate, stream[0], start, stop) * 1000.f / (2 * kRoundTrips));
         }
-        per_hop.push_back(probe::open_gate_and_time(gate, stream[0], start, stop) * 1000.f / (2 * kRoundTrips));
+        std::printf("%10.2f", probe::median(per_hop));
+        check(cudaStreamSynchronize(stream[1]), "cudaStreamSynchronize");
+        for (int g = 0; g < 2; ++g) {
+          unsigned seen = 0;
+          check(cudaMemcpy(&seen, flag[g], sizeof(unsigned), cudaMemcpyDefault), "cudaMemcpy flag");
+          wrong += seen != round ? 1 : 0;
+        }
       }
-      std::printf("%10.2f", probe::median(per_hop));
+      std::printf("   %s\n", wrong == 0 ? "flags ok" : (std::to_string(wrong) + " flags wrong").c_str());
     }
-    std::printf("\n");
   }
 }
 
