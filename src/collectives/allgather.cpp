@@ -17,12 +17,11 @@ namespace {
 // From this size on, the own block's copy runs beside the call's sends (Call::copy_beside) instead of on the
 // caller's stream before them. Below it the call is bound by the host's enqueue, which the side stream's fork and
 // join would lengthen (about 3.5 us per call on an H100, tools/probes/copy_batch_probe: two copies on two streams
-// against one). Above it the copies set the pace: on 2 x H200 a 2-rank allgather of 16 MiB took about its host time
-// (57 us, docs/results/2026-11-24-h200x2.md), while its own block's local copy (8 MiB, about 5 us at CUDA's
-// device-to-device rate, which is SM work: docs/results/2026-11-29-h200.md) and the peer's copy (about 22 us over
-// NVLink) took less; at 64 MiB they take about 24 and 85 us, so on one stream the local copy adds a quarter to every
-// call.
-constexpr std::size_t kOwnCopyBesideBytes = 16u << 20;
+// against one). Above it the copies set the pace. On 2 x H200 (docs/results/2026-11-29h-h200x2.md), a 2-rank
+// out-of-place allgather of 16 MiB (own block 8 MiB) took 48.6-48.9 us with the copy on the caller's stream and
+// 37.2-37.3 beside it (in place: 35.5-35.8); one of 8 MiB (own block 4 MiB) took 33.7-35.5 on the stream and
+// 35.9-37.6 beside it.
+constexpr std::size_t kOwnCopyBesideBytes = 8u << 20;
 
 /// The own block's copy into its slot (`own_source` nullptr: in place, nothing to copy). It goes while the peers'
 /// ready counts are on their way, ahead of the peers' copies on the caller's stream: the copy engine would otherwise
