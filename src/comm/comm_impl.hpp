@@ -99,7 +99,8 @@ struct RequestState {
   // Send over shm: the ring's chunks are reserved only once the send is matched and its source is ready (its
   // stream has reached the call), whichever comes last, so that ring order follows readiness: a send reserved at
   // call time behind a stream that waits on the peer would hold up every later message to that peer.
-  static constexpr int kShmMatched = 1, kShmSourceReady = 2;
+  // kShmRefused: the caller's stream refused the source-ready step (Impl::refuse_shm_send), which counts as taken.
+  static constexpr int kShmMatched = 1, kShmSourceReady = 2, kShmRefused = 4;
   std::atomic<int> shm_state{0};
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is
@@ -202,6 +203,8 @@ struct Communicator::Impl {
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
+  /// An shm send whose stream refused its source-ready callback (`cause`): fails it alone and tells the receiver.
+  void refuse_shm_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause);
   /// Whether `peer` is reached through the ipc transport (copy engines into its mapped memory).
   bool uses_ipc(int peer) const { return !uses_shm(peer) && !uses_net(peer); }
   /// Whether `peer` is reached through the shm transport. From the choice made at creation, so that a transport's

@@ -35,8 +35,8 @@ struct SendFailedMessage {
   /// Why, which decides what the receiver does.
   enum class Failure : std::uint8_t {
     Mismatch = 0,       ///< the send does not fit the post (sizes): the receive fails with InvalidArgument
-    NotWritten = 1,     ///< net: the send's write could not be made, and nothing of it was: the receive fails with
-                        ///< PeerError, and the pair goes on
+    NotWritten = 1,     ///< the send's write (net) or copy (ipc, shm: its stream refused it) could not be made, and
+                        ///< nothing of it was: the receive fails with PeerError, and the pair goes on
     PartlyWritten = 2,  ///< net: a later piece's write could not be made after earlier ones left, which may still
                         ///< land: the receiver fails the pair (the sender has failed it already)
     CollectiveNotWritten = 3,  ///< net: a collective's send (tag < 0) could not be written: the collective cannot

@@ -229,7 +229,12 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   std::shared_ptr<device::Event> event;
   const auto record_event = [&] {
     event = device::make_ordering_event(kind, std::max(0, device));
-    after->impl().record(*event);
+    try {
+      after->impl().record(*event);
+    } catch (const Error& e) {
+      // Before the send took its sequence number: nothing of it exists, and the pair stays in step.
+      rethrow_with_prefix(e, cat(describe(ctx), " (tag ", tag, "): recording its stream's point (nothing was sent)"));
+    }
   };
   if (after != nullptr && !uses_shm(peer) && !join_caller) record_event();
   for (;;) {
@@ -263,17 +268,58 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   // A failure found at match time (size mismatch) surfaces through the Request, whichever side arrived first.
   finish_matched_send(peer, matched, /*from_progress_thread=*/false);
   if (uses_shm(peer) && after != nullptr) {
-    on_application_stream(after->impl(), [this, peer, request] {
-      if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
-    });
+    try {
+      on_application_stream(after->impl(), [this, peer, request] {
+        if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
+      });
+    } catch (const Error& e) {
+      refuse_shm_send(peer, request, e);
+    } catch (const std::exception& e) {
+      refuse_shm_send(peer, request, Error(ErrorCode::System, e.what()));
+    }
   }
   return Request(request);
+}
+
+void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause) {
+  // The caller's stream refused the callback that would say the source is ready (a broken stream): nothing of the
+  // send reaches the ring. It fails alone, its Request throwing the cause; the receiver hears that nothing will come
+  // (its receive fails with a PeerError) from whichever step comes last, this one or the match.
+  std::optional<ControlMessage> reply;
+  {
+    std::lock_guard lock(mutex);
+    if (request->error) return;  // the pair failed first, and that failed the send and its receive
+    try {
+      rethrow_with_prefix(cause,
+                          cat(describe(request->ctx), " (tag ", request->tag, "): queuing the send on its stream"));
+    } catch (const Error&) {
+      request->error = std::current_exception();
+    }
+    request->failed_alone = true;
+    reply = shm_send_step(peer, request, RequestState::kShmSourceReady | RequestState::kShmRefused);
+  }
+  if (reply) send_control(peer, *reply);
 }
 
 std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const std::shared_ptr<RequestState>& send,
                                                                 int step) {
   const int other = step == RequestState::kShmMatched ? RequestState::kShmSourceReady : RequestState::kShmMatched;
-  if ((send->shm_state.fetch_or(step) & other) == 0) return std::nullopt;  // the other step comes later
+  const int before = send->shm_state.fetch_or(step);
+  if ((before & other) == 0) return std::nullopt;  // the other step comes later
+  if (((before | step) & RequestState::kShmRefused) != 0) {
+    // Its stream refused it (refuse_shm_send): the last step, with the mutex held either way (refuse_shm_send, or
+    // start_copy for the match), tells the receiver, and releases streams that wait for the send.
+    auto& in_flight = peers[peer].sends_in_flight;
+    if (const auto found = in_flight.find(send->slot); found != in_flight.end() && found->second == send) {
+      in_flight.erase(found);
+    }
+    signals->advance_sent(peer, comm::kPeerSignalSlots + send->slot, send->generation);
+    try {
+      std::rethrow_exception(send->error);
+    } catch (const Error& e) {
+      return send_failed_message(*send, e);
+    }
+  }
   // Both steps are done, and this thread did the last: the send takes its place in the ring now. (A pair that
   // failed meanwhile queues nothing, and tells the peer nothing: the send failed with the pair.)
   const std::optional<std::uint64_t> first = shm->send(peer, send->src, send->ctx.bytes);
@@ -337,19 +383,27 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
     return std::nullopt;
-  } catch (const Error& e) {
-    return fail(std::current_exception(), e);
   } catch (const std::exception& e) {
-    const Error cause(ErrorCode::System,
-                      cat(describe(send.ctx), " (tag ", send.tag, "): queuing the copy: ", e.what()));
-    return fail(std::make_exception_ptr(cause), cause);
+    // Named as a failure of this send, with the stream's own error (its code kept) after it.
+    const std::string prefix = cat(describe(send.ctx), " (tag ", send.tag, "): queuing the send on its stream");
+    const auto* error = dynamic_cast<const Error*>(&e);
+    try {
+      rethrow_with_prefix(error != nullptr ? *error : Error(ErrorCode::System, e.what()), prefix);
+    } catch (const Error& named) {
+      return fail(std::current_exception(), named);
+    }
   }
 }
 
 SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& send, const Error& cause) {
   std::string reason = without_head(cause.what());  // the receiver wraps it in an error of its own
   if (reason.size() > 1024) reason.resize(1024);
-  return SendFailedMessage{.tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason};
+  // A send that does not fit its post is both sides' arguments; anything else (its stream refused the copy) is this
+  // rank's failure alone, before anything of the send was queued: the receive fails with a PeerError, the pair goes on.
+  using Failure = SendFailedMessage::Failure;
+  const Failure failure = cause.code() == ErrorCode::InvalidArgument ? Failure::Mismatch : Failure::NotWritten;
+  return SendFailedMessage{
+      .tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason, .failure = failure};
 }
 
 void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, bool from_progress_thread) {

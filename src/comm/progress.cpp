@@ -212,7 +212,8 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
           },
           [&](const SendFailedMessage& m) {
             using Failure = SendFailedMessage::Failure;
-            if (m.failure != Failure::Mismatch && !uses_net(peer)) {
+            const bool net_only = m.failure == Failure::PartlyWritten || m.failure == Failure::CollectiveNotWritten;
+            if (net_only && !uses_net(peer)) {
               throw ProtocolError(
                   cat("rank ", info.rank, ": peer ", peer, " failed a net write but uses another transport"));
             }

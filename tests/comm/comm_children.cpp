@@ -579,6 +579,133 @@ PICKLE_CHILD(comm_errors) {
   return 0;
 }
 
+// A host stream that refuses work: it gave a wait up (it waited for an event whose record a stream destroyed while
+// stuck dropped), and takes nothing until its error is reported. `stream` is null if it had not given up by
+// PICKLE_TIMEOUT.
+struct RefusingHostStream {
+  std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);  // kept as long as the wait on it
+  std::shared_ptr<device::Stream> stream = device::make_stream(MemoryKind::Host);
+
+  RefusingHostStream() {
+    std::uint32_t never = 0;
+    {
+      std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
+      stuck->wait_value(&never, 1);
+      stuck->record(*event);
+      stream->wait(*event);
+    }  // destroyed while stuck: its record is dropped, and `stream` gives its wait up
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    while (!stream->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!stream->idle_now()) stream = nullptr;
+  }
+};
+
+// A send whose stream refuses its copy fails on both sides as the sender's failure: the receive with a PeerError
+// that names the peer, the send's size and the stream's error (before, the receiver took it for a size mismatch and
+// threw InvalidArgument), and the pair goes on. The refusing stream is a host stream that gave a wait up (it waited
+// for an event whose record a stream destroyed while stuck dropped); a CUDA stream with an error refuses likewise.
+// Rank 1's receive is posted first, so that the send is matched at call time and queues on the caller's stream.
+// Over net the pair fails instead (the transport cannot tell whether a host callback that threw was queued in part,
+// and so whether a write may still go out: docs/p2p.md), and the peer is told why. args: memory kind ("host": the
+// stream is a host stream), "pair-goes-on" or "pair-fails".
+PICKLE_CHILD(comm_send_on_a_refusing_stream) {
+  Communicator comm = make_comm(args.at(0));
+  const bool pair_goes_on = args.at(1) == "pair-goes-on";
+  const int rank = comm.rank(), peer = 1 - rank;
+  constexpr std::size_t kBytes = 4099;
+  constexpr int kTag = 12;
+  Buffer buffer = comm.alloc(kBytes);
+  std::string what;
+  if (rank == 0) {
+    CHILD_CHECK(await_posted_receives(comm, peer, kTag, 1, env::timeout_seconds()) == 1,
+                "rank 1's receive never arrived");
+    RefusingHostStream refusing;
+    CHILD_CHECK(refusing.stream != nullptr, "the stream never gave its wait up");
+    Stream stream(refusing.stream);
+    fill(comm, buffer.data(), kBytes, 5);
+    Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);
+    CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System, "record was dropped", what), what);
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
+    stream.synchronize();  // reported: the stream goes on
+  } else {
+    Request recv = comm.recv(peer, kTag, buffer.data(), kBytes);
+    CHILD_CHECK(throws_with([&] { recv.wait(); }, ErrorCode::Peer, cat("peer 0's send of ", kBytes, " bytes"), what),
+                what);
+    CHILD_CHECK(what.find(cat("rank 1 -> peer 0: recv of ", kBytes, " bytes")) != std::string::npos, what);
+    CHILD_CHECK(what.find("queuing the send on its stream") != std::string::npos, what);
+    CHILD_CHECK(what.find("record was dropped") != std::string::npos, what);
+  }
+  if (!pair_goes_on) {
+    CHILD_CHECK(throws_with([&] { comm.send(peer, kTag + 1, buffer.data(), kBytes).wait(); }, ErrorCode::Peer,
+                            "queuing the send on its stream", what),
+                what);
+    return 0;
+  }
+  if (rank == 0) {
+    fill(comm, buffer.data(), kBytes, 6);
+    comm.send(peer, kTag + 1, buffer.data(), kBytes).wait();
+  } else {
+    comm.recv(peer, kTag + 1, buffer.data(), kBytes).wait();
+    const std::size_t wrong = count_wrong(comm, buffer.data(), kBytes, 6);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes after the failed send");
+  }
+  comm.barrier();
+  return 0;
+}
+
+// The same with the send first and rank 1's receive posted after it. Over ipc and net the send needs its stream's
+// point (an event, for a copy queued once the receive is posted); recording it is refused, and send() throws before
+// the send took its sequence number: nothing was sent, the receive stays posted, and a send repeated from a working
+// stream fills it ("throws"). Over shm the send takes its number first and waits for its stream by a host callback,
+// which is refused: the send fails, and the receive fails too once it is posted ("fails"). args: memory kind
+// ("host"), "throws" or "fails".
+PICKLE_CHILD(comm_send_on_a_refusing_stream_late) {
+  Communicator comm = make_comm(args.at(0));
+  const bool send_throws = args.at(1) == "throws";
+  const int rank = comm.rank(), peer = 1 - rank;
+  constexpr std::size_t kBytes = 4099;
+  constexpr int kTag = 13;
+  Buffer buffer = comm.alloc(kBytes);
+  std::string what;
+  if (rank == 0) {
+    RefusingHostStream refusing;
+    CHILD_CHECK(refusing.stream != nullptr, "the stream never gave its wait up");
+    Stream stream(refusing.stream);
+    fill(comm, buffer.data(), kBytes, 7);
+    if (send_throws) {
+      CHILD_CHECK(throws_with([&] { comm.send(peer, kTag, buffer.data(), kBytes, &stream); }, ErrorCode::System,
+                              cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
+                                  "): recording its stream's point (nothing was sent): host stream: a wait for an "
+                                  "event whose record was dropped"),
+                              what),
+                  what);
+      comm.barrier();  // rank 1 posts its receive
+      comm.send(peer, kTag, buffer.data(), kBytes).wait();
+    } else {
+      Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);
+      CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System, "record was dropped", what), what);
+      comm.barrier();
+    }
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
+  } else {
+    comm.barrier();
+    Request recv = comm.recv(peer, kTag, buffer.data(), kBytes);
+    if (send_throws) {
+      recv.wait();
+      const std::size_t wrong = count_wrong(comm, buffer.data(), kBytes, 7);
+      CHILD_CHECK(wrong == 0, wrong, " wrong bytes from the repeated send");
+    } else {
+      CHILD_CHECK(throws_with([&] { recv.wait(); }, ErrorCode::Peer,
+                              cat("peer 0's send of ", kBytes, " bytes failed: rank 0 -> peer 1: send of ", kBytes,
+                                  " bytes (tag ", kTag, "): queuing the send on its stream"),
+                              what),
+                  what);
+    }
+  }
+  comm.barrier();
+  return 0;
+}
+
 // Rank 0 dies (SIGKILL) in the middle of a series of transfers; rank 1's pending operations fail with PeerError
 // long before the timeout.
 PICKLE_CHILD(comm_peer_death) {

@@ -109,6 +109,13 @@ TEST(Comm, BadInputAndSizeMismatchAreClearErrors) {
   expect_all_ok(run_ranks("comm_errors", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
 
+TEST(Comm, ASendWhoseStreamRefusesItsCopyFailsTheReceiveAsThePeersFailure) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream", 2, {"host", "pair-goes-on"}, {"PICKLE_TIMEOUT=60"}));
+}
+TEST(Comm, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "throws"}, {"PICKLE_TIMEOUT=60"}));
+}
+
 TEST(Comm, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

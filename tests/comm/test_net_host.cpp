@@ -64,6 +64,12 @@ TEST_F(Net, FreedReceiveBuffersAreDeregisteredWhileLaterReceivesAreUnderWay) {
   expect_all_ok(run_ranks("comm_net_registrations_released_pipelined", 2, {"host"}, net_env(2)));
 }
 TEST_F(Net, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, net_env(2))); }
+TEST_F(Net, ASendWhoseStreamRefusesItsWritesFailsThePairOnBothSides) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream", 2, {"host", "pair-fails"}, net_env(2)));
+}
+TEST_F(Net, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "throws"}, net_env(2)));
+}
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));
 }

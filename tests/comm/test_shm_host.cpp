@@ -104,6 +104,12 @@ TEST(Shm, MorePutsThanPutWordsReuseThemInTurn) {
 }
 
 TEST(Shm, BadInputAndSizeMismatchAreClearErrors) { expect_all_ok(run_ranks("comm_errors", 2, {"host"}, kShm)); }
+TEST(Shm, ASendWhoseStreamRefusesItsCopyFailsTheReceiveAsThePeersFailure) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream", 2, {"host", "pair-goes-on"}, kShm));
+}
+TEST(Shm, ASendWhoseStreamRefusesItsCallbackFailsTheReceivePostedAfterIt) {
+  expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "fails"}, kShm));
+}
 
 TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, kShm, std::chrono::seconds(120)));
