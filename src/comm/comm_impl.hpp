@@ -101,6 +101,8 @@ struct RequestState {
   // call time behind a stream that waits on the peer would hold up every later message to that peer.
   // kShmRefused: the caller's stream refused the source-ready step (Impl::refuse_shm_send), which counts as taken.
   static constexpr int kShmMatched = 1, kShmSourceReady = 2, kShmRefused = 4;
+  // Not counted in unmatched_sends although it waits for its post: refused by its stream (refuse_shm_send).
+  bool uncounted_unmatched = false;
   std::atomic<int> shm_state{0};
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is

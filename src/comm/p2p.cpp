@@ -296,6 +296,12 @@ void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<Request
       request->error = std::current_exception();
     }
     request->failed_alone = true;
+    if (!request->enqueued) {
+      // Still waiting for its receive's post, which it will fail: nothing to poll for (the progress thread spins
+      // while unmatched sends wait for their posts).
+      request->uncounted_unmatched = true;
+      unmatched_sends.fetch_sub(1);
+    }
     reply = shm_send_step(peer, request, RequestState::kShmSourceReady | RequestState::kShmRefused);
   }
   if (reply) send_control(peer, *reply);
@@ -306,6 +312,9 @@ std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const 
   const int other = step == RequestState::kShmMatched ? RequestState::kShmSourceReady : RequestState::kShmMatched;
   const int before = send->shm_state.fetch_or(step);
   if ((before & other) == 0) return std::nullopt;  // the other step comes later
+  // A source-ready callback that ran although queuing it was refused (a CUDA callback queued in part): the refusal
+  // took that step already.
+  if (step == RequestState::kShmSourceReady && (before & RequestState::kShmRefused) != 0) return std::nullopt;
   if (((before | step) & RequestState::kShmRefused) != 0) {
     // Its stream refused it (refuse_shm_send): the last step, with the mutex held either way (refuse_shm_send, or
     // start_copy for the match), tells the receiver, and releases streams that wait for the send.
@@ -359,7 +368,7 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
             .enqueue = [this, request, dst, on = &stream] { return enqueue_ipc_copy(request, dst, *on); },
             .reply = std::nullopt};
   } catch (const Error& e) {
-    send.error = std::current_exception();
+    if (!send.error) send.error = std::current_exception();  // a send its stream refused keeps that error
     send.failed_alone = true;
     return {.send = request, .enqueue = nullptr, .reply = send_failed_message(send, e)};
   }
@@ -378,12 +387,26 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     return send_failed_message(send, cause);
   };
   try {
-    if (send.after_event) stream.wait(*send.after_event);
+    if (send.after_event) {
+      // A point that will never be reached (its stream gave up or broke since the call) fails this send here: a
+      // wait for it would make the pair's copy stream give up, and refuse every later send to this peer.
+      send.after_event->query();
+      stream.wait(*send.after_event);
+    }
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
     return std::nullopt;
   } catch (const std::exception& e) {
+    if (ipc->is_copy_stream(send.ctx.peer, stream)) {
+      // The pair's own copy stream refused it (it gave up a wait for a caller's point dropped after this rank queued
+      // the wait): its error is reported here, so that it takes the next send's copy again. The sends it dropped
+      // time out on both sides.
+      try {
+        stream.synchronize();
+      } catch (const std::exception&) {
+      }
+    }
     // Named as a failure of this send, with the stream's own error (its code kept) after it.
     const std::string prefix = cat(describe(send.ctx), " (tag ", send.tag, "): queuing the send on its stream");
     const auto* error = dynamic_cast<const Error*>(&e);
@@ -398,10 +421,14 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
 SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& send, const Error& cause) {
   std::string reason = without_head(cause.what());  // the receiver wraps it in an error of its own
   if (reason.size() > 1024) reason.resize(1024);
-  // A send that does not fit its post is both sides' arguments; anything else (its stream refused the copy) is this
-  // rank's failure alone, before anything of the send was queued: the receive fails with a PeerError, the pair goes on.
+  // A send that does not fit its post (sizes, sequence, the receive's range) is both sides' business: Mismatch, and
+  // the receive fails with InvalidArgument. Anything else is this rank's failure alone (its stream refused the copy
+  // or its completion): the receive fails with a PeerError and the pair goes on, since nothing of the message lands.
+  // A stream that refuses work runs none of what it accepted before either (a CUDA stream's error is sticky; a host
+  // stream that gave a wait up dropped its queue), so a copy accepted before a refused completion never runs.
   using Failure = SendFailedMessage::Failure;
-  const Failure failure = cause.code() == ErrorCode::InvalidArgument ? Failure::Mismatch : Failure::NotWritten;
+  const bool arguments = cause.code() == ErrorCode::InvalidArgument || cause.code() == ErrorCode::Protocol;
+  const Failure failure = arguments ? Failure::Mismatch : Failure::NotWritten;
   return SendFailedMessage{
       .tag = send.tag, .seq = send.seq, .send_bytes = send.ctx.bytes, .reason = reason, .failure = failure};
 }

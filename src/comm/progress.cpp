@@ -199,7 +199,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
-                unmatched_sends.fetch_sub(1);
+                if (!send->uncounted_unmatched) unmatched_sends.fetch_sub(1);
                 copy_stream = &ipc->stream(peer);
                 matched = start_copy(peer, send, post, *copy_stream);
               }
@@ -243,6 +243,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               auto it = state.posted_recvs.find({m.tag, m.seq});
               if (it == state.posted_recvs.end()) return;
               RequestState& request = *it->second;
+              if (request.error) return;  // failed already (its pair failed): it keeps that error
               const std::string text = cat(describe(request.ctx), " (tag ", m.tag, "): peer ", peer, "'s send of ",
                                            m.send_bytes, " bytes failed: ", m.reason);
               // A mismatch is both sides' arguments; a write the peer could not make is the peer's failure alone.
@@ -450,9 +451,12 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   state.failure = reason;
   int failed = 0;
   for (auto& [tag, sends] : state.pending_sends) {
-    for (auto& send : sends) send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
-    failed += static_cast<int>(sends.size());
-    unmatched_sends.fetch_sub(static_cast<int>(sends.size()));
+    for (auto& send : sends) {
+      if (!send->uncounted_unmatched) unmatched_sends.fetch_sub(1);
+      if (send->error) continue;  // failed alone before (its stream refused it): it keeps that error
+      send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
+      ++failed;
+    }
     sends.clear();
   }
   state.pending_posts.clear();

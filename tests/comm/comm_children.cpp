@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <pickle/error.hpp>
 
@@ -563,13 +565,16 @@ PICKLE_CHILD(comm_errors) {
                 what);
   }
   // The same mismatch seen only through a stream that waits for the receive (Request::on_stream): the failure lets
-  // the stream through, and its synchronize throws the receive's error; once, then the stream goes on.
+  // the stream through, and its synchronize throws the receive's error; once, then the stream goes on. The send
+  // comes after the stream's wait, so that the failure cannot have arrived before on_stream (which would throw it).
   Stream stream = comm.make_stream();
   if (rank == 0) {
+    comm.barrier();
     Request s = comm.send(peer, 10, buffer.data(), 150);
     CHILD_CHECK(throws_with([&] { s.wait(); }, ErrorCode::InvalidArgument, "posted a recv of 300 bytes", what), what);
   } else {
     comm.recv(peer, 10, buffer.data(), 300).on_stream(stream);
+    comm.barrier();
     CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::InvalidArgument,
                             "rank 1 -> peer 0: recv of 300 bytes (tag 10): peer 0's send of 150 bytes failed", what),
                 what);
@@ -624,7 +629,12 @@ PICKLE_CHILD(comm_send_on_a_refusing_stream) {
     Stream stream(refusing.stream);
     fill(comm, buffer.data(), kBytes, 5);
     Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);
-    CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System, "record was dropped", what), what);
+    CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System,
+                            cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
+                                "): queuing the send on its stream"),
+                            what),
+                what);
+    CHILD_CHECK(what.find("host stream: a wait for an event whose record was dropped") != std::string::npos, what);
     CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
     stream.synchronize();  // reported: the stream goes on
   } else {
@@ -700,6 +710,63 @@ PICKLE_CHILD(comm_send_on_a_refusing_stream_late) {
                                   " bytes (tag ", kTag, "): queuing the send on its stream"),
                               what),
                   what);
+    }
+  }
+  comm.barrier();
+  return 0;
+}
+
+// A send whose stream gives up after the call, dropping the point that the send's copy is to follow (its receive is
+// posted later, so the copy goes on a copy stream of the pair once it is): the send fails alone when it is matched,
+// its receive with a PeerError, and later sends to the peer go through. Before, the pair's copy stream waited for the
+// dropped point, gave up in turn and refused every later send to that peer. args: memory kind ("host").
+PICKLE_CHILD(comm_send_whose_point_its_stream_dropped) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), peer = 1 - rank;
+  constexpr std::size_t kBytes = 4099;
+  constexpr int kTag = 20, kLater = 3;
+  Buffer buffer = comm.alloc(kBytes * (1 + kLater));
+  auto part = [&](int i) { return static_cast<char*>(buffer.data()) + i * kBytes; };
+  std::string what;
+  if (rank == 0) {
+    std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);
+    std::shared_ptr<device::Stream> dropping = device::make_stream(MemoryKind::Host);
+    Stream stream(dropping);
+    std::uint32_t never = 0;
+    std::optional<Request> send;
+    {
+      std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
+      stuck->wait_value(&never, 1);
+      stuck->record(*event);
+      dropping->wait(*event);
+      fill(comm, part(0), kBytes, 20);
+      send = comm.send(peer, kTag, part(0), kBytes, &stream);  // its point is recorded behind the wait
+    }  // destroyed while stuck: `dropping` gives its wait up, and drops the send's point
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    while (!dropping->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    comm.barrier();  // rank 1 posts its receives
+    CHILD_CHECK(throws_with([&] { send->wait(); }, ErrorCode::System,
+                            cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
+                                "): queuing the send on its stream"),
+                            what),
+                what);
+    for (int i = 1; i <= kLater; ++i) {
+      fill(comm, part(i), kBytes, 20 + static_cast<std::uint64_t>(i));
+      comm.send(peer, kTag + i, part(i), kBytes).wait();
+    }
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
+  } else {
+    comm.barrier();
+    Request first = comm.recv(peer, kTag, part(0), kBytes);
+    std::vector<Request> later;
+    for (int i = 1; i <= kLater; ++i) later.push_back(comm.recv(peer, kTag + i, part(i), kBytes));
+    CHILD_CHECK(throws_with([&] { first.wait(); }, ErrorCode::Peer, cat("peer 0's send of ", kBytes, " bytes failed"),
+                            what),
+                what);
+    for (int i = 1; i <= kLater; ++i) {
+      later[static_cast<std::size_t>(i - 1)].wait();
+      const std::size_t wrong = count_wrong(comm, part(i), kBytes, 20 + static_cast<std::uint64_t>(i));
+      CHILD_CHECK(wrong == 0, "later send ", i, ": ", wrong, " wrong bytes");
     }
   }
   comm.barrier();

@@ -115,6 +115,9 @@ TEST(Comm, ASendWhoseStreamRefusesItsCopyFailsTheReceiveAsThePeersFailure) {
 TEST(Comm, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
   expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "throws"}, {"PICKLE_TIMEOUT=60"}));
 }
+TEST(Comm, ASendWhosePointItsStreamDroppedFailsAloneAndLaterSendsGoThrough) {
+  expect_all_ok(run_ranks("comm_send_whose_point_its_stream_dropped", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
+}
 
 TEST(Comm, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));

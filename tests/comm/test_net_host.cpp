@@ -70,6 +70,9 @@ TEST_F(Net, ASendWhoseStreamRefusesItsWritesFailsThePairOnBothSides) {
 TEST_F(Net, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
   expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "throws"}, net_env(2)));
 }
+TEST_F(Net, ASendWhosePointItsStreamDroppedFailsAloneAndLaterSendsGoThrough) {
+  expect_all_ok(run_ranks("comm_send_whose_point_its_stream_dropped", 2, {"host"}, net_env(2)));
+}
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));
 }

@@ -32,6 +32,11 @@ device::Stream& IpcTransport::stream(int peer) {
   return *streams[turn % streams.size()];
 }
 
+bool IpcTransport::is_copy_stream(int peer, const device::Stream& stream) const {
+  const auto& streams = streams_.at(peer);
+  return std::any_of(streams.begin(), streams.end(), [&](const auto& own) { return own.get() == &stream; });
+}
+
 void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes,
                                    const OpContext& ctx) {
   device::ImportedMemory* mapping = cache_.find(peer, id);

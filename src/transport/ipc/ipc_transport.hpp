@@ -41,6 +41,9 @@ class IpcTransport {
   /// The copies (addresses from remote_address) as one batch on `stream` (device::Stream::copies), each counted.
   void copies(device::Stream& stream, std::span<const device::Stream::Copy> batch);
 
+  /// Whether `stream` is one of the copy streams of `peer` (not an application's stream).
+  bool is_copy_stream(int peer, const device::Stream& stream) const;
+
   /// Waits for every peer stream (before mappings go away).
   void synchronize_all();
 
