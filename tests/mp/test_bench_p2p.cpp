@@ -173,7 +173,8 @@ TEST(BenchP2p, AnExtraRankOnlyKeepsInStep) {
 TEST(BenchP2p, BadFlagsExitWithTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--bogus"}, {"-f", "1"}, {"-b", "2M", "-e", "1M"}, {"-b", "12Q"}, {"--backend", "ce,mpi"},
-      {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"}};
+      {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"},
+      {"-w", "0"}};
   for (const auto& args : cases) {
     TempDir dir("bench");
     BenchRun run = run_bench(dir, "p2p", args);
@@ -184,6 +185,30 @@ TEST(BenchP2p, BadFlagsExitWithTwo) {
   TempDir dir("bench");
   BenchRun run = run_bench(dir, "p2p", {"-b", "12Q"});
   EXPECT_NE(run.err.find("-b '12Q': unknown unit"), std::string::npos) << run.err;
+}
+
+// A warm-up of 0 was accepted, and every pickle row then failed ("peer allocations mapped during the timed repeats"):
+// the first transfer into a buffer maps it. Refused as a usage error, here and by the suites that run p2p children.
+TEST(BenchP2p, NoWarmUpIsAUsageErrorThatSaysWhy) {
+  for (const char* suite : {"p2p", "transports", "matrix"}) {
+    TempDir dir("bench");
+    BenchRun run = run_bench(dir, suite, {"-w", "0"});
+    EXPECT_TRUE(run.status.exited && run.status.code == 2) << suite << ": " << run.describe();
+    EXPECT_NE(run.err.find("-w 0: at least one warm-up iteration per size is needed"), std::string::npos)
+        << suite << ": " << run.err;
+  }
+}
+
+// A smallest size that cannot fit in host memory is refused before anything is allocated. Host memory is taken
+// lazily: the ranks used to fill buffers past what the machine had, until the kernel's OOM killer ended the run
+// (exit 137, a 0-byte --json file, no word of why).
+TEST(BenchP2p, ASmallestSizeBeyondHostMemoryIsRefusedBeforeAllocating) {
+  for (const char* suite : {"p2p", "coll"}) {
+    TempDir dir("bench");
+    BenchRun run = run_bench(dir, suite, {"-b", "1T", "-e", "1T", "-n", "2", "-w", "1", "--memory", "host"});
+    EXPECT_TRUE(run.status.exited && run.status.code == 1) << suite << ": " << run.describe();
+    EXPECT_NE(run.err.find("the smallest size, 1T, does not fit"), std::string::npos) << suite << ": " << run.err;
+  }
 }
 
 TEST(BenchP2p, ACorruptedByteIsCountedAndFailsTheRun) {

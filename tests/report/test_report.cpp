@@ -208,6 +208,17 @@ TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 9);
 }
 
+// A Python that fails before the script says anything (PICKLE_PYTHON naming something else) left `pickle report`
+// exiting 1 with no word at all.
+TEST(Report, APythonThatFailsSilentlyIsNamedWithItsStatus) {
+  TempDir dir("report-silent");
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", kDeviceRun}, std::chrono::seconds(60),
+                        {"PICKLE_PYTHON=/bin/false"});
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find("pickle report: /bin/false "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with status 1"), std::string::npos) << r.err;
+}
+
 TEST(Report, MalformedJsonFailsNamingTheFile) {
   TempDir dir("report-bad");
   std::string bad = dir / "broken.json";

@@ -219,6 +219,10 @@ int cmd_report(const Args& args) {
       throw Error(ErrorCode::System, cat(python, " ", script, " exited 0 but wrote no ", parsed.output,
                                          "/report.md (is it a Python? PICKLE_PYTHON chooses it)"));
     }
+    // Said here as well: a Python that failed before the script ran (PICKLE_PYTHON=/bin/false) said nothing.
+    if (code != 0) {
+      std::fprintf(stderr, "pickle report: %s %s exited with status %d\n", python.c_str(), script.c_str(), code);
+    }
     return code == 0 || code == 2 ? code : 1;
   }
   std::string list;

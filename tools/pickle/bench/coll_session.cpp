@@ -52,7 +52,11 @@ std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   if (kind != MemoryKind::Host) return largest;
   const std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
-  const std::uint64_t share = available / 4 / static_cast<std::uint64_t>(std::max(1, buffers * local_ranks));
+  const auto per_host = static_cast<std::uint64_t>(std::max(1, buffers * local_ranks));
+  refuse_beyond_memory(smallest, available / per_host,
+                       cat("MemAvailable shared by ", per_host, " buffers (", buffers, " on each of ", local_ranks,
+                           " ranks on this host)"));
+  const std::uint64_t share = available / 4 / per_host;
   return std::min<std::size_t>(largest, std::max<std::size_t>(share, smallest));
 }
 

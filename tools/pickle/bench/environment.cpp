@@ -9,6 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include <pickle/error.hpp>
+
+#include "core/format.hpp"
+#include "sizes.hpp"
+
 extern char** environ;
 
 namespace pickle::bench {
@@ -54,7 +59,17 @@ std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   if (kind != MemoryKind::Host) return largest;
   std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
+  // The smallest size is allocated even above the eighth, but not past what the machine has: host memory is taken
+  // lazily, and filling buffers that cannot fit had the kernel's OOM killer end the run, with no word of why.
+  refuse_beyond_memory(smallest, available / 6, "a sixth of MemAvailable");
   return std::min<std::size_t>(largest, std::max<std::size_t>(available / 8, smallest));
+}
+
+void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is) {
+  if (smallest <= room) return;
+  throw InvalidArgument(cat("the smallest size, ", short_size(smallest),
+                            ", does not fit: each buffer may take at most ", room_is, " (", short_size(room),
+                            " here); ask for a smaller one"));
 }
 
 }  // namespace pickle::bench

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <pickle/memory.hpp>
 
@@ -25,6 +26,10 @@ std::uint64_t host_memory_available();
 /// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
 /// where the ranks share one host: there at most an eighth of MemAvailable (leaving the rest to everything else),
 /// but never below `smallest`.
+/// `smallest` beyond a sixth of MemAvailable is refused (InvalidArgument).
 std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest);
+
+/// Throws InvalidArgument, naming the size and the limit, when `smallest` bytes exceed `room` (described by `room_is`).
+void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is);
 
 }  // namespace pickle::bench

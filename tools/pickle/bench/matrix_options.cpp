@@ -78,6 +78,7 @@ MatrixOptions parse_matrix_options(const std::vector<std::string>& args) {
   }
   if (options.backends.empty()) options.backends.assign(std::begin(kBackendNames), std::end(kBackendNames));
   if (options.modes.empty()) options.modes.assign(std::begin(kMatrixModes), std::end(kMatrixModes));
+  require_p2p_warmup(options);
   return options;
 }
 

@@ -75,6 +75,7 @@ P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
   if (options.backends.empty()) options.backends.assign(std::begin(kBackendNames), std::end(kBackendNames));
   if (options.modes.empty()) options.modes = {Mode::Uni, Mode::Bi, Mode::Lat};
   settle_sweep_range(options);
+  require_p2p_warmup(options);
   return options;
 }
 

@@ -52,6 +52,13 @@ bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count) 
   return true;
 }
 
+void require_p2p_warmup(const SweepOptions& sweep) {
+  if (sweep.warmup == 0) {
+    throw InvalidArgument("-w 0: at least one warm-up iteration per size is needed (the first transfer into a buffer "
+                          "maps it, which the timed repeats must not include)");
+  }
+}
+
 void settle_sweep_range(SweepOptions& sweep) {
   if (sweep.max_bytes != 0 && sweep.min_bytes > sweep.max_bytes) {
     if (sweep.min_given) throw InvalidArgument(cat("-b ", sweep.min_bytes, " is larger than -e ", sweep.max_bytes));

@@ -52,6 +52,10 @@ bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count);
 /// only -e below the default -b lowers -b to it (one size).
 void settle_sweep_range(SweepOptions& sweep);
 
+/// For suites that time pickle's p2p: -w 0 is refused (InvalidArgument, a usage error). The first transfer into a
+/// buffer maps it, which the timed repeats must not include (a run that maps memory while timed fails).
+void require_p2p_warmup(const SweepOptions& sweep);
+
 /// -e, or `default_max` (the suite's default for the memory kind) when -e was not given; never below -b.
 std::size_t sweep_max_bytes(const SweepOptions& sweep, std::size_t default_max);
 

@@ -1,5 +1,6 @@
 #include "transports_options.hpp"
 
+#include <algorithm>
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
@@ -77,6 +78,9 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
   }
   if (options.ops.empty()) options.ops = {TransportOp::P2p, TransportOp::Allreduce};
   settle_sweep_range(options);
+  if (std::find(options.ops.begin(), options.ops.end(), TransportOp::P2p) != options.ops.end()) {
+    require_p2p_warmup(options);
+  }
   return options;
 }
 
