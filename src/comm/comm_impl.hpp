@@ -101,9 +101,10 @@ struct RequestState {
   // call time behind a stream that waits on the peer would hold up every later message to that peer.
   // kShmRefused: the caller's stream refused the source-ready step (Impl::refuse_shm_send), which counts as taken.
   static constexpr int kShmMatched = 1, kShmSourceReady = 2, kShmRefused = 4;
-  // Not counted in unmatched_sends although it waits for its post: refused by its stream (refuse_shm_send).
-  bool uncounted_unmatched = false;
   std::atomic<int> shm_state{0};
+  // Whether, while it waits for its post, it counts in Impl::unmatched_sends: not once its stream refused it
+  // (refuse_shm_send takes it out then; guarded by Impl::mutex, as that is).
+  bool counts_as_unmatched() const { return (shm_state.load() & kShmRefused) == 0; }
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
   // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is
   // ordered after both already, so on_stream() with it enqueues nothing: a stream wait on a word in host memory
@@ -200,6 +201,9 @@ struct Communicator::Impl {
   /// the copy into the peer's buffer, the write of its completion word. A failure to queue fails the send.
   std::optional<ControlMessage> enqueue_ipc_copy(const std::shared_ptr<RequestState>& send, void* dst,
                                                  device::Stream& stream);
+  /// Makes `stream`, where a send matched later is queued, wait for the caller's stream's point at send()
+  /// (`send.after_event`, if any); throws if that point will never be reached.
+  static void wait_for_callers_point(const RequestState& send, device::Stream& stream);
   /// The message that tells the peer its receive will not get `send`'s data (`cause` says why).
   static SendFailedMessage send_failed_message(const RequestState& send, const Error& cause);
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that

@@ -148,12 +148,7 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
   std::size_t pieces_queued = 0;  // pieces whose write the stream may have taken: they may be written
   std::shared_ptr<std::byte> staged;
   try {
-    if (send.after_event) {
-      // A point that will never be reached (its stream gave up or broke since the call) fails this send alone here,
-      // before any piece: a wait for it would make the pair's copy stream give up and refuse this send's pieces.
-      send.after_event->query();
-      stream.wait(*send.after_event);
-    }
+    wait_for_callers_point(send, stream);  // before any piece: a point never reached fails the send alone
     if (post.bytes == 0) {
       // In stream order like every other send, not at once: a broadcast's ready message is an empty send that
       // must leave only when the caller's stream has reached the call (before it, the peer would write into a
@@ -224,13 +219,7 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
       std::lock_guard lock(mutex);
       quarantined.push_back(std::move(staged));
     }
-    if (ipc && ipc->is_copy_stream(peer, stream)) {
-      // The pair's own copy stream refused it: its error is reported here, so that it takes later sends again.
-      try {
-        stream.synchronize();
-      } catch (const std::exception&) {
-      }
-    }
+    if (ipc) ipc->clear_copy_stream_error(peer, stream);
     const Error cause(ErrorCode::System, cat("queuing the send on its stream after ", pieces_queued, " of its pieces: ",
                                              without_head(e.what())));  // fail_net_send names the send
     try {

@@ -296,12 +296,9 @@ void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<Request
       request->error = std::current_exception();
     }
     request->failed_alone = true;
-    if (!request->enqueued) {
-      // Still waiting for its receive's post, which it will fail: nothing to poll for (the progress thread spins
-      // while unmatched sends wait for their posts).
-      request->uncounted_unmatched = true;
-      unmatched_sends.fetch_sub(1);
-    }
+    // Still waiting for its receive's post, which it will fail: nothing to poll for (the progress thread spins while
+    // unmatched sends wait for their posts). The refusal below takes it out of the count (counts_as_unmatched).
+    if (!request->enqueued) unmatched_sends.fetch_sub(1);
     reply = shm_send_step(peer, request, RequestState::kShmSourceReady | RequestState::kShmRefused);
   }
   if (reply) send_control(peer, *reply);
@@ -387,26 +384,13 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     return send_failed_message(send, cause);
   };
   try {
-    if (send.after_event) {
-      // A point that will never be reached (its stream gave up or broke since the call) fails this send here: a
-      // wait for it would make the pair's copy stream give up, and refuse every later send to this peer.
-      send.after_event->query();
-      stream.wait(*send.after_event);
-    }
+    wait_for_callers_point(send, stream);
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
     return std::nullopt;
   } catch (const std::exception& e) {
-    if (ipc->is_copy_stream(send.ctx.peer, stream)) {
-      // The pair's own copy stream refused it (it gave up a wait for a caller's point dropped after this rank queued
-      // the wait): its error is reported here, so that it takes the next send's copy again. The sends it dropped
-      // time out on both sides.
-      try {
-        stream.synchronize();
-      } catch (const std::exception&) {
-      }
-    }
+    ipc->clear_copy_stream_error(send.ctx.peer, stream);
     // Named as a failure of this send, with the stream's own error (its code kept) after it.
     const std::string prefix = cat(describe(send.ctx), " (tag ", send.tag, "): queuing the send on its stream");
     const auto* error = dynamic_cast<const Error*>(&e);
@@ -416,6 +400,14 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
       return fail(std::current_exception(), named);
     }
   }
+}
+
+void Communicator::Impl::wait_for_callers_point(const RequestState& send, device::Stream& stream) {
+  if (!send.after_event) return;
+  // A point that will never be reached (its stream gave up or broke since the call) fails the send here (query
+  // throws): a wait for it would make the pair's copy stream give up, and refuse every later send to this peer.
+  send.after_event->query();
+  stream.wait(*send.after_event);
 }
 
 SendFailedMessage Communicator::Impl::send_failed_message(const RequestState& send, const Error& cause) {

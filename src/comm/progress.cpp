@@ -199,7 +199,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               } else {
                 auto send = sends.front();
                 sends.pop_front();
-                if (!send->uncounted_unmatched) unmatched_sends.fetch_sub(1);
+                if (send->counts_as_unmatched()) unmatched_sends.fetch_sub(1);
                 copy_stream = &ipc->stream(peer);
                 matched = start_copy(peer, send, post, *copy_stream);
               }
@@ -452,7 +452,7 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   int failed = 0;
   for (auto& [tag, sends] : state.pending_sends) {
     for (auto& send : sends) {
-      if (!send->uncounted_unmatched) unmatched_sends.fetch_sub(1);
+      if (send->counts_as_unmatched()) unmatched_sends.fetch_sub(1);
       if (send->error) continue;  // failed alone before (its stream refused it): it keeps that error
       send->error = std::make_exception_ptr(PeerError(cat(describe(send->ctx), ": ", reason), peer));
       ++failed;

@@ -584,24 +584,26 @@ PICKLE_CHILD(comm_errors) {
   return 0;
 }
 
-// A host stream that refuses work: it gave a wait up (it waited for an event whose record a stream destroyed while
-// stuck dropped), and takes nothing until its error is reported. `stream` is null if it had not given up by
-// PICKLE_TIMEOUT.
-struct RefusingHostStream {
+// A host stream that will refuse work. It waits for an event recorded behind a wait that nothing satisfies, on a
+// stream of its own; give_up() destroys that stream while it is stuck, which drops the record: `stream` then gives
+// its wait up, drops what was queued behind it, and takes nothing until its error is reported.
+struct HostStreamThatGivesUp {
+  std::uint32_t never = 0;
   std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);  // kept as long as the wait on it
+  std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
   std::shared_ptr<device::Stream> stream = device::make_stream(MemoryKind::Host);
 
-  RefusingHostStream() {
-    std::uint32_t never = 0;
-    {
-      std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
-      stuck->wait_value(&never, 1);
-      stuck->record(*event);
-      stream->wait(*event);
-    }  // destroyed while stuck: its record is dropped, and `stream` gives its wait up
+  HostStreamThatGivesUp() {
+    stuck->wait_value(&never, 1);
+    stuck->record(*event);
+    stream->wait(*event);
+  }
+  /// True once `stream` has given its wait up (false if it had not by PICKLE_TIMEOUT).
+  bool give_up() {
+    stuck.reset();
     const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
     while (!stream->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!stream->idle_now()) stream = nullptr;
+    return stream->idle_now();
   }
 };
 
@@ -624,8 +626,8 @@ PICKLE_CHILD(comm_send_on_a_refusing_stream) {
   if (rank == 0) {
     CHILD_CHECK(await_posted_receives(comm, peer, kTag, 1, env::timeout_seconds()) == 1,
                 "rank 1's receive never arrived");
-    RefusingHostStream refusing;
-    CHILD_CHECK(refusing.stream != nullptr, "the stream never gave its wait up");
+    HostStreamThatGivesUp refusing;
+    CHILD_CHECK(refusing.give_up(), "the stream never gave its wait up");
     Stream stream(refusing.stream);
     fill(comm, buffer.data(), kBytes, 5);
     Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);
@@ -678,8 +680,8 @@ PICKLE_CHILD(comm_send_on_a_refusing_stream_late) {
   Buffer buffer = comm.alloc(kBytes);
   std::string what;
   if (rank == 0) {
-    RefusingHostStream refusing;
-    CHILD_CHECK(refusing.stream != nullptr, "the stream never gave its wait up");
+    HostStreamThatGivesUp refusing;
+    CHILD_CHECK(refusing.give_up(), "the stream never gave its wait up");
     Stream stream(refusing.stream);
     fill(comm, buffer.data(), kBytes, 7);
     if (send_throws) {
@@ -729,23 +731,13 @@ PICKLE_CHILD(comm_send_whose_point_its_stream_dropped) {
   auto part = [&](int i) { return static_cast<char*>(buffer.data()) + i * kBytes; };
   std::string what;
   if (rank == 0) {
-    std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);
-    std::shared_ptr<device::Stream> dropping = device::make_stream(MemoryKind::Host);
-    Stream stream(dropping);
-    std::uint32_t never = 0;
-    std::optional<Request> send;
-    {
-      std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
-      stuck->wait_value(&never, 1);
-      stuck->record(*event);
-      dropping->wait(*event);
-      fill(comm, part(0), kBytes, 20);
-      send = comm.send(peer, kTag, part(0), kBytes, &stream);  // its point is recorded behind the wait
-    }  // destroyed while stuck: `dropping` gives its wait up, and drops the send's point
-    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-    while (!dropping->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    HostStreamThatGivesUp dropping;
+    Stream stream(dropping.stream);
+    fill(comm, part(0), kBytes, 20);
+    Request send = comm.send(peer, kTag, part(0), kBytes, &stream);  // its point is recorded behind the wait
+    CHILD_CHECK(dropping.give_up(), "the stream never gave its wait up");  // and it drops the send's point
     comm.barrier();  // rank 1 posts its receives
-    CHILD_CHECK(throws_with([&] { send->wait(); }, ErrorCode::System,
+    CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System,
                             cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
                                 "): queuing the send on its stream"),
                             what),

@@ -32,9 +32,13 @@ device::Stream& IpcTransport::stream(int peer) {
   return *streams[turn % streams.size()];
 }
 
-bool IpcTransport::is_copy_stream(int peer, const device::Stream& stream) const {
+void IpcTransport::clear_copy_stream_error(int peer, device::Stream& stream) {
   const auto& streams = streams_.at(peer);
-  return std::any_of(streams.begin(), streams.end(), [&](const auto& own) { return own.get() == &stream; });
+  if (std::none_of(streams.begin(), streams.end(), [&](const auto& own) { return own.get() == &stream; })) return;
+  try {
+    stream.synchronize();  // throws the error it reports
+  } catch (const std::exception&) {
+  }
 }
 
 void* IpcTransport::remote_address(int peer, std::uint64_t id, std::uint64_t offset, std::size_t bytes,

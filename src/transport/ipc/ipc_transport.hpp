@@ -41,8 +41,11 @@ class IpcTransport {
   /// The copies (addresses from remote_address) as one batch on `stream` (device::Stream::copies), each counted.
   void copies(device::Stream& stream, std::span<const device::Stream::Copy> batch);
 
-  /// Whether `stream` is one of the copy streams of `peer` (not an application's stream).
-  bool is_copy_stream(int peer, const device::Stream& stream) const;
+  /// After `stream` refused a send's work: if it is one of `peer`'s copy streams (it gave up a wait for a caller's
+  /// point that was dropped after the wait was queued), reports its error, so that it takes the next send's work
+  /// again; the sends it dropped time out on both sides. An application's stream is left as it is: its error is the
+  /// application's to hear.
+  void clear_copy_stream_error(int peer, device::Stream& stream);
 
   /// Waits for every peer stream (before mappings go away).
   void synchronize_all();
