@@ -160,6 +160,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void synchronize_until(const Deadline& deadline);
   /// cudaStream_t for Cuda streams, nullptr for Host.
   virtual void* native_handle() const noexcept = 0;
+  /// The entries this stream's queue holds before a caller that queues more waits for room (a host callback takes
+  /// two, any other operation one), or 0 where that is not known or there is no bound: a host stream's
+  /// PICKLE_HOST_STREAM_DEPTH. CUDA publishes no bound (about 1024 measured: docs/results/2026-11-29c-h200.md): 0.
+  virtual std::size_t queue_depth() const noexcept { return 0; }
   /// Unique among the streams this process ever made (an address or a cudaStream_t can be reused after a stream is
   /// destroyed; this never is): "is this the stream that work went to" must not mistake a new stream for an old one.
   std::uint64_t serial() const noexcept { return serial_; }

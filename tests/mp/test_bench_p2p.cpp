@@ -105,6 +105,26 @@ TEST(BenchP2p, MoreIterationsThanTheGateHoldsRunUngatedOnHostMemory) {
   EXPECT_EQ(results[0].at("iterations").as_int(), 400);
 }
 
+// A host stream's queue shallower than the gate's limit (PICKLE_HOST_STREAM_DEPTH=32): the bench asks the stream
+// how deep its queue is, and the default -n 20 goes with the gate open. Until then it blocked for good below a
+// depth of about 128.
+TEST(BenchP2p, AShallowHostStreamQueueRunsUngatedInsteadOfBlocking) {
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "ce,pickle", "-b", "4K", "-e", "64K", "-f", "16", "--repeats",
+                                        "2", "--memory", "host", "--json", json_path},
+                           {"PICKLE_TIMEOUT=20", "PICKLE_HOST_STREAM_DEPTH=32"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  json::Value root = json::parse(read_file(json_path));
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 12u);  // 2 backends x 3 modes x 2 sizes
+  for (const auto& r : results) {
+    const std::string what = r.at("backend").as_string() + " " + r.at("mode").as_string();
+    EXPECT_FALSE(r.at("gated").as_bool()) << what;
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
+  }
+}
+
 TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
   TempDir dir("bench");
   const std::string json_path = dir / "result.json";

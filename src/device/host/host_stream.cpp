@@ -128,7 +128,7 @@ struct Op {
 std::size_t entries_of(const Op& op) { return op.kind == Op::Kind::Callback ? 2 : 1; }
 
 /// PICKLE_HOST_STREAM_DEPTH: the entries a stream's queue holds; 0 for no bound. Read when a stream is made.
-std::size_t queue_depth() {
+std::size_t depth_from_env() {
   const long long value = env::get_int("PICKLE_HOST_STREAM_DEPTH");
   if (value < 0) throw InvalidArgument(cat("PICKLE_HOST_STREAM_DEPTH=", value, ": must be 0 (no bound) or more"));
   return static_cast<std::size_t>(value);
@@ -136,7 +136,7 @@ std::size_t queue_depth() {
 
 class HostStream final : public Stream {
  public:
-  HostStream() : depth_(queue_depth()), worker_([this] { run(); }) {}
+  HostStream() : depth_(depth_from_env()), worker_([this] { run(); }) {}
 
   ~HostStream() override {
     std::unique_lock lock(mutex_);
@@ -202,6 +202,8 @@ class HostStream final : public Stream {
     if (sequence == 0) return;  // never recorded: nothing to wait for (as cudaStreamWaitEvent)
     push(Op{.kind = Op::Kind::WaitEvent, .event = state, .sequence = sequence});
   }
+
+  std::size_t queue_depth() const noexcept override { return depth_; }
 
   bool idle_now() noexcept override {
     std::lock_guard lock(mutex_);

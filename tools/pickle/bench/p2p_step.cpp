@@ -12,6 +12,14 @@
 #include "pattern.hpp"
 
 namespace pickle::bench {
+bool fits_behind_gate(const device::Stream& stream, long long ops) {
+  constexpr long long kRepeatOps = 4;         // the send window's copy, the gate's wait, the start and stop records
+  constexpr long long kMostEntriesPerOp = 2;  // a host callback
+  if (ops > kMaxGatedOps) return false;
+  const auto depth = static_cast<long long>(stream.queue_depth());
+  return depth == 0 || (ops + kRepeatOps) * kMostEntriesPerOp <= depth;
+}
+
 StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, const P2pOptions& options, Mode mode,
                     std::size_t bytes) {
   const std::string name(backend.name());
@@ -25,10 +33,12 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
   const bool sender = active && (mode != Mode::Uni || rank == 0);
   const bool receiver = active && (mode != Mode::Uni || rank == 1);
   const bool times = active && backend.times(mode, rank);
-  // Host streams bound their queues as CUDA's do (PICKLE_HOST_STREAM_DEPTH): the same limit on both. Until
-  // 2026-11-29 host memory was always gated, from when host queues had no bound: the enqueue blocked for good behind
-  // the closed gate from about -n 340 (pickle, bi), and from -n 205 once on_stream left a check behind each wait.
-  result.gated = static_cast<long long>(backend.ops_per_iteration(mode)) * options.iterations <= kMaxGatedOps;
+  // Host streams bound their queues as CUDA's do (PICKLE_HOST_STREAM_DEPTH). Until 2026-11-29 host memory was always
+  // gated, from when host queues had no bound: the enqueue blocked for good behind the closed gate from about -n 340
+  // (pickle, bi), and from -n 205 once on_stream left a check behind each wait; then, until the depth was asked,
+  // a depth below about 128 blocked it at the default -n 20. A rank outside the pair has no stream, and no gate.
+  result.gated = !active || fits_behind_gate(ctx.stream(), static_cast<long long>(backend.ops_per_iteration(mode)) *
+                                                               options.iterations);
 
   lockstep.begin_step();
   lockstep.phase("prepare", [&] {
