@@ -8,6 +8,7 @@
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
+#include "device/backends.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -156,6 +157,20 @@ TEST(BenchMemcpyIpc, BadFlagsAndGpuOnlyOptionsOnHostMemoryExit2) {
     EXPECT_TRUE(run.status.exited && run.status.code == 2) << run.describe();
   } else {
     EXPECT_TRUE(run.status.ok()) << run.describe();
+  }
+}
+
+// --memory cuda where there is no GPU: one refusal before the ranks start (each rank used to fail in its own
+// cudaSetDevice, and the launcher then stopped the other).
+TEST(BenchMemcpyIpc, MemoryCudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
+  if (device::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  TempDir dir("memory-cuda");
+  for (const std::string suite : {"memcpy", "ipc"}) {
+    BenchRun run = run_bench(dir, suite, {"--memory", "cuda", "-b", "4K", "-e", "4K"});
+    EXPECT_TRUE(run.status.exited && run.status.code == 1) << suite << ": " << run.describe();
+    EXPECT_NE(run.err.find("--memory cuda needs a GPU, and this machine has none"), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find("launching 2 ranks"), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find("cudaSetDevice"), std::string::npos) << run.err;
   }
 }
 

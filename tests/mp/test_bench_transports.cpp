@@ -11,6 +11,7 @@
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
+#include "device/backends.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -304,6 +305,17 @@ TEST(BenchTransports, BadFlagsExitWithTwoAndStartNothing) {
     EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << args[0] << ": " << run.err;
     EXPECT_TRUE(run.out.empty()) << run.out;
   }
+}
+
+// --memory cuda where there is no GPU: one refusal before any child starts (each child used to fail alone, every
+// configuration and run over).
+TEST(BenchTransports, MemoryCudaWithoutAGpuIsRefusedBeforeAnyChildStarts) {
+  if (device::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  TempDir dir("bench-transports");
+  BenchRun run = run_bench(dir, "transports", {"--memory", "cuda", "--ops", "p2p", "-b", "4K", "-e", "4K"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_NE(run.err.find("--memory cuda needs a GPU, and this machine has none"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << run.err;
 }
 
 TEST(BenchTransports, RefusesToRunAsARankOfALauncher) {

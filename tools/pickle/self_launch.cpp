@@ -29,12 +29,16 @@ int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<
   return launch::run(options);
 }
 
-int default_rank_count(int requested, const std::string& memory, std::string& why) {
+void refuse_cuda_memory_without_gpu(const std::string& memory) {
   // Counting GPUs initialises CUDA in this process; that is safe because the ranks are started by fork + exec.
   if (memory == "cuda" && device::cuda_device_count() == 0) {
     throw UnavailableError(cat("--memory cuda needs a GPU, and this machine has none (", device::cuda_unavailable_reason(),
                                "); leave --memory out, or use --memory host"));
   }
+}
+
+int default_rank_count(int requested, const std::string& memory, std::string& why) {
+  refuse_cuda_memory_without_gpu(memory);
   if (requested > 0) {
     why = cat(requested, " ranks (--ranks)");
     return requested;

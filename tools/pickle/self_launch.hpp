@@ -15,9 +15,12 @@ bool running_as_rank();
 int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args,
                       bool prefix_output = true);
 
+/// `memory` is a command's --memory: "cuda" on a machine without a GPU is an UnavailableError saying why, to be
+/// thrown before any rank or child starts (each would fail alone in its own cudaSetDevice).
+void refuse_cuda_memory_without_gpu(const std::string& memory);
+
 /// How many local ranks a command started alone should use: `requested` when > 0, else one per GPU when there are
-/// at least two, else 2 host-memory ranks. `why` says which, for the user. `memory` is the command's --memory:
-/// "cuda" on a machine without a GPU is an UnavailableError saying why, before any rank starts.
+/// at least two, else 2 host-memory ranks. `why` says which, for the user. Calls refuse_cuda_memory_without_gpu.
 int default_rank_count(int requested, const std::string& memory, std::string& why);
 
 }  // namespace pickle::cli

@@ -112,7 +112,8 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
   }
 }
 
-int relaunch_pair(std::string_view suite, const std::vector<std::string>& args) {
+int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args) {
+  cli::refuse_cuda_memory_without_gpu(memory);
   // These suites measure one exporter and one importer: two ranks, whatever the number of GPUs.
   std::fprintf(stderr, "bench %s: launching 2 ranks (rank 1 exports a buffer, rank 0 imports it)\n",
                std::string(suite).c_str());

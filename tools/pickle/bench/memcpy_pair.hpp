@@ -59,7 +59,8 @@ device::FdChannel connect_pair_channel(const Store& store, const std::string& no
 /// launcher stops the job at the first failing rank, which could cut rank 0 short while it writes its report).
 int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockstep&)>& body);
 
-/// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher).
-int relaunch_pair(std::string_view suite, const std::vector<std::string>& args);
+/// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher). `memory`,
+/// the suite's --memory: "cuda" without a GPU is refused first (UnavailableError), before any rank starts.
+int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args);
 
 }  // namespace pickle::bench

@@ -173,6 +173,8 @@ int run_transports(const std::vector<std::string>& args) {
   }
   choose_configurations(options);
   try {
+    // Else each child would fail alone, configuration after configuration.
+    cli::refuse_cuda_memory_without_gpu(options.memory);
     return orchestrate(options, args);
   } catch (const Error& e) {
     std::fprintf(stderr, "pickle bench transports: %s\n", plain_message(e).c_str());
