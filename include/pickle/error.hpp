@@ -28,9 +28,12 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }
+  /// What went wrong, without what() prefix ("pickle <Code> error: "): for a caller that says it in its own words.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   ErrorCode code_;
+  std::string message_;
 };
 
 class InvalidArgument : public Error {

@@ -13,7 +13,7 @@ std::string without_head(const char* what) {
 }
 
 [[noreturn]] void rethrow_with_prefix(const Error& error, const std::string& prefix) {
-  std::string message = without_head(error.what());
+  std::string message = error.message();
   if (message.rfind(prefix, 0) != 0) message = cat(prefix, ": ", message);  // not twice
   if (const auto* peer = dynamic_cast<const PeerError*>(&error)) throw PeerError(message, peer->peer());
   if (const auto* cuda = dynamic_cast<const CudaError*>(&error)) throw CudaError(message, cuda->cuda_code());

@@ -26,7 +26,7 @@ const Config& config() {
     try {
       return parse_config(env::get("PICKLE_LOG"), env::get("PICKLE_LOG_SUBSYS"));
     } catch (const Error& e) {
-      std::fprintf(stderr, "pickle: %s; logging at warn\n", e.what());
+      std::fprintf(stderr, "pickle: %s; logging at warn\n", e.message().c_str());
       return parse_config("warn", env::get("PICKLE_LOG_SUBSYS"));
     }
   }();

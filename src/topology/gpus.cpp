@@ -134,7 +134,7 @@ GpuScan scan_gpus(bool memory_free) {
     // One broken GPU (fallen off the bus, ECC-disabled) must not hide the rest of the report.
     scan.gpus.clear();
     scan.p2p.clear();
-    scan.no_gpu_reason = plain_message(e);
+    scan.no_gpu_reason = e.message();
   }
   // Only when we moved it: since CUDA 12, cudaSetDevice creates the primary context, which a caller that asked for
   // no memory query does not want.

@@ -67,7 +67,7 @@ class Nvml {
     try {
       device = library_->device(to_string(address));
     } catch (const Error& e) {
-      PICKLE_LOG(Warn, "topology", plain_message(e));
+      PICKLE_LOG(Warn, "topology", e.message());
       return;
     }
     for (unsigned link = 0; link < kMaxNvLinks; ++link) {
@@ -121,7 +121,7 @@ NvmlScan scan_nvml(const std::vector<PciAddress>& gpus) {
   } catch (const Error& e) {
     // No library, one too old for the _v2 entry points, or a driver that NVML cannot talk to.
     scan.status.available = false;
-    scan.status.detail = plain_message(e);
+    scan.status.detail = e.message();
     scan.links.clear();
   }
   return scan;

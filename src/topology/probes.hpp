@@ -6,14 +6,7 @@
 
 #include "topology/topology.hpp"
 
-namespace pickle {
-class Error;
-}
-
 namespace pickle::topology {
-
-/// An error's message without the "pickle Cuda error: " prefix, for use inside a sentence of the report.
-std::string plain_message(const Error& error);
 
 /// Host name, kernel, CPU, memory and NUMA nodes from uname, /proc and /sys.
 HostInfo scan_host();

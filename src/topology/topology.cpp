@@ -40,12 +40,6 @@ std::string cuda_version_string(int version) {
   return cat(version / 1000, ".", (version % 1000) / 10);
 }
 
-std::string plain_message(const Error& error) {
-  std::string what = error.what();
-  std::string prefix = cat("pickle ", error_code_name(error.code()), " error: ");
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
-
 Topology discover(const DiscoverOptions& options) {
   Topology topology;
   topology.host = scan_host();

@@ -39,7 +39,7 @@ LibraryVersion library_version(const char* soname, Query query) {
     result.found = true;
     result.detail = library->path();
   } catch (const Error& e) {
-    result.detail = cat(library->path(), ": ", plain_message(e));
+    result.detail = cat(library->path(), ": ", e.message());
   }
   return result;
 }

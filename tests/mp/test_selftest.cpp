@@ -39,6 +39,17 @@ TEST(Selftest, SizesTakeUnitsLikeTheBench) {
   EXPECT_NE(out.find("received 1 MiB from rank 1"), std::string::npos) << out;
 }
 
+// A size past the host's memory is refused by each rank, saying why, before it allocates (it was a bare
+// std::bad_alloc; and host memory is taken lazily, so a size that did allocate could end a rank in the OOM killer).
+TEST(Selftest, ASizeBeyondHostMemoryIsRefusedSayingWhy) {
+  TempDir dir("selftest");
+  ExitStatus status = run_selftest(dir, {"--ranks", "2", "--bytes", "1T", "--memory", "host"});
+  const std::string err = read_file(dir / "err");
+  EXPECT_TRUE(status.exited && status.code != 0) << status.describe() << "\n" << err;
+  EXPECT_NE(err.find(": --bytes 1T does not fit: the 2 ranks of this host hold 8 buffers"), std::string::npos) << err;
+  EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
+}
+
 TEST(Selftest, BadOptionsExitWithTwoNamingTheFlag) {
   TempDir dir("selftest");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

@@ -6,6 +6,7 @@
 #include <pickle/error.hpp>
 
 #include "core/clock.hpp"
+#include "core/error_text.hpp"
 #include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
@@ -19,12 +20,28 @@ TEST(Error, CarriesCodeAndPrefixedMessage) {
   EXPECT_STREQ(error.what(), "pickle Timeout error: rank 1: barrier of 0 bytes");
   const Error& base = error;
   EXPECT_EQ(base.code(), ErrorCode::Timeout);
+  EXPECT_EQ(base.message(), "rank 1: barrier of 0 bytes");  // without the head, for a sentence of the caller's
 }
 
 TEST(Error, SystemErrorAppendsStrerror) {
   SystemError error("open /nope", ENOENT);
   EXPECT_EQ(error.errno_value(), ENOENT);
   EXPECT_NE(std::string(error.what()).find("No such file or directory"), std::string::npos);
+  EXPECT_EQ(error.message(), "open /nope: No such file or directory");
+}
+
+TEST(Error, RethrownWithAPrefixKeepsItsClassAndPeerAndIsNotPrefixedTwice) {
+  try {
+    rethrow_with_prefix(PeerError("rank 1 went away", 1), "recv from rank 1");
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_EQ(e.message(), "recv from rank 1: rank 1 went away");
+    try {
+      rethrow_with_prefix(e, "recv from rank 1");
+    } catch (const PeerError& again) {
+      EXPECT_EQ(again.message(), "recv from rank 1: rank 1 went away");
+    }
+  }
 }
 
 TEST(Format, DescribeNamesRankPeerOpAndSize) {

@@ -11,6 +11,7 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
 
+#include "bench/environment.hpp"
 #include "bench/lockstep.hpp"
 #include "bench/pattern.hpp"
 #include "bench/sizes.hpp"
@@ -65,6 +66,19 @@ Options parse(const Args& args) {
   return options;
 }
 
+/// Host memory is taken lazily: buffers past what the machine has would have the OOM killer end a rank without a
+/// word, and a pattern of --bytes 1T threw a bare std::bad_alloc. Each rank holds its pattern and what it received in
+/// host memory, and its inbox and outbox too where the run uses host memory.
+void refuse_beyond_host_memory(std::size_t bytes, bool use_cuda, const RankInfo& self) {
+  const std::uint64_t available = bench::host_memory_available();
+  const std::uint64_t buffers = (use_cuda ? 2 : 4) * static_cast<std::uint64_t>(self.local_world_size);
+  if (available == 0 || bytes <= available / buffers) return;
+  throw InvalidArgument(cat("rank ", self.rank, ": --bytes ", bench::short_size(bytes), " does not fit: the ",
+                            self.local_world_size, " ranks of this host hold ", buffers,
+                            " buffers of that size in host memory, and MemAvailable is ", human_bytes(available),
+                            "; ask for less"));
+}
+
 int run_rank(const Options& options) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
@@ -77,6 +91,7 @@ int run_rank(const Options& options) {
                   (options.memory.empty() && device::cuda_device_count() >= self.local_world_size);
   MemoryKind kind = use_cuda ? MemoryKind::Cuda : MemoryKind::Host;
   int gpu = use_cuda ? self.local_rank : 0;
+  refuse_beyond_host_memory(options.bytes, use_cuda, self);
 
   // The receive buffer ends with a 64-byte-aligned flag word that the writer bumps after its copy.
   const std::size_t flag_offset = (options.bytes + 63) / 64 * 64;

@@ -88,11 +88,8 @@ void Lockstep::rethrow(std::string_view what) const {
 }
 
 std::string plain_message(const std::exception& e) {
-  std::string text = e.what();
   const auto* error = dynamic_cast<const Error*>(&e);
-  if (error == nullptr) return text;
-  std::string prefix = cat("pickle ", error_code_name(error->code()), " error: ");
-  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+  return error != nullptr ? error->message() : std::string(e.what());
 }
 
 std::string exact_payload(double value) {

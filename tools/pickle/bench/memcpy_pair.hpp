@@ -22,11 +22,7 @@ namespace pickle::bench {
 /// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
 class PairFailure : public Error {
  public:
-  PairFailure(ErrorCode code, const std::string& message) : Error(code, message), message_(message) {}
-  const std::string& message() const { return message_; }
-
- private:
-  std::string message_;
+  PairFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
 /// Throws PairFailure when `outcome` failed on any rank; `what` says what was being done.
