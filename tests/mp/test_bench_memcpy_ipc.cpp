@@ -144,6 +144,8 @@ TEST(BenchMemcpyIpc, BadFlagsAndGpuOnlyOptionsOnHostMemoryExit2) {
            {"memcpy", {"-b", "1M", "-e", "4K"}},
            {"memcpy", {"--method", "malloc"}},
            {"memcpy", {"--method", "vmm", "--memory", "host"}},
+           {"memcpy", {"--json", ""}},
+           {"memcpy", {"--csv", "same", "--json", "same"}},  // one would replace the other
            {"ipc", {"-n", "0"}},
            {"ipc", {"--method", "vmm,vmm"}},
            {"ipc", {"--method", "cudaMalloc", "--memory", "host"}}}) {

@@ -194,7 +194,7 @@ TEST(BenchP2p, BadFlagsExitWithTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--bogus"}, {"-f", "1"}, {"-b", "2M", "-e", "1M"}, {"-b", "12Q"}, {"--backend", "ce,mpi"},
       {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"},
-      {"-w", "0"}};
+      {"-w", "0"}, {"--json", ""}};
   for (const auto& args : cases) {
     TempDir dir("bench");
     BenchRun run = run_bench(dir, "p2p", args);

@@ -264,6 +264,13 @@ TEST(Report, UsageErrorsExitTwo) {
   r = run_pickle(dir, {"report", "--frobnicate", kDeviceRun}, std::chrono::seconds(30));
   EXPECT_TRUE(r.status.exited && r.status.code == 2) << r.status.describe();
   EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+  for (const std::string empty_folder : {"-o", "--output="}) {
+    std::vector<std::string> args = {"report", kDeviceRun, empty_folder};
+    if (empty_folder == "-o") args.push_back("");
+    r = run_pickle(dir, args, std::chrono::seconds(30));
+    EXPECT_TRUE(r.status.exited && r.status.code == 2) << empty_folder << ": " << r.status.describe();
+    EXPECT_NE(r.err.find("needs a folder, not an empty string"), std::string::npos) << r.err;
+  }
 }
 
 TEST(Report, UnknownSuiteIsNamedNotFatal) {

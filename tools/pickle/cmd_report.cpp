@@ -68,6 +68,7 @@ ReportArgs parse(const Args& args) {
       if (parsed.output.empty()) throw UsageError{cat(arg, " needs a folder, not an empty string")};
     } else if (!options_done && arg.starts_with("--output=")) {
       parsed.output = arg.substr(9);
+      if (parsed.output.empty()) throw UsageError{"--output= needs a folder, not an empty string"};
     } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
       throw UsageError{cat("unknown option '", arg, "'")};
     } else {

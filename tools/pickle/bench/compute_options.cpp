@@ -79,7 +79,7 @@ ComputeOptions parse_compute_options(const std::vector<std::string>& args) {
     } else if (flag == "--copy-load") {
       options.copy_load_gbps = parse_rate(in.value(), "--copy-load");
     } else if (flag == "--json") {
-      options.json_path = in.value();
+      options.json_path = in.file_value();
     } else if (flag == "-h" || flag == "--help") {
       options.help = true;
     } else {

@@ -38,7 +38,7 @@ MemcpyOptions parse_memcpy_options(const std::vector<std::string>& args) {
         throw InvalidArgument(cat("--method '", options.method, "': use vmm or cudaMalloc"));
       }
     } else if (in.flag() == "--csv") {
-      options.csv_path = in.value();
+      options.csv_path = in.file_value();
     } else {
       in.unknown();
     }
@@ -46,6 +46,10 @@ MemcpyOptions parse_memcpy_options(const std::vector<std::string>& args) {
   if (options.memory == "host" && !options.method.empty()) {
     throw InvalidArgument(cat("--method ", options.method, " picks how GPU memory is allocated; host memory is "
                               "always a memfd: leave --method out with --memory host"));
+  }
+  if (!options.csv_path.empty() && options.csv_path == options.json_path) {
+    throw InvalidArgument(cat("--csv and --json name the same file, '", options.csv_path,
+                              "': the one written last would replace the other"));
   }
   settle_sweep_range(options);
   return options;

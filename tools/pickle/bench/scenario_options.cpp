@@ -88,7 +88,7 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
         throw InvalidArgument(cat("--memory '", options.memory, "': use host or cuda"));
       }
     } else if (flag == "--json") {
-      options.json_path = in.value();
+      options.json_path = in.file_value();
     } else if (flag == "-h" || flag == "--help") {
       options.help = true;
     } else {

@@ -22,6 +22,13 @@ const std::string& FlagReader::value() {
   return args_[++index_];
 }
 
+const std::string& FlagReader::file_value() {
+  const std::string flag_given = flag();  // value() moves past it
+  const std::string& name = value();
+  if (name.empty()) throw InvalidArgument(cat(flag_given, " needs a file name, not ''"));
+  return name;
+}
+
 void FlagReader::unknown() const { throw InvalidArgument(cat("unknown option '", flag(), "'")); }
 
 bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count) {
@@ -43,7 +50,7 @@ bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count) 
       throw InvalidArgument(cat("--memory '", sweep.memory, "': use host or cuda"));
     }
   } else if (flag == "--json") {
-    sweep.json_path = in.value();
+    sweep.json_path = in.file_value();
   } else if (flag == "-h" || flag == "--help") {
     sweep.help = true;
   } else {

@@ -35,6 +35,9 @@ class FlagReader {
   const std::string& flag() const { return args_[index_]; }
   /// Consumes and returns the argument after the current flag; "<flag> needs a value" when there is none.
   const std::string& value();
+  /// value() for a flag that names a file to write: an empty name is "<flag> needs a file name" (a run with
+  /// `--json ''` used to write nothing and exit 0).
+  const std::string& file_value();
   /// Throws "unknown option '<flag>'" for the current flag.
   [[noreturn]] void unknown() const;
 
