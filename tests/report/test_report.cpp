@@ -240,6 +240,12 @@ TEST(Report, MalformedJsonFailsNamingTheFile) {
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
   EXPECT_NE(r.err.find(truncated + ": results[0] lacks the key 'bytes'"), std::string::npos) << r.err;
 
+  std::string not_a_number = dir / "nan.json";  // Python's json reads NaN; JSON has none, and no bench writes one
+  write_file(not_a_number, R"({"schema": "pickle-bench/1", "suite": "p2p", "results": [{"median_us": NaN}]})");
+  r = run_pickle(dir, {"report", "-o", dir / "out", not_a_number}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(not_a_number + ": not valid JSON: NaN is not a JSON number"), std::string::npos) << r.err;
+
   std::string missing = dir / "missing.json";
   r = run_pickle(dir, {"report", "-o", dir / "out", missing}, std::chrono::seconds(60));
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();

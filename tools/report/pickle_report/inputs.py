@@ -42,13 +42,19 @@ def _stem(path, taken):
     return stem
 
 
+def _refuse_constant(name):
+    # Python's json reads NaN and Infinity, which JSON does not have and `pickle bench` never writes (a number it
+    # cannot give is null): a file that holds one was made or edited elsewhere, and its tables would say "nan".
+    raise ValueError("%s is not a JSON number" % name)
+
+
 def load(paths):
     """Parses every file and checks the keys common to all suites. Raises InputError at the first bad file."""
     files, taken = [], set()
     for path in paths:
         try:
             with open(path, "r", encoding="utf-8") as handle:
-                data = json.load(handle)
+                data = json.load(handle, parse_constant=_refuse_constant)
         except OSError as e:
             raise InputError("%s: cannot read: %s" % (path, e.strerror or e))
         except (ValueError, UnicodeDecodeError) as e:
