@@ -4,13 +4,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "cuda_device.hpp"
 #include "device/backends.hpp"
 #include "environment.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 
@@ -35,11 +35,7 @@ MemoryKind agree_on_memory(Lockstep& lockstep, const RankInfo& self, const std::
                            const std::string& json_path) {
   auto outcome = lockstep.phase("plan", [&] {
     if (self.rank != 0) return std::string();
-    if (!json_path.empty()) {
-      // Fail now rather than after a long run whose results could not be saved.
-      std::ofstream probe(json_path, std::ios::app);
-      if (!probe) throw SystemError(cat("cannot write the --json file ", json_path), errno);
-    }
+    require_writable(json_path);
     bool cuda = memory == "cuda" || (memory.empty() && device::cuda_device_count() >= self.local_world_size);
     return std::string(cuda ? "cuda" : "host");
   });

@@ -43,6 +43,12 @@ int run_compute(const std::vector<std::string>& args) {
   report.command = {"pickle", "bench", "compute"};
   report.command.insert(report.command.end(), args.begin(), args.end());
   report.started_utc = utc_now();
+  try {
+    require_writable(report.options.json_path);  // before the foregrounds' minutes of measuring
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pickle bench compute: %s\n", plain_message(e).c_str());
+    return 1;
+  }
   const int gpus = device::cuda_device_count();
   if (gpus == 0) {
     // nvbandwidth's filter(): missing hardware is a waiver, with the reason, not a failure.

@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 
 #include <pickle/error.hpp>
 
@@ -40,11 +39,7 @@ void say_outcome(const InterferenceReport& report, const LanesChild& child, doub
 }  // namespace
 
 int run_interference_lanes(const InterferenceOptions& options, const std::vector<std::string>& args) {
-  if (!options.json_path.empty()) {
-    // Fail now rather than after every child has run.
-    std::ofstream probe(options.json_path, std::ios::app);
-    if (!probe) throw SystemError(cat("bench interference: cannot write the --json file ", options.json_path), errno);
-  }
+  require_writable(options.json_path);
   InterferenceReport report;
   report.options = options;
   report.command = {"pickle", "bench", "interference"};

@@ -130,7 +130,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   PairPlanRequest request;
   request.suite = "interference";
   request.memory = "cuda";
-  if (!options.json_path.empty()) request.output_files.push_back(options.json_path);
+  request.output_files.emplace_back(options.json_path, "--json");
   PairPlan plan = agree_on_pair_plan(lockstep, s.rank, request);
 
   InterferenceReport report;

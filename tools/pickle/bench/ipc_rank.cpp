@@ -147,9 +147,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   PairPlan plan = agree_on_pair_plan(lockstep, self.rank,
                                      {.suite = "ipc",
                                       .memory = options.memory,
-                                      .output_files = options.json_path.empty()
-                                                          ? std::vector<std::string>{}
-                                                          : std::vector<std::string>{options.json_path},
+                                      .output_files = {{options.json_path, "--json"}},
                                       .gpu_only_option = methods_flag.empty() ? "" : "--method " + methods_flag});
   IpcReport report;
   report.options = options;

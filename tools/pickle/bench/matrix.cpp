@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 
 #include <pickle/error.hpp>
 
@@ -55,11 +54,7 @@ bool plan_machine(MatrixReport& report) {
 
 int orchestrate(MatrixReport& report) {
   const std::string& json_path = report.options.json_path;
-  if (!json_path.empty()) {
-    // Fail now rather than after many children whose results could not be saved.
-    std::ofstream probe(json_path, std::ios::app);
-    if (!probe) throw SystemError(cat("bench matrix: cannot write the --json file ", json_path), errno);
-  }
+  require_writable(json_path);
   if (plan_machine(report)) run_matrix_children(report);
   print_matrix_tables(report, stdout);
   // Only now, with every child done, may this process look at the GPUs' topology for the result file.

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
 #include <random>
 
 #include "../self_launch.hpp"
@@ -39,11 +38,7 @@ PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest&
   auto outcome = lockstep.phase("plan", [&] {
     std::string payload = hostname();
     if (rank != 0) return payload;
-    for (const auto& path : request.output_files) {
-      // Fail now rather than after a long sweep whose results could not be saved.
-      std::ofstream probe(path, std::ios::app);
-      if (!probe) throw SystemError(cat("bench ", request.suite, ": cannot write ", path), errno);
-    }
+    for (const auto& [path, flag] : request.output_files) require_writable(path, flag);
     bool cuda = request.memory == "cuda";
     std::string why = "--memory cuda";
     if (request.memory == "host") {

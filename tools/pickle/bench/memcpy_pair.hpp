@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <pickle/bootstrap.hpp>
@@ -40,7 +41,8 @@ struct PairPlan {
 struct PairPlanRequest {
   std::string suite;                      ///< "memcpy", for messages
   std::string memory;                     ///< --memory: "host", "cuda" or "" (cuda when rank 0 sees >= 2 GPUs)
-  std::vector<std::string> output_files;  ///< --csv/--json paths that rank 0 must be able to write
+  /// (path, flag) of the --csv/--json files rank 0 must be able to write; an empty path is a flag not given.
+  std::vector<std::pair<std::string, std::string>> output_files;
   std::string gpu_only_option;            ///< e.g. "--method vmm" when given: an InvalidArgument on host memory
 };
 

@@ -158,13 +158,10 @@ bool run_column(Lockstep& lockstep, MemcpyState& s, const char* name, std::size_
 int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& options,
                     const std::vector<std::string>& args) {
   const RankInfo& self = store.self();
-  std::vector<std::string> outputs;
-  if (!options.csv_path.empty()) outputs.push_back(options.csv_path);
-  if (!options.json_path.empty()) outputs.push_back(options.json_path);
   PairPlan plan = agree_on_pair_plan(lockstep, self.rank,
                                      {.suite = "memcpy",
                                       .memory = options.memory,
-                                      .output_files = outputs,
+                                      .output_files = {{options.csv_path, "--csv"}, {options.json_path, "--json"}},
                                       .gpu_only_option = options.method.empty() ? "" : "--method " + options.method});
 
   MemcpyReport report;

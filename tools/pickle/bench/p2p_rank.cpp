@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cerrno>
-#include <fstream>
 #include <optional>
 #include <random>
 
@@ -62,11 +61,7 @@ Plan agree_on_plan(Lockstep& lockstep, const RankInfo& self, const P2pOptions& o
   auto outcome = lockstep.phase("plan", [&] {
     // The host as pickle's communicator tells hosts apart: hostname, boot id, network namespace.
     std::string payload = comm::host_identity();
-    if (self.rank == 0 && !options.json_path.empty()) {
-      // Fail now rather than after a long sweep whose results could not be saved.
-      std::ofstream probe(options.json_path, std::ios::app);
-      if (!probe) throw SystemError(cat("cannot write the --json file ", options.json_path), errno);
-    }
+    if (self.rank == 0) require_writable(options.json_path);
     if (self.rank == 0) {
       // GPUs by default when the pair can have two: two on this host, or one on each of two hosts.
       const int gpus = device::cuda_device_count();

@@ -54,6 +54,12 @@ json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes,
   return options;
 }
 
+void require_writable(const std::string& path, std::string_view flag) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::app);
+  if (!probe) throw SystemError(cat("cannot write the ", flag, " file ", path), errno);
+}
+
 void write_result_file(json::Value root, const std::string& path, std::string_view suite) {
   root["environment"] = environment_json();
   root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));

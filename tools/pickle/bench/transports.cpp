@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include <pickle/error.hpp>
 
@@ -90,11 +89,7 @@ void run_once(const TransportsOptions& options, const ScratchDir& scratch, const
 }
 
 int orchestrate(const TransportsOptions& options, const std::vector<std::string>& args) {
-  if (!options.json_path.empty()) {
-    // Fail now rather than after many runs whose results could not be saved.
-    std::ofstream probe(options.json_path, std::ios::app);
-    if (!probe) throw SystemError(cat("bench transports: cannot write the --json file ", options.json_path), errno);
-  }
+  require_writable(options.json_path);
   TransportsReport report;
   report.options = options;
   report.command = {"pickle", "bench", "transports"};

@@ -1,0 +1,45 @@
+// Every suite that writes a result file checks that it can before it measures anything: a --json (or memcpy's
+// --csv) in a folder that does not exist fails at once, naming the flag and the file, instead of after a sweep whose
+// results could then not be saved (compute found out only at its end).
+#include <gtest/gtest.h>
+
+#include "bench_test_util.hpp"
+#include "subprocess.hpp"
+
+namespace pickle::test {
+namespace {
+
+TEST(BenchOutputs, AFileThatCannotBeWrittenFailsBeforeAnythingIsMeasured) {
+  TempDir dir("bench-outputs");
+  const std::string nowhere = dir / "no-such-folder/result.json";
+  struct Case {
+    std::string suite;
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  const std::vector<Case> cases = {
+      {"p2p", {"-b", "4K", "-e", "4K", "--json", nowhere}, "--json"},
+      {"coll", {"-b", "4K", "-e", "4K", "--json", nowhere}, "--json"},
+      {"memcpy", {"-b", "4K", "-e", "4K", "--json", nowhere}, "--json"},
+      {"memcpy", {"-b", "4K", "-e", "4K", "--csv", nowhere}, "--csv"},
+      {"ipc", {"-b", "4K", "-e", "4K", "--json", nowhere}, "--json"},
+      {"scenario", {"flags", "--json", nowhere}, "--json"},
+      {"compute", {"--json", nowhere}, "--json"},
+      {"transports", {"--ops", "p2p", "-b", "4K", "-e", "4K", "--json", nowhere}, "--json"},
+      {"matrix", {"--json", nowhere}, "--json"},
+  };
+  for (const auto& c : cases) {
+    const std::string what = c.suite + " " + c.flag;
+    BenchRun run = run_bench(dir, c.suite, c.args);
+    EXPECT_TRUE(run.status.exited && run.status.code == 1) << what << ": " << run.describe();
+    EXPECT_NE(run.err.find("cannot write the " + c.flag + " file " + nowhere + ": No such file or directory"),
+              std::string::npos)
+        << what << ": " << run.err;
+    // Nothing was measured: no table row, no child configuration started.
+    EXPECT_TRUE(table_rows(run.out).empty()) << what << ": " << run.out;
+    EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << what << ": " << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace pickle::test
