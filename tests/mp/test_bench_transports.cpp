@@ -235,6 +235,8 @@ TEST(BenchTransports, LanesCompareNetPathsAtEachLaneCount) {
     EXPECT_EQ(nccl.at("env").at("NCCL_SHM_DISABLE").as_string(), "1");
     EXPECT_EQ(nccl.at("env").at("NCCL_SOCKET_IFNAME").as_string(), "lo");
     EXPECT_EQ(nccl.at("env").at("NCCL_SOCKET_NTHREADS").as_string(), lanes);
+    // One channel per peer: NCCL's default two would open two connections of L sockets each.
+    EXPECT_EQ(nccl.at("env").at("NCCL_NCHANNELS_PER_NET_PEER").as_string(), "1");
     const json::Value& pickle = config_of(operation, "pickle-net-" + lanes);
     EXPECT_EQ(pickle.at("status").as_string(), "ok") << pickle.at("detail").as_string();
     EXPECT_EQ(pickle.at("env").at("PICKLE_TRANSPORT").as_string(), "net");

@@ -105,7 +105,7 @@ TEST(InterferenceLanes, EachChildIsForcedOntoItsLibrarysNetworkPath) {
             (std::vector<std::string>{"PATH=/bin", "PICKLE_TRANSPORT=ipc", "PICKLE_NET_LANES=9", "NCCL_NVLS_ENABLE=0",
                                       "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_NET=Socket",
                                       "NCCL_SOCKET_IFNAME=eth7", "NCCL_SOCKET_NTHREADS=1",
-                                      "NCCL_NSOCKS_PERTHREAD=1"}));
+                                      "NCCL_NSOCKS_PERTHREAD=1", "NCCL_NCHANNELS_PER_NET_PEER=1"}));
   // The same configurations as `bench transports --lanes`: one definition for both.
   EXPECT_EQ(children[3].config.key, "nccl-socket-2");
   EXPECT_EQ(children[0].config.key, "pickle-net-1");

@@ -56,7 +56,8 @@ const char* const kInterferenceUsage =
     "  --lanes LIST      seed 001's network interference: for each lane count L and each --backend, one child\n"
     "                    `pickle bench interference --background p2p` forced onto its library's network path over\n"
     "                    --iface (NCCL: NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket, L socket threads of\n"
-    "                    one socket each; pickle: PICKLE_TRANSPORT=net, L lanes); one merged table and --json file\n"
+    "                    one socket each, one channel per peer; pickle: PICKLE_TRANSPORT=net, L lanes); one merged\n"
+    "                    table and --json file\n"
     "  --iface NAME      the interface of both network paths with --lanes (lo)\n";
 
 InterferenceOptions parse_interference_options(const std::vector<std::string>& args) {

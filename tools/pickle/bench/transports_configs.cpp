@@ -69,14 +69,17 @@ Configuration network_configuration(std::string_view backend, int lanes, const s
   const std::string n = cat(lanes);
   if (backend == "nccl") {
     // NCCL_P2P_DISABLE and NCCL_SHM_DISABLE keep NCCL off its on-host paths, so that it takes the network one;
-    // one socket per thread, so that each socket, like each of pickle's lanes, has a thread driving it.
+    // one socket per thread, so that each socket, like each of pickle's lanes, has a thread driving it; one channel
+    // per network peer, since each channel opens its own connection of that many sockets: NCCL 2.28's default of
+    // two ("2 p2p channels per peer" in its INFO log) ran two sockets where the row said one (2026-11-29i).
     return {cat("nccl-socket-", n), cat("NCCL Socket, ", n, " socket(s)"), "nccl",
             {{"NCCL_P2P_DISABLE", "1"},
              {"NCCL_SHM_DISABLE", "1"},
              {"NCCL_NET", "Socket"},
              {"NCCL_SOCKET_IFNAME", iface},
              {"NCCL_SOCKET_NTHREADS", n},
-             {"NCCL_NSOCKS_PERTHREAD", "1"}},
+             {"NCCL_NSOCKS_PERTHREAD", "1"},
+             {"NCCL_NCHANNELS_PER_NET_PEER", "1"}},
             {}};
   }
   if (backend == "pickle") {
