@@ -105,6 +105,38 @@ TEST(BenchP2p, MoreIterationsThanTheGateHoldsRunUngatedOnHostMemory) {
   EXPECT_EQ(results[0].at("iterations").as_int(), 400);
 }
 
+// `--lanes`: seed 001's lane comparison (issue 8's `pickle bench p2p --lanes 1,2,3,4`) is the transports suite's,
+// which runs each library forced onto its network path at each lane count; p2p hands it its flags.
+TEST(BenchP2p, LanesRunTheNetworkComparisonAtEachLaneCount) {
+#ifndef PICKLE_HAVE_LIBFABRIC
+  GTEST_SKIP() << "built without libfabric: no net transport";
+#endif
+  TempDir dir("bench");
+  const std::string json_path = dir / "result.json";
+  BenchRun run = run_bench(dir, "p2p", {"--lanes", "1,2", "-b", "64K", "-e", "1M", "-f", "16", "-n", "2", "-w", "1",
+                                        "--repeats", "1", "--memory", "host", "--json", json_path},
+                           {"PICKLE_NET_CHUNK=65536"}, std::chrono::seconds(120));
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.err.find("bench p2p: --lanes: running `pickle bench transports --ops p2p`"), std::string::npos)
+      << run.err;
+  json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("suite").as_string(), "transports");
+  const auto& operation = root.at("operations").at(0);
+  EXPECT_EQ(operation.at("op").as_string(), "p2p");
+  for (const std::string lanes : {"1", "2"}) {
+    bool found = false;
+    for (const auto& config : operation.at("configurations").as_array()) {
+      if (config.at("key").as_string() != "pickle-net-" + lanes) continue;
+      found = true;
+      EXPECT_EQ(config.at("status").as_string(), "ok") << config.at("detail").as_string();
+      EXPECT_EQ(config.at("env").at("PICKLE_NET_LANES").as_string(), lanes);
+      ASSERT_FALSE(config.at("runs").as_array().empty());
+      for (const auto& r : config.at("runs").as_array()) EXPECT_EQ(r.at("wrong").as_int(), 0);
+    }
+    EXPECT_TRUE(found) << "no pickle-net-" << lanes << " configuration";
+  }
+}
+
 // A host stream's queue shallower than the gate's limit (PICKLE_HOST_STREAM_DEPTH=32): the bench asks the stream
 // how deep its queue is, and the default -n 20 goes with the gate open. Until then it blocked for good below a
 // depth of about 128.
@@ -194,7 +226,8 @@ TEST(BenchP2p, BadFlagsExitWithTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--bogus"}, {"-f", "1"}, {"-b", "2M", "-e", "1M"}, {"-b", "12Q"}, {"--backend", "ce,mpi"},
       {"--backend", "ce,ce"}, {"--mode", "uni,sideways"}, {"-n", "0"}, {"-c", "2"}, {"--memory", "disk"}, {"-e"},
-      {"-w", "0"}, {"--json", ""}};
+      {"-w", "0"}, {"--json", ""}, {"--lanes", "0"}, {"--lanes", "1", "--mode", "bi"},
+      {"--lanes", "1", "--backend", "pickle"}, {"--iface", "lo"}};
   for (const auto& args : cases) {
     TempDir dir("bench");
     BenchRun run = run_bench(dir, "p2p", args);

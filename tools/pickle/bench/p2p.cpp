@@ -8,13 +8,30 @@
 #include "lockstep.hpp"
 #include "p2p_options.hpp"
 #include "p2p_rank.hpp"
+#include "transports.hpp"
+#include "transports_configs.hpp"
 
 namespace pickle::bench {
+namespace {
+
+/// `--lanes`: seed 001's "bandwidth vs number of QPs" is `bench transports --ops p2p --lanes`, which runs each library
+/// forced onto its network path as process sets of its own (NCCL reads the socket count once, at initialisation).
+/// Its flags are p2p's sweep flags, so they are handed over as they are.
+int run_lane_comparison(const std::vector<std::string>& args) {
+  std::vector<std::string> transports_args = {"--ops", "p2p"};
+  transports_args.insert(transports_args.end(), args.begin(), args.end());
+  std::fprintf(stderr, "bench p2p: --lanes: running `pickle bench transports --ops p2p` with the same flags\n");
+  std::fflush(stderr);
+  return run_transports(transports_args);
+}
+
+}  // namespace
 
 int run_p2p(const std::vector<std::string>& args) {
   P2pOptions options;
   try {
     options = parse_p2p_options(args);
+    if (!options.lanes.empty()) parse_lane_counts(options.lanes);  // a bad list is p2p's usage error
   } catch (const InvalidArgument& e) {
     std::fprintf(stderr, "pickle bench p2p: %s\n\n%s", plain_message(e).c_str(), kP2pUsage);
     return 2;
@@ -23,6 +40,7 @@ int run_p2p(const std::vector<std::string>& args) {
     std::fputs(kP2pUsage, stdout);
     return 0;
   }
+  if (!options.lanes.empty()) return run_lane_comparison(args);
   if (cli::running_as_rank()) return run_p2p_rank(options, args);
 
   std::string why;

@@ -30,7 +30,11 @@ const char* const kP2pUsage =
     "  --backend LIST comma-separated backends, run one after the other (pickle,nccl,ce)\n"
     "  --mode LIST    comma-separated modes (uni,bi,lat)\n"
     "  --json FILE    write every measurement, the environment and the topology as JSON (docs/bench.md)\n"
-    "  --memory KIND  host or cuda (default: cuda when rank 0 sees at least 2 GPUs)\n";
+    "  --memory KIND  host or cuda (default: cuda when rank 0 sees at least 2 GPUs)\n"
+    "  --lanes LIST   seed 001's lane comparison, pickle's net transport against NCCL's sockets at each count:\n"
+    "                 hands the other flags to `pickle bench transports --ops p2p --lanes LIST` (its -b default\n"
+    "                 is 64M; --backend, --mode and -c do not apply; docs/bench.md)\n"
+    "  --iface NAME   the interface of both network paths with --lanes (lo)\n";
 
 std::string_view mode_name(Mode mode) noexcept {
   switch (mode) {
@@ -68,8 +72,22 @@ P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
         else if (name == "lat") options.modes.push_back(Mode::Lat);
         else throw InvalidArgument(cat("--mode: unknown mode '", name, "' (choose from uni, bi, lat)"));
       }
+    } else if (flag == "--lanes") {
+      options.lanes = in.value();  // checked by run_p2p (parse_lane_counts), which hands it to the transports suite
+    } else if (flag == "--iface") {
+      options.iface = in.value();
     } else {
       in.unknown();
+    }
+  }
+  if (!options.iface.empty() && options.lanes.empty()) throw InvalidArgument("--iface applies only with --lanes");
+  if (!options.lanes.empty()) {
+    // The comparison runs each library as child process sets of its own, one way, checked: these cannot apply.
+    for (const std::string_view flag : {"--backend", "--mode", "-c"}) {
+      if (std::find(args.begin(), args.end(), flag) != args.end()) {
+        throw InvalidArgument(cat(flag, " does not apply with --lanes (pickle's net lanes against NCCL's sockets, "
+                                        "one way, every byte checked)"));
+      }
     }
   }
   if (options.backends.empty()) options.backends.assign(std::begin(kBackendNames), std::end(kBackendNames));

@@ -27,6 +27,8 @@ struct P2pOptions : SweepOptions {
   int ranks = 0;                      ///< --ranks: local ranks to launch when started alone; 0: default
   std::vector<std::string> backends;  ///< --backend, in the order given
   std::vector<Mode> modes;            ///< --mode, in the order given
+  std::string lanes;                  ///< --lanes, as given: seed 001's lane comparison (`bench transports --lanes`)
+  std::string iface;                  ///< --iface, with --lanes only
 };
 
 /// Host memory has no copy engine: memcpy runs at a few GB/s, so its default sweep stops earlier.
