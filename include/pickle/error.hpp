@@ -28,12 +28,14 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }
-  /// What went wrong, without what() prefix ("pickle <Code> error: "): for a caller that says it in its own words.
-  const std::string& message() const noexcept { return message_; }
+  /// What went wrong, without what()'s head ("pickle <Code> error: "): for a caller that says it in its own words.
+  std::string message() const { return std::string(what() + head_length_); }
 
  private:
+  // The head's length rather than a second string: copying an exception must not throw (std::runtime_error shares
+  // its text), and what() already holds the message.
   ErrorCode code_;
-  std::string message_;
+  std::size_t head_length_;
 };
 
 class InvalidArgument : public Error {

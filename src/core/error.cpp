@@ -22,7 +22,7 @@ const char* error_code_name(ErrorCode code) noexcept {
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error(std::string("pickle ") + error_code_name(code) + " error: " + message),
       code_(code),
-      message_(message) {}
+      head_length_(std::string_view(what()).size() - message.size()) {}
 
 SystemError::SystemError(const std::string& message, int errno_value)
     : Error(ErrorCode::System, message + ": " + std::strerror(errno_value)), errno_(errno_value) {}

@@ -7,6 +7,7 @@
 #include <pickle/error.hpp>
 
 #include "core/env.hpp"
+#include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "device/backends.hpp"
 #include "device/host/backoff.hpp"
@@ -118,7 +119,7 @@ bool PassedCheck::run_if_passed() {
     check_ = nullptr;
     passed_.reset();
     error_ = std::make_exception_ptr(
-        Error(ErrorCode::System, cat("a check queued on the stream never ran: ", e.what())));
+        Error(ErrorCode::System, cat("a check queued on the stream never ran: ", without_head(e.what()))));
     return true;
   }
   run_locked();

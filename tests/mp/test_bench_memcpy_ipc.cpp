@@ -146,6 +146,7 @@ TEST(BenchMemcpyIpc, BadFlagsAndGpuOnlyOptionsOnHostMemoryExit2) {
            {"memcpy", {"--method", "vmm", "--memory", "host"}},
            {"memcpy", {"--json", ""}},
            {"memcpy", {"--csv", "same", "--json", "same"}},  // one would replace the other
+           {"memcpy", {"--csv", "same", "--json", "./same"}},
            {"ipc", {"-n", "0"}},
            {"ipc", {"--method", "vmm,vmm"}},
            {"ipc", {"--method", "cudaMalloc", "--memory", "host"}}}) {

@@ -70,6 +70,7 @@ TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
     std::string what = r.at("backend").as_string() + " " + r.at("mode").as_string() + " " +
                        std::to_string(r.at("bytes").as_int());
     EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
+    EXPECT_TRUE(r.at("gated").as_bool()) << what;  // -n 3 at the default depth: behind the gate, enqueue not timed
     EXPECT_EQ(r.at("iterations").as_int(), 3) << what;
     EXPECT_EQ(r.at("repeats").as_int(), 5) << what;
     EXPECT_TRUE(r.at("error").is_null()) << what;
@@ -153,6 +154,19 @@ TEST(BenchP2p, AShallowHostStreamQueueRunsUngatedInsteadOfBlocking) {
   for (const auto& r : results) {
     const std::string what = r.at("backend").as_string() + " " + r.at("mode").as_string();
     EXPECT_FALSE(r.at("gated").as_bool()) << what;
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
+  }
+  // One iteration fits that queue behind the gate (pickle: 9 operations and the repeat's 4, two entries each, 26 of
+  // 32): gated again, so that the gate is not simply always off on host memory.
+  run = run_bench(dir, "p2p", {"--backend", "ce,pickle", "-b", "4K", "-e", "4K", "-n", "1", "--repeats", "2",
+                               "--memory", "host", "--json", json_path},
+                  {"PICKLE_TIMEOUT=20", "PICKLE_HOST_STREAM_DEPTH=32"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  root = json::parse(read_file(json_path));
+  ASSERT_EQ(root.at("results").as_array().size(), 6u);  // 2 backends x 3 modes
+  for (const auto& r : root.at("results").as_array()) {
+    const std::string what = r.at("backend").as_string() + " " + r.at("mode").as_string();
+    EXPECT_TRUE(r.at("gated").as_bool()) << what;
     EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
   }
 }

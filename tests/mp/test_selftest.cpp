@@ -46,7 +46,7 @@ TEST(Selftest, ASizeBeyondHostMemoryIsRefusedSayingWhy) {
   ExitStatus status = run_selftest(dir, {"--ranks", "2", "--bytes", "1T", "--memory", "host"});
   const std::string err = read_file(dir / "err");
   EXPECT_TRUE(status.exited && status.code != 0) << status.describe() << "\n" << err;
-  EXPECT_NE(err.find(": --bytes 1T does not fit: the 2 ranks of this host hold 8 buffers"), std::string::npos) << err;
+  EXPECT_NE(err.find(": --bytes 1T does not fit: the 2 ranks of this host hold 10 buffers"), std::string::npos) << err;
   EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
 }
 

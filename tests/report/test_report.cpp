@@ -246,6 +246,12 @@ TEST(Report, MalformedJsonFailsNamingTheFile) {
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
   EXPECT_NE(r.err.find(not_a_number + ": not valid JSON: NaN is not a JSON number"), std::string::npos) << r.err;
 
+  std::string huge = dir / "huge.json";  // valid JSON, but no double holds it (Python would read inf)
+  write_file(huge, R"({"schema": "pickle-bench/1", "suite": "p2p", "results": [{"median_us": 1e999}]})");
+  r = run_pickle(dir, {"report", "-o", dir / "out", huge}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(huge + ": not valid JSON: 1e999 is beyond what a double holds"), std::string::npos) << r.err;
+
   std::string missing = dir / "missing.json";
   r = run_pickle(dir, {"report", "-o", dir / "out", missing}, std::chrono::seconds(60));
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();

@@ -67,11 +67,11 @@ Options parse(const Args& args) {
 }
 
 /// Host memory is taken lazily: buffers past what the machine has would have the OOM killer end a rank without a
-/// word, and a pattern of --bytes 1T threw a bare std::bad_alloc. Each rank holds its pattern and what it received in
-/// host memory, and its inbox and outbox too where the run uses host memory.
+/// word, and a pattern of --bytes 1T threw a bare std::bad_alloc. Each rank holds its pattern, the zeros that clear
+/// its inbox and what it received in host memory, and its inbox and outbox too where the run uses host memory.
 void refuse_beyond_host_memory(std::size_t bytes, bool use_cuda, const RankInfo& self) {
   const std::uint64_t available = bench::host_memory_available();
-  const std::uint64_t buffers = (use_cuda ? 2 : 4) * static_cast<std::uint64_t>(self.local_world_size);
+  const std::uint64_t buffers = (use_cuda ? 3 : 5) * static_cast<std::uint64_t>(self.local_world_size);
   if (available == 0 || bytes <= available / buffers) return;
   throw InvalidArgument(cat("rank ", self.rank, ": --bytes ", bench::short_size(bytes), " does not fit: the ",
                             self.local_world_size, " ranks of this host hold ", buffers,
@@ -83,15 +83,15 @@ int run_rank(const Options& options) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
   if (self.world_size < 2) throw InvalidArgument("selftest needs at least 2 ranks");
-  Store store(self);
-  const int rank = self.rank, world = self.world_size;
-  const int right = (rank + 1) % world, left = (rank + world - 1) % world;
-
   bool use_cuda = options.memory == "cuda" ||
                   (options.memory.empty() && device::cuda_device_count() >= self.local_world_size);
   MemoryKind kind = use_cuda ? MemoryKind::Cuda : MemoryKind::Host;
   int gpu = use_cuda ? self.local_rank : 0;
-  refuse_beyond_host_memory(options.bytes, use_cuda, self);
+  refuse_beyond_host_memory(options.bytes, use_cuda, self);  // before the store: nothing to wait for
+
+  Store store(self);
+  const int rank = self.rank, world = self.world_size;
+  const int right = (rank + 1) % world, left = (rank + world - 1) % world;
 
   // The receive buffer ends with a 64-byte-aligned flag word that the writer bumps after its copy.
   const std::size_t flag_offset = (options.bytes + 63) / 64 * 64;

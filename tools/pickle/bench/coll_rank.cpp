@@ -153,7 +153,7 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
 
   if (self.rank == 0) {
     print_coll_table(report, stdout);
-    if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path, "coll");
+    if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path);
   }
   return report.exit_code();
 }

@@ -25,11 +25,7 @@ namespace pickle::bench {
 /// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
 class CollRunFailure : public Error {
  public:
-  CollRunFailure(ErrorCode code, const std::string& message) : Error(code, message), message_(message) {}
-  const std::string& message() const { return message_; }
-
- private:
-  std::string message_;
+  CollRunFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
 /// Throws CollRunFailure("<what>: <error>") when the phase failed on some rank.

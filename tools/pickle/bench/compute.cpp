@@ -21,7 +21,7 @@ namespace {
 int finish(const ComputeReport& report) {
   print_compute_table(report, stdout);
   if (!report.options.json_path.empty()) {
-    write_result_file(compute_to_json(report), report.options.json_path, "compute");
+    write_result_file(compute_to_json(report), report.options.json_path);
   }
   return report.exit_code();
 }
@@ -43,12 +43,6 @@ int run_compute(const std::vector<std::string>& args) {
   report.command = {"pickle", "bench", "compute"};
   report.command.insert(report.command.end(), args.begin(), args.end());
   report.started_utc = utc_now();
-  try {
-    require_writable(report.options.json_path);  // before the foregrounds' minutes of measuring
-  } catch (const Error& e) {
-    std::fprintf(stderr, "pickle bench compute: %s\n", plain_message(e).c_str());
-    return 1;
-  }
   const int gpus = device::cuda_device_count();
   if (gpus == 0) {
     // nvbandwidth's filter(): missing hardware is a waiver, with the reason, not a failure.
@@ -60,6 +54,12 @@ int run_compute(const std::vector<std::string>& args) {
     std::fprintf(stderr, "pickle bench compute: --device %d: this machine has %d CUDA GPU%s (0 to %d)\n",
                  report.options.device, gpus, gpus == 1 ? "" : "s", gpus - 1);
     return 2;
+  }
+  try {
+    require_writable(report.options.json_path);  // before the foregrounds' minutes of measuring
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pickle bench compute: %s\n", plain_message(e).c_str());
+    return 1;
   }
 #if PICKLE_HAVE_CUDA
   measure_compute(report);

@@ -46,7 +46,7 @@ int waive(const InterferenceOptions& options, const std::vector<std::string>& ar
     if (!reason.empty()) report.notes.push_back(cat("no GPU: ", reason));
   }
   print_interference_table(report, stdout);
-  if (!options.json_path.empty()) write_result_file(interference_to_json(report), options.json_path, "interference");
+  if (!options.json_path.empty()) write_result_file(interference_to_json(report), options.json_path);
   return 0;
 }
 

@@ -66,7 +66,7 @@ int run_interference_lanes(const InterferenceOptions& options, const std::vector
   }
 
   print_interference_table(report, stdout);
-  if (!options.json_path.empty()) write_result_file(interference_to_json(report), options.json_path, "interference");
+  if (!options.json_path.empty()) write_result_file(interference_to_json(report), options.json_path);
   say(cat(children.size(), " children in ", static_cast<long long>(watch.seconds()), " s",
           report.exit_code() == 0 ? "" : "; FAILED"));
   return report.exit_code();

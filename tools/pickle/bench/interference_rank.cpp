@@ -211,7 +211,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   if (s.rank == 0) {
     print_interference_table(report, stdout);
     if (!options.json_path.empty()) {
-      write_result_file(interference_to_json(report), options.json_path, "interference");
+      write_result_file(interference_to_json(report), options.json_path);
     }
   }
   return report.exit_code();

@@ -255,7 +255,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   });
   if (self.rank == 0) {
     print_ipc_table(report, stdout);
-    if (!options.json_path.empty()) write_result_file(ipc_to_json(report), options.json_path, "ipc");
+    if (!options.json_path.empty()) write_result_file(ipc_to_json(report), options.json_path);
   }
   return report.exit_code();
 }

@@ -58,7 +58,7 @@ int orchestrate(MatrixReport& report) {
   if (plan_machine(report)) run_matrix_children(report);
   print_matrix_tables(report, stdout);
   // Only now, with every child done, may this process look at the GPUs' topology for the result file.
-  if (!json_path.empty()) write_result_file(matrix_to_json(report), json_path, "matrix");
+  if (!json_path.empty()) write_result_file(matrix_to_json(report), json_path);
   return report.exit_code();
 }
 

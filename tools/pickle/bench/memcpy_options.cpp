@@ -1,5 +1,8 @@
 #include "memcpy_options.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include <pickle/error.hpp>
 
 #include "core/format.hpp"
@@ -27,6 +30,19 @@ const char* const kMemcpyUsage =
     "  --csv FILE      write the seed's CSV table\n"
     "  --json FILE     write every measurement, the environment and the topology as JSON (docs/bench.md)\n";
 
+namespace {
+
+/// Whether two names lead to one file ("r" and "./r"; the file need not exist yet).
+bool same_file_name(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code error_a, error_b;
+  const auto canonical_a = std::filesystem::weakly_canonical(a, error_a);
+  const auto canonical_b = std::filesystem::weakly_canonical(b, error_b);
+  return error_a || error_b ? a == b : canonical_a == canonical_b;
+}
+
+}  // namespace
+
 MemcpyOptions parse_memcpy_options(const std::vector<std::string>& args) {
   MemcpyOptions options;
   FlagReader in(args);
@@ -47,7 +63,7 @@ MemcpyOptions parse_memcpy_options(const std::vector<std::string>& args) {
     throw InvalidArgument(cat("--method ", options.method, " picks how GPU memory is allocated; host memory is "
                               "always a memfd: leave --method out with --memory host"));
   }
-  if (!options.csv_path.empty() && options.csv_path == options.json_path) {
+  if (!options.csv_path.empty() && same_file_name(options.csv_path, options.json_path)) {
     throw InvalidArgument(cat("--csv and --json name the same file, '", options.csv_path,
                               "': the one written last would replace the other"));
   }

@@ -315,7 +315,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   if (self.rank == 0) {
     print_memcpy_table(report, stdout);
     if (!options.csv_path.empty()) write_memcpy_csv(report, options.csv_path);
-    if (!options.json_path.empty()) write_result_file(memcpy_to_json(report), options.json_path, "memcpy");
+    if (!options.json_path.empty()) write_result_file(memcpy_to_json(report), options.json_path);
   }
   return report.exit_code();
 }

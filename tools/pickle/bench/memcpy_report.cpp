@@ -114,7 +114,7 @@ void print_memcpy_table(const MemcpyReport& report, std::FILE* out) {
 
 void write_memcpy_csv(const MemcpyReport& report, const std::string& path) {
   std::ofstream file(path, std::ios::trunc);
-  if (!file) throw SystemError(cat("bench memcpy: cannot open --csv file ", path), errno);
+  if (!file) throw SystemError(cat("cannot write the --csv file ", path), errno);
   file << kMemcpyCsvHeader << "\n";
   for (const auto& row : report.rows) {
     if (!row.error.empty()) continue;  // a size that failed has no numbers to put in the seed's shape
@@ -131,7 +131,7 @@ void write_memcpy_csv(const MemcpyReport& report, const std::string& path) {
     file << "\n";
   }
   file.close();
-  if (!file) throw SystemError(cat("bench memcpy: cannot write --csv file ", path), errno);
+  if (!file) throw SystemError(cat("cannot write the --csv file ", path, " to its end"), errno);
 }
 
 json::Value memcpy_to_json(const MemcpyReport& report) {

@@ -33,11 +33,7 @@ namespace {
 /// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
 class AgreedFailure : public Error {
  public:
-  AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message), message_(message) {}
-  const std::string& message() const { return message_; }
-
- private:
-  std::string message_;
+  AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
 void require(const PhaseOutcome& outcome, std::string_view what) {
@@ -243,7 +239,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
 
   if (self.rank == 0) {
     print_table(report, stdout);
-    if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path, "p2p");
+    if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path);
   }
   return report.exit_code();
 }

@@ -36,15 +36,17 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
   // Host streams bound their queues as CUDA's do (PICKLE_HOST_STREAM_DEPTH). Until 2026-11-29 host memory was always
   // gated, from when host queues had no bound: the enqueue blocked for good behind the closed gate from about -n 340
   // (pickle, bi), and from -n 205 once on_stream left a check behind each wait; then, until the depth was asked,
-  // a depth below about 128 blocked it at the default -n 20. A rank outside the pair has no stream, and no gate.
-  result.gated = !active || fits_behind_gate(ctx.stream(), static_cast<long long>(backend.ops_per_iteration(mode)) *
-                                                               options.iterations);
+  // a depth below about 128 blocked it at the default -n 20. Every rank's stream must hold them (two hosts may set
+  // different depths): the ranks agree, and a rank outside the pair has no stream and no gate.
+  const bool fits = !active || fits_behind_gate(ctx.stream(), static_cast<long long>(backend.ops_per_iteration(mode)) *
+                                                                  options.iterations);
 
   lockstep.begin_step();
-  lockstep.phase("prepare", [&] {
+  auto prepared = lockstep.phase("prepare", [&] {
     if (active) ctx.poison_recv(bytes);
-    return std::string();
+    return std::string(fits ? "gated" : "ungated");
   });
+  result.gated = std::ranges::none_of(prepared.payloads, [](const std::string& p) { return p == "ungated"; });
   lockstep.phase("warm-up", [&] {
     if (!active || options.warmup == 0) return std::string();
     if (sender) ctx.load_send_window(bytes, window_shift(name, mode, bytes, -1, rank));

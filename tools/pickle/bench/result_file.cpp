@@ -1,5 +1,7 @@
 #include "result_file.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <ctime>
 #include <fstream>
@@ -56,18 +58,24 @@ json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes,
 
 void require_writable(const std::string& path, std::string_view flag) {
   if (path.empty()) return;
-  std::ofstream probe(path, std::ios::app);
-  if (!probe) throw SystemError(cat("cannot write the ", flag, " file ", path), errno);
+  // A file the probe makes is removed again: a run that fails later must not leave an empty result file behind,
+  // which `pickle report` would then refuse as not JSON.
+  const bool existed = access(path.c_str(), F_OK) == 0;
+  {
+    std::ofstream probe(path, std::ios::app);
+    if (!probe) throw SystemError(cat("cannot write the ", flag, " file ", path), errno);
+  }
+  if (!existed) unlink(path.c_str());
 }
 
-void write_result_file(json::Value root, const std::string& path, std::string_view suite) {
+void write_result_file(json::Value root, const std::string& path) {
   root["environment"] = environment_json();
   root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
   std::ofstream file(path, std::ios::trunc);
-  if (!file) throw SystemError(cat("bench ", suite, ": cannot open --json file ", path), errno);
+  if (!file) throw SystemError(cat("cannot write the --json file ", path), errno);
   file << root.dump(2) << "\n";
   file.close();
-  if (!file) throw SystemError(cat("bench ", suite, ": cannot write --json file ", path), errno);
+  if (!file) throw SystemError(cat("cannot write the --json file ", path, " to its end"), errno);
 }
 
 }  // namespace pickle::bench

@@ -28,13 +28,14 @@ json::Value result_head(std::string_view suite, const std::vector<std::string>& 
 /// size measured), "factor", -n under `count_key` and "warmup"; the suite adds its own options after them.
 json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes, std::string_view count_key);
 
-/// Opens `path` for appending, which creates it empty where it did not exist, and throws a SystemError "cannot
-/// write the <flag> file <path>" when that fails: called before a run, so that a folder that does not exist or a
-/// file that cannot be written fails at once, not after a sweep whose results could then not be saved. An empty
-/// `path` (the flag not given) passes.
+/// Opens `path` for appending (a file it had to create is removed again) and throws a SystemError "cannot write the
+/// <flag> file <path>" when that fails: called before a run, so that a folder that does not exist or a file that
+/// cannot be written fails at once, not after a sweep whose results could then not be saved. An empty `path` (the
+/// flag not given) passes.
 void require_writable(const std::string& path, std::string_view flag = "--json");
 
-/// Adds "environment" and "topology" to `root` and writes it to `path` (SystemError naming `suite` when it cannot).
-void write_result_file(json::Value root, const std::string& path, std::string_view suite);
+/// Adds "environment" and "topology" to `root` and writes it to `path` (SystemError "cannot write the --json file
+/// <path>" when it cannot).
+void write_result_file(json::Value root, const std::string& path);
 
 }  // namespace pickle::bench

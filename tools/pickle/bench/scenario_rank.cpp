@@ -145,7 +145,7 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
 
   if (self.rank == 0) {
     print_scenario(report, stdout);
-    if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path, "scenario");
+    if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path);
   }
   return report.exit_code();
 }

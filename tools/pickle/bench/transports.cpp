@@ -141,7 +141,7 @@ int orchestrate(const TransportsOptions& options, const std::vector<std::string>
 
   print_transports_tables(report, stdout);
   // Only now, with every child done, may this process touch CUDA (the topology in the result file).
-  if (!options.json_path.empty()) write_result_file(transports_to_json(report), options.json_path, "transports");
+  if (!options.json_path.empty()) write_result_file(transports_to_json(report), options.json_path);
   say(cat("done in ", static_cast<long long>(watch.seconds()), " s", report.exit_code() == 0 ? "" : "; FAILED"));
   return report.exit_code();
 }

@@ -49,7 +49,8 @@ const std::vector<Comparison>& comparisons();
 
 /// Seed 001's network configuration of `backend` ("nccl" or "pickle") at `lanes` over `iface`: NCCL forced onto its
 /// Socket transport with `lanes` socket threads of one socket each and one channel per network peer (`lanes`
-/// connections in all), or pickle's net transport with `lanes` lanes.
+/// connections in all for send/recv; NCCL_NCHANNELS_PER_NET_PEER does not reach its collectives, whose ring
+/// channels stay NCCL's), or pickle's net transport with `lanes` lanes.
 /// `bench transports --lanes` and `bench interference --lanes` both run their children with it. InvalidArgument for
 /// another backend.
 Configuration network_configuration(std::string_view backend, int lanes, const std::string& iface);

@@ -35,8 +35,8 @@ const char* const kTransportsUsage =
     "  --json FILE    write every run, the means, the gains, the environment and the topology (docs/bench.md)\n"
     "  --lanes LIST   seed 001's network comparison instead of the four rows above: for each count L, NCCL forced\n"
     "                 onto its network path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket, L socket\n"
-    "                 threads of one socket each, one channel per peer: L connections) and pickle's net\n"
-    "                 transport (PICKLE_TRANSPORT=net, L lanes)\n"
+    "                 threads of one socket each; p2p: one channel per peer, L connections; NCCL's allreduce\n"
+    "                 keeps its ring channels) and pickle's net transport (PICKLE_TRANSPORT=net, L lanes)\n"
     "  --iface NAME   the interface of both network paths with --lanes (lo)\n";
 
 std::string_view op_name(TransportOp op) noexcept {

@@ -1,5 +1,6 @@
 """Reading result files: every problem with an input becomes an InputError that names the file."""
 import json
+import math
 import os
 import re
 
@@ -48,13 +49,20 @@ def _refuse_constant(name):
     raise ValueError("%s is not a JSON number" % name)
 
 
+def _finite_float(text):
+    value = float(text)
+    if math.isinf(value):  # 1e999: a number JSON allows, which no double holds
+        raise ValueError("%s is beyond what a double holds" % text)
+    return value
+
+
 def load(paths):
     """Parses every file and checks the keys common to all suites. Raises InputError at the first bad file."""
     files, taken = [], set()
     for path in paths:
         try:
             with open(path, "r", encoding="utf-8") as handle:
-                data = json.load(handle, parse_constant=_refuse_constant)
+                data = json.load(handle, parse_constant=_refuse_constant, parse_float=_finite_float)
         except OSError as e:
             raise InputError("%s: cannot read: %s" % (path, e.strerror or e))
         except (ValueError, UnicodeDecodeError) as e:
