@@ -18,7 +18,8 @@
 # NCCL comes from Python's nvidia.nccl; NVLink multicast stays off. libfabric's headers come from .deps/libfabric
 # when carried (scripts/device/carry_libfabric.sh), so that the net transport and its GPU tests are built.
 # Result files record the sources' commit (versions.pickle_revision); the device machine's copy of the tree does not
-# carry its history, so call this with PICKLE_SOURCE_REVISION=<the commit of the tree you sent>.
+# carry its history, so call this with PICKLE_SOURCE_REVISION=<the commit of the tree you sent>, written out: a
+# `git rev-parse` run there answered a stale commit (2026-11-29i, call 5).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-session-out}
