@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include <pickle/error.hpp>
 
@@ -22,6 +23,9 @@ TEST(Error, CarriesCodeAndPrefixedMessage) {
   EXPECT_EQ(base.code(), ErrorCode::Timeout);
   EXPECT_EQ(base.message(), "rank 1: barrier of 0 bytes");  // without the head, for a sentence of the caller's
 }
+
+// An exception whose copy can throw ends the process when it is copied while being thrown (std::terminate).
+static_assert(std::is_nothrow_copy_constructible_v<Error> && std::is_nothrow_copy_constructible_v<PeerError>);
 
 TEST(Error, SystemErrorAppendsStrerror) {
   SystemError error("open /nope", ENOENT);
