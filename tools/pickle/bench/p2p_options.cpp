@@ -12,6 +12,7 @@ namespace pickle::bench {
 const char* const kP2pUsage =
     "usage: pickle bench p2p [-b 4K] [-e 1G] [-f 2] [-n 20] [-w 5] [-c 1] [--repeats 5] [--ranks N]\n"
     "                        [--backend pickle,nccl,ce] [--mode uni,bi,lat] [--json FILE] [--memory host|cuda]\n"
+    "                        [--lanes 1,2,3,4 [--iface lo]]\n"
     "\n"
     "Point-to-point bandwidth and latency between ranks 0 and 1, for each backend in turn on the same buffers:\n"
     "  pickle  pickle::Communicator send/recv\n"
