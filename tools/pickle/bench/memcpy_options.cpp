@@ -1,6 +1,7 @@
 #include "memcpy_options.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include <pickle/error.hpp>
@@ -32,13 +33,20 @@ const char* const kMemcpyUsage =
 
 namespace {
 
-/// Whether two names lead to one file ("r" and "./r"; the file need not exist yet).
+/// Whether two names lead to one file ("r" and "./r"; the file need not exist yet). Made absolute first:
+/// weakly_canonical leaves a relative name whose first part does not exist as it is ("r"), and makes "./r" absolute.
 bool same_file_name(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
-  std::error_code error_a, error_b;
-  const auto canonical_a = std::filesystem::weakly_canonical(a, error_a);
-  const auto canonical_b = std::filesystem::weakly_canonical(b, error_b);
-  return error_a || error_b ? a == b : canonical_a == canonical_b;
+  auto resolved = [](const std::string& name) -> std::optional<std::filesystem::path> {
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(name, error);
+    if (error) return std::nullopt;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+    if (error) return std::nullopt;
+    return canonical;
+  };
+  const auto resolved_a = resolved(a), resolved_b = resolved(b);
+  return resolved_a && resolved_b ? *resolved_a == *resolved_b : a == b;
 }
 
 }  // namespace
