@@ -14,17 +14,13 @@
 
 namespace pickle::bench {
 
-void require_agreed(const PhaseOutcome& outcome, std::string_view what) {
-  if (!outcome.ok) throw CollRunFailure(outcome.code, cat(what, ": ", outcome.error));
-}
-
 int run_coll_session(std::string_view suite, const std::function<int(const RankInfo&)>& body) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
   try {
     int code = body(self);
     return self.rank == 0 ? code : 0;
-  } catch (const CollRunFailure& e) {
+  } catch (const AgreedFailure& e) {
     if (self.rank != 0) return 0;
     std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), e.message().c_str());
     return e.code() == ErrorCode::InvalidArgument ? 2 : 1;

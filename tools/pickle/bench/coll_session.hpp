@@ -22,19 +22,10 @@
 
 namespace pickle::bench {
 
-/// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
-class CollRunFailure : public Error {
- public:
-  CollRunFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
-};
-
-/// Throws CollRunFailure("<what>: <error>") when the phase failed on some rank.
-void require_agreed(const PhaseOutcome& outcome, std::string_view what);
-
 /// Runs `body` as one rank of `suite` ("coll", "scenario"): discovers the rank, and turns the outcome into the
 /// process's exit code. Rank 0 carries the verdict of outcomes that every rank agreed on (the others exit 0 then,
 /// because a launcher stops the whole job at the first failing rank, which could cut rank 0 short while it writes
-/// the report); a CollRunFailure is printed by rank 0 and exits 1, or 2 when it is a bad command line
+/// the report); an AgreedFailure is printed by rank 0 and exits 1, or 2 when it is a bad command line
 /// (InvalidArgument, e.g. a root beyond the world size). Errors that break the agreement itself are thrown.
 int run_coll_session(std::string_view suite, const std::function<int(const RankInfo&)>& body);
 

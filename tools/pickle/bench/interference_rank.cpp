@@ -118,7 +118,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   try {
     s.plan = InterferencePlan(options, self.world_size);
   } catch (const InvalidArgument& e) {
-    throw PairFailure(ErrorCode::InvalidArgument, plain_message(e));  // the same on every rank: rank 0 reports it
+    throw AgreedFailure(ErrorCode::InvalidArgument, plain_message(e));  // the same on every rank: rank 0 reports it
   }
   s.rank = self.rank;
   s.device = rank_device(self.local_rank);
@@ -142,7 +142,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   report.allgather_ranks = s.plan.allgather_ranks();
   record_shared_gpu(report, gpu_sharing_note(local_ranks, gpus));
 
-  require_phase(lockstep.phase("context", [&] {
+  require_agreed(lockstep.phase("context", [&] {
                   if (!s.active()) return std::string();
                   bind_cuda_device(s.device);
                   s.stream.emplace(describe({.rank = s.rank, .op = "bench interference stream"}));
@@ -154,11 +154,11 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   auto foregrounds = lockstep.phase("foregrounds", [&] {
     return s.plan.measures(s.rank) ? set_up_foregrounds(s) : std::string();
   });
-  require_phase(foregrounds, "setting up the foregrounds on the measuring ranks");
+  require_agreed(foregrounds, "setting up the foregrounds on the measuring ranks");
   try {
     report.foregrounds = combine_foregrounds(foregrounds.payloads);
   } catch (const Error& e) {
-    throw PairFailure(e.code(), plain_message(e));  // every rank read the same payloads: rank 0 reports it
+    throw AgreedFailure(e.code(), plain_message(e));  // every rank read the same payloads: rank 0 reports it
   }
   for (std::size_t f = 0; f < s.foregrounds.size() && f < report.foregrounds.size(); ++f) {
     // Not ok on some rank: no rank runs it, so that every rank keeps the same rows.
@@ -171,7 +171,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   auto allocated = lockstep.phase("allocate", [&] {
     return s.active() ? cat(allocate_background(s, sizes, ranks_per_gpu)) : std::string();
   });
-  require_phase(allocated, "allocating the background's buffers");
+  require_agreed(allocated, "allocating the background's buffers");
   const std::size_t capacity = agreed_capacity(allocated);
   const std::size_t planned = sizes.size();
   sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::size_t b) { return b > capacity; }), sizes.end());
@@ -186,7 +186,7 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   if (std::string note = s.plan.skipped_sizes_note(sizes); !note.empty()) report.notes.push_back(note);
   report.sizes = sizes;
 
-  require_phase(lockstep.phase("fill", [&] {
+  require_agreed(lockstep.phase("fill", [&] {
                   if (s.active()) fill_background(s);
                   return std::string();
                 }),

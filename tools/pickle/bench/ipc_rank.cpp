@@ -169,7 +169,7 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
     channel.emplace(connect_pair_channel(store, plan.nonce, "ipc"));
     return plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
   });
-  require_phase(context, "creating the stream and the fd channel");
+  require_agreed(context, "creating the stream and the fd channel");
   record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   std::vector<std::string> methods = options.methods;

@@ -14,7 +14,7 @@
 namespace pickle::bench {
 
 /// Measures, prints (rank 0) and returns the exit code (IpcReport::exit_code). Set-up
-/// failures are PairFailure.
+/// failures are AgreedFailure.
 int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options,
                     const std::vector<std::string>& args);
 

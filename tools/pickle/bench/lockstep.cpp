@@ -87,6 +87,10 @@ void Lockstep::rethrow(std::string_view what) const {
   throw Error(code_, cat(what, ": ", error_));
 }
 
+void require_agreed(const PhaseOutcome& outcome, std::string_view what) {
+  if (!outcome.ok) throw AgreedFailure(outcome.code, cat(what, ": ", outcome.error));
+}
+
 std::string plain_message(const std::exception& e) {
   const auto* error = dynamic_cast<const Error*>(&e);
   return error != nullptr ? error->message() : std::string(e.what());

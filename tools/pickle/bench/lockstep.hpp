@@ -59,6 +59,16 @@ class Lockstep {
   std::string error_;
 };
 
+/// A phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it (the suites'
+/// rank frames: run_pair_rank, run_coll_session, p2p's).
+class AgreedFailure : public Error {
+ public:
+  AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
+
+/// Throws AgreedFailure("<what>: <the first failing rank's error>") when `outcome` failed on any rank.
+void require_agreed(const PhaseOutcome& outcome, std::string_view what);
+
 /// An exception's message without pickle's "pickle <Code> error: " prefix (the code travels separately).
 std::string plain_message(const std::exception& e);
 

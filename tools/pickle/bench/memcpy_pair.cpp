@@ -30,10 +30,6 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-void require_phase(const PhaseOutcome& outcome, std::string_view what) {
-  if (!outcome.ok) throw PairFailure(outcome.code, cat(what, ": ", outcome.error));
-}
-
 PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest& request) {
   auto outcome = lockstep.phase("plan", [&] {
     std::string payload = hostname();
@@ -55,11 +51,11 @@ PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest&
     }
     return cat(payload, "\n", cuda ? "cuda" : "host", "\n", std::random_device{}(), "-", getpid(), "\n", why);
   });
-  require_phase(outcome, "agreeing on the plan");
+  require_agreed(outcome, "agreeing on the plan");
   auto zero = lines_of(outcome.payloads[0]);
   auto one = lines_of(outcome.payloads[1]);
   if (zero.size() != 4 || one.empty() || one[0] != zero[0]) {
-    throw PairFailure(ErrorCode::InvalidArgument,
+    throw AgreedFailure(ErrorCode::InvalidArgument,
                       cat("bench ", request.suite, ": ranks 0 and 1 must share a host (rank 0 is on ", zero[0],
                           ", rank 1 on ", one.empty() ? std::string("?") : one[0], ")"));
   }
@@ -100,7 +96,7 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
     Lockstep lockstep(store);
     int code = body(store, lockstep);
     return self.rank == 0 ? code : 0;
-  } catch (const PairFailure& e) {
+  } catch (const AgreedFailure& e) {
     if (self.rank != 0) return 0;
     std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), e.message().c_str());
     return e.code() == ErrorCode::InvalidArgument ? 2 : 1;

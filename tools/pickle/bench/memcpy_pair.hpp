@@ -20,15 +20,6 @@
 
 namespace pickle::bench {
 
-/// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
-class PairFailure : public Error {
- public:
-  PairFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
-};
-
-/// Throws PairFailure when `outcome` failed on any rank; `what` says what was being done.
-void require_phase(const PhaseOutcome& outcome, std::string_view what);
-
 /// What rank 0 decides for both ranks at the start.
 struct PairPlan {
   MemoryKind kind = MemoryKind::Host;
@@ -46,13 +37,13 @@ struct PairPlanRequest {
   std::string gpu_only_option;            ///< e.g. "--method vmm" when given: an InvalidArgument on host memory
 };
 
-/// Collective: agrees on the plan (ranks 0 and 1 must share a host). Throws PairFailure.
+/// Collective: agrees on the plan (ranks 0 and 1 must share a host). Throws AgreedFailure.
 PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest& request);
 
 /// Ranks 0 and 1: the fd channel between them (rank 1 listens, rank 0 connects), bounded by the store's timeout.
 device::FdChannel connect_pair_channel(const Store& store, const std::string& nonce, std::string_view suite);
 
-/// Runs a suite's rank body with the frame around it: checks the world size, turns PairFailure into one report
+/// Runs a suite's rank body with the frame around it: checks the world size, turns AgreedFailure into one report
 /// from rank 0 (exit 2 for InvalidArgument, else 1) and makes ranks other than 0 exit 0 on agreed outcomes (a
 /// launcher stops the job at the first failing rank, which could cut rank 0 short while it writes its report).
 int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockstep&)>& body);

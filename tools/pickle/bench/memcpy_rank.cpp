@@ -186,7 +186,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
     s.stop = device::make_event(s.kind, s.device);
     return s.kind == MemoryKind::Cuda ? gpu_identity(s.device) : std::string();
   });
-  require_phase(context, "creating the stream and events");
+  require_agreed(context, "creating the stream and events");
   record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
@@ -202,7 +202,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
                               s.rank == 1 ? method : device::AllocMethod::Default);
     return cat(s.buffer->bytes(), " ", device::alloc_method_name(s.buffer->method()));
   });
-  require_phase(allocated, "allocating the buffers");
+  require_agreed(allocated, "allocating the buffers");
   std::size_t capacity = std::min(std::strtoull(allocated.payloads[0].c_str(), nullptr, 10),
                                   std::strtoull(allocated.payloads[1].c_str(), nullptr, 10));
   report.method = allocated.payloads[1].substr(allocated.payloads[1].find(' ') + 1);
@@ -214,7 +214,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
                                plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in an eighth of MemAvailable"));
   }
 
-  require_phase(lockstep.phase("exchange",
+  require_agreed(lockstep.phase("exchange",
                                [&] {
                                  if (!active) return std::string();
                                  device::FdChannel channel = connect_pair_channel(store, plan.nonce, "memcpy");
@@ -251,7 +251,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
                                  return std::string();
                                }),
                 "mapping rank 1's buffer");
-  require_phase(lockstep.phase("fill",
+  require_agreed(lockstep.phase("fill",
                                [&] {
                                  if (s.rank != 0) return std::string();
                                  fill_pattern(*s.stream, s.buffer->data(), capacity, 0);
@@ -283,7 +283,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   // The persistent mapping goes first: cudaIpcOpenMemHandle of a handle this process has open only counts a
   // reference, so "with overhead" would time nothing while it exists.
   lockstep.begin_step();
-  require_phase(lockstep.phase("unmap",
+  require_agreed(lockstep.phase("unmap",
                                [&] {
                                  s.mapping.reset();
                                  return std::string();

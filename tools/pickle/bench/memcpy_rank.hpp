@@ -14,7 +14,7 @@
 namespace pickle::bench {
 
 /// Measures, prints (rank 0) and returns the exit code (0, or 1 when a size failed or a byte was wrong). Set-up
-/// failures are PairFailure.
+/// failures are AgreedFailure.
 int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& options,
                     const std::vector<std::string>& args);
 

@@ -30,16 +30,6 @@
 namespace pickle::bench {
 namespace {
 
-/// A set-up phase failed somewhere: every rank ends the run with this same error, and rank 0 alone reports it.
-class AgreedFailure : public Error {
- public:
-  AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
-};
-
-void require(const PhaseOutcome& outcome, std::string_view what) {
-  if (!outcome.ok) throw AgreedFailure(outcome.code, cat(what, ": ", outcome.error));
-}
-
 int run(const P2pOptions& options, const std::vector<std::string>& args, const RankInfo& self);
 
 /// What rank 0 decides for everyone at the start.
@@ -67,7 +57,7 @@ Plan agree_on_plan(Lockstep& lockstep, const RankInfo& self, const P2pOptions& o
     }
     return payload;
   });
-  require(outcome, "agreeing on the plan");
+  require_agreed(outcome, "agreeing on the plan");
   const std::string& zero = outcome.payloads[0];
   std::size_t first = zero.find('\n'), second = zero.find('\n', first + 1);
   Plan plan;
@@ -177,7 +167,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
     ctx.emplace(store, plan.kind, device);
     return active && plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
   });
-  require(context, "creating streams and events");
+  require_agreed(context, "creating streams and events");
   record_shared_gpu(report, shared_gpu_note(context.payloads));
 
   // Sizes, then buffers for the largest, halved while they do not fit.
@@ -189,7 +179,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   auto allocated = lockstep.phase("allocate", [&] {
     return active ? cat(ctx->allocate(wanted, sizes.front())) : std::string();
   });
-  require(allocated, "allocating buffers");
+  require_agreed(allocated, "allocating buffers");
   std::size_t capacity = std::min(std::strtoull(allocated.payloads[0].c_str(), nullptr, 10),
                                   std::strtoull(allocated.payloads[1].c_str(), nullptr, 10));
   std::size_t planned = sizes.size();
@@ -208,12 +198,12 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   if (self.rank == 0 && capacity >= (std::size_t{1} << 30)) {
     std::fprintf(stderr, "bench p2p: filling %s pattern buffers\n", human_bytes(capacity).c_str());
   }
-  require(lockstep.phase("exchange", [&] {
+  require_agreed(lockstep.phase("exchange", [&] {
             if (active && plan.same_host) ctx->exchange(plan.nonce, capacity);
             return std::string();
           }),
           "mapping the peer's buffers");
-  require(lockstep.phase("fill", [&] {
+  require_agreed(lockstep.phase("fill", [&] {
             if (active) ctx->fill_source();
             return std::string();
           }),
