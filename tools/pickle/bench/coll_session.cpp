@@ -1,7 +1,6 @@
 #include "coll_session.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 

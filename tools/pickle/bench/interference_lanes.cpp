@@ -1,6 +1,5 @@
 #include "interference_lanes.hpp"
 
-#include <cerrno>
 #include <cstdio>
 
 #include <pickle/error.hpp>

@@ -1,6 +1,5 @@
 #include "matrix.hpp"
 
-#include <cerrno>
 #include <cstdio>
 
 #include <pickle/error.hpp>

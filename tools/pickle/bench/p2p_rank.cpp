@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cerrno>
 #include <optional>
 #include <random>
 

@@ -1,7 +1,6 @@
 #include "transports.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 
