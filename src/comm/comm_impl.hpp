@@ -16,6 +16,8 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -57,6 +59,12 @@ using comm::ShmSendMessage;
 using comm::ShmSignalMessage;
 using comm::kCompletionSlots;
 using comm::kPeerSignalSlots;
+
+/// Why a send failed whose stream accepted its step (a host callback: an shm send's "source ready", a net send's
+/// pieces) and then dropped it unrun. The stream's own error says what gave up; its synchronize reports it.
+inline constexpr std::string_view kDroppedByItsStream =
+    "its stream dropped the send before running it (a wait queued ahead of the send gave up; the stream's "
+    "synchronize reports why)";
 
 /// A pair's failure as the checks after waits see it (Communicator::Impl::check_wait), written once when the pair
 /// fails: each user signal slot's value before the failure released it (a wait for more was released, not
@@ -209,8 +217,11 @@ struct Communicator::Impl {
   /// An shm send's step towards the ring (`step`: RequestState::kShmMatched or kShmSourceReady): the step that
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
-  /// An shm send whose stream refused its source-ready callback (`cause`): fails it alone and tells the receiver.
-  void refuse_shm_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause);
+  /// An shm send whose stream refused its source-ready callback, or accepted and then dropped it unrun (`cause`):
+  /// fails it alone and tells the receiver. `from_stream_thread`: called by the stream that dropped it, which must not
+  /// block on the control channel (the message is posted instead).
+  void refuse_shm_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause,
+                       bool from_stream_thread);
   /// Whether `peer` is reached through the ipc transport (copy engines into its mapped memory).
   bool uses_ipc(int peer) const { return !uses_shm(peer) && !uses_net(peer); }
   /// Whether `peer` is reached through the shm transport. From the choice made at creation, so that a transport's
@@ -450,8 +461,11 @@ struct Communicator::Impl {
   bool signal_reached_locked(int peer, int slot, std::uint32_t expected) const;
   /// Enqueues `fn`, which uses this communicator (its transports, state or Requests), on an application's stream.
   /// Counted: teardown waits (bounded) until every such callback has run, so that none runs on a freed communicator
-  /// when the application destroys it before synchronizing its streams.
-  void on_application_stream(device::Stream& stream, std::function<void()> fn);
+  /// when the application destroys it before synchronizing its streams. `if_dropped`, if given, runs instead of `fn`
+  /// when the stream accepted the callback and then dropped it unrun (a host stream whose earlier wait gave up), on
+  /// the thread that let go of it, so that what `fn` was to report (a send's data is on its way) does not leave the
+  /// peer waiting PICKLE_TIMEOUT for it. A callback the stream refused (this throws) is the caller's to handle.
+  void on_application_stream(device::Stream& stream, std::function<void()> fn, std::function<void()> if_dropped = {});
   /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
   bool drain_application_callbacks(const Deadline& deadline) const;
   /// Teardown's first step: waits until the late-matched sends are queued and the callbacks of on_application_stream

@@ -351,23 +351,51 @@ Communicator::Impl::~Impl() {
   attempt([&] { retire_signal_area(stream_waits); });
 }
 
-void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn) {
+void Communicator::Impl::on_application_stream(device::Stream& stream, std::function<void()> fn,
+                                                std::function<void()> if_dropped) {
   // The count drops when the stream lets go of the callback, whether it ran it (even when fn threw: the stream
   // reports it) or dropped it unrun (a host stream that gave up a wait, or was destroyed stuck): teardown waits for
-  // it, and a dropped callback must not make it wait PICKLE_TIMEOUT. It drops last, after what fn captured is gone
-  // (a staged put's pinned buffer goes back to the communicator's pool): `done` is declared before `fn`, so it is
-  // destroyed after it, and a run moves fn out and destroys it first.
+  // it, and a dropped callback must not make it wait PICKLE_TIMEOUT. It drops last, after what fn and if_dropped
+  // captured is gone (a staged put's pinned buffer goes back to the communicator's pool). The state is shared by the
+  // copies that std::function may make of the callback, and goes with the last of them: on the stream's thread once
+  // it ran or dropped it, or here. `ran` and `accepted` need no atomics: each is written before a release of a
+  // reference, and read by whoever releases the last one.
+  struct Pending {
+    Impl* comm;
+    std::function<void()> fn, if_dropped;
+    bool accepted = false;  // host_callback returned: from here on, a callback that never ran was dropped
+    bool ran = false;
+    Pending(Impl* owner, std::function<void()> run, std::function<void()> dropped)
+        : comm(owner), fn(std::move(run)), if_dropped(std::move(dropped)) {
+      comm->application_callbacks.fetch_add(1);
+    }
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    ~Pending() {
+      if (accepted && !ran && if_dropped) {
+        try {
+          if_dropped();
+        } catch (const std::exception& e) {
+          PICKLE_LOG(Error, "comm", "rank " << comm->info.rank << ": reporting an operation that its stream dropped "
+                                    "unrun failed: " << e.what());
+        }
+      }
+      fn = nullptr;
+      if_dropped = nullptr;
+      comm->application_callbacks.fetch_sub(1);
+    }
+  };
   struct Callback {
-    std::shared_ptr<void> done;  // shared by the copies that std::function may make: drops the count once
-    std::function<void()> fn;
-    void operator()() {
-      std::function<void()> call = std::move(fn);
+    std::shared_ptr<Pending> pending;
+    void operator()() const {
+      pending->ran = true;
+      std::function<void()> call = std::move(pending->fn);
       call();
     }
   };
-  application_callbacks.fetch_add(1);
-  std::shared_ptr<void> done(nullptr, [this](void*) { application_callbacks.fetch_sub(1); });
-  stream.host_callback(Callback{.done = std::move(done), .fn = std::move(fn)});
+  auto pending = std::make_shared<Pending>(this, std::move(fn), std::move(if_dropped));
+  stream.host_callback(Callback{.pending = pending});
+  pending->accepted = true;
 }
 
 bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {

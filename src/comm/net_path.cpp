@@ -154,10 +154,16 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
       // must leave only when the caller's stream has reached the call (before it, the peer would write into a
       // buffer that this rank's earlier stream work still uses).
       ++pieces_queued;
-      on_application_stream(stream, [this, peer, index, slot = post.slot, generation = post.generation] {
-        signals->advance_sent(peer, index, generation);
-        send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
-      });
+      on_application_stream(
+          stream,
+          [this, peer, index, slot = post.slot, generation = post.generation] {
+            signals->advance_sent(peer, index, generation);
+            send_control(peer, NetEmptySendMessage{.slot = slot, .generation = generation});
+          },
+          [this, peer, request] {
+            const Error dropped(ErrorCode::System, cat("queuing the send on its stream: ", kDroppedByItsStream));
+            fail_net_send(peer, request, dropped, /*partly_written=*/false);
+          });
       return;
     }
     // The message goes as pieces (comm/net_pieces.hpp), each a message of its own to the transport, so that a staged
@@ -186,8 +192,8 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
       const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
       const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
       ++pieces_queued;  // counted before: a host callback that throws may have been queued in part, and still run
-      on_application_stream(stream, [this, request, transport, words, peer, from, length, to, message, index,
-                                     generation, staged, shared, last] {
+      auto write_piece = [this, request, transport, words, peer, from, length, to, message, index, generation,
+                          staged, shared, last] {
         if (!shared->failed) {
           try {
             transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {
@@ -208,7 +214,23 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
         } catch (const Error& e) {
           fail_net_send(peer, request, e, shared->written);
         }
-      });
+      };
+      // Dropped unrun by its stream (a wait queued ahead of it gave up), the last piece reports the send as its
+      // callback would have: stopped by the stream, or by an earlier piece's write. A stream drops everything queued
+      // after the wait that gave up, so the last piece goes with any other.
+      std::function<void()> if_dropped;
+      if (last) {
+        if_dropped = [this, request, peer, shared] {
+          const Error dropped(ErrorCode::System, cat("queuing the send on its stream: ", kDroppedByItsStream));
+          if (!shared->failed) return fail_net_send(peer, request, dropped, shared->written);
+          try {
+            std::rethrow_exception(shared->failed);
+          } catch (const Error& e) {
+            fail_net_send(peer, request, e, shared->written);
+          }
+        };
+      }
+      on_application_stream(stream, std::move(write_piece), std::move(if_dropped));
     }
   } catch (const std::exception& e) {
     // The stream refused work (a broken stream, or no memory for a staging buffer). Pieces already queued may write

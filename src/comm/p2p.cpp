@@ -269,22 +269,32 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   finish_matched_send(peer, matched, /*from_progress_thread=*/false);
   if (uses_shm(peer) && after != nullptr) {
     try {
-      on_application_stream(after->impl(), [this, peer, request] {
-        if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) post_control(peer, *message);
-      });
+      on_application_stream(
+          after->impl(),
+          [this, peer, request] {
+            if (auto message = shm_send_step(peer, request, RequestState::kShmSourceReady)) {
+              post_control(peer, *message);
+            }
+          },
+          [this, peer, request] {
+            refuse_shm_send(peer, request, Error(ErrorCode::System, std::string(kDroppedByItsStream)),
+                            /*from_stream_thread=*/true);
+          });
     } catch (const Error& e) {
-      refuse_shm_send(peer, request, e);
+      refuse_shm_send(peer, request, e, /*from_stream_thread=*/false);
     } catch (const std::exception& e) {
-      refuse_shm_send(peer, request, Error(ErrorCode::System, e.what()));
+      refuse_shm_send(peer, request, Error(ErrorCode::System, e.what()), /*from_stream_thread=*/false);
     }
   }
   return Request(request);
 }
 
-void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause) {
-  // The caller's stream refused the callback that would say the source is ready (a broken stream): nothing of the
-  // send reaches the ring. It fails alone, its Request throwing the cause; the receiver hears that nothing will come
-  // (its receive fails with a PeerError) from whichever step comes last, this one or the match.
+void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause,
+                                         bool from_stream_thread) {
+  // The caller's stream refused the callback that would say the source is ready (a broken stream), or dropped it
+  // unrun (a wait before it gave up): nothing of the send reaches the ring. It fails alone, its Request throwing the
+  // cause; the receiver hears that nothing will come (its receive fails with a PeerError) from whichever step comes
+  // last, this one or the match.
   std::optional<ControlMessage> reply;
   {
     std::lock_guard lock(mutex);
@@ -301,7 +311,12 @@ void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<Request
     if (!request->enqueued) unmatched_sends.fetch_sub(1);
     reply = shm_send_step(peer, request, RequestState::kShmSourceReady | RequestState::kShmRefused);
   }
-  if (reply) send_control(peer, *reply);
+  if (!reply) return;
+  if (from_stream_thread) {
+    post_control(peer, std::move(*reply));
+  } else {
+    send_control(peer, *reply);
+  }
 }
 
 std::optional<ControlMessage> Communicator::Impl::shm_send_step(int peer, const std::shared_ptr<RequestState>& send,

@@ -765,6 +765,66 @@ PICKLE_CHILD(comm_send_whose_point_its_stream_dropped) {
   return 0;
 }
 
+// Sends matched at call time (their receives posted first), queued on a stream behind a wait that then gives up:
+// the stream drops them unrun. Over shm the step that says the source is ready is a host callback on that stream,
+// and over net so are the pieces' writes (an empty send's message too): dropped, each fails its send alone, and its
+// receive with a PeerError, at once; before, both sides waited PICKLE_TIMEOUT and then timed out. Later sends go
+// through. (Over ipc the dropped operations are the copy and its completion write, which report nothing: both sides
+// still time out; docs/p2p.md.) args: memory kind ("host").
+PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
+  Communicator comm = make_comm(args.at(0));
+  const int rank = comm.rank(), peer = 1 - rank;
+  constexpr std::size_t kBytes = 5003;
+  constexpr int kTag = 30, kEmptyTag = 31, kLaterTag = 32;
+  Buffer buffer = comm.alloc(2 * kBytes);
+  char* later = static_cast<char*>(buffer.data()) + kBytes;
+  std::string what;
+  if (rank == 0) {
+    CHILD_CHECK(await_posted_receives(comm, peer, kTag, 1, env::timeout_seconds()) == 1,
+                "rank 1's receive never arrived");
+    CHILD_CHECK(await_posted_receives(comm, peer, kEmptyTag, 1, env::timeout_seconds()) == 1,
+                "rank 1's empty receive never arrived");
+    HostStreamThatGivesUp dropping;
+    Stream stream(dropping.stream);
+    fill(comm, buffer.data(), kBytes, 30);
+    Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);  // behind the wait, matched
+    Request empty = comm.send(peer, kEmptyTag, buffer.data(), 0, &stream);
+    CHILD_CHECK(dropping.give_up(), "the stream never gave its wait up");  // and drops both sends
+    CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System,
+                            cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
+                                "): queuing the send on its stream: its stream dropped the send before running it"),
+                            what),
+                what);
+    CHILD_CHECK(throws_with([&] { empty.wait(); }, ErrorCode::System,
+                            cat("rank 0 -> peer 1: send of 0 bytes (tag ", kEmptyTag,
+                                "): queuing the send on its stream: its stream dropped the send before running it"),
+                            what),
+                what);
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
+    stream.synchronize();  // reported: the stream goes on
+    fill(comm, later, kBytes, 31);
+    comm.send(peer, kLaterTag, later, kBytes, &stream).wait();
+  } else {
+    Request recv = comm.recv(peer, kTag, buffer.data(), kBytes);
+    Request empty = comm.recv(peer, kEmptyTag, buffer.data(), 0);
+    Request next = comm.recv(peer, kLaterTag, later, kBytes);
+    CHILD_CHECK(throws_with([&] { recv.wait(); }, ErrorCode::Peer,
+                            cat("rank 1 -> peer 0: recv of ", kBytes, " bytes (tag ", kTag, "): peer 0's send of ",
+                                kBytes, " bytes failed"),
+                            what),
+                what);
+    CHILD_CHECK(what.find("its stream dropped the send before running it") != std::string::npos, what);
+    CHILD_CHECK(throws_with([&] { empty.wait(); }, ErrorCode::Peer, "its stream dropped the send before running it",
+                            what),
+                what);
+    next.wait();
+    const std::size_t wrong = count_wrong(comm, later, kBytes, 31);
+    CHILD_CHECK(wrong == 0, wrong, " wrong bytes in the send after the dropped ones");
+  }
+  comm.barrier();
+  return 0;
+}
+
 // Rank 0 dies (SIGKILL) in the middle of a series of transfers; rank 1's pending operations fail with PeerError
 // long before the timeout.
 PICKLE_CHILD(comm_peer_death) {

@@ -73,6 +73,9 @@ TEST_F(Net, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
 TEST_F(Net, ASendWhosePointItsStreamDroppedFailsAloneAndLaterSendsGoThrough) {
   expect_all_ok(run_ranks("comm_send_whose_point_its_stream_dropped", 2, {"host"}, net_env(2)));
 }
+TEST_F(Net, SendsTheirStreamDroppedUnrunFailPromptlyOnBothSides) {
+  expect_all_ok(run_ranks("comm_sends_their_stream_dropped_unrun", 2, {"host"}, net_env(2)));
+}
 TEST_F(Net, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, net_env(2), std::chrono::seconds(120)));
 }

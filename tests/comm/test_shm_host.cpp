@@ -110,6 +110,12 @@ TEST(Shm, ASendWhoseStreamRefusesItsCopyFailsTheReceiveAsThePeersFailure) {
 TEST(Shm, ASendWhoseStreamRefusesItsCallbackFailsTheReceivePostedAfterIt) {
   expect_all_ok(run_ranks("comm_send_on_a_refusing_stream_late", 2, {"host", "fails"}, kShm));
 }
+TEST(Shm, ASendWhosePointItsStreamDroppedFailsAloneAndLaterSendsGoThrough) {
+  expect_all_ok(run_ranks("comm_send_whose_point_its_stream_dropped", 2, {"host"}, kShm));
+}
+TEST(Shm, SendsTheirStreamDroppedUnrunFailPromptlyOnBothSides) {
+  expect_all_ok(run_ranks("comm_sends_their_stream_dropped_unrun", 2, {"host"}, kShm));
+}
 
 TEST(Shm, MoreReceivesThanCompletionSlotsReuseThemSafely) {
   expect_all_ok(run_ranks("comm_slot_reuse", 2, {"host"}, kShm, std::chrono::seconds(120)));
