@@ -81,6 +81,10 @@ class Store {
   const RankInfo& self() const;
   /// The timeout in seconds that this store applies to each wait.
   double timeout_seconds() const;
+  /// The job has failed (a rank stopped or died, and this rank gives up): on rank 0, destroying the store then closes
+  /// its server at once instead of waiting up to the timeout for the other ranks to leave. They can only fail too,
+  /// and a rank that stopped never leaves. Thread-safe; no effect on other ranks.
+  void mark_job_failed() noexcept;
 
  private:
   struct Impl;

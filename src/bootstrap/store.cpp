@@ -2,6 +2,7 @@
 // This file checks arguments, names operations for error messages and keeps the per-name collective counters.
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <variant>
@@ -38,6 +39,7 @@ struct Store::Impl {
   std::vector<std::unique_ptr<bootstrap::StoreClient>> spare;
   std::map<std::string, std::uint64_t> barrier_calls;  // how many times this rank entered each barrier name
   std::uint64_t allgather_calls = 0;
+  std::atomic<bool> job_failed{false};  // mark_job_failed(): rank 0's server closes without waiting for the others
 
   std::string what(std::string_view op, std::uint64_t bytes = UINT64_MAX) const {
     return describe({.rank = self.rank, .op = op, .bytes = bytes});
@@ -158,9 +160,13 @@ Store::~Store() {
   impl_->spare.clear();
   impl_->client.reset();
   if (impl_->server) {
-    // The server lives in this process: keep it up until the other ranks are done with it.
-    impl_->server->finish(Deadline::after_seconds(impl_->timeout_seconds));
+    // The server lives in this process: keep it up until the other ranks are done with it (unless the job failed).
+    impl_->server->finish(Deadline::after_seconds(impl_->job_failed.load() ? 0 : impl_->timeout_seconds));
   }
+}
+
+void Store::mark_job_failed() noexcept {
+  if (impl_) impl_->job_failed.store(true);
 }
 
 Store::Store(Store&&) noexcept = default;

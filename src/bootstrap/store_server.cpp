@@ -118,6 +118,13 @@ void StoreServer::Impl::loop() {
     TimePoint now = Clock::now();
     if (finishing.load(std::memory_order_acquire)) {
       if (state.no_rank_connected()) break;
+      // A rank that a gather already gave up waiting for (stopped, hung) is not waited for a second time: the job
+      // has failed, and the rank, should it ever go on, finds the store closed.
+      if (state.only_unresponsive_ranks_connected()) {
+        PICKLE_LOG(Info, "bootstrap", "store: rank 0 is shutting down the store without waiting for "
+                                          << state.connected_ranks() << ", which a gather gave up waiting for");
+        break;
+      }
       if (now >= TimePoint(Clock::duration(finish_by.load(std::memory_order_acquire)))) {
         PICKLE_LOG(Warn, "bootstrap",
                    "store: rank 0 is shutting down the store with " << state.connected_ranks() << " still connected");

@@ -39,7 +39,8 @@ std::string format_rank_list(const std::vector<int>& ranks, int world_size) {
 }
 
 StoreState::StoreState(int world_size, std::string token)
-    : world_size_(world_size), token_(std::move(token)), ranks_(static_cast<std::size_t>(world_size), RankStatus::Absent) {}
+    : world_size_(world_size), token_(std::move(token)), ranks_(static_cast<std::size_t>(world_size), RankStatus::Absent),
+      unresponsive_(static_cast<std::size_t>(world_size), false) {}
 
 void StoreState::reply(ConnId conn, const Response& response, std::vector<Outgoing>& out, bool close_after) {
   out.push_back(Outgoing{conn, encode(response), close_after});
@@ -368,6 +369,7 @@ void StoreState::on_tick(TimePoint now, std::vector<Outgoing>& out) {
         for (int r = 0; r < world_size_; ++r) {
           if (it == gatherings_.end() || !it->second.blobs[static_cast<std::size_t>(r)]) missing.push_back(r);
         }
+        for (int r : missing) unresponsive_[static_cast<std::size_t>(r)] = true;
         message = cat(format_rank_list(missing, world_size_), " never arrived", within);
         break;
       }
@@ -401,6 +403,13 @@ bool StoreState::is_member(ConnId conn) const {
 
 bool StoreState::no_rank_connected() const {
   return std::none_of(ranks_.begin(), ranks_.end(), [](RankStatus s) { return s == RankStatus::Joined; });
+}
+
+bool StoreState::only_unresponsive_ranks_connected() const {
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r] == RankStatus::Joined && !unresponsive_[r]) return false;
+  }
+  return true;
 }
 
 std::string StoreState::connected_ranks() const {

@@ -52,6 +52,9 @@ class StoreState {
   bool is_member(ConnId conn) const;
   /// Whether no rank is still connected (every rank left, was lost, or never came): the server may stop.
   bool no_rank_connected() const;
+  /// Whether every rank still connected is one that a gather gave up waiting for (it never arrived within the
+  /// wait: stopped, hung, or far behind): a server that is finishing need not wait for it again.
+  bool only_unresponsive_ranks_connected() const;
   /// "ranks 1, 3 of 4" still connected, for the log of a shutdown that did not wait for everyone.
   std::string connected_ranks() const;
 
@@ -101,6 +104,7 @@ class StoreState {
   std::vector<RankStatus> ranks_;
   int joined_ = 0;
   int first_lost_ = -1;  // the first rank lost without Bye: pending gets and waits fail naming it
+  std::vector<bool> unresponsive_;  // by rank: a gather timed out without it
   std::map<ConnId, Connection> conns_;
   std::unordered_map<std::string, std::vector<std::byte>> data_;
   std::map<std::string, Gathering> gatherings_;

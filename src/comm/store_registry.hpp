@@ -13,4 +13,8 @@ namespace pickle::comm {
 /// the rest of the process.
 std::shared_ptr<Store> shared_store(const RankInfo& self, const Store::Options& options);
 
+/// Store::mark_job_failed on every store made here: a process that gives its job up (a peer stopped or died) does
+/// not wait at exit, on rank 0, for ranks that will never leave these stores.
+void mark_shared_stores_failed() noexcept;
+
 }  // namespace pickle::comm

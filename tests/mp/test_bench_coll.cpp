@@ -7,6 +7,9 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <signal.h>
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
@@ -269,6 +272,62 @@ TEST(BenchColl, ARootBeyondTheLaunchedWorldIsABadCommandLine) {
   std::string err = read_file(dir / "err") + read_file(dir / "out");
   EXPECT_TRUE(status.exited && status.code == 2) << status.describe() << "\n" << err;
   EXPECT_NE(err.find("-r 2: the root must be a rank below the world size 2"), std::string::npos) << err;
+}
+
+// A rank that stops mid-sweep (SIGSTOP: alive, holding its connections, answering nothing). Rank 0's collective
+// times out and the ranks' exchange after it finds rank 1 gone: rank 0 exits 1 naming its own failure first (the
+// operation, size and peer) and still prints and writes what it measured before. Until 2026-11-29j the error said
+// only "store allgather ... never arrived", nothing was printed or written, the exit took two more PICKLE_TIMEOUTs
+// (rank 0's stores waited for rank 1 to leave), and tearing the backend down could run a reduction queued behind a
+// released wait on freed memory (a segfault). Ranks started by hand: a launcher would stop them all at once.
+TEST(BenchColl, ARankThatStopsMidSweepEndsTheRunWithItsErrorAndWhatWasMeasured) {
+  TempDir dir("bench-coll-stop");
+  const std::string json_path = dir / "result.json";
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank),
+                                    "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                    "PICKLE_TIMEOUT=5"};
+    pids.push_back(spawn_program({PICKLE_CLI_PATH, "bench", "coll", "-c", "allreduce", "--memory", "host", "--backend",
+                                  "pickle", "-b", "1M", "-e", "256M", "-f", "2", "-n", "20", "-w", "2", "--json",
+                                  json_path},
+                                 env, dir / ("out" + std::to_string(rank)), dir / ("err" + std::to_string(rank))));
+  }
+  // Stopped once rank 0 has measured some sizes (its first progress line, after 3 s, says so).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_file(dir / "err0").find("done (step ") == std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
+  const ExitStatus status = wait_pid_or_kill(pids[0], std::chrono::seconds(90));
+  ::kill(pids[1], SIGKILL);
+  wait_pid_or_kill(pids[1], std::chrono::seconds(10));
+  const std::string out = read_file(dir / "out0"), err = read_file(dir / "err0");
+  ASSERT_NE(err.find("done (step "), std::string::npos) << "no progress line in time:\n" << err;
+  EXPECT_TRUE(status.exited && status.code == 1) << status.describe() << "\n" << out << "\n" << err;
+  // Whatever the phase the stop fell in, the exchange after it names the rank that never came; where rank 0's own
+  // part of that phase failed too (a collective's receive timing out), that error comes first, naming peer 1.
+  EXPECT_NE(err.find("pickle bench coll: "), std::string::npos) << err;
+  EXPECT_NE(err.find("could not exchange how phase '"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1 of 2 never arrived"), std::string::npos) << err;
+  const std::size_t own = err.find("pickle bench coll: rank 0: ");
+  if (own != std::string::npos) {
+    EXPECT_NE(err.find("peer 1", own), std::string::npos) << err;
+    EXPECT_NE(err.find("; then the ranks could not exchange", own), std::string::npos) << err;
+  }
+  // What was measured before: rows on stdout and in the result file, every element checked.
+  EXPECT_GE(table_rows(out).size(), 2u) << out;
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "failed");
+  EXPECT_NE(find_backend(root, "pickle")->at("detail").as_string().find("could not exchange"), std::string::npos);
+  const auto& results = root.at("results").as_array();
+  ASSERT_GE(results.size(), 4u);  // at least two sizes, out of place and in place
+  for (const auto& r : results) {
+    if (!r.at("error").is_null()) continue;
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << r.at("bytes").as_int();
+  }
 }
 
 // --- pickle bench scenario

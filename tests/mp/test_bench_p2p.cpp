@@ -7,6 +7,7 @@
 
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
@@ -302,6 +303,60 @@ TEST(BenchP2p, ACorruptedByteIsCountedAndFailsTheRun) {
 
 namespace pickle::test {
 namespace {
+
+// A rank that stops mid-sweep (SIGSTOP: alive, holding its connections, answering nothing): rank 0 exits 1 naming
+// the rank that never came (and its own failure first, where its part of the phase failed too), and still prints and
+// writes what it measured before. Until 2026-11-29j it said only "store allgather ... never arrived" and printed and
+// wrote nothing. Ranks started by hand: a launcher would stop them all at once.
+TEST(BenchP2p, ARankThatStopsMidSweepEndsTheRunWithItsErrorAndWhatWasMeasured) {
+  TempDir dir("bench-p2p-stop");
+  const std::string json_path = dir / "result.json";
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank),
+                                    "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                    "PICKLE_TIMEOUT=5"};
+    pids.push_back(spawn_program({PICKLE_CLI_PATH, "bench", "p2p", "--memory", "host", "--backend", "pickle", "--mode",
+                                  "uni", "-b", "1M", "-e", "256M", "-f", "2", "-n", "20", "-w", "2", "--json",
+                                  json_path},
+                                 env, dir / ("out" + std::to_string(rank)), dir / ("err" + std::to_string(rank))));
+  }
+  // Stopped once rank 0 has measured some sizes (its first progress line, after 3 s, says so).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_file(dir / "err0").find("done (step ") == std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
+  const ExitStatus status = wait_pid_or_kill(pids[0], std::chrono::seconds(90));
+  ::kill(pids[1], SIGKILL);
+  wait_pid_or_kill(pids[1], std::chrono::seconds(10));
+  const std::string out = read_file(dir / "out0"), err = read_file(dir / "err0");
+  ASSERT_NE(err.find("done (step "), std::string::npos) << "no progress line in time:\n" << err;
+  EXPECT_TRUE(status.exited && status.code == 1) << status.describe() << "\n" << out << "\n" << err;
+  EXPECT_NE(err.find("pickle bench p2p: "), std::string::npos) << err;
+  EXPECT_NE(err.find("could not exchange how phase '"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1 of 2 never arrived"), std::string::npos) << err;
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "failed");
+  std::size_t measured = 0, failed = 0;
+  for (const auto& r : root.at("results").as_array()) {
+    if (!r.at("error").is_null()) {
+      ++failed;
+      EXPECT_NE(r.at("error").as_string().find("could not exchange"), std::string::npos) << r.at("error").as_string();
+      continue;
+    }
+    if (r.at("wrong").is_null()) continue;  // not reached
+    ++measured;
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << r.at("bytes").as_int();
+  }
+  EXPECT_GE(measured, 1u);
+  EXPECT_EQ(failed, 1u);
+  // Its rows are on stdout too, and the failed step says FAILED.
+  EXPECT_GE(table_rows(out).size(), measured + 1) << out;
+  EXPECT_NE(out.find("FAILED"), std::string::npos) << out;
+}
 
 // Ranks 0 and 1 on two "hosts": two network namespaces joined by a veth link the test makes (and impairs). The suite
 // must see that the ranks share no host, run pickle over its net transport (chosen by the communicator, nothing

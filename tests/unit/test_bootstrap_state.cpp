@@ -201,6 +201,28 @@ TEST(StoreState, GatherAnswersEveryRankWithBlobsInRankOrder) {
   EXPECT_EQ(error_of(late[0]).message, "ranks 1, 2 of 3 never arrived within 1.0 s");
 }
 
+// A finishing server need not wait for a rank that a gather already gave up on (stopped, hung): only ranks that
+// never missed one keep it waiting. A Get that timed out does not count: the key may come from anyone.
+TEST(StoreState, RanksAGatherGaveUpOnAreNotWaitedForAtTheEnd) {
+  StateHarness h(3);
+  h.join_all(3);
+  EXPECT_FALSE(h.state.only_unresponsive_ranks_connected());
+  h.send(100, GetRequest{"never", 100});
+  h.tick(std::chrono::milliseconds(200));
+  EXPECT_FALSE(h.state.only_unresponsive_ranks_connected());
+  h.send(100, GatherRequest{"g", {}, 100});
+  h.send(101, GatherRequest{"g", {}, 100});
+  auto late = h.tick(std::chrono::milliseconds(200));
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(error_of(late[0]).message, "rank 2 of 3 never arrived within 0.1 s");
+  EXPECT_FALSE(h.state.only_unresponsive_ranks_connected());  // ranks 0 and 1 are still connected and answered
+  h.send(100, ByeRequest{});
+  EXPECT_FALSE(h.state.only_unresponsive_ranks_connected());
+  h.send(101, ByeRequest{});
+  EXPECT_TRUE(h.state.only_unresponsive_ranks_connected());  // rank 2 alone: the gather gave up on it
+  EXPECT_FALSE(h.state.no_rank_connected());
+}
+
 TEST(StoreState, LostRankFailsPendingWaitsNamingIt) {
   StateHarness h(3);
   h.join_all(3);

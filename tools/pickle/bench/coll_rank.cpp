@@ -148,13 +148,18 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
     }
     return std::string();
   };
-  report.backends = run_backends(*ctx, lockstep, options.backends, "bench/coll", measure);
-  free_context(lockstep, ctx);
-
-  if (self.rank == 0) {
+  const auto write_report = [&] {
     print_coll_table(report, stdout);
     if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path);
+  };
+  try {
+    run_backends(*ctx, lockstep, options.backends, "bench/coll", measure, report.backends);
+  } catch (const LockstepBroken& broken) {
+    if (self.rank == 0) write_report();  // a rank stopped or died: what was measured before still goes out
+    end_broken_run(broken, "coll");
   }
+  free_context(lockstep, ctx);
+  if (self.rank == 0) write_report();
   return report.exit_code();
 }
 

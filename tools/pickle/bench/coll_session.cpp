@@ -102,24 +102,33 @@ void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBack
   backend.reset();  // also when the phase failed before it
 }
 
-std::vector<BackendRun> run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
-                                     const std::string& key_prefix,
-                                     const std::function<std::string(CollBackend&, std::size_t)>& measure) {
-  std::vector<BackendRun> runs;
+void run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
+                  const std::string& key_prefix, const std::function<std::string(CollBackend&, std::size_t)>& measure,
+                  std::vector<BackendRun>& runs) {
   for (std::size_t index = 0; index < names.size(); ++index) {
     std::unique_ptr<CollBackend> backend = make_coll_backend(names[index], cat(key_prefix, "/", index));
-    BackendRun run = start_backend(ctx, lockstep, *backend);
-    if (run.status == BackendRun::Status::Ok) {
-      std::string error = measure(*backend, index);
-      if (!error.empty()) {
-        run.status = BackendRun::Status::Failed;
-        run.detail = error;
+    BackendRun run;
+    run.name = backend->name();
+    try {
+      run = start_backend(ctx, lockstep, *backend);
+      if (run.status == BackendRun::Status::Ok) {
+        std::string error = measure(*backend, index);
+        if (!error.empty()) {
+          run.status = BackendRun::Status::Failed;
+          run.detail = error;
+        }
       }
+    } catch (const LockstepBroken& e) {
+      run.status = BackendRun::Status::Failed;
+      run.detail = e.message();
+      runs.push_back(run);
+      // Not torn down: its stream may still hold work against the peer that is gone (end_broken_run).
+      (void)backend.release();
+      throw;
     }
     runs.push_back(run);
     stop_backend(ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
   }
-  return runs;
 }
 
 void free_context(Lockstep& lockstep, std::unique_ptr<CollContext>& ctx) {

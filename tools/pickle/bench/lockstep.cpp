@@ -9,6 +9,7 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
 
+#include "comm/store_registry.hpp"
 #include "core/format.hpp"
 
 namespace pickle::bench {
@@ -33,6 +34,8 @@ Lockstep::Lockstep(Store& store) : store_(&store), rank_(store.self().rank) {}
 PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::string()>& fn) {
   char status = kSkipped;
   std::string text;
+  ErrorCode own_code = ErrorCode::Internal;
+  std::string own_error;  // this rank's failure of the phase, if any
   if (!failed_) {
     try {
       text = fn();
@@ -40,10 +43,28 @@ PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::str
     } catch (const std::exception& e) {
       status = kFailed;
       const auto* error = dynamic_cast<const Error*>(&e);
-      text = cat(static_cast<int>(error != nullptr ? error->code() : ErrorCode::Internal), "|", plain_message(e));
+      own_code = error != nullptr ? error->code() : ErrorCode::Internal;
+      own_error = plain_message(e);
+      text = cat(static_cast<int>(own_code), "|", own_error);
     }
   }
-  auto blobs = store_->allgather(encode(status, name, text));
+  std::vector<std::vector<std::byte>> blobs;
+  try {
+    blobs = store_->allgather(encode(status, name, text));
+  } catch (const Error& e) {
+    // The job is over: on rank 0, the stores' servers (the lockstep's and the communicators') close at exit without
+    // waiting PICKLE_TIMEOUT more for ranks that will never leave them.
+    store_->mark_job_failed();
+    comm::mark_shared_stores_failed();
+    // A rank stopped, died or lost its connection, most often in this very phase: this rank's own failure of it
+    // (a timeout that names the peer, operation and size) says more than the store's "rank N never arrived", so it
+    // comes first, and its code wins.
+    const std::string exchange = cat("the ranks could not exchange how phase '", name, "' went (a rank stopped, died "
+                                     "or lost its connection): ", e.message());
+    if (status != kFailed) throw LockstepBroken(e.code(), exchange);
+    const std::string head = cat("rank ", rank_, ": ");
+    throw LockstepBroken(own_code, cat(own_error.starts_with(head) ? "" : head, own_error, "; then ", exchange));
+  }
   PhaseOutcome outcome;
   outcome.payloads.resize(blobs.size());
   for (std::size_t r = 0; r < blobs.size(); ++r) {
@@ -85,6 +106,12 @@ PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::str
 
 void Lockstep::rethrow(std::string_view what) const {
   throw Error(code_, cat(what, ": ", error_));
+}
+
+void end_broken_run(const LockstepBroken& broken, std::string_view suite) {
+  std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), broken.message().c_str());
+  std::fflush(nullptr);
+  std::_Exit(1);
 }
 
 void require_agreed(const PhaseOutcome& outcome, std::string_view what) {

@@ -41,6 +41,7 @@ class Lockstep {
   /// Runs `fn` (unless an earlier phase of this step failed), then exchanges the outcome with every rank. `fn`
   /// returns this rank's payload. Exceptions from `fn` are caught and reported, never propagated. Every rank must
   /// call phase() with the same names in the same order (a mismatch is a ProtocolError: a bug in the caller).
+  /// Throws LockstepBroken when the exchange itself fails.
   PhaseOutcome phase(std::string_view name, const std::function<std::string()>& fn);
 
   /// Whether a phase of the current step failed on some rank, and the first error.
@@ -65,6 +66,22 @@ class AgreedFailure : public Error {
  public:
   AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
+
+/// The ranks can no longer agree: the store's exchange after a phase failed (a rank stopped, died or lost its
+/// connection). Its message leads with this rank's own failure of the phase, when it had one (a timeout naming the
+/// peer, operation and size), then the exchange's. No later phase can run: every suite ends its run with it, rank 0
+/// after printing and writing what it measured before.
+class LockstepBroken : public Error {
+ public:
+  LockstepBroken(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
+
+/// Ends the process after a LockstepBroken, once rank 0 has written what it measured: prints "pickle bench <suite>:
+/// <error>" on stderr, flushes, and exits 1 with no teardown. A backend cut off mid-step may still have work queued on
+/// its stream against the peer that is gone; destroying its communicator would release those waits and let what
+/// follows them (a reduction reading scratch memory) run on freed memory. Exiting closes this rank's connections,
+/// so the other ranks hear at once.
+[[noreturn]] void end_broken_run(const LockstepBroken& broken, std::string_view suite);
 
 /// Throws AgreedFailure("<what>: <the first failing rank's error>") when `outcome` failed on any rank.
 void require_agreed(const PhaseOutcome& outcome, std::string_view what);

@@ -30,6 +30,8 @@ namespace pickle::bench {
 namespace {
 
 int run(const P2pOptions& options, const std::vector<std::string>& args, const RankInfo& self);
+/// Rank 0's output: the table on stdout, and the --json file.
+void write_report(const P2pReport& report, const P2pOptions& options);
 
 /// What rank 0 decides for everyone at the start.
 struct Plan {
@@ -98,7 +100,26 @@ void run_backend(P2pContext& ctx, Lockstep& lockstep, P2pReport& report, const s
     run.detail = set_up.payloads[0];
     for (Mode mode : report.options.modes) {
       for (std::size_t bytes : report.sizes) {
-        StepResult step = run_step(ctx, *backend, lockstep, report.options, mode, bytes);
+        StepResult step;
+        try {
+          step = run_step(ctx, *backend, lockstep, report.options, mode, bytes);
+        } catch (const LockstepBroken& e) {
+          // No later phase can run: the step and its backend are recorded as failed for the report rank 0 still
+          // writes (run()), and the run ends.
+          step = StepResult{};
+          step.backend = name;
+          step.mode = mode;
+          step.bytes = bytes;
+          step.iterations = report.options.iterations;
+          step.error = e.message();
+          report.steps.push_back(std::move(step));
+          run.status = BackendRun::Status::Failed;
+          run.detail = e.message();
+          report.backends.push_back(run);
+          // Not torn down: its stream may still hold work against the peer that is gone (end_broken_run).
+          (void)backend.release();
+          throw;
+        }
         progress.step(static_cast<double>(bytes) + (1 << 20), cat(name, " ", mode_name(mode), " ", short_size(bytes)));
         bool failed = !step.error.empty();
         if (failed) {
@@ -213,7 +234,13 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   total_work *= static_cast<double>(options.modes.size() * options.backends.size());
   const int total_steps = static_cast<int>(sizes.size() * options.modes.size() * options.backends.size());
   Progress progress(total_work, total_steps, stderr, self.rank == 0);
-  for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
+  try {
+    for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
+  } catch (const LockstepBroken& broken) {
+    // A rank stopped or died: what was measured before still goes out, with the failed step in it.
+    if (self.rank == 0) write_report(report, options);
+    end_broken_run(broken, "p2p");
+  }
 
   // Every importer unmaps before any exporter frees.
   lockstep.begin_step();
@@ -226,11 +253,13 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
     return std::string();
   });
 
-  if (self.rank == 0) {
-    print_table(report, stdout);
-    if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path);
-  }
+  if (self.rank == 0) write_report(report, options);
   return report.exit_code();
+}
+
+void write_report(const P2pReport& report, const P2pOptions& options) {
+  print_table(report, stdout);
+  if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path);
 }
 
 }  // namespace

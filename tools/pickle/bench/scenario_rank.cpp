@@ -140,13 +140,18 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
     report.runs.push_back(std::move(result));
     return error;
   };
-  report.backends = run_backends(*ctx, lockstep, options.backends, "bench/scenario", measure);
-  free_context(lockstep, ctx);
-
-  if (self.rank == 0) {
+  const auto write_report = [&] {
     print_scenario(report, stdout);
     if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path);
+  };
+  try {
+    run_backends(*ctx, lockstep, options.backends, "bench/scenario", measure, report.backends);
+  } catch (const LockstepBroken& broken) {
+    if (self.rank == 0) write_report();  // a rank stopped or died: what was measured before still goes out
+    end_broken_run(broken, "scenario");
   }
+  free_context(lockstep, ctx);
+  if (self.rank == 0) write_report();
   return report.exit_code();
 }
 
