@@ -59,10 +59,12 @@ std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   if (kind != MemoryKind::Host) return largest;
   std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
-  // The smallest size is allocated even above the eighth, but not past what the machine has: host memory is taken
-  // lazily, and filling buffers that cannot fit had the kernel's OOM killer end the run, with no word of why.
-  refuse_beyond_memory(smallest, available / 6, "a sixth of MemAvailable");
-  return std::min<std::size_t>(largest, std::max<std::size_t>(available / 8, smallest));
+  // Two ranks of three buffers each share a host. The smallest size is allocated even above the tenth, but its six
+  // buffers must leave a quarter of MemAvailable to everything else: host memory is taken lazily, and filling
+  // buffers that could not fit had the kernel's OOM killer end the run, with no word of why (a sixth each, all of
+  // MemAvailable, was allowed until 2026-11-29j).
+  refuse_beyond_memory(smallest, available / 8, "an eighth of MemAvailable (six buffers within three quarters)");
+  return std::min<std::size_t>(largest, std::max<std::size_t>(available / 10, smallest));
 }
 
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is) {

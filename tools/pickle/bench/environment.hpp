@@ -24,9 +24,9 @@ std::string hostname();
 std::uint64_t host_memory_available();
 
 /// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
-/// where the ranks share one host: there at most an eighth of MemAvailable (leaving the rest to everything else),
-/// but never below `smallest`.
-/// `smallest` beyond a sixth of MemAvailable is refused (InvalidArgument).
+/// where the ranks share one host: there at most a tenth of MemAvailable (two ranks of three buffers: six tenths,
+/// leaving the rest to everything else), but never below `smallest`.
+/// `smallest` beyond an eighth of MemAvailable (six buffers within three quarters of it) is refused (InvalidArgument).
 std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest);
 
 /// Throws InvalidArgument, naming the size and the limit, when `smallest` bytes exceed `room` (described by `room_is`).

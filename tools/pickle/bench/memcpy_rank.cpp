@@ -211,7 +211,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   std::erase_if(sizes, [&](std::size_t size) { return size > capacity; });
   if (sizes.size() < planned) {
     report.notes.push_back(cat("sizes above ", short_size(capacity), " skipped: a buffer of the next size does not fit ",
-                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in an eighth of MemAvailable"));
+                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in a tenth of MemAvailable"));
   }
 
   require_agreed(lockstep.phase("exchange",

@@ -206,7 +206,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::size_t s) { return s > capacity; }), sizes.end());
   if (sizes.size() < planned) {
     report.notes.push_back(cat("sizes above ", short_size(capacity), " skipped: three buffers of the next size do not fit ",
-                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in an eighth of MemAvailable"));
+                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in a tenth of MemAvailable"));
   }
   report.sizes = sizes;
   if (!plan.same_host) {
