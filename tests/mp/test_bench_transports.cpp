@@ -5,9 +5,15 @@
 // fails the suite with the child's error shown, and bad flags exit 2 before any child starts.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "bench_test_util.hpp"
 #include "core/json.hpp"
@@ -318,6 +324,39 @@ TEST(BenchTransports, MemoryCudaWithoutAGpuIsRefusedBeforeAnyChildStarts) {
   EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
   EXPECT_NE(run.err.find("--memory cuda needs a GPU, and this machine has none"), std::string::npos) << run.err;
   EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << run.err;
+}
+
+// Ctrl-C (SIGINT) or SIGTERM while a child runs: the child is stopped, the scratch folder of the children's files
+// goes, and the orchestrator then ends by that signal. Until 2026-11-29j the folder stayed behind in $TMPDIR.
+TEST(BenchTransports, AnInterruptedRunLeavesNoScratchFolderBehind) {
+  TempDir dir("bench-transports-stop");
+  const std::string tmp = dir / "tmp";
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0700), 0);
+  const auto scratch_folders = [&] {
+    int found = 0;
+    if (DIR* folder = ::opendir(tmp.c_str())) {
+      while (dirent* entry = ::readdir(folder)) found += std::string_view(entry->d_name).starts_with("pickle-") ? 1 : 0;
+      ::closedir(folder);
+    }
+    return found;
+  };
+  for (int signal : {SIGINT, SIGTERM}) {
+    const std::string err = dir / ("err" + std::to_string(signal));
+    pid_t pid = spawn_program({PICKLE_CLI_PATH, "bench", "transports", "--memory", "host", "--ops", "p2p", "-b", "16M",
+                               "-e", "64M", "-n", "50", "--runs", "3"},
+                              {"PICKLE_TIMEOUT=20", "TMPDIR=" + tmp}, dir / "out", err);
+    // Interrupted once a child has started (its output files are in the scratch folder).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (read_file(err).find("configuration 3 of 4") == std::string::npos &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(scratch_folders(), 1) << read_file(err);
+    ::kill(pid, signal);
+    const ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(60));
+    EXPECT_EQ(status.signal, signal) << status.describe() << "\n" << read_file(err);
+    EXPECT_EQ(scratch_folders(), 0) << "signal " << signal;
+  }
 }
 
 TEST(BenchTransports, RefusesToRunAsARankOfALauncher) {

@@ -9,9 +9,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <fstream>
 
 #include <pickle/error.hpp>
@@ -24,6 +27,19 @@
 extern char** environ;
 
 namespace pickle::bench {
+namespace {
+
+/// SIGINT or SIGTERM received while a ScratchDir existed (0: none).
+volatile std::sig_atomic_t stop_signal = 0;
+
+extern "C" void note_stop_signal(int signal) { stop_signal = signal; }
+
+/// Thrown by run_child once a stop signal came: not an Error, so that no catch on the way records it as a failure.
+struct Interrupted : std::exception {
+  const char* what() const noexcept override { return "interrupted by a signal"; }
+};
+
+}  // namespace
 
 ScratchDir::ScratchDir() {
   std::string base = env::foreign("TMPDIR").value_or("/tmp");
@@ -32,6 +48,11 @@ ScratchDir::ScratchDir() {
     throw SystemError(cat("bench transports: cannot create a scratch folder in ", base), errno);
   }
   path_ = pattern;
+  struct sigaction noted {};
+  noted.sa_handler = note_stop_signal;
+  sigemptyset(&noted.sa_mask);
+  ::sigaction(SIGINT, &noted, &previous_int_);
+  ::sigaction(SIGTERM, &noted, &previous_term_);
 }
 
 ScratchDir::~ScratchDir() {
@@ -44,6 +65,14 @@ ScratchDir::~ScratchDir() {
     ::closedir(dir);
   }
   ::rmdir(path_.c_str());
+  ::sigaction(SIGINT, &previous_int_, nullptr);
+  ::sigaction(SIGTERM, &previous_term_, nullptr);
+  if (const int signal = stop_signal; signal != 0) {
+    // The run was stopped: end as the signal asked (a shell sees 128 + its number), now that nothing is left behind.
+    std::fflush(nullptr);
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+  }
 }
 
 std::string ChildOutcome::describe() const {
@@ -82,13 +111,14 @@ void fill_outcome(ChildOutcome& outcome, int status) {
   outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
-/// Waits for `pid` until `deadline`; true when it ended (status filled).
-bool wait_until(pid_t pid, const Deadline& deadline, int& status) {
+/// Waits for `pid` until `deadline`, or until a stop signal came when `until_stopped`; true when it ended (status
+/// filled).
+bool wait_until(pid_t pid, const Deadline& deadline, int& status, bool until_stopped = false) {
   while (true) {
     pid_t got = ::waitpid(pid, &status, WNOHANG);
     if (got == pid) return true;
     if (got < 0 && errno != EINTR) throw SystemError(cat("bench transports: waitpid for child ", pid), errno);
-    if (deadline.expired()) return false;
+    if (deadline.expired() || (until_stopped && stop_signal != 0)) return false;
     // Children run for seconds to minutes: a 20 ms poll costs nothing and needs no SIGCHLD plumbing.
     ::usleep(20'000);
   }
@@ -101,6 +131,7 @@ constexpr auto kStopGrace = std::chrono::seconds(10);  // the child's launcher i
 ChildOutcome run_child(const std::string& program, const std::vector<std::string>& args,
                        const std::vector<std::string>& env, const std::string& stdout_path,
                        const std::string& stderr_path, std::chrono::milliseconds limit) {
+  if (stop_signal != 0) throw Interrupted();
   ExecImage image(program, args, env);
   UniqueFd out = open_output(stdout_path), err = open_output(stderr_path);
   UniqueFd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -138,7 +169,7 @@ ChildOutcome run_child(const std::string& program, const std::vector<std::string
 
   ChildOutcome outcome;
   int status = 0;
-  if (!wait_until(pid, Deadline(limit), status)) {
+  if (!wait_until(pid, Deadline(limit), status, /*until_stopped=*/true)) {
     outcome.timed_out = true;
     ::kill(pid, SIGTERM);
     if (!wait_until(pid, Deadline(kStopGrace), status)) {
@@ -146,6 +177,8 @@ ChildOutcome run_child(const std::string& program, const std::vector<std::string
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
+    // Its files are complete now: the ScratchDir on the way out removes them, then ends the process.
+    if (stop_signal != 0) throw Interrupted();
   }
   fill_outcome(outcome, status);
   outcome.seconds = outcome.timed_out ? std::chrono::duration<double>(limit).count() : watch.seconds();

@@ -3,13 +3,17 @@
 // with its own environment and its output in files, waited for against a deadline. The orchestrator never touches
 // CUDA before its children are done, so starting them by fork + exec is safe.
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
 
 namespace pickle::bench {
 
-/// A private folder for the children's output files, removed with its contents on destruction.
+/// A private folder for the children's output files, removed with its contents on destruction. While it exists,
+/// SIGINT and SIGTERM do not end the process at once: run_child stops its child and unwinds, the folder goes, and
+/// then the process ends by that signal (so a Ctrl-C leaves no folder behind and still exits 130).
 class ScratchDir {
  public:
   /// Creates $TMPDIR/pickle-transports-XXXXXX (SystemError when it cannot).
@@ -23,6 +27,8 @@ class ScratchDir {
 
  private:
   std::string path_;
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
 };
 
 /// How a child ended.
@@ -40,7 +46,9 @@ struct ChildOutcome {
 /// Runs `program args...` with exactly `env` as its environment, stdout and stderr in the files named (created or
 /// truncated), stdin empty. Waits at most `limit`; past it the child gets SIGTERM (a `pickle bench` child forwards
 /// it to its ranks), then SIGKILL. If this process dies, the child gets SIGTERM (PR_SET_PDEATHSIG), so no rank is
-/// left behind. Throws SystemError when the child cannot be started (fork, files, exec).
+/// left behind. Throws SystemError when the child cannot be started (fork, files, exec). On SIGINT or SIGTERM
+/// (while a ScratchDir exists) it stops the child as at its limit and throws an exception that is not an Error, so
+/// that nothing on the way takes it for a failed run: the ScratchDir ends the process.
 ChildOutcome run_child(const std::string& program, const std::vector<std::string>& args,
                        const std::vector<std::string>& env, const std::string& stdout_path,
                        const std::string& stderr_path, std::chrono::milliseconds limit);
