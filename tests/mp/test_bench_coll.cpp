@@ -235,6 +235,27 @@ TEST(BenchColl, WithoutCheckNothingIsCounted) {
   EXPECT_EQ(rows[0][12], "N/A");
 }
 
+// Sizes too small to run are skipped with a note that gives the real threshold: one element for allreduce and
+// broadcast, one per rank for the others (until 2026-11-29j the note said "per rank" for all of them, with the wrong
+// byte count for allreduce). The sizes that run are checked.
+TEST(BenchColl, SizesTooSmallToRunAreSkippedWithTheirOwnThreshold) {
+  TempDir dir("bench-coll");
+  BenchRun run = run_bench(dir, "coll", {"-c", "allreduce,allgather", "-b", "1", "-e", "8", "-f", "2", "-n", "1", "-w",
+                                         "0", "--memory", "host"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_NE(run.out.find("# note: allreduce float: 2 size(s) below one element (4 bytes) skipped"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("# note: allgather float: 3 size(s) below one element per rank (8 bytes) skipped"),
+            std::string::npos)
+      << run.out;
+  const auto rows = table_rows(run.out);
+  ASSERT_EQ(rows.size(), 3u) << run.out;  // allreduce 4 and 8 bytes, allgather 8 bytes
+  for (const auto& row : rows) {
+    EXPECT_EQ(row[8], "0") << run.out;   // out of place #wrong
+    EXPECT_EQ(row[12], "0") << run.out;  // in place
+  }
+}
+
 TEST(BenchColl, BadFlagsExitWithTwo) {
   const std::vector<std::vector<std::string>> cases = {{"--bogus"},
                                                        {"-c", "allsum"},

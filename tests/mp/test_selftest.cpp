@@ -58,7 +58,10 @@ TEST(Selftest, BadOptionsExitWithTwoNamingTheFlag) {
       {{"--bytes", "-5"}, "--bytes '-5'"},
       {{"--ranks", "1"}, "--ranks 1: must be between 2"},
       {{"--ranks", "two"}, "--ranks 'two'"},
-      {{"--frobnicate"}, "unknown option '--frobnicate'"},
+      {{"--frobnicate"}, "pickle selftest: unknown option '--frobnicate'"},
+      // Named once (until 2026-11-29j: "pickle selftest: selftest: --memory gpu").
+      {{"--memory", "gpu"}, "pickle selftest: --memory gpu: use host or cuda"},
+      {{"--bytes"}, "pickle selftest: --bytes needs a value"},
   };
   for (const auto& [args, message] : cases) {
     ExitStatus status = run_selftest(dir, args);

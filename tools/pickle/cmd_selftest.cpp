@@ -49,7 +49,7 @@ Options parse(const Args& args) {
   Options options;
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidArgument(cat("selftest: ", args[i], " needs a value"));
+      if (i + 1 >= args.size()) throw InvalidArgument(cat(args[i], " needs a value"));
       return args[++i];
     };
     if (args[i] == "--ranks") options.ranks = static_cast<int>(bench::parse_int(value(), "--ranks", 2, 4096));
@@ -57,11 +57,11 @@ Options parse(const Args& args) {
     else if (args[i] == "--memory") options.memory = value();
     else if (args[i] == "-h" || args[i] == "--help") options.help = true;
     else {
-      throw InvalidArgument(cat("selftest: unknown option '", args[i], "'\n", kUsage));
+      throw InvalidArgument(cat("unknown option '", args[i], "'\n", kUsage));
     }
   }
   if (!options.memory.empty() && options.memory != "host" && options.memory != "cuda") {
-    throw InvalidArgument(cat("selftest: --memory ", options.memory, ": use host or cuda"));
+    throw InvalidArgument(cat("--memory ", options.memory, ": use host or cuda"));
   }
   return options;
 }

@@ -46,9 +46,11 @@ std::vector<CollPoint> plan_points(const CollOptions& options, const std::vector
           points.push_back({.coll = coll, .type = type, .op = op, .root = options.root, .shape = shape});
         }
         if (too_small > 0) {
-          notes.push_back(cat(collective_name(coll), " ", datatype_name(type), ": ", too_small,
-                              " size(s) below one element per rank (", datatype_size(type) * nranks,
-                              " bytes) skipped"));
+          // allreduce and broadcast need one element in all; the others one per rank (coll_shape).
+          const bool whole = coll == Collective::AllReduce || coll == Collective::Broadcast;
+          const std::size_t least = datatype_size(type) * (whole ? 1 : static_cast<std::size_t>(nranks));
+          notes.push_back(cat(collective_name(coll), " ", datatype_name(type), ": ", too_small, " size(s) below ",
+                              whole ? "one element" : "one element per rank", " (", least, " bytes) skipped"));
         }
       }
     }
