@@ -70,7 +70,7 @@ std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is) {
   if (smallest <= room) return;
   throw InvalidArgument(cat("the smallest size, ", short_size(smallest),
-                            ", does not fit: each buffer may take at most ", room_is, " (", short_size(room),
+                            ", does not fit: each buffer may take at most ", room_is, " (", human_bytes(room),
                             " here); ask for a smaller one"));
 }
 
