@@ -307,8 +307,12 @@ TEST(BenchColl, ARankThatStopsMidSweepEndsTheRunWithItsErrorAndWhatWasMeasured) 
   const int port = free_tcp_port();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(rank),
-                                    "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+    std::vector<std::string> env = {"RANK=" + std::to_string(rank),
+                                    "WORLD_SIZE=2",
+                                    "LOCAL_RANK=" + std::to_string(rank),
+                                    "LOCAL_WORLD_SIZE=2",
+                                    "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + std::to_string(port),
                                     "PICKLE_TIMEOUT=5"};
     pids.push_back(spawn_program({PICKLE_CLI_PATH, "bench", "coll", "-c", "allreduce", "--memory", "host", "--backend",
                                   "pickle", "-b", "1M", "-e", "256M", "-f", "2", "-n", "20", "-w", "2", "--json",

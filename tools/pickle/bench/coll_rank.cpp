@@ -110,8 +110,11 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
       smallest = std::min(smallest, p.shape.bytes);
       largest = std::max(largest, p.shape.bytes);
     }
-    std::size_t wanted = first_buffer_bytes(kind, smallest, largest, 2, self.local_world_size);
-    auto allocated = lockstep.phase("allocate", [&] { return cat(ctx->allocate(wanted, smallest, 2)); });
+    // Inside the phase: a size that cannot fit is refused by every rank together, and said once.
+    auto allocated = lockstep.phase("allocate", [&] {
+      const std::size_t wanted = first_buffer_bytes(kind, smallest, largest, 2, self.local_world_size);
+      return cat(ctx->allocate(wanted, smallest, 2));
+    });
     require_agreed(allocated, "allocating buffers");
     std::size_t capacity = largest;
     for (const auto& payload : allocated.payloads)

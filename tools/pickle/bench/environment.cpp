@@ -69,7 +69,8 @@ std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
 
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is) {
   if (smallest <= room) return;
-  throw InvalidArgument(cat("the smallest size, ", short_size(smallest),
+  // Unavailable (the memory the run needs is not there), not a bad command line: the run exits 1 in every suite.
+  throw UnavailableError(cat("the smallest size, ", short_size(smallest),
                             ", does not fit: each buffer may take at most ", room_is, " (", human_bytes(room),
                             " here); ask for a smaller one"));
 }

@@ -26,10 +26,10 @@ std::uint64_t host_memory_available();
 /// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
 /// where the ranks share one host: there at most a tenth of MemAvailable (two ranks of three buffers: six tenths,
 /// leaving the rest to everything else), but never below `smallest`.
-/// `smallest` beyond an eighth of MemAvailable (six buffers within three quarters of it) is refused (InvalidArgument).
+/// `smallest` beyond an eighth of MemAvailable (six buffers within three quarters of it) is refused (UnavailableError).
 std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest);
 
-/// Throws InvalidArgument, naming the size and the limit, when `smallest` bytes exceed `room` (described by `room_is`).
+/// Throws UnavailableError, naming the size and the limit, when `smallest` bytes exceed `room` (described by `room_is`).
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is);
 
 }  // namespace pickle::bench

@@ -191,13 +191,13 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
 
   std::size_t max_bytes = sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMax : kHostDefaultMax);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);
-  // Two ranks, one buffer each.
-  std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
   device::AllocMethod method = options.method == "vmm"          ? device::AllocMethod::CudaVmm
                                : options.method == "cudaMalloc" ? device::AllocMethod::CudaMalloc
                                                                 : device::AllocMethod::Default;
   auto allocated = lockstep.phase("allocate", [&] {
     if (!active) return std::string();
+    // Sized inside the phase: a size that cannot fit is refused by both ranks together, and said once.
+    const std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
     s.buffer = allocate_up_to(s.kind, wanted, sizes.front(), s.device,
                               s.rank == 1 ? method : device::AllocMethod::Default);
     return cat(s.buffer->bytes(), " ", device::alloc_method_name(s.buffer->method()));

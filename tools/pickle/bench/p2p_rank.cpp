@@ -194,10 +194,11 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   std::size_t max_bytes =
       sweep_max_bytes(options, plan.kind == MemoryKind::Cuda ? kCudaDefaultMaxBytes : kHostDefaultMaxBytes);
   std::vector<std::size_t> sizes = size_sweep(options.min_bytes, max_bytes, options.factor);
-  // Two ranks, three buffers each.
-  std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
+  // Two ranks, three buffers each. Sized inside the phase: a size that cannot fit is refused by every rank together,
+  // and said once.
   auto allocated = lockstep.phase("allocate", [&] {
-    return active ? cat(ctx->allocate(wanted, sizes.front())) : std::string();
+    if (!active) return std::string();
+    return cat(ctx->allocate(sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back()), sizes.front()));
   });
   require_agreed(allocated, "allocating buffers");
   std::size_t capacity = std::min(std::strtoull(allocated.payloads[0].c_str(), nullptr, 10),
