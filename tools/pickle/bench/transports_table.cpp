@@ -75,13 +75,25 @@ void print_seed_table(const OpSection& section, std::optional<std::size_t> shown
 
 /// Means per size, and the gains as ratios.
 void print_size_table(const OpSection& section, std::FILE* out) {
+  // Each column as wide as its label needs (the --lanes keys, "pickle-net-1/nccl-socket-1", pass the defaults), so
+  // that values stay under their labels.
+  std::vector<std::size_t> config_widths, ratio_widths;
   std::string header = "#";
   header += cell_left("size", kSizeWidth - 1);
-  for (const auto& c : section.configs) header += cell_left(std::string(c.config->key), kCellWidth);
-  for (const auto& comparison : comparisons()) header += cell_left(cat(comparison.fast, "/", comparison.slow), kRatioWidth);
+  for (const auto& c : section.configs) {
+    const std::string label(c.config->key);
+    config_widths.push_back(std::max(kCellWidth, label.size() + 1));
+    header += cell_left(label, config_widths.back());
+  }
+  for (const auto& comparison : comparisons()) {
+    const std::string label = cat(comparison.fast, "/", comparison.slow);
+    ratio_widths.push_back(std::max(kRatioWidth, label.size() + 1));
+    header += cell_left(label, ratio_widths.back());
+  }
   std::fprintf(out, "%s\n", header.c_str());
   for (std::size_t bytes : section.sizes()) {
     std::string line = cell_left(cat(bytes), kSizeWidth);
+    std::size_t column = 0;
     for (const auto& c : section.configs) {
       std::string cell = "-";
       if (c.status() == ConfigRuns::Status::Skipped) {
@@ -92,11 +104,12 @@ void print_size_table(const OpSection& section, std::FILE* out) {
       } else if (c.status() == ConfigRuns::Status::Failed) {
         cell = "FAILED";
       }
-      line += cell_left(cell, kCellWidth);
+      line += cell_left(cell, config_widths[column++]);
     }
+    column = 0;
     for (const auto& comparison : comparisons()) {
       auto gain = section.gain(comparison, bytes);
-      line += cell_left(gain ? fixed(*gain, 3) : std::string("-"), kRatioWidth);
+      line += cell_left(gain ? fixed(*gain, 3) : std::string("-"), ratio_widths[column++]);
     }
     std::fprintf(out, "%s\n", line.c_str());
   }
