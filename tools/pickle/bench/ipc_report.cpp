@@ -38,7 +38,7 @@ void print_ipc_table(const IpcReport& report, std::FILE* out) {
   std::fprintf(out, "# us per call, median [min..max] of the repeats; open = import (for vmm: import + map + set "
                     "access together), close = release, re-open = import again after the release\n");
   for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
-  constexpr std::size_t kMethod = 11, kSize = 12, kCell = 24, kWrong = 8;
+  constexpr std::size_t kMethod = 11, kSize = 16, kCell = 24, kWrong = 8;  // kSize: up to 1 PiB in bytes, spaced
   std::string header = "#";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
   header += pad_left("method", kMethod - 1) + pad_left("size", kSize) + pad_left("open(us)", kCell) +
                        pad_left("close(us)", kCell) + pad_left("re-open(us)", kCell) + pad_left("#wrong", kWrong);
