@@ -218,10 +218,9 @@ struct Communicator::Impl {
   /// completes the pair reserves the chunks and returns the ShmSendMessage to send the peer.
   std::optional<ControlMessage> shm_send_step(int peer, const std::shared_ptr<RequestState>& send, int step);
   /// An shm send whose stream refused its source-ready callback, or accepted and then dropped it unrun (`cause`):
-  /// fails it alone and tells the receiver. `from_stream_thread`: called by the stream that dropped it, which must not
-  /// block on the control channel (the message is posted instead).
-  void refuse_shm_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause,
-                       bool from_stream_thread);
+  /// fails it alone and tells the receiver. `post_message`: the message goes out through the outbox instead of being
+  /// written here (for a dropped callback, let go on a stream's thread, which must not block on the channel).
+  void refuse_shm_send(int peer, const std::shared_ptr<RequestState>& send, const Error& cause, bool post_message);
   /// Whether `peer` is reached through the ipc transport (copy engines into its mapped memory).
   bool uses_ipc(int peer) const { return !uses_shm(peer) && !uses_net(peer); }
   /// Whether `peer` is reached through the shm transport. From the choice made at creation, so that a transport's
@@ -463,8 +462,10 @@ struct Communicator::Impl {
   /// Counted: teardown waits (bounded) until every such callback has run, so that none runs on a freed communicator
   /// when the application destroys it before synchronizing its streams. `if_dropped`, if given, runs instead of `fn`
   /// when the stream accepted the callback and then dropped it unrun (a host stream whose earlier wait gave up), on
-  /// the thread that let go of it, so that what `fn` was to report (a send's data is on its way) does not leave the
-  /// peer waiting PICKLE_TIMEOUT for it. A callback the stream refused (this throws) is the caller's to handle.
+  /// the thread that let go of it last (the stream's, or the caller's when the stream dropped it before this
+  /// returned), so that what `fn` was to report (a send's data is on its way) does not leave the peer waiting
+  /// PICKLE_TIMEOUT for it. A callback the stream refused (this throws) is the caller's to handle. Not once the
+  /// teardown has closed the control channels.
   void on_application_stream(device::Stream& stream, std::function<void()> fn, std::function<void()> if_dropped = {});
   /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
   bool drain_application_callbacks(const Deadline& deadline) const;
@@ -700,6 +701,7 @@ struct Communicator::Impl {
     return poll_until(deadline, std::forward<Done>(done));
   }
   std::atomic<int> application_callbacks{0};  // enqueued by on_application_stream, not yet run
+  std::atomic<bool> application_hooks_closed{false};  // teardown closed the channels: if_dropped hooks do nothing
   /// The checks of check_when_passed, with the operation each belongs to (mutex). A stream drops a check once it ran
   /// it, so the expired entries are the checks that ran.
   struct StreamCheck {

@@ -308,6 +308,9 @@ Communicator::Impl::~Impl() {
   // Before the channels and the state that their jobs use go away; the matched sends' jobs post to the outbox. (Sends
   // the progress thread matched after step 1 may be held as well.)
   settle_application_streams_at_close(stream_waits, Deadline::after_seconds(1));
+  // From here on the control channels and transports go: a callback that a stream drops later (one held past both
+  // settles) must not report its send through them (on_application_stream).
+  application_hooks_closed.store(true);
   match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
@@ -358,8 +361,9 @@ void Communicator::Impl::on_application_stream(device::Stream& stream, std::func
   // it, and a dropped callback must not make it wait PICKLE_TIMEOUT. It drops last, after what fn and if_dropped
   // captured is gone (a staged put's pinned buffer goes back to the communicator's pool). The state is shared by the
   // copies that std::function may make of the callback, and goes with the last of them: on the stream's thread once
-  // it ran or dropped it, or here. `ran` and `accepted` need no atomics: each is written before a release of a
-  // reference, and read by whoever releases the last one.
+  // it ran or dropped it, or here (a stream that dropped it before host_callback returned). `ran` and `accepted` need
+  // no atomics: each is written before a release of a reference, and read by whoever releases the last one. Once the
+  // teardown has closed the control channels (application_hooks_closed), a dropped callback reports nothing.
   struct Pending {
     Impl* comm;
     std::function<void()> fn, if_dropped;
@@ -372,7 +376,7 @@ void Communicator::Impl::on_application_stream(device::Stream& stream, std::func
     Pending(const Pending&) = delete;
     Pending& operator=(const Pending&) = delete;
     ~Pending() {
-      if (accepted && !ran && if_dropped) {
+      if (accepted && !ran && if_dropped && !comm->application_hooks_closed.load()) {
         try {
           if_dropped();
         } catch (const std::exception& e) {

@@ -278,19 +278,19 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
           },
           [this, peer, request] {
             refuse_shm_send(peer, request, Error(ErrorCode::System, std::string(kDroppedByItsStream)),
-                            /*from_stream_thread=*/true);
+                            /*post_message=*/true);
           });
     } catch (const Error& e) {
-      refuse_shm_send(peer, request, e, /*from_stream_thread=*/false);
+      refuse_shm_send(peer, request, e, /*post_message=*/false);
     } catch (const std::exception& e) {
-      refuse_shm_send(peer, request, Error(ErrorCode::System, e.what()), /*from_stream_thread=*/false);
+      refuse_shm_send(peer, request, Error(ErrorCode::System, e.what()), /*post_message=*/false);
     }
   }
   return Request(request);
 }
 
 void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<RequestState>& request, const Error& cause,
-                                         bool from_stream_thread) {
+                                         bool post_message) {
   // The caller's stream refused the callback that would say the source is ready (a broken stream), or dropped it
   // unrun (a wait before it gave up): nothing of the send reaches the ring. It fails alone, its Request throwing the
   // cause; the receiver hears that nothing will come (its receive fails with a PeerError) from whichever step comes
@@ -312,7 +312,7 @@ void Communicator::Impl::refuse_shm_send(int peer, const std::shared_ptr<Request
     reply = shm_send_step(peer, request, RequestState::kShmSourceReady | RequestState::kShmRefused);
   }
   if (!reply) return;
-  if (from_stream_thread) {
+  if (post_message) {
     post_control(peer, std::move(*reply));
   } else {
     send_control(peer, *reply);
