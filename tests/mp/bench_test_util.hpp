@@ -1,11 +1,14 @@
 #pragma once
 // What the `pickle bench` end-to-end tests share: running the real command and reading its table.
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "subprocess.hpp"
@@ -47,6 +50,44 @@ inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const st
   run.status = wait_pid_or_kill(pid, limit);
   run.out = read_file(dir / "out");
   run.err = read_file(dir / "err");
+  return run;
+}
+
+/// Rank 0's side of a two-rank run whose rank 1 was stopped mid-run (run_and_stop_rank1).
+struct StoppedRun {
+  ExitStatus status;
+  std::string out, err;
+  bool stopped = false;  ///< rank 1 was stopped after rank 0's first progress line (false: none came in time)
+  std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
+};
+
+/// Starts `pickle bench <args>` as two ranks by hand (a launcher would stop them all at once), PICKLE_TIMEOUT=5,
+/// stops rank 1 (SIGSTOP: alive, holding its connections, answering nothing) once rank 0 has printed its first
+/// progress line (3 s in: some sizes are measured), waits for rank 0, then kills rank 1.
+inline StoppedRun run_and_stop_rank1(const TempDir& dir, const std::vector<std::string>& args) {
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> argv = {PICKLE_CLI_PATH, "bench"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string r = std::to_string(rank);
+    pids.push_back(spawn_program(argv,
+                                 {"RANK=" + r, "WORLD_SIZE=2", "LOCAL_RANK=" + r, "LOCAL_WORLD_SIZE=2",
+                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port), "PICKLE_TIMEOUT=5"},
+                                 dir / ("out" + r), dir / ("err" + r)));
+  }
+  StoppedRun run;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(run.stopped = read_file(dir / "err0").find("done (step ") != std::string::npos) &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pids[1], SIGSTOP);
+  run.status = wait_pid_or_kill(pids[0], std::chrono::seconds(90));
+  ::kill(pids[1], SIGKILL);
+  wait_pid_or_kill(pids[1], std::chrono::seconds(10));
+  run.out = read_file(dir / "out0");
+  run.err = read_file(dir / "err0");
   return run;
 }
 

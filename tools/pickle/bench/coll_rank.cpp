@@ -140,7 +140,22 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
   // Every point of one backend; its first error ends the backend's run.
   auto measure = [&](CollBackend& backend, std::size_t index) {
     for (const auto& point : points) {
-      auto results = run_coll_point(*ctx, backend, static_cast<int>(index), lockstep, options, point);
+      std::vector<CollResult> results;
+      try {
+        results = run_coll_point(*ctx, backend, static_cast<int>(index), lockstep, options, point);
+      } catch (const LockstepBroken& e) {
+        // The point that was cut off is reported failed, both placements, in the report rank 0 still writes.
+        for (bool in_place : {false, true}) {
+          CollResult cut{};
+          cut.backend = options.backends[index];
+          cut.point = point;
+          cut.in_place = in_place;
+          cut.iterations = options.iterations;
+          cut.error = e.message();
+          report.results.push_back(std::move(cut));
+        }
+        throw;
+      }
       progress.step(static_cast<double>(point.shape.bytes) + (1 << 20),
                     cat(options.backends[index], " ", collective_name(point.coll), " ", short_size(point.shape.bytes),
                         point_figures(results, self.world_size)));
@@ -157,13 +172,7 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
     print_coll_table(report, stdout);
     if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path);
   };
-  try {
-    run_backends(*ctx, lockstep, options.backends, "bench/coll", measure, report.backends);
-  } catch (const LockstepBroken& broken) {
-    if (self.rank == 0) write_report();  // a rank stopped or died: what was measured before still goes out
-    end_broken_run(broken, "coll");
-  }
-  free_context(lockstep, ctx);
+  run_backends(ctx, lockstep, "coll", options.backends, measure, report.backends, write_report);
   if (self.rank == 0) write_report();
   return report.exit_code();
 }

@@ -104,32 +104,38 @@ void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBack
   backend.reset();  // also when the phase failed before it
 }
 
-void run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
-                  const std::string& key_prefix, const std::function<std::string(CollBackend&, std::size_t)>& measure,
-                  std::vector<BackendRun>& runs) {
-  for (std::size_t index = 0; index < names.size(); ++index) {
-    std::unique_ptr<CollBackend> backend = make_coll_backend(names[index], cat(key_prefix, "/", index));
-    BackendRun run;
-    run.name = backend->name();
-    try {
-      run = start_backend(ctx, lockstep, *backend);
-      if (run.status == BackendRun::Status::Ok) {
-        std::string error = measure(*backend, index);
-        if (!error.empty()) {
-          run.status = BackendRun::Status::Failed;
-          run.detail = error;
+void run_backends(std::unique_ptr<CollContext>& ctx, Lockstep& lockstep, std::string_view suite,
+                  const std::vector<std::string>& names,
+                  const std::function<std::string(CollBackend&, std::size_t)>& measure, std::vector<BackendRun>& runs,
+                  const std::function<void()>& write_report) {
+  try {
+    for (std::size_t index = 0; index < names.size(); ++index) {
+      std::unique_ptr<CollBackend> backend = make_coll_backend(names[index], cat("bench/", suite, "/", index));
+      BackendRun run;
+      run.name = backend->name();
+      try {
+        run = start_backend(*ctx, lockstep, *backend);
+        if (run.status == BackendRun::Status::Ok) {
+          std::string error = measure(*backend, index);
+          if (!error.empty()) {
+            run.status = BackendRun::Status::Failed;
+            run.detail = error;
+          }
         }
+      } catch (const LockstepBroken& e) {
+        run.status = BackendRun::Status::Failed;
+        run.detail = e.message();
+        runs.push_back(run);
+        // Not torn down: its stream may still hold work against the peer that is gone (end_broken_run).
+        (void)backend.release();
+        throw;
       }
-    } catch (const LockstepBroken& e) {
-      run.status = BackendRun::Status::Failed;
-      run.detail = e.message();
       runs.push_back(run);
-      // Not torn down: its stream may still hold work against the peer that is gone (end_broken_run).
-      (void)backend.release();
-      throw;
+      stop_backend(*ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
     }
-    runs.push_back(run);
-    stop_backend(ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
+    free_context(lockstep, ctx);
+  } catch (const LockstepBroken& broken) {
+    lockstep.end_broken_run(broken, suite, write_report);  // what was measured before still goes out
   }
 }
 

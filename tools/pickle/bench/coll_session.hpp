@@ -53,14 +53,15 @@ BackendRun start_backend(CollContext& ctx, Lockstep& lockstep, CollBackend& back
 /// first when it failed, so that teardown does not wait for peers that may be gone).
 void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBackend>& backend, bool failed);
 
-/// Each backend of `names` in turn on every rank: made (its store keys under "<key_prefix>/<index>"), started,
-/// measured by `measure(backend, index)` when it is available, and stopped. `measure` returns the first error of
-/// the backend ("" when none), which marks it failed. Appends how each backend fared to `runs`, in order; when the
-/// ranks can no longer agree (LockstepBroken), the backend it stopped is appended as failed and left as it is (not
-/// torn down: end_broken_run), and the exception goes on, so that rank 0 can still write what was measured.
-void run_backends(CollContext& ctx, Lockstep& lockstep, const std::vector<std::string>& names,
-                  const std::string& key_prefix, const std::function<std::string(CollBackend&, std::size_t)>& measure,
-                  std::vector<BackendRun>& runs);
+/// Each backend of `names` in turn on every rank: made (its store keys under "bench/<suite>/<index>"), started,
+/// measured by `measure(backend, index)` when it is available, and stopped; then the context is freed. `measure`
+/// returns the first error of the backend ("" when none), which marks it failed. Appends how each backend fared to
+/// `runs`, in order. When the ranks can no longer agree (LockstepBroken), the backend it stopped is appended as
+/// failed and left as it is, and the run ends in Lockstep::end_broken_run (rank 0 calls `write_report` first).
+void run_backends(std::unique_ptr<CollContext>& ctx, Lockstep& lockstep, std::string_view suite,
+                  const std::vector<std::string>& names,
+                  const std::function<std::string(CollBackend&, std::size_t)>& measure, std::vector<BackendRun>& runs,
+                  const std::function<void()>& write_report);
 
 /// Destroys the rank's context (buffers, streams) in one agreed phase: every rank is done with its peers' memory.
 void free_context(Lockstep& lockstep, std::unique_ptr<CollContext>& ctx);

@@ -63,7 +63,7 @@ std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   // buffers must leave a quarter of MemAvailable to everything else: host memory is taken lazily, and filling
   // buffers that could not fit had the kernel's OOM killer end the run, with no word of why (a sixth each, all of
   // MemAvailable, was allowed until 2026-11-29j).
-  refuse_beyond_memory(smallest, available / 8, "an eighth of MemAvailable (six buffers within three quarters)");
+  refuse_beyond_memory(smallest, available / 8, "an eighth of MemAvailable");
   return std::min<std::size_t>(largest, std::max<std::size_t>(available / 10, smallest));
 }
 

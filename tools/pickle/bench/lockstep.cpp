@@ -1,10 +1,12 @@
 #include "lockstep.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 #include <pickle/bootstrap.hpp>
 #include <pickle/error.hpp>
@@ -108,8 +110,37 @@ void Lockstep::rethrow(std::string_view what) const {
   throw Error(code_, cat(what, ": ", error_));
 }
 
-void end_broken_run(const LockstepBroken& broken, std::string_view suite) {
-  std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), broken.message().c_str());
+void Lockstep::end_broken_run(const LockstepBroken& broken, std::string_view suite,
+                              const std::function<void()>& write_report) {
+  constexpr const char* kReported = "bench/lockstep/broken-run-reported";
+  const auto say = [&](const std::string& what) {
+    std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), what.c_str());
+  };
+  if (rank_ == 0) {
+    try {
+      write_report();
+    } catch (const std::exception& e) {
+      say(cat("writing what was measured before the run broke: ", plain_message(e)));
+    }
+    say(broken.message());
+    std::fflush(nullptr);
+    try {
+      store_->set(kReported, "1");
+      // This process hosts the store's server: a moment for its answers to reach the ranks that wait for them.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } catch (const std::exception&) {
+      // The store is gone too: the other ranks say their own errors.
+    }
+    std::_Exit(1);
+  }
+  bool reported = false;
+  try {
+    store_->get(kReported);
+    reported = true;
+  } catch (const std::exception&) {
+    // Rank 0 stopped or died, or left before its answer went out: this rank says what it saw.
+  }
+  if (!reported) say(broken.message());
   std::fflush(nullptr);
   std::_Exit(1);
 }

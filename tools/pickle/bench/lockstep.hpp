@@ -27,6 +27,15 @@ struct PhaseOutcome {
   std::vector<std::string> payloads;  ///< every rank's payload (empty where a rank failed or skipped), by rank
 };
 
+/// The ranks can no longer agree: the store's exchange after a phase failed (a rank stopped, died or lost its
+/// connection). Its message leads with this rank's own failure of the phase, when it had one (a timeout naming the
+/// peer, operation and size), then the exchange's. No later phase can run: every suite ends its run with it, rank 0
+/// after printing and writing what it measured before.
+class LockstepBroken : public Error {
+ public:
+  LockstepBroken(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
+
 class Lockstep {
  public:
   explicit Lockstep(Store& store);
@@ -52,6 +61,17 @@ class Lockstep {
   /// Throws the current step's failure as a pickle::Error with the failing rank's code.
   [[noreturn]] void rethrow(std::string_view what) const;
 
+  /// Ends the process after `broken`, exit 1, with no teardown: a backend cut off mid-step may still have work queued
+  /// on its stream against the peer that is gone, and destroying its communicator would release those waits and let
+  /// what follows them (a reduction reading scratch memory) run on freed memory.
+  /// Rank 0 first writes what was measured (`write_report`; its own failure is said, not thrown), prints
+  /// "pickle bench <suite>: <error>" and says in the store that it has. Every other rank waits (at most the store's
+  /// timeout) for that before it exits: a launcher stops the whole job at the first rank that exits non-zero, which
+  /// would cut rank 0 short while it writes. A rank that never hears it (rank 0 is the one that stopped) prints its
+  /// own error.
+  [[noreturn]] void end_broken_run(const LockstepBroken& broken, std::string_view suite,
+                                   const std::function<void()>& write_report);
+
  private:
   Store* store_;
   int rank_;
@@ -67,21 +87,6 @@ class AgreedFailure : public Error {
   AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
-/// The ranks can no longer agree: the store's exchange after a phase failed (a rank stopped, died or lost its
-/// connection). Its message leads with this rank's own failure of the phase, when it had one (a timeout naming the
-/// peer, operation and size), then the exchange's. No later phase can run: every suite ends its run with it, rank 0
-/// after printing and writing what it measured before.
-class LockstepBroken : public Error {
- public:
-  LockstepBroken(ErrorCode code, const std::string& message) : Error(code, message) {}
-};
-
-/// Ends the process after a LockstepBroken, once rank 0 has written what it measured: prints "pickle bench <suite>:
-/// <error>" on stderr, flushes, and exits 1 with no teardown. A backend cut off mid-step may still have work queued on
-/// its stream against the peer that is gone; destroying its communicator would release those waits and let what
-/// follows them (a reduction reading scratch memory) run on freed memory. Exiting closes this rank's connections,
-/// so the other ranks hear at once.
-[[noreturn]] void end_broken_run(const LockstepBroken& broken, std::string_view suite);
 
 /// Throws AgreedFailure("<what>: <the first failing rank's error>") when `outcome` failed on any rank.
 void require_agreed(const PhaseOutcome& outcome, std::string_view what);

@@ -237,22 +237,20 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   Progress progress(total_work, total_steps, stderr, self.rank == 0);
   try {
     for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
+    // Every importer unmaps before any exporter frees.
+    lockstep.begin_step();
+    lockstep.phase("unmap", [&] {
+      ctx->unmap_peer();
+      return std::string();
+    });
+    lockstep.phase("free", [&] {
+      ctx.reset();
+      return std::string();
+    });
   } catch (const LockstepBroken& broken) {
     // A rank stopped or died: what was measured before still goes out, with the failed step in it.
-    if (self.rank == 0) write_report(report, options);
-    end_broken_run(broken, "p2p");
+    lockstep.end_broken_run(broken, "p2p", [&] { write_report(report, options); });
   }
-
-  // Every importer unmaps before any exporter frees.
-  lockstep.begin_step();
-  lockstep.phase("unmap", [&] {
-    ctx->unmap_peer();
-    return std::string();
-  });
-  lockstep.phase("free", [&] {
-    ctx.reset();
-    return std::string();
-  });
 
   if (self.rank == 0) write_report(report, options);
   return report.exit_code();

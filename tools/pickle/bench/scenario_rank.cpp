@@ -144,13 +144,7 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
     print_scenario(report, stdout);
     if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path);
   };
-  try {
-    run_backends(*ctx, lockstep, options.backends, "bench/scenario", measure, report.backends);
-  } catch (const LockstepBroken& broken) {
-    if (self.rank == 0) write_report();  // a rank stopped or died: what was measured before still goes out
-    end_broken_run(broken, "scenario");
-  }
-  free_context(lockstep, ctx);
+  run_backends(ctx, lockstep, "scenario", options.backends, measure, report.backends, write_report);
   if (self.rank == 0) write_report();
   return report.exit_code();
 }
