@@ -338,7 +338,9 @@ TEST(BenchTransports, MemoryCudaWithoutAGpuIsRefusedBeforeAnyChildStarts) {
 }
 
 // Ctrl-C (SIGINT) or SIGTERM while a child runs: the child is stopped, the scratch folder of the children's files
-// goes, and the orchestrator then ends by that signal. Until 2026-11-29j the folder stayed behind in $TMPDIR.
+// goes, and the orchestrator then ends by that signal. Until 2026-11-29j the folder stayed behind in $TMPDIR. (A
+// signal ignored at the start would stay ignored, but libinfinipath, loaded with libfabric's psm provider, replaces
+// the process's SIGINT disposition before main, and pickle sets it back to the default: psm_signal_handlers.cpp.)
 TEST(BenchTransports, AnInterruptedRunLeavesNoScratchFolderBehind) {
   TempDir dir("bench-transports-stop");
   const std::string tmp = dir / "tmp";

@@ -48,11 +48,16 @@ ScratchDir::ScratchDir() {
     throw SystemError(cat("bench transports: cannot create a scratch folder in ", base), errno);
   }
   path_ = pattern;
+  // SA_RESETHAND: a second Ctrl-C ends the process at once, without waiting for the child's stop.
   struct sigaction noted {};
   noted.sa_handler = note_stop_signal;
+  noted.sa_flags = SA_RESETHAND;
   sigemptyset(&noted.sa_mask);
   ::sigaction(SIGINT, &noted, &previous_int_);
   ::sigaction(SIGTERM, &noted, &previous_term_);
+  // A signal the process was started ignoring (a script's `trap "" INT`, nohup) stays ignored.
+  if (previous_int_.sa_handler == SIG_IGN) ::sigaction(SIGINT, &previous_int_, nullptr);
+  if (previous_term_.sa_handler == SIG_IGN) ::sigaction(SIGTERM, &previous_term_, nullptr);
 }
 
 ScratchDir::~ScratchDir() {
@@ -177,9 +182,11 @@ ChildOutcome run_child(const std::string& program, const std::vector<std::string
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-    // Its files are complete now: the ScratchDir on the way out removes them, then ends the process.
-    if (stop_signal != 0) throw Interrupted();
   }
+  // Stopped by a signal, whether the child was still running (stopped above) or ended by itself first (a terminal's
+  // Ctrl-C reaches the whole process group): not a result. Its files are complete now: the ScratchDir on the way out
+  // removes them, then ends the process.
+  if (stop_signal != 0) throw Interrupted();
   fill_outcome(outcome, status);
   outcome.seconds = outcome.timed_out ? std::chrono::duration<double>(limit).count() : watch.seconds();
   return outcome;
