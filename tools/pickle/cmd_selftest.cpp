@@ -72,9 +72,8 @@ Options parse(const Args& args) {
 void refuse_beyond_host_memory(std::size_t bytes, bool use_cuda, const RankInfo& self) {
   const std::uint64_t available = bench::host_memory_available();
   const std::uint64_t buffers = (use_cuda ? 3 : 5) * static_cast<std::uint64_t>(self.local_world_size);
-  // A quarter of MemAvailable is left to everything else: host memory is taken lazily, and buffers that took all of
-  // it had the kernel's OOM killer end a rank (found by review, 2026-11-29j: 4 ranks x 5 x 1 GiB against 23 GiB).
-  if (available == 0 || bytes <= available / 4 * 3 / buffers) return;
+  // (Found by review, 2026-11-29j: 4 ranks x 5 x 1 GiB against 23 GiB passed, and the OOM killer ended a rank.)
+  if (available == 0 || bytes <= bench::host_buffer_room(available, buffers)) return;
   throw InvalidArgument(cat("rank ", self.rank, ": --bytes ", bench::short_size(bytes), " does not fit: the ",
                             self.local_world_size, " ranks of this host hold ", buffers,
                             " buffers of that size in host memory, which may take three quarters of MemAvailable (",

@@ -44,9 +44,7 @@ std::size_t first_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_
   const std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
   const auto per_host = static_cast<std::uint64_t>(std::max(1, buffers * local_ranks));
-  // The smallest size's buffers must leave a quarter of MemAvailable to everything else (all of it was allowed until
-  // 2026-11-29j, and the kernel's OOM killer could end the run).
-  refuse_beyond_memory(smallest, available / 4 * 3 / per_host,
+  refuse_beyond_memory(smallest, host_buffer_room(available, per_host),
                        cat("three quarters of MemAvailable shared by ", per_host, " buffers (", buffers, " on each of ",
                            local_ranks, " ranks on this host)"));
   const std::uint64_t share = available / 4 / per_host;

@@ -55,15 +55,17 @@ std::uint64_t host_memory_available() {
   return 0;
 }
 
+std::uint64_t host_buffer_room(std::uint64_t available, std::uint64_t buffers) {
+  return available / 4 * 3 / std::max<std::uint64_t>(buffers, 1);
+}
+
 std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest) {
   if (kind != MemoryKind::Host) return largest;
   std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
-  // Two ranks of three buffers each share a host. The smallest size is allocated even above the tenth, but its six
-  // buffers must leave a quarter of MemAvailable to everything else: host memory is taken lazily, and filling
-  // buffers that could not fit had the kernel's OOM killer end the run, with no word of why (a sixth each, all of
-  // MemAvailable, was allowed until 2026-11-29j).
-  refuse_beyond_memory(smallest, available / 8, "an eighth of MemAvailable");
+  // Two ranks of three buffers each share a host. The smallest size is allocated even above the tenth, but within
+  // the room of six buffers (an eighth of MemAvailable each; a sixth, all of it, until 2026-11-29j).
+  refuse_beyond_memory(smallest, host_buffer_room(available, 6), "an eighth of MemAvailable");
   return std::min<std::size_t>(largest, std::max<std::size_t>(available / 10, smallest));
 }
 

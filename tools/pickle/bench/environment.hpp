@@ -23,6 +23,12 @@ std::string hostname();
 /// MemAvailable of /proc/meminfo in bytes; 0 when the kernel does not say.
 std::uint64_t host_memory_available();
 
+/// The most bytes each of `buffers` host buffers may take so that together they leave a quarter of `available`
+/// (MemAvailable) to everything else: host memory is taken lazily, and buffers that took all of it had the kernel's
+/// OOM killer end a rank, with no word of why (all of it was allowed until 2026-11-29j). The bound of every refusal
+/// of a size too large for host memory (bench suites, selftest).
+std::uint64_t host_buffer_room(std::uint64_t available, std::uint64_t buffers);
+
 /// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
 /// where the ranks share one host: there at most a tenth of MemAvailable (two ranks of three buffers: six tenths,
 /// leaving the rest to everything else), but never below `smallest`.

@@ -20,6 +20,12 @@ namespace {
 // Wire form of one rank's report: status byte, phase name, NUL, then the payload or the error message.
 constexpr char kOk = 'O', kFailed = 'F', kSkipped = 'S';
 
+/// `message` headed by "rank N: ", unless it names its rank so already (most errors do): the rank named once.
+std::string with_rank(int rank, const std::string& message) {
+  const std::string head = cat("rank ", rank, ": ");
+  return message.starts_with(head) ? message : head + message;
+}
+
 std::vector<std::byte> encode(char status, std::string_view phase, const std::string& text) {
   std::vector<std::byte> blob(2 + phase.size() + text.size());
   blob[0] = static_cast<std::byte>(status);
@@ -64,8 +70,7 @@ PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::str
     const std::string exchange = cat("the ranks could not exchange how phase '", name, "' went (a rank stopped, died "
                                      "or lost its connection): ", e.message());
     if (status != kFailed) throw LockstepBroken(e.code(), exchange);
-    const std::string head = cat("rank ", rank_, ": ");
-    throw LockstepBroken(own_code, cat(own_error.starts_with(head) ? "" : head, own_error, "; then ", exchange));
+    throw LockstepBroken(own_code, cat(with_rank(rank_, own_error), "; then ", exchange));
   }
   PhaseOutcome outcome;
   outcome.payloads.resize(blobs.size());
@@ -87,9 +92,7 @@ PhaseOutcome Lockstep::phase(std::string_view name, const std::function<std::str
       outcome.ok = false;
       outcome.code = static_cast<ErrorCode>(std::atoi(body.substr(0, bar).c_str()));
       std::string reason = bar == std::string::npos ? body : body.substr(bar + 1);
-      // Most errors already name their rank ("rank 1: ..."): name it once.
-      const std::string head = cat("rank ", r, ": ");
-      outcome.error = reason.starts_with(head) ? reason : head + reason;
+      outcome.error = with_rank(static_cast<int>(r), reason);
     }
   }
   if (!outcome.ok && !failed_) {
