@@ -399,10 +399,18 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     return send_failed_message(send, cause);
   };
   try {
+    ipc->clear_dropped_work(send.ctx.peer, stream);
     wait_for_callers_point(send, stream);
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
+    // A host stream drops what it accepted when a wait queued ahead of it gives up (the caller's stream, or a copy
+    // stream whose wait for the caller's point found that point dropped); nothing would then write the completion
+    // word, and both sides would wait PICKLE_TIMEOUT. A callback behind the write hears of the drop. (A CUDA stream
+    // runs what it accepted, or fails the whole context.)
+    if (kind == MemoryKind::Host) {
+      on_application_stream(stream, [] {}, [this, request, on = &stream] { fail_dropped_ipc_send(request, on); });
+    }
     return std::nullopt;
   } catch (const std::exception& e) {
     ipc->clear_copy_stream_error(send.ctx.peer, stream);
@@ -415,6 +423,27 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
       return fail(std::current_exception(), named);
     }
   }
+}
+
+void Communicator::Impl::fail_dropped_ipc_send(const std::shared_ptr<RequestState>& request,
+                                               const device::Stream* dropped_by) {
+  RequestState& send = *request;
+  const int peer = send.ctx.peer;
+  // Only an address: the stream may be an application's stream being destroyed (it drops its queue then).
+  ipc->note_dropped_work(peer, dropped_by);
+  std::optional<ControlMessage> reply;
+  {
+    std::lock_guard lock(mutex);
+    if (send.error) return;  // the pair failed first, and that failed the send and its receive
+    // Dropped behind its completion write (a wait another thread queued between them): the message arrived.
+    if (flag_reached(completion_value(send), send.generation)) return;
+    const Error cause(ErrorCode::System, cat(describe(send.ctx), " (tag ", send.tag,
+                                             "): queuing the send on its stream: ", kDroppedByItsStream));
+    send.error = std::make_exception_ptr(cause);
+    send.failed_alone = true;
+    reply = send_failed_message(send, cause);
+  }
+  post_control(peer, std::move(*reply));  // on the stream's thread: through the outbox, as a stream callback must
 }
 
 void Communicator::Impl::wait_for_callers_point(const RequestState& send, device::Stream& stream) {

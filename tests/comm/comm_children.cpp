@@ -768,16 +768,19 @@ PICKLE_CHILD(comm_send_whose_point_its_stream_dropped) {
 // Sends matched at call time (their receives posted first), queued on a stream behind a wait that then gives up:
 // the stream drops them unrun. Over shm the step that says the source is ready is a host callback on that stream,
 // and over net so are the pieces' writes (an empty send's message too): dropped, each fails its send alone, and its
-// receive with a PeerError, at once; before, both sides waited PICKLE_TIMEOUT and then timed out. Later sends go
-// through. (Over ipc the dropped operations are the copy and its completion write, which report nothing: both sides
-// still time out; docs/p2p.md.) args: memory kind ("host").
+// receive with a PeerError, at once; before, both sides waited PICKLE_TIMEOUT and then timed out. Over ipc the
+// dropped operations are the copy and its completion write, and a callback queued behind them hears of the drop. With
+// PICKLE_IPC_STREAMS=2 the sends queue on the pair's copy streams instead, whose waits for the caller's point give up
+// when that point is dropped: the same failure, and the copy stream takes the next sends again. Two later sends go
+// through (with two copy streams, one on each). args: memory kind ("host").
 PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
   Communicator comm = make_comm(args.at(0));
   const int rank = comm.rank(), peer = 1 - rank;
   constexpr std::size_t kBytes = 5003;
   constexpr int kTag = 30, kEmptyTag = 31, kLaterTag = 32;
-  Buffer buffer = comm.alloc(2 * kBytes);
-  char* later = static_cast<char*>(buffer.data()) + kBytes;
+  constexpr int kLaterSends = 2;
+  Buffer buffer = comm.alloc((1 + kLaterSends) * kBytes);
+  const auto later = [&](int i) { return static_cast<char*>(buffer.data()) + (1 + i) * kBytes; };
   std::string what;
   if (rank == 0) {
     CHILD_CHECK(await_posted_receives(comm, peer, kTag, 1, env::timeout_seconds()) == 1,
@@ -802,12 +805,15 @@ PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
                 what);
     CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
     stream.synchronize();  // reported: the stream goes on
-    fill(comm, later, kBytes, 31);
-    comm.send(peer, kLaterTag, later, kBytes, &stream).wait();
+    for (int i = 0; i < kLaterSends; ++i) {
+      fill(comm, later(i), kBytes, 40 + static_cast<std::uint64_t>(i));
+      comm.send(peer, kLaterTag, later(i), kBytes, &stream).wait();
+    }
   } else {
     Request recv = comm.recv(peer, kTag, buffer.data(), kBytes);
     Request empty = comm.recv(peer, kEmptyTag, buffer.data(), 0);
-    Request next = comm.recv(peer, kLaterTag, later, kBytes);
+    std::vector<Request> next;
+    for (int i = 0; i < kLaterSends; ++i) next.push_back(comm.recv(peer, kLaterTag, later(i), kBytes));
     CHILD_CHECK(throws_with([&] { recv.wait(); }, ErrorCode::Peer,
                             cat("rank 1 -> peer 0: recv of ", kBytes, " bytes (tag ", kTag, "): peer 0's send of ",
                                 kBytes, " bytes failed"),
@@ -817,9 +823,11 @@ PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
     CHILD_CHECK(throws_with([&] { empty.wait(); }, ErrorCode::Peer, "its stream dropped the send before running it",
                             what),
                 what);
-    next.wait();
-    const std::size_t wrong = count_wrong(comm, later, kBytes, 31);
-    CHILD_CHECK(wrong == 0, wrong, " wrong bytes in the send after the dropped ones");
+    for (int i = 0; i < kLaterSends; ++i) {
+      next[static_cast<std::size_t>(i)].wait();
+      const std::size_t wrong = count_wrong(comm, later(i), kBytes, 40 + static_cast<std::uint64_t>(i));
+      CHILD_CHECK(wrong == 0, wrong, " wrong bytes in later send ", i);
+    }
   }
   comm.barrier();
   return 0;

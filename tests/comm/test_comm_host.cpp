@@ -118,6 +118,16 @@ TEST(Comm, ASendWhoseStreamRefusesItsPointThrowsAndSendsNothing) {
 TEST(Comm, ASendWhosePointItsStreamDroppedFailsAloneAndLaterSendsGoThrough) {
   expect_all_ok(run_ranks("comm_send_whose_point_its_stream_dropped", 2, {"host"}, {"PICKLE_TIMEOUT=60"}));
 }
+// The copy and its completion write are queued on the caller's stream (one copy stream per peer) or on the pair's
+// copy streams (two), and then dropped unrun: before, both sides waited PICKLE_TIMEOUT for a completion word that
+// nothing would write.
+TEST(Comm, SendsTheirStreamDroppedUnrunFailPromptlyOnBothSides) {
+  for (const char* streams : {"1", "2"}) {
+    SCOPED_TRACE(streams);
+    expect_all_ok(run_ranks("comm_sends_their_stream_dropped_unrun", 2, {"host"},
+                            {"PICKLE_TIMEOUT=60", std::string("PICKLE_IPC_STREAMS=") + streams}));
+  }
+}
 
 TEST(Comm, PeerKilledMidTransferFailsPendingOperationsPromptly) {
   auto statuses = run_ranks("comm_peer_death", 2, {"host"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(90));

@@ -11,7 +11,7 @@
 namespace pickle::transport::ipc {
 
 IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
-    : cache_(device), streams_(world), next_(world) {
+    : cache_(device), streams_(world), next_(world), dropped_(world) {
   const long long per_peer = env::get_int("PICKLE_IPC_STREAMS");
   if (per_peer < 1 || per_peer > 8) {
     throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_STREAMS=", per_peer, " must be between 1 and 8"));
@@ -20,7 +20,10 @@ IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
   // Created up front: the progress thread and callers' threads use them without a lock of their own.
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
-    for (long long i = 0; i < per_peer; ++i) streams_[peer].push_back(device::make_stream(kind, std::max(0, device)));
+    for (long long i = 0; i < per_peer; ++i) {
+      streams_[peer].push_back(device::make_stream(kind, std::max(0, device)));
+      dropped_[peer].push_back(std::make_unique<std::atomic<bool>>(false));
+    }
     next_[peer] = std::make_unique<std::atomic<std::uint32_t>>(0);
   }
 }
@@ -38,6 +41,20 @@ void IpcTransport::clear_copy_stream_error(int peer, device::Stream& stream) {
   try {
     stream.synchronize();  // throws the error it reports
   } catch (const std::exception&) {
+  }
+}
+
+void IpcTransport::note_dropped_work(int peer, const device::Stream* stream) {
+  const auto& streams = streams_.at(peer);
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].get() == stream) dropped_[peer][i]->store(true);
+  }
+}
+
+void IpcTransport::clear_dropped_work(int peer, device::Stream& stream) {
+  const auto& streams = streams_.at(peer);
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].get() == &stream && dropped_[peer][i]->exchange(false)) clear_copy_stream_error(peer, stream);
   }
 }
 

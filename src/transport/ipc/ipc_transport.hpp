@@ -43,9 +43,13 @@ class IpcTransport {
 
   /// After `stream` refused a send's work: if it is one of `peer`'s copy streams (it gave up a wait for a caller's
   /// point that was dropped after the wait was queued), reports its error, so that it takes the next send's work
-  /// again; the sends it dropped time out on both sides. An application's stream is left as it is: its error is the
-  /// application's to hear.
+  /// again. An application's stream is left as it is: its error is the application's to hear.
   void clear_copy_stream_error(int peer, device::Stream& stream);
+  /// Called when `stream` dropped a send's work unrun (from that stream's own thread, so nothing here waits for it).
+  /// If it is one of `peer`'s copy streams, it now refuses work until its error is reported: clear_dropped_work
+  /// reports it before the next send queues there, so that the next send is not refused for a drop not its own.
+  void note_dropped_work(int peer, const device::Stream* stream);
+  void clear_dropped_work(int peer, device::Stream& stream);
 
   /// Waits for every peer stream (before mappings go away).
   void synchronize_all();
@@ -57,6 +61,8 @@ class IpcTransport {
   long long streams_per_peer_ = 1;
   std::vector<std::vector<std::unique_ptr<device::Stream>>> streams_;  // per peer
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>>> next_;       // per peer: whose turn
+  // Per peer, per copy stream: it dropped work, and has an error to report before it takes more (note_dropped_work).
+  std::vector<std::vector<std::unique_ptr<std::atomic<bool>>>> dropped_;
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> operations_{0};
 };
