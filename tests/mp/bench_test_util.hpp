@@ -35,6 +35,15 @@ std::string printed_by(Print print) {
   return result;
 }
 
+/// How many times `needle` occurs in `text` (not overlapping): a message said once must not be said twice.
+inline std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) {
+    ++count;
+  }
+  return count;
+}
+
 /// Runs `pickle bench <suite> args...` (no suite word when `suite` is empty) with PICKLE_TIMEOUT=20 and `env` (which
 /// may set another PICKLE_TIMEOUT), its output captured in `dir`, waiting at most `limit` for it (wait_pid).
 inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const std::vector<std::string>& args,

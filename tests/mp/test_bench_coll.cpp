@@ -213,13 +213,27 @@ TEST(BenchColl, ACorruptedInputIsCountedExactlyWhenTheCheckIsSplitOverThreads) {
   expect_the_corrupted_input_counted_exactly("3145764", {"PICKLE_BENCH_CHECK_THREADS=2"});
 }
 
+// Said once, before any rank starts (exit 1: a set-up error of the environment, not of the command line). Until
+// 2026-11-30 the ranks found it in an agreed phase and the run exited 2, the code of a bad command line.
 TEST(BenchColl, AnInvalidCheckThreadCountIsAClearError) {
   TempDir dir("bench-coll");
   BenchRun run = run_bench(dir, "coll", {"-c", "allreduce", "-b", "4K", "-e", "4K", "-n", "1", "--memory", "host"},
                            {"PICKLE_BENCH_CHECK_THREADS=0"});
-  EXPECT_FALSE(run.status.ok()) << run.describe();
-  EXPECT_NE(run.err.find("PICKLE_BENCH_CHECK_THREADS=0: must be between 1 and 64"), std::string::npos)
-      << run.describe();
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_EQ(count_of(run.err, "PICKLE_BENCH_CHECK_THREADS=0: must be between 1 and 64"), 1u) << run.describe();
+  EXPECT_EQ(run.err.find("pickle launch"), std::string::npos) << run.describe();  // nothing was launched
+}
+
+// Under a launcher each rank finds it before its first exchange with the others, and exits 1.
+TEST(BenchColl, AnInvalidCheckThreadCountUnderALauncherExitsOne) {
+  TempDir dir("bench-coll");
+  pid_t pid = spawn_program({PICKLE_CLI_PATH, "launch", "-n", "2", "--", PICKLE_CLI_PATH, "bench", "coll", "-b", "4K",
+                             "-e", "4K", "-n", "1", "--memory", "host"},
+                            {"PICKLE_TIMEOUT=20", "PICKLE_BENCH_CHECK_THREADS=65"}, dir / "out", dir / "err");
+  ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(60));
+  std::string err = read_file(dir / "err") + read_file(dir / "out");
+  EXPECT_TRUE(status.exited && status.code == 1) << status.describe() << "\n" << err;
+  EXPECT_NE(err.find("PICKLE_BENCH_CHECK_THREADS=65: must be between 1 and 64"), std::string::npos) << err;
 }
 
 TEST(BenchColl, WithoutCheckNothingIsCounted) {

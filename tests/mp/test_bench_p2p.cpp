@@ -213,6 +213,18 @@ TEST(BenchP2p, ASetUpFailureNamesItsRankOnce) {
   EXPECT_EQ(all.find("rank 0: rank 0:"), std::string::npos) << all;
 }
 
+// A PICKLE_TIMEOUT that is not a number is said once, with nothing launched (exit 1). Until 2026-11-30 each rank
+// said it, and then the launcher said it stopped the others.
+TEST(BenchP2p, ABadTimeoutIsSaidOnceBeforeAnyRankStarts) {
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, "p2p", {"--backend", "pickle", "-b", "4K", "-e", "4K", "--memory", "host"},
+                           {"PICKLE_TIMEOUT=abc"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_EQ(count_of(run.err, "PICKLE_TIMEOUT='abc' is not a number"), 1u) << run.describe();
+  EXPECT_EQ(run.err.find("pickle launch"), std::string::npos) << run.describe();
+  EXPECT_EQ(run.out, "") << run.describe();
+}
+
 TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {
   TempDir dir("bench");
   BenchRun run = run_bench(dir, /*suite=*/"", {"--backend", "pickle", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1",

@@ -8,6 +8,7 @@
 #include "coll_options.hpp"
 #include "coll_rank.hpp"
 #include "lockstep.hpp"
+#include "parallel_parts.hpp"
 
 namespace pickle::bench {
 
@@ -32,6 +33,7 @@ int run_coll(const std::vector<std::string>& args) {
                  kCollUsage);
     return 2;
   }
+  check_threads(ranks);  // a bad PICKLE_BENCH_CHECK_THREADS is said once, before any rank starts
   std::fprintf(stderr, "bench coll: %s\n", why.c_str());
   std::fflush(stderr);
   std::vector<std::string> rank_args = {"coll"};

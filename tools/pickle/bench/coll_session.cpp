@@ -9,6 +9,7 @@
 #include "cuda_device.hpp"
 #include "device/backends.hpp"
 #include "environment.hpp"
+#include "parallel_parts.hpp"
 #include "result_file.hpp"
 
 namespace pickle::bench {
@@ -16,6 +17,9 @@ namespace pickle::bench {
 int run_coll_session(std::string_view suite, const std::function<int(const RankInfo&)>& body) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
+  // A bad PICKLE_BENCH_CHECK_THREADS is the environment's fault, not the command line's: exit 1 (as a set-up error)
+  // before any phase, where an agreed InvalidArgument would exit 2. Started alone, `pickle bench` said it already.
+  check_threads(self.local_world_size);
   try {
     int code = body(self);
     return self.rank == 0 ? code : 0;

@@ -6,6 +6,7 @@
 
 #include "../self_launch.hpp"
 #include "lockstep.hpp"
+#include "parallel_parts.hpp"
 #include "scenario_options.hpp"
 #include "scenario_rank.hpp"
 
@@ -27,6 +28,7 @@ int run_scenario(const std::vector<std::string>& args) {
 
   std::string why;
   int ranks = cli::default_rank_count(options.ranks, options.memory, why);
+  check_threads(ranks);  // a bad PICKLE_BENCH_CHECK_THREADS is said once, before any rank starts
   std::fprintf(stderr, "bench scenario: %s\n", why.c_str());
   std::fflush(stderr);
   std::vector<std::string> rank_args = {"scenario"};
