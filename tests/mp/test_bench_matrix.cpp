@@ -166,6 +166,19 @@ TEST(BenchMatrix, BadFlagsExitWithTwoAndStartNothing) {
   }
 }
 
+// A bad PICKLE_TIMEOUT is the environment's fault: exit 1, said once, no usage and no pair started. Until 2026-11-30
+// the orchestrator found it after its first progress line and took it for a bad command line (exit 2, usage).
+TEST(BenchMatrix, ABadTimeoutIsASetUpErrorSaidBeforeAnything) {
+  TempDir dir("bench-matrix-timeout");
+  BenchRun run = run_bench(dir, "matrix", {"-b", "64K", "-n", "2", "-w", "1", "--mode", "uni", "--backend", "ce"},
+                           {"PICKLE_TIMEOUT=abc"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_EQ(count_of(run.err, "PICKLE_TIMEOUT='abc' is not a number"), 1u) << run.err;
+  EXPECT_EQ(run.err.find("usage:"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("pair 1 of"), std::string::npos) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
 TEST(BenchMatrix, CudaMemoryWithoutTwoGpusIsWaived) {
   TempDir dir("bench-matrix-waived");
   const std::string json_path = dir / "result.json";

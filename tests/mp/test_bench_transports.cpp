@@ -353,7 +353,7 @@ TEST(BenchTransports, AnInterruptedRunLeavesNoScratchFolderBehind) {
     }
     return found;
   };
-  for (int signal : {SIGINT, SIGTERM}) {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
     const std::string err = dir / ("err" + std::to_string(signal));
     pid_t pid = spawn_program({PICKLE_CLI_PATH, "bench", "transports", "--memory", "host", "--ops", "p2p", "-b", "16M",
                                "-e", "64M", "-n", "50", "--runs", "3"},
@@ -370,6 +370,37 @@ TEST(BenchTransports, AnInterruptedRunLeavesNoScratchFolderBehind) {
     EXPECT_EQ(status.signal, signal) << status.describe() << "\n" << read_file(err);
     EXPECT_EQ(scratch_folders(), 0) << "signal " << signal;
   }
+}
+
+// Its output piped into a reader that quits early (`| head`): the next progress line's write raises SIGPIPE, and the
+// run ends by it (141 in the shell) with no folder left. Until 2026-11-30 SIGPIPE ended it at once, folder and all.
+TEST(BenchTransports, OutputPipedIntoAReaderThatQuitsLeavesNoScratchFolderBehind) {
+  TempDir dir("bench-transports-pipe");
+  const std::string tmp = dir / "tmp";
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0700), 0);
+  const std::string command = std::string("set -o pipefail; '") + PICKLE_CLI_PATH +
+                              "' bench transports --memory host --ops p2p -b 16M -e 64M -n 50 --runs 3 2>&1 | "
+                              "head -c 1 > /dev/null; echo ${PIPESTATUS[0]}";
+  pid_t pid = spawn_program({"/bin/bash", "-c", command}, {"PICKLE_TIMEOUT=20", "TMPDIR=" + tmp}, dir / "out",
+                            dir / "err");
+  const ExitStatus status = wait_pid_or_kill(pid, std::chrono::seconds(120));
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << read_file(dir / "err");
+  EXPECT_EQ(read_file(dir / "out"), "141\n") << read_file(dir / "err");  // 128 + SIGPIPE
+  int left = 0;
+  if (DIR* folder = ::opendir(tmp.c_str())) {
+    while (dirent* entry = ::readdir(folder)) left += std::string_view(entry->d_name).starts_with("pickle-") ? 1 : 0;
+    ::closedir(folder);
+  }
+  EXPECT_EQ(left, 0);
+}
+
+// As in p2p and interference (until 2026-11-30 transports ignored it and ran its four default configurations).
+TEST(BenchTransports, AnIfaceWithoutLanesIsABadCommandLine) {
+  TempDir dir("bench-transports");
+  BenchRun run = run_bench(dir, "transports", {"--iface", "lo", "-b", "4K", "-e", "4K"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 2) << run.describe();
+  EXPECT_NE(run.err.find("--iface applies only with --lanes"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << run.err;
 }
 
 TEST(BenchTransports, RefusesToRunAsARankOfALauncher) {

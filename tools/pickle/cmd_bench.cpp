@@ -1,7 +1,9 @@
 // `pickle bench <suite> [options]`: the benchmark suites. Each suite lives in bench/ and parses its own options;
 // this file only picks the suite. Exit codes: 0 passed, 1 a check or a backend failed, 2 bad command line.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "bench/coll.hpp"
 #include "bench/compute.hpp"
@@ -13,6 +15,7 @@
 #include "bench/scenario.hpp"
 #include "bench/transports.hpp"
 #include "commands.hpp"
+#include "core/env.hpp"
 
 namespace pickle::cli {
 namespace {
@@ -49,6 +52,12 @@ int cmd_bench(const Args& args) {
     bench_usage(stdout);
     return 0;
   }
+  // Every suite's ranks and children read PICKLE_TIMEOUT: a bad value is a set-up error (exit 1), said once here,
+  // before a suite prints its progress or takes the error for a bad command line. A --help still answers.
+  const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
+    return arg == "-h" || arg == "--help";
+  });
+  if (!wants_help) env::timeout_seconds();
   if (args.empty() || args[0].starts_with("-")) {
     // No suite named: the default suite (the first of the table) with the options given.
     std::printf("# pickle bench: running the default suite, %s\n", kSuites[0].name);

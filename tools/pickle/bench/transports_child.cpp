@@ -16,6 +16,8 @@
 #include <deque>
 #include <exception>
 #include <fstream>
+#include <iterator>
+#include <type_traits>
 
 #include <pickle/error.hpp>
 
@@ -29,10 +31,16 @@ extern char** environ;
 namespace pickle::bench {
 namespace {
 
-/// SIGINT or SIGTERM received while a ScratchDir existed (0: none).
+/// The signals that stop a run and still let it remove its folder. SIGPIPE: the output's reader went away (a pipe
+/// into `head`); SIGHUP: the terminal did.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+/// A signal of kStopSignals received while a ScratchDir existed (0: none).
 volatile std::sig_atomic_t stop_signal = 0;
 
-extern "C" void note_stop_signal(int signal) { stop_signal = signal; }
+extern "C" void note_stop_signal(int signal) {
+  if (stop_signal == 0) stop_signal = signal;  // the first says how the run ends
+}
 
 /// Thrown by run_child once a stop signal came: not an Error, so that no catch on the way records it as a failure.
 struct Interrupted : std::exception {
@@ -48,16 +56,18 @@ ScratchDir::ScratchDir() {
     throw SystemError(cat("bench transports: cannot create a scratch folder in ", base), errno);
   }
   path_ = pattern;
-  // SA_RESETHAND: a second Ctrl-C ends the process at once, without waiting for the child's stop.
+  // SA_RESETHAND: a second Ctrl-C ends the process at once, without waiting for the child's stop. Not for SIGPIPE:
+  // every later write into the closed pipe raises it again, and would end the process before the folder goes.
   struct sigaction noted {};
   noted.sa_handler = note_stop_signal;
-  noted.sa_flags = SA_RESETHAND;
   sigemptyset(&noted.sa_mask);
-  ::sigaction(SIGINT, &noted, &previous_int_);
-  ::sigaction(SIGTERM, &noted, &previous_term_);
-  // A signal the process was started ignoring (a script's `trap "" INT`, nohup) stays ignored.
-  if (previous_int_.sa_handler == SIG_IGN) ::sigaction(SIGINT, &previous_int_, nullptr);
-  if (previous_term_.sa_handler == SIG_IGN) ::sigaction(SIGTERM, &previous_term_, nullptr);
+  static_assert(std::size(kStopSignals) == std::extent_v<decltype(previous_)>);
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    noted.sa_flags = kStopSignals[i] == SIGPIPE ? 0 : SA_RESETHAND;
+    ::sigaction(kStopSignals[i], &noted, &previous_[i]);
+    // A signal the process was started ignoring (a script's `trap "" INT`, nohup's SIGHUP) stays ignored.
+    if (previous_[i].sa_handler == SIG_IGN) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
+  }
 }
 
 ScratchDir::~ScratchDir() {
@@ -70,8 +80,7 @@ ScratchDir::~ScratchDir() {
     ::closedir(dir);
   }
   ::rmdir(path_.c_str());
-  ::sigaction(SIGINT, &previous_int_, nullptr);
-  ::sigaction(SIGTERM, &previous_term_, nullptr);
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
   if (const int signal = stop_signal; signal != 0) {
     // The run was stopped: end as the signal asked (a shell sees 128 + its number), now that nothing is left behind.
     std::fflush(nullptr);

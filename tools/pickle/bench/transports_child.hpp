@@ -12,8 +12,9 @@
 namespace pickle::bench {
 
 /// A private folder for the children's output files, removed with its contents on destruction. While it exists,
-/// SIGINT and SIGTERM do not end the process at once: run_child stops its child and unwinds, the folder goes, and
-/// then the process ends by that signal (so a Ctrl-C leaves no folder behind and still exits 130).
+/// SIGINT, SIGTERM, SIGHUP and SIGPIPE do not end the process at once: run_child stops its child and unwinds, the
+/// folder goes, and then the process ends by that signal (so a Ctrl-C leaves no folder behind and still exits 130,
+/// and output piped into `head` that quits early leaves none either: 141).
 class ScratchDir {
  public:
   /// Creates $TMPDIR/pickle-transports-XXXXXX (SystemError when it cannot).
@@ -27,8 +28,8 @@ class ScratchDir {
 
  private:
   std::string path_;
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
+  /// What the signals of kStopSignals (transports_child.cpp) did before, in that order, restored at the end.
+  struct sigaction previous_[4] {};
 };
 
 /// How a child ended.

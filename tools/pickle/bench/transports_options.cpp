@@ -50,6 +50,7 @@ std::string_view op_name(TransportOp op) noexcept {
 TransportsOptions parse_transports_options(const std::vector<std::string>& args) {
   TransportsOptions options;
   FlagReader in(args);
+  bool iface_given = false;  // options.iface has a default (lo)
   while (in.next()) {
     const std::string& flag = in.flag();
     options.iterations_given |= flag == "-n";
@@ -71,12 +72,16 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
     } else if (flag == "--lanes") {
       options.lanes = parse_lane_counts(in.value());
     } else if (flag == "--iface") {
+      iface_given = true;
       options.iface = in.value();
       if (options.iface.empty()) throw InvalidArgument("--iface: an interface name is needed (lo, eth0, ...)");
     } else {
       in.unknown();
     }
   }
+  // As in p2p and interference: without --lanes the configurations choose their own paths, and an --iface that
+  // nothing reads would leave a long run of something else looking as asked.
+  if (iface_given && options.lanes.empty()) throw InvalidArgument("--iface applies only with --lanes");
   if (options.ops.empty()) options.ops = {TransportOp::P2p, TransportOp::Allreduce};
   settle_sweep_range(options);
   if (std::find(options.ops.begin(), options.ops.end(), TransportOp::P2p) != options.ops.end()) {
