@@ -66,14 +66,24 @@ inline BenchRun run_bench(const TempDir& dir, const std::string& suite, const st
 struct StoppedRun {
   ExitStatus status;
   std::string out, err;
-  bool stopped = false;  ///< rank 1 was stopped after rank 0's first progress line (false: none came in time)
+  bool stopped = false;  ///< rank 1 was stopped when asked (false: rank 0 never printed the text in time)
+  std::chrono::duration<double> rank0_after_stop{};  ///< from the stop to rank 0's exit
   std::string describe() const { return status.describe() + "\nstdout:\n" + out + "\nstderr:\n" + err; }
 };
 
+/// When run_and_stop_rank1 stops rank 1: `delay` after rank 0 has printed `text` on stderr (by default its first
+/// progress line, 3 s in: some sizes are measured), or `delay` after the start where `text` is empty (a part of a
+/// run that prints no progress).
+struct StopWhen {
+  std::string text = "done (step ";
+  std::chrono::milliseconds delay{0};
+};
+
 /// Starts `pickle bench <args>` as two ranks by hand (a launcher would stop them all at once), PICKLE_TIMEOUT=5,
-/// stops rank 1 (SIGSTOP: alive, holding its connections, answering nothing) once rank 0 has printed its first
-/// progress line (3 s in: some sizes are measured), waits for rank 0, then kills rank 1.
-inline StoppedRun run_and_stop_rank1(const TempDir& dir, const std::vector<std::string>& args) {
+/// stops rank 1 (SIGSTOP: alive, holding its connections, answering nothing) as `when` says, waits for rank 0, then
+/// kills rank 1.
+inline StoppedRun run_and_stop_rank1(const TempDir& dir, const std::vector<std::string>& args,
+                                     const StopWhen& when = {}) {
   const int port = free_tcp_port();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
@@ -87,12 +97,15 @@ inline StoppedRun run_and_stop_rank1(const TempDir& dir, const std::vector<std::
   }
   StoppedRun run;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(run.stopped = read_file(dir / "err0").find("done (step ") != std::string::npos) &&
+  while (!(run.stopped = when.text.empty() || read_file(dir / "err0").find(when.text) != std::string::npos) &&
          std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  std::this_thread::sleep_for(when.delay);
   ::kill(pids[1], SIGSTOP);
+  const auto stopped_at = std::chrono::steady_clock::now();
   run.status = wait_pid_or_kill(pids[0], std::chrono::seconds(90));
+  run.rank0_after_stop = std::chrono::steady_clock::now() - stopped_at;
   ::kill(pids[1], SIGKILL);
   wait_pid_or_kill(pids[1], std::chrono::seconds(10));
   run.out = read_file(dir / "out0");
