@@ -1,9 +1,11 @@
 // `pickle bench memcpy` and `pickle bench ipc` end to end on host memory: the real command launches its two ranks,
 // rank 0 copies into (or maps) rank 1's memfd buffer, rank 1 checks the bytes, and rank 0 writes the seed-shaped
 // CSV and the result files. Also: pickle's mapping cache opens one mapping for the first transfer and none after,
-// bad flags exit 2, and a GPU-only option on host memory is refused with a message that says so.
+// bad flags exit 2, a GPU-only option on host memory is refused with a message that says so, and a rank stopped
+// mid-run ends the run with exit 1 and what was measured before it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <sstream>
 
 #include "bench_test_util.hpp"
@@ -175,6 +177,114 @@ TEST(BenchMemcpyIpc, MemoryCudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
     EXPECT_EQ(run.err.find("launching 2 ranks"), std::string::npos) << run.err;
     EXPECT_EQ(run.err.find("cudaSetDevice"), std::string::npos) << run.err;
   }
+}
+
+// --- a rank that stops mid-run (SIGSTOP: alive, holding its connections, answering nothing)
+
+/// What every stop test checks of rank 0's end: exit 1 soon after the stop, and one error that says which phase the
+/// ranks could not agree on and which rank never came, led by rank 0's own failure of that phase where it had one.
+/// Until this was tested, memcpy and ipc exited 1 as soon, but said only "pickle bench: <the error>" and printed and
+/// wrote nothing of what was measured.
+void expect_the_stop_ended_the_run(const StoppedRun& run, const std::string& suite) {
+  ASSERT_TRUE(run.stopped) << "rank 1 was not stopped in time:\n" << run.err;
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  // At most rank 0's own wait for the peer, then the exchange's: two PICKLE_TIMEOUTs (5 s), and room for a busy host.
+  EXPECT_LT(run.rank0_after_stop.count(), 15.0) << run.describe();
+  const std::string head = "pickle bench " + suite + ": ";
+  EXPECT_NE(run.err.find(head), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("could not exchange how phase '"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("rank 1 of 2 never arrived"), std::string::npos) << run.err;
+  const std::size_t own = run.err.find(head + "rank 0: ");
+  if (own != std::string::npos) {
+    EXPECT_NE(run.err.find("peer 1", own), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("; then the ranks could not exchange", own), std::string::npos) << run.err;
+  }
+}
+
+// memcpy: rank 1 stopped once rank 0's progress says some sizes are measured (in either pass). The size that was cut
+// off is reported failed, the sizes before it with every byte checked, on stdout and in the JSON and CSV files.
+TEST(BenchMemcpy, ARankThatStopsMidSweepEndsTheRunWithWhatWasMeasured) {
+  TempDir dir("memcpy-stop");
+  const std::string csv = dir / "memcpy.csv", json_path = dir / "memcpy.json";
+  const StoppedRun run = run_and_stop_rank1(dir, {"memcpy", "--memory", "host", "-b", "1M", "-e", "256M", "-f", "2",
+                                                  "-n", "20", "-w", "2", "--csv", csv, "--json", json_path});
+  expect_the_stop_ended_the_run(run, "memcpy");
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 1);
+  const auto& results = root.at("results").as_array();
+  std::size_t measured = 0, cut = 0;
+  for (const auto& r : results) {
+    if (!r.at("error").is_null()) {
+      ++cut;
+      EXPECT_NE(r.at("error").as_string().find("could not exchange"), std::string::npos) << r.at("error").as_string();
+    } else if (!r.at("async").is_null()) {
+      ++measured;
+    }
+    for (const char* column : {"async", "sync", "sync_overhead"}) {
+      if (r.at(column).is_null()) continue;
+      EXPECT_EQ(r.at(column).at("wrong").as_int(), 0) << column << " of " << r.at("bytes").as_int();
+    }
+  }
+  EXPECT_GE(measured, 1u);
+  EXPECT_EQ(cut, 1u);
+  EXPECT_EQ(table_rows(run.out).size(), results.size()) << run.out;
+  EXPECT_NE(run.out.find("FAILED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" failed: "), std::string::npos) << run.out;
+  const auto csv_lines = lines(read_file(csv));
+  ASSERT_GE(csv_lines.size(), 1u + measured);  // the header, then the sizes that did not fail
+  EXPECT_EQ(csv_lines[0], kSeedHeader);
+}
+
+// ipc: rank 1 stopped while the sizes are swept (-w keeps each size busy for a while, with few samples to carry).
+// The size that was cut off is reported failed, the ones before it with their ends checked; the cache never ran.
+TEST(BenchIpc, ARankThatStopsMidSweepEndsTheRunWithWhatWasMeasured) {
+  TempDir dir("ipc-stop");
+  const std::string json_path = dir / "ipc.json";
+  const StoppedRun run = run_and_stop_rank1(dir, {"ipc", "--memory", "host", "-b", "4K", "-e", "256M", "-f", "2", "-n",
+                                                  "20", "-w", "100000", "--json", json_path});
+  expect_the_stop_ended_the_run(run, "ipc");
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 1);
+  const auto& results = root.at("results").as_array();
+  ASSERT_GE(results.size(), 2u);
+  for (std::size_t i = 0; i + 1 < results.size(); ++i) {
+    EXPECT_EQ(results[i].at("status").as_string(), "ok") << results[i].at("bytes").as_int();
+    EXPECT_EQ(results[i].at("wrong").as_int(), 0) << results[i].at("bytes").as_int();
+  }
+  const auto& cut = results.back();
+  EXPECT_EQ(cut.at("status").as_string(), "failed");
+  const std::string detail = cut.at("detail").as_string();
+  EXPECT_NE(detail.find("could not exchange"), std::string::npos) << detail;
+  EXPECT_TRUE(root.at("cache").at("first_us").is_null());
+  // Every size on stdout, the one cut off FAILED with its error; the cache says it did not run.
+  EXPECT_EQ(table_rows(run.out).size(), results.size()) << run.out;
+  EXPECT_NE(run.out.find("FAILED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("# memfd failed: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("# cache measurement failed: did not run"), std::string::npos) << run.out;
+}
+
+// ipc: rank 1 stopped while pickle's mapping cache is measured (one quick size, then -n transfers of the cache, each
+// three agreed phases: about 10 s here). The size is reported, the cache failed with the error; the communicator
+// whose peer is gone is left as it is (its goodbye would wait for the peer).
+TEST(BenchIpc, ARankThatStopsInTheCacheMeasurementEndsTheRunWithWhatWasMeasured) {
+  TempDir dir("ipc-cache-stop");
+  const std::string json_path = dir / "ipc.json";
+  const StoppedRun run = run_and_stop_rank1(dir, {"ipc", "--memory", "host", "-b", "4K", "-e", "4K", "-n", "50000",
+                                                  "-w", "1", "--json", json_path},
+                                            {.text = "", .delay = std::chrono::seconds(2)});
+  expect_the_stop_ended_the_run(run, "ipc");
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(root.at("exit_code").as_int(), 1);
+  ASSERT_EQ(root.at("results").size(), 1u);
+  EXPECT_EQ(root.at("results").at(0).at("status").as_string(), "ok");
+  EXPECT_EQ(root.at("results").at(0).at("wrong").as_int(), 0);
+  const auto& cache = root.at("cache");
+  ASSERT_FALSE(cache.at("error").is_null()) << run.describe();
+  EXPECT_NE(cache.at("error").as_string().find("could not exchange how phase 'cache "), std::string::npos)
+      << cache.at("error").as_string();
+  EXPECT_EQ(cache.at("wrong").as_int(), 0);
+  EXPECT_EQ(table_rows(run.out).size(), 1u) << run.out;
+  EXPECT_NE(run.out.find("# cache measurement failed: "), std::string::npos) << run.out;
 }
 
 }  // namespace

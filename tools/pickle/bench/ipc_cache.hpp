@@ -13,7 +13,10 @@
 namespace pickle::bench {
 
 /// Collective (every rank; ranks beyond 1 only keep in step). `steady`: transfers after the first. Failures are
-/// recorded in the result, never thrown.
-IpcCacheResult measure_ipc_cache(Store& store, Lockstep& lockstep, MemoryKind kind, int device, int steady);
+/// recorded in `result`, never thrown, except LockstepBroken (the ranks can no longer agree): then `result` holds
+/// what was measured and its error, the communicator is left as it is (not torn down against a peer that is gone:
+/// Lockstep::end_broken_run) and the exception goes on.
+void measure_ipc_cache(Store& store, Lockstep& lockstep, MemoryKind kind, int device, int steady,
+                       IpcCacheResult& result);
 
 }  // namespace pickle::bench

@@ -138,6 +138,104 @@ std::string measure_imports(device::Stream& stream, const device::MemoryDescript
   return cat(encode(open_us), "|", encode(close_us), "|", encode(reopen_us), "|", wrong);
 }
 
+/// What a rank measures the sizes with: where it is, its stream, and the fd channel between ranks 0 and 1.
+struct IpcSide {
+  const Store* store = nullptr;
+  int rank = 0;
+  MemoryKind kind = MemoryKind::Host;
+  int device = 0;
+  std::unique_ptr<device::Stream> stream;
+  std::optional<device::FdChannel> channel;
+
+  Deadline deadline() const { return Deadline::after_seconds(store->timeout_seconds()); }
+};
+
+/// Rank 1: allocates `bytes` with `method`, writes its pattern at both ends and sends the export to rank 0.
+std::unique_ptr<device::Allocation> export_buffer(IpcSide& side, const std::string& method, std::size_t bytes) {
+  std::unique_ptr<device::Allocation> allocation;
+  try {
+    allocation = device::allocate(side.kind, bytes, side.device, method_of(method));
+  } catch (const CudaError& e) {
+    if (e.cuda_code() != kCudaOutOfMemory) throw;
+    throw UnavailableError(cat(describe({.rank = 1, .op = "bench ipc allocation", .bytes = bytes}),
+                               ": out of GPU memory"));
+  }
+  fill_ends(*side.stream, allocation->data(), bytes, 1);
+  auto out = device::export_memory(allocation->data());
+  if (out.offset != 0) {
+    throw Error(ErrorCode::Internal, "bench ipc: a buffer from device::allocate does not start its allocation");
+  }
+  side.channel->send(device::serialize(out.descriptor), out.fd.get(), side.deadline());
+  return allocation;
+}
+
+/// One method at one size, in three agreed phases: rank 1 exports a buffer, rank 0 imports it again and again,
+/// rank 1 frees it. Fills `row`; false when this method goes no further (a failure, or no memory for this size).
+/// A LockstepBroken goes on, the size marked failed with it for the report that rank 0 still writes.
+bool measure_size(IpcSide& side, Lockstep& lockstep, const IpcOptions& options, IpcRow& row) {
+  std::unique_ptr<device::Allocation> allocation;  // rank 1
+  device::MemoryDescriptor descriptor;             // rank 0
+  UniqueFd fd;                                     // rank 0
+  PhaseOutcome exported, measured;
+  lockstep.begin_step();
+  try {
+    exported = lockstep.phase(cat("export ", row.method, " ", row.bytes), [&] {
+      if (side.rank == 1) allocation = export_buffer(side, row.method, row.bytes);
+      return std::string();
+    });
+    measured = lockstep.phase(cat("import ", row.method, " ", row.bytes), [&] {
+      if (side.rank != 0) return std::string();
+      auto message = side.channel->recv(side.deadline());
+      descriptor = device::parse_descriptor(message.bytes);
+      fd = std::move(message.fd);
+      return measure_imports(*side.stream, descriptor, fd, side.device, row.bytes, options);
+    });
+    // Every mapping of rank 0 is gone (measure_imports releases each one) before rank 1 frees.
+    lockstep.phase(cat("free ", row.method, " ", row.bytes), [&] {
+      fd.reset();
+      allocation.reset();
+      return std::string();
+    });
+  } catch (const LockstepBroken& e) {
+    row.status = IpcRow::Status::Failed;
+    row.detail = e.message();
+    throw;
+  }
+  if (!exported.ok && exported.code == ErrorCode::Unavailable) {
+    row.status = IpcRow::Status::Unavailable;
+    row.detail = exported.error;
+    return false;  // a larger buffer of the same method does not fit either
+  }
+  if (lockstep.failed()) {
+    row.status = IpcRow::Status::Failed;
+    row.detail = lockstep.error();
+    return false;  // the channel may be out of step for this method; the next method starts afresh
+  }
+  decode(measured.payloads[0], row);
+  return true;
+}
+
+/// Every method at every size, in order; a size that fails ends its method.
+void sweep_sizes(IpcSide& side, Lockstep& lockstep, const IpcOptions& options, const std::vector<std::string>& methods,
+                 const std::vector<std::size_t>& sizes, IpcReport& report, Progress& progress) {
+  for (const auto& method : methods) {
+    for (std::size_t bytes : sizes) {
+      IpcRow& row = report.rows.emplace_back();
+      row.method = method;
+      row.bytes = bytes;
+      const bool go_on = measure_size(side, lockstep, options, row);
+      progress.step(static_cast<double>(bytes) / 1e6 + 1, cat(method, " ", short_size(bytes)));
+      if (!go_on) break;
+    }
+  }
+}
+
+/// Rank 0's output: the table on stdout, and the --json file.
+void write_report(const IpcReport& report) {
+  print_ipc_table(report, stdout);
+  if (!report.options.json_path.empty()) write_result_file(ipc_to_json(report), report.options.json_path);
+}
+
 }  // namespace
 
 int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, const std::vector<std::string>& args) {
@@ -159,15 +257,17 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   report.world_size = self.world_size;
 
   const bool active = self.rank < 2;
-  const int device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
-  std::unique_ptr<device::Stream> stream;
-  std::optional<device::FdChannel> channel;
+  IpcSide side;
+  side.store = &store;
+  side.rank = self.rank;
+  side.kind = plan.kind;
+  side.device = plan.kind == MemoryKind::Cuda ? rank_device(self.local_rank) : 0;
   auto context = lockstep.phase("context", [&] {
     if (!active) return std::string();
-    if (plan.kind == MemoryKind::Cuda) bind_cuda_device(device);
-    stream = device::make_stream(plan.kind, device);
-    channel.emplace(connect_pair_channel(store, plan.nonce, "ipc"));
-    return plan.kind == MemoryKind::Cuda ? gpu_identity(device) : std::string();
+    if (plan.kind == MemoryKind::Cuda) bind_cuda_device(side.device);
+    side.stream = device::make_stream(plan.kind, side.device);
+    side.channel.emplace(connect_pair_channel(store, plan.nonce, "ipc"));
+    return plan.kind == MemoryKind::Cuda ? gpu_identity(side.device) : std::string();
   });
   require_agreed(context, "creating the stream and the fd channel");
   record_shared_gpu(report, shared_gpu_note(context.payloads));
@@ -190,73 +290,20 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   total_work *= static_cast<double>(methods.size());
   Progress progress(total_work, static_cast<int>(sizes.size() * methods.size()), stderr, self.rank == 0, "bench ipc");
 
-  for (const auto& method : methods) {
-    for (std::size_t bytes : sizes) {
-      IpcRow& row = report.rows.emplace_back();
-      row.method = method;
-      row.bytes = bytes;
-      std::unique_ptr<device::Allocation> allocation;  // rank 1
-      device::MemoryDescriptor descriptor;             // rank 0
-      UniqueFd fd;                                     // rank 0
-      lockstep.begin_step();
-      auto exported = lockstep.phase(cat("export ", method, " ", bytes), [&] {
-        if (self.rank != 1) return std::string();
-        try {
-          allocation = device::allocate(plan.kind, bytes, device, method_of(method));
-        } catch (const CudaError& e) {
-          if (e.cuda_code() != kCudaOutOfMemory) throw;
-          throw UnavailableError(cat(describe({.rank = 1, .op = "bench ipc allocation", .bytes = bytes}),
-                                     ": out of GPU memory"));
-        }
-        fill_ends(*stream, allocation->data(), bytes, 1);
-        auto out = device::export_memory(allocation->data());
-        if (out.offset != 0) {
-          throw Error(ErrorCode::Internal, "bench ipc: a buffer from device::allocate does not start its allocation");
-        }
-        channel->send(device::serialize(out.descriptor), out.fd.get(),
-                      Deadline::after_seconds(store.timeout_seconds()));
-        return std::string();
-      });
-      auto measured = lockstep.phase(cat("import ", method, " ", bytes), [&] {
-        if (self.rank != 0) return std::string();
-        auto message = channel->recv(Deadline::after_seconds(store.timeout_seconds()));
-        descriptor = device::parse_descriptor(message.bytes);
-        fd = std::move(message.fd);
-        return measure_imports(*stream, descriptor, fd, device, bytes, options);
-      });
-      // Every mapping of rank 0 is gone (measure_imports releases each one) before rank 1 frees.
-      lockstep.phase(cat("free ", method, " ", bytes), [&] {
-        fd.reset();
-        allocation.reset();
-        return std::string();
-      });
-      progress.step(static_cast<double>(bytes) / 1e6 + 1, cat(method, " ", short_size(bytes)));
-      if (!exported.ok && exported.code == ErrorCode::Unavailable) {
-        row.status = IpcRow::Status::Unavailable;
-        row.detail = exported.error;
-        break;  // a larger buffer of the same method does not fit either
-      }
-      if (lockstep.failed()) {
-        row.status = IpcRow::Status::Failed;
-        row.detail = lockstep.error();
-        break;  // the channel may be out of step for this method; the next method starts afresh
-      }
-      decode(measured.payloads[0], row);
-    }
+  try {
+    sweep_sizes(side, lockstep, options, methods, sizes, report, progress);
+    measure_ipc_cache(store, lockstep, plan.kind, side.device, options.iterations, report.cache);
+    lockstep.begin_step();
+    lockstep.phase("close", [&] {
+      side.channel.reset();
+      side.stream.reset();
+      return std::string();
+    });
+  } catch (const LockstepBroken& broken) {
+    // A rank stopped or died: what was measured before still goes out, the size or the cache cut off failed in it.
+    lockstep.end_broken_run(broken, "ipc", [&] { write_report(report); });
   }
-
-  report.cache = measure_ipc_cache(store, lockstep, plan.kind, device, options.iterations);
-
-  lockstep.begin_step();
-  lockstep.phase("close", [&] {
-    channel.reset();
-    stream.reset();
-    return std::string();
-  });
-  if (self.rank == 0) {
-    print_ipc_table(report, stdout);
-    if (!options.json_path.empty()) write_result_file(ipc_to_json(report), options.json_path);
-  }
+  if (self.rank == 0) write_report(report);
   return report.exit_code();
 }
 

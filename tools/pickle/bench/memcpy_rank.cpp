@@ -132,18 +132,25 @@ std::vector<double> copy_with_overhead(MemcpyState& s, std::size_t bytes, const 
 }
 
 /// One column at one size: rank 1 poisons, rank 0 copies (timed), rank 1 checks. False when a phase failed.
+/// A LockstepBroken goes on, the size marked failed with it for the report that rank 0 still writes.
 bool run_column(Lockstep& lockstep, MemcpyState& s, const char* name, std::size_t bytes, MemcpyRow& row,
                 MemcpyColumn& column, const std::function<std::vector<double>()>& copy) {
-  lockstep.phase(cat("poison ", name, " ", bytes), [&] {
-    if (s.rank == 1) poison(*s.stream, s.buffer->data(), bytes);
-    return std::string();
-  });
-  auto timed = lockstep.phase(cat(name, " ", bytes), [&] {
-    return s.rank == 0 ? encode_samples(copy()) : std::string();
-  });
-  auto checked = lockstep.phase(cat("check ", name, " ", bytes), [&] {
-    return s.rank == 1 ? cat(count_wrong_at(*s.stream, s.buffer->data(), bytes, /*sender=*/0)) : std::string();
-  });
+  PhaseOutcome timed, checked;
+  try {
+    lockstep.phase(cat("poison ", name, " ", bytes), [&] {
+      if (s.rank == 1) poison(*s.stream, s.buffer->data(), bytes);
+      return std::string();
+    });
+    timed = lockstep.phase(cat(name, " ", bytes), [&] {
+      return s.rank == 0 ? encode_samples(copy()) : std::string();
+    });
+    checked = lockstep.phase(cat("check ", name, " ", bytes), [&] {
+      return s.rank == 1 ? cat(count_wrong_at(*s.stream, s.buffer->data(), bytes, /*sender=*/0)) : std::string();
+    });
+  } catch (const LockstepBroken& e) {
+    row.error = cat(name, ": ", e.message());
+    throw;
+  }
   if (lockstep.failed()) {
     row.error = cat(name, ": ", lockstep.error());
     return false;
@@ -151,6 +158,68 @@ bool run_column(Lockstep& lockstep, MemcpyState& s, const char* name, std::size_
   column.samples_ms = decode_samples(timed.payloads[0]);
   column.wrong = std::strtoull(checked.payloads[1].c_str(), nullptr, 10);
   return true;
+}
+
+/// Pass 1: the columns without overhead at every size, on the persistent mapping; a size that fails ends the pass.
+void sweep_without_overhead(Lockstep& lockstep, MemcpyState& s, MemcpyReport& report,
+                            const std::vector<std::size_t>& sizes, const MemcpyOptions& options, Progress& progress) {
+  for (std::size_t bytes : sizes) {
+    MemcpyRow& row = report.rows.emplace_back();
+    row.bytes = bytes;
+    lockstep.begin_step();
+    bool ok = run_column(lockstep, s, "async", bytes, row, row.async, [&] { return copy_async(s, bytes, options); }) &&
+              run_column(lockstep, s, "sync", bytes, row, row.sync, [&] { return copy_sync(s, bytes, options); });
+    progress.step(static_cast<double>(bytes) + (1 << 20), cat("without overhead ", short_size(bytes)));
+    if (!ok) break;
+  }
+}
+
+/// The persistent mapping goes before pass 2: cudaIpcOpenMemHandle of a handle this process has open only counts a
+/// reference, so "with overhead" would time nothing while it exists.
+void unmap_persistent(Lockstep& lockstep, MemcpyState& s) {
+  lockstep.begin_step();
+  require_agreed(lockstep.phase("unmap",
+                               [&] {
+                                 s.mapping.reset();
+                                 return std::string();
+                               }),
+                "releasing the mapping");
+}
+
+/// Pass 2, unless pass 1 failed: per copy, import + copy + synchronize + release, at the sizes of pass 1.
+void sweep_with_overhead(Lockstep& lockstep, MemcpyState& s, MemcpyReport& report, const MemcpyOptions& options,
+                         Progress& progress) {
+  bool failed =
+      std::any_of(report.rows.begin(), report.rows.end(), [](const MemcpyRow& r) { return !r.error.empty(); });
+  for (std::size_t i = 0; i < report.rows.size() && !failed; ++i) {
+    MemcpyRow& row = report.rows[i];
+    lockstep.begin_step();
+    failed = !run_column(lockstep, s, "overhead", row.bytes, row, row.overhead,
+                         [&] { return copy_with_overhead(s, row.bytes, options); });
+    progress.step(static_cast<double>(row.bytes) + (1 << 20), cat("with overhead ", short_size(row.bytes)));
+  }
+}
+
+/// Rank 0's fd and mappings go before rank 1 frees its buffer.
+void release_buffers(Lockstep& lockstep, MemcpyState& s) {
+  lockstep.begin_step();
+  lockstep.phase("release", [&] {
+    s.peer.fd.reset();
+    s.mapping.reset();
+    return std::string();
+  });
+  lockstep.phase("free", [&] {
+    if (s.stream) s.stream->synchronize();
+    s.buffer.reset();
+    return std::string();
+  });
+}
+
+/// Rank 0's output: the table on stdout, and the --csv and --json files.
+void write_report(const MemcpyReport& report) {
+  print_memcpy_table(report, stdout);
+  if (!report.options.csv_path.empty()) write_memcpy_csv(report, report.options.csv_path);
+  if (!report.options.json_path.empty()) write_result_file(memcpy_to_json(report), report.options.json_path);
 }
 
 }  // namespace
@@ -270,53 +339,17 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   for (std::size_t bytes : sizes) total_work += 2.0 * (static_cast<double>(bytes) + (1 << 20));
   Progress progress(total_work, static_cast<int>(2 * sizes.size()), stderr, self.rank == 0, "bench memcpy");
 
-  // Pass 1: the columns without overhead, on the persistent mapping.
-  for (std::size_t bytes : sizes) {
-    MemcpyRow& row = report.rows.emplace_back();
-    row.bytes = bytes;
-    lockstep.begin_step();
-    bool ok = run_column(lockstep, s, "async", bytes, row, row.async, [&] { return copy_async(s, bytes, options); }) &&
-              run_column(lockstep, s, "sync", bytes, row, row.sync, [&] { return copy_sync(s, bytes, options); });
-    progress.step(static_cast<double>(bytes) + (1 << 20), cat("without overhead ", short_size(bytes)));
-    if (!ok) break;
-  }
-  // The persistent mapping goes first: cudaIpcOpenMemHandle of a handle this process has open only counts a
-  // reference, so "with overhead" would time nothing while it exists.
-  lockstep.begin_step();
-  require_agreed(lockstep.phase("unmap",
-                               [&] {
-                                 s.mapping.reset();
-                                 return std::string();
-                               }),
-                "releasing the mapping");
-  // Pass 2: per copy, import + copy + synchronize + release.
-  bool failed = std::any_of(report.rows.begin(), report.rows.end(), [](const MemcpyRow& r) { return !r.error.empty(); });
-  for (std::size_t i = 0; i < report.rows.size() && !failed; ++i) {
-    MemcpyRow& row = report.rows[i];
-    lockstep.begin_step();
-    failed = !run_column(lockstep, s, "overhead", row.bytes, row, row.overhead,
-                         [&] { return copy_with_overhead(s, row.bytes, options); });
-    progress.step(static_cast<double>(row.bytes) + (1 << 20), cat("with overhead ", short_size(row.bytes)));
+  try {
+    sweep_without_overhead(lockstep, s, report, sizes, options, progress);
+    unmap_persistent(lockstep, s);
+    sweep_with_overhead(lockstep, s, report, options, progress);
+    release_buffers(lockstep, s);
+  } catch (const LockstepBroken& broken) {
+    // A rank stopped or died: what was measured before still goes out, with the size that was cut off failed.
+    lockstep.end_broken_run(broken, "memcpy", [&] { write_report(report); });
   }
 
-  // Rank 0's fd and mappings go before rank 1 frees its buffer.
-  lockstep.begin_step();
-  lockstep.phase("release", [&] {
-    s.peer.fd.reset();
-    s.mapping.reset();
-    return std::string();
-  });
-  lockstep.phase("free", [&] {
-    if (s.stream) s.stream->synchronize();
-    s.buffer.reset();
-    return std::string();
-  });
-
-  if (self.rank == 0) {
-    print_memcpy_table(report, stdout);
-    if (!options.csv_path.empty()) write_memcpy_csv(report, options.csv_path);
-    if (!options.json_path.empty()) write_result_file(memcpy_to_json(report), options.json_path);
-  }
+  if (self.rank == 0) write_report(report);
   return report.exit_code();
 }
 
