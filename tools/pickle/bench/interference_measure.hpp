@@ -13,6 +13,8 @@ namespace pickle::bench {
 /// Probes and sets up `background` through `backend` on the ranks taking part, measures every foreground (that is
 /// ok) at every size of report.sizes that the background runs, and tears it down; appends the TrafficRun and the
 /// rows to `report`. Every rank calls it with the same arguments; a failed row ends this backend on every rank.
+/// When the ranks can no longer agree (LockstepBroken), the row and the backend it cut off are appended as failed, the
+/// backend is left as it is (Lockstep::end_broken_run) and the exception goes on.
 void run_traffic(RankState& s, InterferenceReport& report, const std::string& background, const std::string& backend,
                  Progress& progress);
 

@@ -108,6 +108,12 @@ void fill_background(RankState& s) {
   if (s.recv) self_check_pattern(s, s.recv->data(), s.recv_bytes);
 }
 
+/// Rank 0's output: the table on stdout, and the --json file.
+void write_report(const InterferenceReport& report) {
+  print_interference_table(report, stdout);
+  if (!report.options.json_path.empty()) write_result_file(interference_to_json(report), report.options.json_path);
+}
+
 int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& options,
              const std::vector<std::string>& args) {
   const RankInfo self = store.self();
@@ -196,24 +202,23 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   for (const auto& fg : report.foregrounds) ok_foregrounds += fg.status == RunStatus::Ok ? 1 : 0;
   const int rows = ok_foregrounds * static_cast<int>(s.plan.rows_per_foreground(sizes));
   Progress progress(rows, rows, stderr, s.rank == 0, "bench interference");
-  for (const auto& background : options.backgrounds) {
-    for (const auto& backend : options.backends) run_traffic(s, report, background, backend, progress);
-  }
-
-  lockstep.begin_step();
-  lockstep.phase("free", [&] {
-    s.foregrounds.clear();
-    s.send.reset();
-    s.recv.reset();
-    return std::string();
-  });
-
-  if (s.rank == 0) {
-    print_interference_table(report, stdout);
-    if (!options.json_path.empty()) {
-      write_result_file(interference_to_json(report), options.json_path);
+  try {
+    for (const auto& background : options.backgrounds) {
+      for (const auto& backend : options.backends) run_traffic(s, report, background, backend, progress);
     }
+    lockstep.begin_step();
+    lockstep.phase("free", [&] {
+      s.foregrounds.clear();
+      s.send.reset();
+      s.recv.reset();
+      return std::string();
+    });
+  } catch (const LockstepBroken& broken) {
+    // A rank stopped or died: what was measured before still goes out, with the row that was cut off failed.
+    lockstep.end_broken_run(broken, "interference", [&] { write_report(report); });
   }
+
+  if (s.rank == 0) write_report(report);
   return report.exit_code();
 }
 
