@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A rank that stops in the middle of a GPU run: `bash scripts/device/stop-rank.sh NAME AFTER SUITE ARGS...` starts
-# `pickle bench SUITE ARGS... --ranks 2 --json DIR/NAME.json`, stops (SIGSTOP: alive, holding its connections,
+# `pickle bench SUITE ARGS... --json DIR/NAME.json` (two ranks: memcpy and ipc always, others with --ranks 2 in
+# ARGS), stops (SIGSTOP: alive, holding its connections,
 # answering nothing) the rank whose RANK is 1 AFTER seconds in, and waits for the run to end. It writes NAME.out,
 # NAME.err, NAME.json and NAME.gpu (the processes left on the GPUs afterwards: there should be none) into DIR
 # ($OUT/session, or session-out/session), and a line "NAME rc=R after T s (stopped at AFTER s)" to summary.txt.
@@ -26,7 +27,7 @@ rank1_of() {
 }
 
 start=$(date +%s.%N)
-"$pickle" bench "$suite" "$@" --ranks 2 --json "$dir/$name.json" > "$dir/$name.out" 2> "$dir/$name.err" &
+"$pickle" bench "$suite" "$@" --json "$dir/$name.json" > "$dir/$name.out" 2> "$dir/$name.err" &
 launcher=$!
 sleep "$after"
 victim=$(rank1_of "$launcher")
