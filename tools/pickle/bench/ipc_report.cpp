@@ -28,6 +28,10 @@ namespace {
 
 std::string us_text(double us) { return fixed(us, us < 100 ? 2 : 1); }
 
+/// `text` right-aligned in `width`, with at least one space before it: a value wider than its column must not run
+/// into the one before (a 10-digit size and a 24-character time read as one number on 2026-11-30).
+std::string column(const std::string& text, std::size_t width) { return " " + pad_left(text, width - 1); }
+
 }  // namespace
 
 void print_ipc_table(const IpcReport& report, std::FILE* out) {
@@ -38,17 +42,19 @@ void print_ipc_table(const IpcReport& report, std::FILE* out) {
   std::fprintf(out, "# us per call, median [min..max] of the repeats; open = import (for vmm: import + map + set "
                     "access together), close = release, re-open = import again after the release\n");
   for (const auto& note : report.notes) std::fprintf(out, "# note: %s\n", note.c_str());
-  constexpr std::size_t kMethod = 11, kSize = 16, kCell = 24, kWrong = 8;  // kSize: up to 1 PiB in bytes, spaced
+  // kSize: up to 1 PiB in bytes, spaced; kCell: "99999.9 [99999.9..99999.9]" and a space (a 1 GiB cudaIpc open takes
+  // about 9.5 ms, and its slowest repeat may pass 10 ms). A cell wider still keeps one space before it (column()).
+  constexpr std::size_t kMethod = 11, kSize = 16, kCell = 27, kWrong = 8;
   std::string header = "#";  // then appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "#" + f()
   header += pad_left("method", kMethod - 1) + pad_left("size", kSize) + pad_left("open(us)", kCell) +
                        pad_left("close(us)", kCell) + pad_left("re-open(us)", kCell) + pad_left("#wrong", kWrong);
   std::fprintf(out, "%s\n", header.c_str());
   auto cell = [&](const std::vector<double>& samples) {
     Summary s = summarize(samples);
-    return pad_left(cat(us_text(s.median), " [", us_text(s.min), "..", us_text(s.max), "]"), kCell);
+    return column(cat(us_text(s.median), " [", us_text(s.min), "..", us_text(s.max), "]"), kCell);
   };
   for (const auto& row : report.rows) {
-    std::string line = pad_left(row.method, kMethod) + pad_left(cat(row.bytes), kSize);
+    std::string line = pad_left(row.method, kMethod) + column(cat(row.bytes), kSize);
     if (row.status == IpcRow::Status::Ok) {
       line += cell(row.open_us) + cell(row.close_us) + cell(row.reopen_us) +
               pad_left(row.wrong ? cat(*row.wrong) : std::string("-"), kWrong);
@@ -61,9 +67,10 @@ void print_ipc_table(const IpcReport& report, std::FILE* out) {
   }
 
   const auto& c = report.cache;
-  std::fprintf(out, "#\n# pickle's mapping cache: Communicator send/recv of %zu bytes into one %s allocation "
+  // The allocation's method is known once the measurement has allocated (not when a stopped rank cut it short).
+  std::fprintf(out, "#\n# pickle's mapping cache: Communicator send/recv of %zu bytes into one %sallocation "
                     "(receiver's recv-to-completion time)\n",
-               c.bytes, c.method.empty() ? "?" : c.method.c_str());
+               c.bytes, c.method.empty() ? "" : (c.method + " ").c_str());
   std::fprintf(out, "#%s%s%s%s\n", pad_left("transfer", 15).c_str(), pad_left("time(us)", kCell).c_str(),
                pad_left("ipc_opens", 11).c_str(), pad_left("#wrong", kWrong).c_str());
   if (!c.ran || !c.error.empty()) {
