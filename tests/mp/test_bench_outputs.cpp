@@ -43,7 +43,23 @@ TEST(BenchOutputs, AFileThatCannotBeWrittenFailsBeforeAnythingIsMeasured) {
       EXPECT_NE(std::find(row.begin(), row.end(), "waived:"), row.end()) << what << ": " << run.out;
     }
     EXPECT_EQ(run.err.find("configuration 1 of"), std::string::npos) << what << ": " << run.err;
+    // Said once, named with its suite, before any rank started: no launcher line, no "running 2 ranks" (until
+    // 2026-11-30 the self-launching suites found it in their ranks, and the launcher added "rank 0 exited with code 1").
+    EXPECT_EQ(count_of(run.err, "cannot write the " + c.flag), 1u) << what << ": " << run.err;
+    EXPECT_NE(run.err.find("pickle bench " + c.suite + ": "), std::string::npos) << what << ": " << run.err;
+    EXPECT_EQ(run.err.find("pickle launch"), std::string::npos) << what << ": " << run.err;
+    EXPECT_EQ(run.err.find(" ranks"), std::string::npos) << what << ": " << run.err;
   }
+}
+
+// A failure that every rank finds after the launch (here: each checks PICKLE_TIMEOUT again under the self-launch's
+// check, so use a set-up failure of the suite itself) is said by the ranks; the launcher adds no line of its own.
+TEST(BenchOutputs, ASelfLaunchedRunThatFailsInItsRanksGetsNoLauncherLine) {
+  TempDir dir("bench-outputs");
+  BenchRun run = run_bench(dir, "coll", {"-b", "4K", "-e", "4K", "--memory", "host", "--backend", "pickle"},
+                           {"PICKLE_ALLREDUCE_SCHEDULE=sideways", "PICKLE_BENCH_CORRUPT=1"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_EQ(run.err.find("pickle launch:"), std::string::npos) << run.describe();
 }
 
 }  // namespace

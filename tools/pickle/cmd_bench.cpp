@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include <pickle/error.hpp>
+
 #include "bench/coll.hpp"
 #include "bench/compute.hpp"
 #include "bench/interference.hpp"
@@ -65,7 +67,15 @@ int cmd_bench(const Args& args) {
     return kSuites[0].run(args);
   }
   for (const auto& suite : kSuites) {
-    if (args[0] == suite.name) return suite.run(Args(args.begin() + 1, args.end()));
+    if (args[0] != suite.name) continue;
+    try {
+      return suite.run(Args(args.begin() + 1, args.end()));
+    } catch (const Error& e) {
+      // A set-up error said before or outside the suite's own frame (an unwritable --json checked before launching,
+      // a broken exchange before the first size): named with the suite, as the suites' own errors are.
+      std::fprintf(stderr, "pickle bench %s: %s\n", suite.name, e.message().c_str());
+      return 1;
+    }
   }
   std::fprintf(stderr, "pickle bench: unknown suite '%s'\n\n", args[0].c_str());
   bench_usage(stderr);

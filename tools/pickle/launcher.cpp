@@ -362,7 +362,7 @@ class Job {
     int others = running_count();
     std::string text = cat("rank ", rank.index, " (pid ", rank.pid, ") ", describe_wait_status(status));
     if (others > 0) text += cat("; stopping the other ", others, " ", ranks_word(others));
-    message(text);
+    if (!(options_.quiet_exits && WIFEXITED(status))) message(text);
     begin_stop(SIGTERM);
   }
 

@@ -17,6 +17,9 @@ struct LaunchOptions {
   bool prefix = true;                     ///< prefix each output line of rank r with "[r] "
   std::vector<std::string> extra_env;     ///< "K=V" entries added to every rank's environment
   std::vector<std::string> command;       ///< program (looked up in PATH) and its arguments
+  /// A rank that exits with a non-zero code has said why itself (pickle's own ranks do, in `pickle bench` and
+  /// `selftest`): the launcher stops the others without a line of its own. A rank killed by a signal is still said.
+  bool quiet_exits = false;
   /// How long ranks get between SIGTERM and SIGKILL once the job is being stopped.
   std::chrono::milliseconds grace = std::chrono::seconds(2);
 };

@@ -27,6 +27,7 @@ int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<
   launch::LaunchOptions options;
   options.nproc = nranks;
   options.prefix = prefix_output;
+  options.quiet_exits = true;  // our ranks say why they fail; "rank 0 exited with code 1" read like a crash
   options.command = {self, command};
   options.command.insert(options.command.end(), args.begin(), args.end());
   return launch::run(options);

@@ -9,6 +9,7 @@
 #include "coll_rank.hpp"
 #include "lockstep.hpp"
 #include "parallel_parts.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 
@@ -26,6 +27,8 @@ int run_coll(const std::vector<std::string>& args) {
   }
   if (cli::running_as_rank()) return run_coll_rank(options, args);
 
+  // Before any rank starts (the ranks check again, for a launcher of their own): said once, nothing launched.
+  require_writable(options.json_path);
   std::string why;
   int ranks = cli::default_rank_count(options.ranks, options.memory, why);
   if (options.root >= ranks) {

@@ -102,8 +102,11 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
   }
 }
 
-int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args) {
+int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args,
+                  const std::vector<std::pair<std::string, std::string>>& output_files) {
   cli::refuse_cuda_memory_without_gpu(memory);
+  // Before any rank starts (rank 0 checks again, for a launcher of its own): said once, nothing launched.
+  for (const auto& [path, flag] : output_files) require_writable(path, flag);
   // These suites measure one exporter and one importer: two ranks, whatever the number of GPUs.
   std::fprintf(stderr, "bench %s: launching 2 ranks (rank 1 exports a buffer, rank 0 imports it)\n",
                std::string(suite).c_str());

@@ -50,6 +50,8 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
 
 /// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher). `memory`,
 /// the suite's --memory: "cuda" without a GPU is refused first (UnavailableError), before any rank starts.
-int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args);
+/// `output_files`: (path, flag) of the result files asked for, checked writable before anything is launched.
+int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args,
+                  const std::vector<std::pair<std::string, std::string>>& output_files);
 
 }  // namespace pickle::bench

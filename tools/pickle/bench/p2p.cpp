@@ -10,6 +10,7 @@
 #include "p2p_rank.hpp"
 #include "transports.hpp"
 #include "transports_configs.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -43,6 +44,8 @@ int run_p2p(const std::vector<std::string>& args) {
   if (!options.lanes.empty()) return run_lane_comparison(args);
   if (cli::running_as_rank()) return run_p2p_rank(options, args);
 
+  // Before any rank starts (the ranks check again, for a launcher of their own): said once, nothing launched.
+  require_writable(options.json_path);
   std::string why;
   int ranks = cli::default_rank_count(options.ranks, options.memory, why);
   std::fprintf(stderr, "bench p2p: %s\n", why.c_str());

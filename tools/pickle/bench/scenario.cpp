@@ -9,6 +9,7 @@
 #include "parallel_parts.hpp"
 #include "scenario_options.hpp"
 #include "scenario_rank.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 
@@ -26,6 +27,8 @@ int run_scenario(const std::vector<std::string>& args) {
   }
   if (cli::running_as_rank()) return run_scenario_rank(options, args);
 
+  // Before any rank starts (the ranks check again, for a launcher of their own): said once, nothing launched.
+  require_writable(options.json_path);
   std::string why;
   int ranks = cli::default_rank_count(options.ranks, options.memory, why);
   check_threads(ranks);  // a bad PICKLE_BENCH_CHECK_THREADS is said once, before any rank starts
