@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include "bench_test_util.hpp"
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -39,14 +40,20 @@ TEST(Selftest, SizesTakeUnitsLikeTheBench) {
   EXPECT_NE(out.find("received 1 MiB from rank 1"), std::string::npos) << out;
 }
 
-// A size past the host's memory is refused by each rank, saying why, before it allocates (it was a bare
-// std::bad_alloc; and host memory is taken lazily, so a size that did allocate could end a rank in the OOM killer).
+// A size past the host's memory is refused, saying why, before anything allocates (it was a bare std::bad_alloc;
+// and host memory is taken lazily, so a size that did allocate could end a rank in the OOM killer). Said once, before
+// any rank starts (until 2026-11-30 each rank said it, then the launcher), with the limit per buffer.
 TEST(Selftest, ASizeBeyondHostMemoryIsRefusedSayingWhy) {
   TempDir dir("selftest");
   ExitStatus status = run_selftest(dir, {"--ranks", "2", "--bytes", "1T", "--memory", "host"});
-  const std::string err = read_file(dir / "err");
-  EXPECT_TRUE(status.exited && status.code != 0) << status.describe() << "\n" << err;
-  EXPECT_NE(err.find(": --bytes 1T does not fit: the 2 ranks of this host hold 10 buffers"), std::string::npos) << err;
+  const std::string err = read_file(dir / "err"), out = read_file(dir / "out");
+  EXPECT_TRUE(status.exited && status.code == 1) << status.describe() << "\n" << err;
+  EXPECT_NE(err.find("pickle selftest: --bytes 1T does not fit: the 2 ranks of this host hold 10 buffers"),
+            std::string::npos) << err;
+  EXPECT_NE(err.find(" each; ask for less"), std::string::npos) << err;
+  EXPECT_EQ(count_of(err, "does not fit"), 1u) << err;
+  EXPECT_EQ(err.find("pickle launch"), std::string::npos) << err;
+  EXPECT_EQ(out.find("selftest: 2 ranks"), std::string::npos) << out;  // nothing launched
   EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
 }
 

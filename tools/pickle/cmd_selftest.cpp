@@ -69,26 +69,34 @@ Options parse(const Args& args) {
 /// Host memory is taken lazily: buffers past what the machine has would have the OOM killer end a rank without a
 /// word, and a pattern of --bytes 1T threw a bare std::bad_alloc. Each rank holds its pattern, the zeros that clear
 /// its inbox and what it received in host memory, and its inbox and outbox too where the run uses host memory.
-void refuse_beyond_host_memory(std::size_t bytes, bool use_cuda, const RankInfo& self) {
+void refuse_beyond_host_memory(std::size_t bytes, bool use_cuda, int local_ranks) {
   const std::uint64_t available = bench::host_memory_available();
-  const std::uint64_t buffers = (use_cuda ? 3 : 5) * static_cast<std::uint64_t>(self.local_world_size);
+  const std::uint64_t buffers = (use_cuda ? 3 : 5) * static_cast<std::uint64_t>(local_ranks);
   // (Found by review, 2026-11-29j: 4 ranks x 5 x 1 GiB against 23 GiB passed, and the OOM killer ended a rank.)
-  if (available == 0 || bytes <= bench::host_buffer_room(available, buffers)) return;
-  throw InvalidArgument(cat("rank ", self.rank, ": --bytes ", bench::short_size(bytes), " does not fit: the ",
-                            self.local_world_size, " ranks of this host hold ", buffers,
-                            " buffers of that size in host memory, which may take three quarters of MemAvailable (",
-                            human_bytes(available), "); ask for less"));
+  const std::uint64_t room = available == 0 ? 0 : bench::host_buffer_room(available, buffers);
+  if (available == 0 || bytes <= room) return;
+  throw InvalidArgument(cat("--bytes ", bench::short_size(bytes), " does not fit: the ", local_ranks,
+                            " ranks of this host hold ", buffers, " buffers of that size in host memory, which may take "
+                            "three quarters of MemAvailable (", human_bytes(available), "): at most ",
+                            human_bytes(room), " each; ask for less"));
+}
+
+bool uses_cuda(const Options& options, int local_ranks) {
+  return options.memory == "cuda" || (options.memory.empty() && device::cuda_device_count() >= local_ranks);
 }
 
 int run_rank(const Options& options) {
   RankInfo self = discover_rank_info();
   log::set_rank(self.rank);
   if (self.world_size < 2) throw InvalidArgument("selftest needs at least 2 ranks");
-  bool use_cuda = options.memory == "cuda" ||
-                  (options.memory.empty() && device::cuda_device_count() >= self.local_world_size);
+  bool use_cuda = uses_cuda(options, self.local_world_size);
   MemoryKind kind = use_cuda ? MemoryKind::Cuda : MemoryKind::Host;
   int gpu = use_cuda ? self.local_rank : 0;
-  refuse_beyond_host_memory(options.bytes, use_cuda, self);  // before the store: nothing to wait for
+  try {
+    refuse_beyond_host_memory(options.bytes, use_cuda, self.local_world_size);  // before the store: nothing to wait for
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(cat("rank ", self.rank, ": ", e.message()));
+  }
 
   Store store(self);
   const int rank = self.rank, world = self.world_size;
@@ -174,6 +182,8 @@ int cmd_selftest(const Args& args) {
   if (running_as_rank()) return run_rank(options);
   std::string why;
   int ranks = default_rank_count(options.ranks, options.memory, why);
+  // Said once, before any rank starts (the ranks check again, under a launcher of their own); exit 1.
+  refuse_beyond_host_memory(options.bytes, uses_cuda(options, ranks), ranks);
   std::printf("selftest: %s\n", why.c_str());
   std::fflush(stdout);
   int code = relaunch_as_ranks(ranks, "selftest", args);
