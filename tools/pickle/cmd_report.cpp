@@ -45,6 +45,9 @@ constexpr const char* kUsage =
 
 /// The script tells us "this Python has no matplotlib" with this status, so that the next candidate is tried.
 constexpr int kNoMatplotlibStatus = 3;
+/// The script's exit status for a failure it has said on stderr: nothing to add (plain 1 stays for a Python that
+/// failed before the script ran, or a traceback).
+constexpr int kSaidFailureStatus = 4;
 
 struct UsageError {
   std::string message;
@@ -196,7 +199,8 @@ int cmd_report(const Args& args) {
   std::vector<std::string> tried;
   for (const auto& python : python_candidates()) {
     std::vector<std::string> argv = {python, "-B", script, "--missing-matplotlib-status",
-                                     std::to_string(kNoMatplotlibStatus), "-o", parsed.output, "--"};
+                                     std::to_string(kNoMatplotlibStatus), "--said-failure-status",
+                                     std::to_string(kSaidFailureStatus), "-o", parsed.output, "--"};
     argv.insert(argv.end(), parsed.files.begin(), parsed.files.end());
     std::string why_not;
     auto status = run_program(argv, why_not);
@@ -220,6 +224,7 @@ int cmd_report(const Args& args) {
       throw Error(ErrorCode::System, cat(python, " ", script, " exited 0 but wrote no ", parsed.output,
                                          "/report.md (is it a Python? PICKLE_PYTHON chooses it)"));
     }
+    if (code == kSaidFailureStatus) return 1;
     // Said here as well: a Python that failed before the script ran (PICKLE_PYTHON=/bin/false) said nothing.
     if (code != 0) {
       std::fprintf(stderr, "pickle report: %s %s exited with status %d\n", python.c_str(), script.c_str(), code);

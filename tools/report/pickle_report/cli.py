@@ -17,6 +17,9 @@ def _parser():
     # Set by the `pickle` command while it looks for a Python that has matplotlib: exit with this status, silently,
     # when this one has not, so that the next candidate can be tried.
     parser.add_argument("--missing-matplotlib-status", type=int, default=None, help=argparse.SUPPRESS)
+    # Set by the `pickle` command: exit with this status rather than 1 when the failure has been said here, so that
+    # the command adds no line of its own (it still does for a Python that failed without a word).
+    parser.add_argument("--said-failure-status", type=int, default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -27,13 +30,14 @@ def _say(message):
 def main(argv):
     parser = _parser()
     args = parser.parse_args(argv)  # exits 2 on a bad command line
+    failure = FAILURE if args.said_failure_status is None else args.said_failure_status
     try:
         import matplotlib  # noqa: F401
     except ImportError as e:
         if args.missing_matplotlib_status is not None:
             return args.missing_matplotlib_status
         _say("%s cannot import matplotlib (%s): apt-get install python3-matplotlib" % (sys.executable, e))
-        return FAILURE
+        return failure
     if not args.files:
         parser.print_usage(sys.stderr)
         _say("no input files: give one or more result files of `pickle bench --json`")
@@ -51,13 +55,13 @@ def main(argv):
                 suite.check(bench)
     except inputs.InputError as e:
         _say(str(e))
-        return FAILURE
+        return failure
 
     try:
         os.makedirs(args.output, exist_ok=True)
     except OSError as e:
         _say("cannot create the output folder %s: %s" % (args.output, e.strerror or e))
-        return FAILURE
+        return failure
     out = Output(args.output)
     lines = document.header(files)
     for bench in files:
@@ -65,16 +69,16 @@ def main(argv):
             lines += document.section(bench, out, _say)
         except (KeyError, TypeError, ValueError, IndexError) as e:
             _say("%s: cannot report this file: %s: %s" % (bench.path, type(e).__name__, e))
-            return FAILURE
+            return failure
         except OSError as e:
             _say("%s: cannot write its plots to %s: %s" % (bench.path, args.output, e))
-            return FAILURE
+            return failure
     report = os.path.join(args.output, "report.md")
     try:
         with open(report, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
     except OSError as e:
         _say("cannot write %s: %s" % (report, e.strerror or e))
-        return FAILURE
+        return failure
     print("pickle report: wrote %s and %d plot%s" % (report, len(out.plots), "" if len(out.plots) == 1 else "s"))
     return 0
