@@ -14,14 +14,14 @@ std::vector<PairTransport> pair_transports(const topology::Topology& topo) {
   try {
     forced = transport::forced_kind();
   } catch (const Error& e) {
-    return {{"all pairs", "error", e.what()}};
+    return {{"all pairs", "error", e.message()}};  // without "pickle InvalidArgument error: "
   }
   auto decide = [&](const std::string& pair, const transport::PairFacts& facts) {
     try {
       transport::Choice choice = transport::choose(facts, forced, pair);
       return PairTransport{pair, transport::kind_name(choice.kind), choice.reason};
     } catch (const Error& e) {
-      return PairTransport{pair, "error", e.what()};
+      return PairTransport{pair, "error", e.message()};
     }
   };
   std::vector<PairTransport> pairs;
