@@ -448,6 +448,23 @@ TEST(Launch, MissingProgramIsAClearError) {
   auto not_executable = launch(dir, {"-n", "2", "--", "/dev/null"});
   EXPECT_EQ(not_executable.status.code, 1) << not_executable.status.describe();
   EXPECT_TRUE(contains(not_executable.err, "rank 0: cannot execute /dev/null")) << not_executable.err;
+  EXPECT_FALSE(contains(result.err + not_executable.err, "launch: launch:")) << result.err << not_executable.err;
+}
+
+// More ranks than the open-file limit allows pipes for: refused before any rank starts (-n 100000 had started about
+// ten thousand ranks when a pipe failed).
+TEST(Launch, MoreRanksThanOpenFilesAllowIsRefusedBeforeAnyStarts) {
+  TempDir dir("launch");
+  const std::string marker = dir / "started";
+  const std::string command = std::string("ulimit -n 64 && exec '") + PICKLE_CLI_PATH +
+                              "' launch -n 100 -- /bin/sh -c 'touch " + marker + "'";
+  pid_t pid = spawn_program({"/bin/bash", "-c", command}, {"PICKLE_TOKEN="}, dir / "out", dir / "err");
+  const ExitStatus status = wait_pid_or_kill(pid, 30s);
+  const std::string err = read_file(dir / "err");
+  EXPECT_TRUE(status.exited && status.code == 1) << status.describe() << "\n" << err;
+  EXPECT_TRUE(contains(err, "pickle launch: -n 100 needs about 264 open files")) << err;
+  EXPECT_TRUE(contains(err, "(ulimit -n)")) << err;
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "a rank started";
 }
 
 // A PICKLE_LOG value that is not a level is said once, and the command runs (the first log line used to throw from

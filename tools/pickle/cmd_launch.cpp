@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <pickle/error.hpp>
+
 #include "commands.hpp"
 #include "launcher.hpp"
 
@@ -154,7 +156,15 @@ int cmd_launch(const Args& args) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  return launch::run(options);
+  try {
+    return launch::run(options);
+  } catch (const Error& e) {
+    // The launcher's errors begin "launch: " (they also reach `pickle bench`, which runs it): said once here.
+    std::string message = e.message();
+    if (message.starts_with("launch: ")) message.erase(0, 8);
+    std::fprintf(stderr, "pickle launch: %s\n", message.c_str());
+    return 1;
+  }
 }
 
 }  // namespace pickle::cli

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -492,9 +494,27 @@ bool is_launcher_variable(const std::string& name) {
   return false;
 }
 
+namespace {
+
+/// Refuses a job whose output pipes cannot all be open at once, before a rank starts: -n 100000 started about ten
+/// thousand ranks before a pipe failed ("Too many open files"), and then had them all to stop.
+void require_descriptors_for(int nproc) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  // Two pipes per rank stay open in the launcher (stdout, stderr), a third while it starts; some for the rest.
+  const std::uint64_t needed = 2ull * static_cast<std::uint64_t>(nproc) + 64;
+  if (needed <= limit.rlim_cur) return;
+  throw InvalidArgument(cat("launch: -n ", nproc, " needs about ", needed, " open files for the ranks' output, and "
+                            "this process may open ", static_cast<std::uint64_t>(limit.rlim_cur),
+                            " (ulimit -n); start fewer ranks or raise the limit"));
+}
+
+}  // namespace
+
 int run(const LaunchOptions& options) {
   if (options.nproc < 1) throw InvalidArgument(cat("launch: -n ", options.nproc, " must be at least 1"));
   if (options.command.empty()) throw InvalidArgument("launch: no command to run");
+  require_descriptors_for(options.nproc);
   Job job(options);
   return job.run();
 }
