@@ -129,7 +129,8 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
                                  kind == MemoryKind::Cuda ? "in free GPU memory" : "in a quarter of MemAvailable"));
     }
   }
-  if (points.empty()) report.notes.push_back("nothing to measure: no size holds an element per rank");
+  // Why each size went is in the notes above (too small for the collective, or too large for memory).
+  if (points.empty()) report.notes.push_back("nothing to measure: every size was skipped");
   report.points = points;
 
   double total_work = 0;

@@ -59,14 +59,22 @@ std::uint64_t host_buffer_room(std::uint64_t available, std::uint64_t buffers) {
   return available / 4 * 3 / std::max<std::uint64_t>(buffers, 1);
 }
 
-std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest) {
+std::size_t sweep_buffer_bytes(MemoryKind kind, const std::vector<std::size_t>& sizes) {
+  const std::size_t smallest = sizes.front(), largest = sizes.back();
   if (kind != MemoryKind::Host) return largest;
   std::uint64_t available = host_memory_available();
   if (available == 0) return largest;
   // Two ranks of three buffers each share a host. The smallest size is allocated even above the tenth, but within
   // the room of six buffers (an eighth of MemAvailable each; a sixth, all of it, until 2026-11-29j).
   refuse_beyond_memory(smallest, host_buffer_room(available, 6), "an eighth of MemAvailable");
-  return std::min<std::size_t>(largest, std::max<std::size_t>(available / 10, smallest));
+  const std::size_t cap = std::max<std::size_t>(available / 10, smallest);
+  // The largest size that will run, not the cap: -b 4K -e 1T -f 1M ran only 4 KiB, in buffers of 2.1 GiB each,
+  // filled with the pattern (until 2026-11-30).
+  std::size_t fitting = smallest;
+  for (const std::size_t size : sizes) {
+    if (size <= cap) fitting = std::max(fitting, size);
+  }
+  return fitting;
 }
 
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <pickle/memory.hpp>
 
@@ -29,11 +30,12 @@ std::uint64_t host_memory_available();
 /// of a size too large for host memory (bench suites, selftest).
 std::uint64_t host_buffer_room(std::uint64_t available, std::uint64_t buffers);
 
-/// The buffer size to try first for a sweep from `smallest` to `largest` bytes: `largest`, except on host memory,
-/// where the ranks share one host: there at most a tenth of MemAvailable (two ranks of three buffers: six tenths,
-/// leaving the rest to everything else), but never below `smallest`.
-/// `smallest` beyond an eighth of MemAvailable (six buffers within three quarters of it) is refused (UnavailableError).
-std::size_t sweep_buffer_bytes(MemoryKind kind, std::size_t smallest, std::size_t largest);
+/// The buffer size to try first for a sweep over `sizes` (ascending, not empty): the largest, except on host memory,
+/// where the ranks share one host: there the largest of `sizes` within a tenth of MemAvailable (two ranks of three
+/// buffers: six tenths, leaving the rest to everything else), but never below the smallest.
+/// The smallest beyond an eighth of MemAvailable (six buffers within three quarters of it) is refused
+/// (UnavailableError).
+std::size_t sweep_buffer_bytes(MemoryKind kind, const std::vector<std::size_t>& sizes);
 
 /// Throws UnavailableError, naming the size and the limit, when `smallest` bytes exceed `room` (described by `room_is`).
 void refuse_beyond_memory(std::size_t smallest, std::uint64_t room, std::string_view room_is);

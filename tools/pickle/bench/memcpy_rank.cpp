@@ -266,7 +266,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   auto allocated = lockstep.phase("allocate", [&] {
     if (!active) return std::string();
     // Sized inside the phase: a size that cannot fit is refused by both ranks together, and said once.
-    const std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back());
+    const std::size_t wanted = sweep_buffer_bytes(plan.kind, sizes);
     s.buffer = allocate_up_to(s.kind, wanted, sizes.front(), s.device,
                               s.rank == 1 ? method : device::AllocMethod::Default);
     return cat(s.buffer->bytes(), " ", device::alloc_method_name(s.buffer->method()));
@@ -279,7 +279,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   std::size_t planned = sizes.size();
   std::erase_if(sizes, [&](std::size_t size) { return size > capacity; });
   if (sizes.size() < planned) {
-    report.notes.push_back(cat("sizes above ", short_size(capacity), " skipped: a buffer of the next size does not fit ",
+    report.notes.push_back(cat("sizes above ", human_bytes(capacity), " skipped: a buffer of the next size does not fit ",
                                plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in a tenth of MemAvailable"));
   }
 

@@ -198,7 +198,7 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   // and said once.
   auto allocated = lockstep.phase("allocate", [&] {
     if (!active) return std::string();
-    return cat(ctx->allocate(sweep_buffer_bytes(plan.kind, sizes.front(), sizes.back()), sizes.front()));
+    return cat(ctx->allocate(sweep_buffer_bytes(plan.kind, sizes), sizes.front()));
   });
   require_agreed(allocated, "allocating buffers");
   std::size_t capacity = std::min(std::strtoull(allocated.payloads[0].c_str(), nullptr, 10),
@@ -206,8 +206,12 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   std::size_t planned = sizes.size();
   sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::size_t s) { return s > capacity; }), sizes.end());
   if (sizes.size() < planned) {
-    report.notes.push_back(cat("sizes above ", short_size(capacity), " skipped: three buffers of the next size do not fit ",
-                               plan.kind == MemoryKind::Cuda ? "in free GPU memory" : "in a tenth of MemAvailable"));
+    // The capacity is rarely a round size: said in GiB (short_size would give it in bytes).
+    report.notes.push_back(cat("sizes above ", human_bytes(capacity), " skipped: ",
+                               plan.kind == MemoryKind::Cuda ? "three buffers of the next size do not fit in free GPU "
+                                                               "memory"
+                                                             : "each of the three buffers may take a tenth of "
+                                                               "MemAvailable"));
   }
   report.sizes = sizes;
   if (!plan.same_host) {
