@@ -179,6 +179,17 @@ TEST(BenchMatrix, ABadTimeoutIsASetUpErrorSaidBeforeAnything) {
   EXPECT_TRUE(run.out.empty()) << run.out;
 }
 
+// A size no pair's buffers can fit in host memory: said once, before the first pair (until 2026-11-30 every pair's
+// child was started and failed with the same set-up error, six times here).
+TEST(BenchMatrix, ASizeBeyondHostMemoryIsRefusedOnceBeforeAnyPair) {
+  TempDir dir("bench-matrix-huge");
+  BenchRun run = run_bench(dir, "matrix", {"-b", "1T", "-n", "1", "-w", "1", "--repeats", "1", "--mode", "uni",
+                                           "--backend", "ce", "--memory", "host"});
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  EXPECT_EQ(count_of(run.err, "the smallest size, 1T, does not fit"), 1u) << run.err;
+  EXPECT_EQ(run.err.find("pair 1 of"), std::string::npos) << run.err;
+}
+
 TEST(BenchMatrix, CudaMemoryWithoutTwoGpusIsWaived) {
   TempDir dir("bench-matrix-waived");
   const std::string json_path = dir / "result.json";

@@ -7,6 +7,7 @@
 #include "../self_launch.hpp"
 #include "core/format.hpp"
 #include "device/backends.hpp"
+#include "environment.hpp"
 #include "lockstep.hpp"
 #include "matrix_children.hpp"
 #include "matrix_json.hpp"
@@ -42,6 +43,11 @@ bool plan_machine(MatrixReport& report) {
     return true;
   }
   report.devices = o.gpus > 0 ? o.gpus : kHostDevices;
+  // Each pair's child refuses a size whose buffers cannot fit (bench p2p, sweep_buffer_bytes): say it once, before
+  // the first pair, rather than once per pair (six times here, 56 on eight GPUs).
+  if (const std::uint64_t available = host_memory_available(); available != 0) {
+    refuse_beyond_memory(report.size, host_buffer_room(available, 6), "an eighth of MemAvailable");
+  }
   if (o.gpus == 0) {
     report.notes.push_back(cat(gpus, " GPU(s) visible, not 2: ", kHostDevices, " devices on host memory, so that the ",
                                "orchestration runs; the numbers are memcpy between processes, not links"));
