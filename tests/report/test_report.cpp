@@ -219,6 +219,23 @@ TEST(Report, APythonThatFailsSilentlyIsNamedWithItsStatus) {
   EXPECT_NE(r.err.find("exited with status 1"), std::string::npos) << r.err;
 }
 
+// A run that a stopped rank ended early (`broken_run`, exit code 1): the report says so beside the exit code.
+TEST(Report, ARunEndedEarlyIsSaidBesideItsExitCode) {
+  TempDir dir("report-broken");
+  std::string text = read_file(kDeviceRun);
+  const std::string clean = "\"exit_code\": 0,";
+  const std::size_t at = text.find(clean);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, clean.size(), "\"exit_code\": 1, \"broken_run\": \"rank 1 of 2 never arrived\",");
+  const std::string broken = dir / "broken-run.json";
+  write_file(broken, text);
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", broken}, std::chrono::seconds(60));
+  ASSERT_TRUE(r.status.ok()) << r.status.describe() << "\n" << r.err;
+  const std::string md = read_file(dir / "out/report.md");
+  EXPECT_NE(md.find("- **Exit code of the run**: 1 (the run ended early: rank 1 of 2 never arrived)"),
+            std::string::npos) << md;
+}
+
 TEST(Report, MalformedJsonFailsNamingTheFile) {
   TempDir dir("report-bad");
   std::string bad = dir / "broken.json";

@@ -13,6 +13,7 @@
 
 #include "comm/store_registry.hpp"
 #include "core/format.hpp"
+#include "result_file.hpp"
 
 namespace pickle::bench {
 namespace {
@@ -120,6 +121,7 @@ void Lockstep::end_broken_run(const LockstepBroken& broken, std::string_view sui
     std::fprintf(stderr, "pickle bench %s: %s\n", std::string(suite).c_str(), what.c_str());
   };
   if (rank_ == 0) {
+    mark_run_broken(broken.message());  // the file's exit code is this process's, whatever its rows say
     try {
       write_report();
     } catch (const std::exception& e) {

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <ctime>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include <pickle/error.hpp>
@@ -68,7 +70,23 @@ void require_writable(const std::string& path, std::string_view flag) {
   if (!existed) unlink(path.c_str());
 }
 
+namespace {
+
+/// Set by mark_run_broken; read by write_result_file on the same thread (the suite's, at its end).
+std::optional<std::string>& broken_run() {
+  static std::optional<std::string> error;
+  return error;
+}
+
+}  // namespace
+
+void mark_run_broken(const std::string& error) { broken_run() = error; }
+
 void write_result_file(json::Value root, const std::string& path) {
+  if (const auto& broken = broken_run()) {
+    root["exit_code"] = 1;
+    root["broken_run"] = *broken;
+  }
   root["environment"] = environment_json();
   root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
   std::ofstream file(path, std::ios::trunc);

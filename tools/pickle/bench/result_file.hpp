@@ -38,4 +38,9 @@ void require_writable(const std::string& path, std::string_view flag = "--json")
 /// <path>" when it cannot).
 void write_result_file(json::Value root, const std::string& path);
 
+/// The run ended early, with this error (Lockstep::end_broken_run: a rank stopped or died). Every result file written
+/// from then on says so (`broken_run`) and has exit code 1, whatever its rows say: a break in a teardown phase, after
+/// the last row, left the file at exit code 0 while the process exited 1.
+void mark_run_broken(const std::string& error);
+
 }  // namespace pickle::bench

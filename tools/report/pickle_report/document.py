@@ -16,9 +16,18 @@ def header(files):
     return lines
 
 
+def _exit_code_line(data):
+    exit_code = data.get("exit_code")
+    if exit_code is None:
+        return "not recorded"
+    broken = data.get("broken_run")
+    if broken:  # a rank stopped or died: what was measured before is here, the rest is not
+        return "%s (the run ended early: %s)" % (exit_code, broken)
+    return "%s%s" % (exit_code, "" if exit_code == 0 else " (the run failed)")
+
+
 def environment(bench):
     data = bench.data
-    exit_code = data.get("exit_code")
     return [
         "- **File**: %s" % markdown.code(bench.path),
         "- **Command**: %s" % markdown.code(machine.command_line(data)),
@@ -26,8 +35,7 @@ def environment(bench):
         "- **Machine**: %s" % machine.machine_line(data),
         "- **Versions**: %s" % machine.versions_line(data),
         "- **Environment**: %s" % machine.environment_line(data),
-        "- **Exit code of the run**: %s" % ("not recorded" if exit_code is None else
-                                            "%s%s" % (exit_code, "" if exit_code == 0 else " (the run failed)")),
+        "- **Exit code of the run**: %s" % _exit_code_line(data),
     ]
 
 
