@@ -157,6 +157,8 @@ TEST(BenchP2p, AShallowHostStreamQueueRunsUngatedInsteadOfBlocking) {
     EXPECT_FALSE(r.at("gated").as_bool()) << what;
     EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
   }
+  // The table says it too (until 2026-11-30 only the JSON did).
+  EXPECT_NE(run.out.find("# note: 12 point(s) enqueued with the gate open"), std::string::npos) << run.out;
   // One iteration fits that queue behind the gate (pickle: 9 operations and the repeat's 4, two entries each, 26 of
   // 32): gated again, so that the gate is not simply always off on host memory.
   run = run_bench(dir, "p2p", {"--backend", "ce,pickle", "-b", "4K", "-e", "4K", "-n", "1", "--repeats", "2",
@@ -170,6 +172,7 @@ TEST(BenchP2p, AShallowHostStreamQueueRunsUngatedInsteadOfBlocking) {
     EXPECT_TRUE(r.at("gated").as_bool()) << what;
     EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
   }
+  EXPECT_EQ(run.out.find("gate open"), std::string::npos) << run.out;
 }
 
 TEST(BenchP2p, NcclWithoutGpuMemoryIsUnavailableNotAFailure) {
