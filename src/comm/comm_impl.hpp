@@ -470,6 +470,13 @@ struct Communicator::Impl {
   /// PICKLE_TIMEOUT for it. A callback the stream refused (this throws) is the caller's to handle. Not once the
   /// teardown has closed the control channels.
   void on_application_stream(device::Stream& stream, std::function<void()> fn, std::function<void()> if_dropped = {});
+  /// Queues on `stream` a callback that does nothing when it runs, and runs `if_dropped` when the stream accepted it
+  /// and then dropped it unrun (a host stream whose earlier wait gave up), so that work queued before it that reports
+  /// nothing of itself (an ipc send's copy and completion write) is heard of. Not counted, unlike
+  /// on_application_stream: teardown does not wait for it (it uses nothing of the communicator while it waits), and
+  /// once teardown closed the hooks (drop_hooks) `if_dropped` no longer runs, even after the communicator is gone.
+  /// Throws what the stream's host_callback throws (a stream that refuses work).
+  void hear_if_dropped(device::Stream& stream, std::function<void()> if_dropped);
   /// Waits until the callbacks of on_application_stream have all run, or `deadline`; false on the deadline.
   bool drain_application_callbacks(const Deadline& deadline) const;
   /// Teardown's first step: waits until the late-matched sends are queued and the callbacks of on_application_stream
@@ -705,6 +712,13 @@ struct Communicator::Impl {
   }
   std::atomic<int> application_callbacks{0};  // enqueued by on_application_stream, not yet run
   std::atomic<bool> application_hooks_closed{false};  // teardown closed the channels: if_dropped hooks do nothing
+  /// hear_if_dropped's hooks may outlive the communicator (an application's stream that holds one): they read this,
+  /// under its mutex, and teardown closes it under the same mutex, so that none runs during or after the close.
+  struct DropHooks {
+    std::mutex mutex;
+    bool closed = false;
+  };
+  std::shared_ptr<DropHooks> drop_hooks = std::make_shared<DropHooks>();
   /// The checks of check_when_passed, with the operation each belongs to (mutex). A stream drops a check once it ran
   /// it, so the expired entries are the checks that ran.
   struct StreamCheck {

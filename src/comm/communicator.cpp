@@ -311,6 +311,10 @@ Communicator::Impl::~Impl() {
   // From here on the control channels and transports go: a callback that a stream drops later (one held past both
   // settles) must not report its send through them (on_application_stream).
   application_hooks_closed.store(true);
+  {
+    std::lock_guard hooks_lock(drop_hooks->mutex);  // waits for a hook that runs now
+    drop_hooks->closed = true;
+  }
   match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
   outbox.reset();
@@ -400,6 +404,39 @@ void Communicator::Impl::on_application_stream(device::Stream& stream, std::func
   auto pending = std::make_shared<Pending>(this, std::move(fn), std::move(if_dropped));
   stream.host_callback(Callback{.pending = pending});
   pending->accepted = true;
+}
+
+void Communicator::Impl::hear_if_dropped(device::Stream& stream, std::function<void()> if_dropped) {
+  // As on_application_stream's Pending, without its count: shared by the copies std::function may make, and run
+  // (or not) by whoever releases the last of them.
+  struct Watch {
+    std::shared_ptr<DropHooks> hooks;
+    std::function<void()> if_dropped;
+    int rank;
+    bool accepted = false;  // host_callback returned: from here on, a callback that never ran was dropped
+    bool ran = false;
+    ~Watch() {
+      if (!accepted || ran) return;
+      std::lock_guard lock(hooks->mutex);
+      if (hooks->closed) return;
+      try {
+        if_dropped();
+      } catch (const std::exception& e) {
+        PICKLE_LOG(Error, "comm", "rank " << rank << ": reporting an operation that its stream dropped unrun failed: "
+                                  << e.what());
+      }
+    }
+  };
+  struct Callback {
+    std::shared_ptr<Watch> watch;
+    void operator()() const { watch->ran = true; }
+  };
+  auto watch = std::make_shared<Watch>();
+  watch->hooks = drop_hooks;
+  watch->if_dropped = std::move(if_dropped);
+  watch->rank = info.rank;
+  stream.host_callback(Callback{.watch = watch});
+  watch->accepted = true;
 }
 
 bool Communicator::Impl::drain_application_callbacks(const Deadline& deadline) const {

@@ -389,14 +389,22 @@ Communicator::Impl::MatchedSend Communicator::Impl::start_copy(int peer, const s
 std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::shared_ptr<RequestState>& request,
                                                                    void* dst, device::Stream& stream) {
   RequestState& send = *request;
-  // The send is claimed: whatever fails here, it fails, and the receiver must hear that nothing will come.
-  const auto fail = [&](std::exception_ptr error, const Error& cause) {
-    std::lock_guard lock(mutex);
-    if (!send.error) {
-      send.error = std::move(error);
-      send.failed_alone = true;
+  // The send is claimed: whatever fails here, it fails, and the receiver must hear that nothing will come. Named as
+  // a failure of this send, with the stream's own error (its code kept) after it.
+  const auto fail = [&](const std::exception& e) {
+    ipc->clear_copy_stream_error(send.ctx.peer, stream);
+    const std::string prefix = cat(describe(send.ctx), " (tag ", send.tag, "): queuing the send on its stream");
+    const auto* error = dynamic_cast<const Error*>(&e);
+    try {
+      rethrow_with_prefix(error != nullptr ? *error : Error(ErrorCode::System, e.what()), prefix);
+    } catch (const Error& named) {
+      std::lock_guard lock(mutex);
+      if (!send.error) {
+        send.error = std::current_exception();
+        send.failed_alone = true;
+      }
+      return send_failed_message(send, named);
     }
-    return send_failed_message(send, cause);
   };
   try {
     ipc->clear_dropped_work(send.ctx.peer, stream);
@@ -404,25 +412,31 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     ipc->copy(stream, dst, send.src, send.ctx.bytes);
     // The write-value's fence makes the copy visible before the word: the receiver may read the data once it sees it.
     stream.write_value(completion_word_for_streams(send), send.generation);
-    // A host stream drops what it accepted when a wait queued ahead of it gives up (the caller's stream, or a copy
-    // stream whose wait for the caller's point found that point dropped); nothing would then write the completion
-    // word, and both sides would wait PICKLE_TIMEOUT. A callback behind the write hears of the drop. (A CUDA stream
-    // runs what it accepted, or fails the whole context.)
-    if (kind == MemoryKind::Host) {
-      on_application_stream(stream, [] {}, [this, request, on = &stream] { fail_dropped_ipc_send(request, on); });
-    }
-    return std::nullopt;
   } catch (const std::exception& e) {
-    ipc->clear_copy_stream_error(send.ctx.peer, stream);
-    // Named as a failure of this send, with the stream's own error (its code kept) after it.
-    const std::string prefix = cat(describe(send.ctx), " (tag ", send.tag, "): queuing the send on its stream");
-    const auto* error = dynamic_cast<const Error*>(&e);
-    try {
-      rethrow_with_prefix(error != nullptr ? *error : Error(ErrorCode::System, e.what()), prefix);
-    } catch (const Error& named) {
-      return fail(std::current_exception(), named);
-    }
+    return fail(e);
   }
+  // A host stream drops what it accepted when a wait queued ahead of it gives up (the caller's stream, or a copy
+  // stream whose wait for the caller's point found that point dropped); nothing would then write the completion
+  // word, and both sides would wait PICKLE_TIMEOUT. A callback behind the write hears of the drop. (A CUDA stream
+  // runs what it accepted, or fails the whole context.)
+  if (kind != MemoryKind::Host) return std::nullopt;
+  try {
+    hear_if_dropped(stream, [this, request, on = &stream] { fail_dropped_ipc_send(request, on); });
+  } catch (const std::exception& e) {
+    // Refused after the write was queued: a wait queued before it (another thread's) gave up since, and the stream
+    // dropped its queue; the write went with it unless it had run. One that ran delivered the message.
+    bool delivered = false;
+    {
+      std::lock_guard lock(mutex);
+      delivered = flag_reached(completion_value(send), send.generation);
+    }
+    if (delivered) {
+      ipc->clear_copy_stream_error(send.ctx.peer, stream);
+      return std::nullopt;
+    }
+    return fail(e);
+  }
+  return std::nullopt;
 }
 
 void Communicator::Impl::fail_dropped_ipc_send(const std::shared_ptr<RequestState>& request,
@@ -434,7 +448,7 @@ void Communicator::Impl::fail_dropped_ipc_send(const std::shared_ptr<RequestStat
   std::optional<ControlMessage> reply;
   {
     std::lock_guard lock(mutex);
-    if (send.error) return;  // the pair failed first, and that failed the send and its receive
+    if (send.error) return;  // failed already, and its receiver told (its enqueue failed, or the pair did)
     // Dropped behind its completion write (a wait another thread queued between them): the message arrived.
     if (flag_reached(completion_value(send), send.generation)) return;
     const Error cause(ErrorCode::System, cat(describe(send.ctx), " (tag ", send.tag,

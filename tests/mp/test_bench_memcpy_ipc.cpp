@@ -206,8 +206,11 @@ void expect_the_stop_ended_the_run(const StoppedRun& run, const std::string& sui
 TEST(BenchMemcpy, ARankThatStopsMidSweepEndsTheRunWithWhatWasMeasured) {
   TempDir dir("memcpy-stop");
   const std::string csv = dir / "memcpy.csv", json_path = dir / "memcpy.json";
+  // 300 ms after the first progress line, which comes at the end of pass 1 (about 4 s in here): inside pass 2, past
+  // the unmap between the passes (a stop that landed there failed no row until 2026-11-30, which made this flaky).
   const StoppedRun run = run_and_stop_rank1(dir, {"memcpy", "--memory", "host", "-b", "1M", "-e", "256M", "-f", "2",
-                                                  "-n", "20", "-w", "2", "--csv", csv, "--json", json_path});
+                                                  "-n", "20", "-w", "2", "--csv", csv, "--json", json_path},
+                                            StopWhen{.text = "done (step ", .delay = std::chrono::milliseconds(300)});
   expect_the_stop_ended_the_run(run, "memcpy");
   const json::Value root = json::parse(read_file(json_path));
   EXPECT_EQ(root.at("exit_code").as_int(), 1);

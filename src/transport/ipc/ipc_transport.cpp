@@ -54,7 +54,13 @@ void IpcTransport::note_dropped_work(int peer, const device::Stream* stream) {
 void IpcTransport::clear_dropped_work(int peer, device::Stream& stream) {
   const auto& streams = streams_.at(peer);
   for (std::size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i].get() == &stream && dropped_[peer][i]->exchange(false)) clear_copy_stream_error(peer, stream);
+    if (streams[i].get() != &stream || !dropped_[peer][i]->exchange(false)) continue;
+    // query(), not synchronize(): the stream may hold other sends' waits for their callers' points, and the error,
+    // if another send's refusal has not reported it already, is there at once.
+    try {
+      stream.query();
+    } catch (const std::exception&) {
+    }
   }
 }
 

@@ -175,15 +175,24 @@ void sweep_without_overhead(Lockstep& lockstep, MemcpyState& s, MemcpyReport& re
 }
 
 /// The persistent mapping goes before pass 2: cudaIpcOpenMemHandle of a handle this process has open only counts a
-/// reference, so "with overhead" would time nothing while it exists.
-void unmap_persistent(Lockstep& lockstep, MemcpyState& s) {
+/// reference, so "with overhead" would time nothing while it exists. A LockstepBroken here cuts pass 2 off before
+/// its first size, which is then the size marked failed (a cut that no row owned left every row ok and the overhead
+/// column empty without a word).
+void unmap_persistent(Lockstep& lockstep, MemcpyState& s, MemcpyReport& report) {
   lockstep.begin_step();
-  require_agreed(lockstep.phase("unmap",
-                               [&] {
-                                 s.mapping.reset();
-                                 return std::string();
-                               }),
-                "releasing the mapping");
+  try {
+    require_agreed(lockstep.phase("unmap",
+                                 [&] {
+                                   s.mapping.reset();
+                                   return std::string();
+                                 }),
+                  "releasing the mapping");
+  } catch (const LockstepBroken& e) {
+    if (!report.rows.empty() && report.rows.front().error.empty()) {
+      report.rows.front().error = cat("overhead: ", e.message());
+    }
+    throw;
+  }
 }
 
 /// Pass 2, unless pass 1 failed: per copy, import + copy + synchronize + release, at the sizes of pass 1.
@@ -341,7 +350,7 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
 
   try {
     sweep_without_overhead(lockstep, s, report, sizes, options, progress);
-    unmap_persistent(lockstep, s);
+    unmap_persistent(lockstep, s, report);
     sweep_with_overhead(lockstep, s, report, options, progress);
     release_buffers(lockstep, s);
   } catch (const LockstepBroken& broken) {
