@@ -115,6 +115,23 @@ TEST(InfoCommand, TextAndJsonAgree) {
   }
 }
 
+// `pickle version` as every other command: the version, its --help, and exit 2 for an option it does not know
+// (until 2026-11-30 it printed the version and exited 0 whatever followed).
+TEST(VersionCommand, PrintsTheVersionAndRefusesOptions) {
+  CommandRun plain = run_pickle({"version"});
+  ASSERT_TRUE(plain.status.ok()) << plain.status.describe() << "\n" << plain.err;
+  EXPECT_EQ(plain.out.rfind("pickle ", 0), 0u) << plain.out;
+  CommandRun dashes = run_pickle({"--version"});
+  EXPECT_EQ(dashes.out, plain.out);
+  CommandRun bad = run_pickle({"version", "--x"});
+  EXPECT_TRUE(bad.status.exited && bad.status.code == 2) << bad.status.describe();
+  EXPECT_NE(bad.err.find("pickle version: takes no options (got '--x')"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  CommandRun help = run_pickle({"version", "--help"});
+  EXPECT_TRUE(help.status.ok()) << help.status.describe();
+  EXPECT_NE(help.out.find("usage: pickle version"), std::string::npos) << help.out;
+}
+
 TEST(InfoCommand, BadOptionExitsTwo) {
   CommandRun run = run_pickle({"info", "--bogus"});
   EXPECT_TRUE(run.status.exited);

@@ -36,7 +36,17 @@ void usage(std::FILE* out) {
 
 }  // namespace
 
-int cmd_version(const Args&) {
+int cmd_version(const Args& args) {
+  // As every other command: an option it does not know is a bad command line (it printed the version and exited 0).
+  if (!args.empty() && args[0] != "-h" && args[0] != "--help") {
+    std::fprintf(stderr, "pickle version: takes no options (got '%s')\n", args[0].c_str());
+    return 2;
+  }
+  if (!args.empty()) {
+    std::printf("usage: pickle version (or pickle --version): prints the version; `pickle info` adds the source "
+                "revision and build type\n");
+    return 0;
+  }
   std::printf("pickle %s\n", PICKLE_VERSION_STRING);
   return 0;
 }
