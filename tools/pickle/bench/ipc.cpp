@@ -29,7 +29,7 @@ int run_ipc(const std::vector<std::string>& args) {
       return run_ipc_rank(store, lockstep, options, args);
     });
   }
-  return relaunch_pair("ipc", options.memory, args, {{options.json_path, "--json"}});
+  return relaunch_pair(ipc_plan_request(options), args);
 }
 
 }  // namespace pickle::bench

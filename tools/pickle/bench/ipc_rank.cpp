@@ -238,15 +238,18 @@ void write_report(const IpcReport& report) {
 
 }  // namespace
 
-int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, const std::vector<std::string>& args) {
-  const RankInfo& self = store.self();
+PairPlanRequest ipc_plan_request(const IpcOptions& options) {
   std::string methods_flag;
   for (const auto& method : options.methods) methods_flag += (methods_flag.empty() ? "" : ",") + method;
-  PairPlan plan = agree_on_pair_plan(lockstep, self.rank,
-                                     {.suite = "ipc",
-                                      .memory = options.memory,
-                                      .output_files = {{options.json_path, "--json"}},
-                                      .gpu_only_option = methods_flag.empty() ? "" : "--method " + methods_flag});
+  return {.suite = "ipc",
+          .memory = options.memory,
+          .output_files = {{options.json_path, "--json"}},
+          .gpu_only_option = methods_flag.empty() ? "" : "--method " + methods_flag};
+}
+
+int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, const std::vector<std::string>& args) {
+  const RankInfo& self = store.self();
+  PairPlan plan = agree_on_pair_plan(lockstep, self.rank, ipc_plan_request(options));
   IpcReport report;
   report.options = options;
   report.command = {"pickle", "bench", "ipc"};

@@ -10,11 +10,15 @@
 
 #include "lockstep.hpp"
 #include "ipc_options.hpp"
+#include "memcpy_pair.hpp"
 
 namespace pickle::bench {
 
 /// Measures, prints (rank 0) and returns the exit code (IpcReport::exit_code). Set-up
 /// failures are AgreedFailure.
+/// What ipc asks of the pair's plan (the ranks, and the process that launches them, ask the same).
+PairPlanRequest ipc_plan_request(const IpcOptions& options);
+
 int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options,
                     const std::vector<std::string>& args);
 

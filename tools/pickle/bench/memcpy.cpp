@@ -29,7 +29,7 @@ int run_memcpy(const std::vector<std::string>& args) {
       return run_memcpy_rank(store, lockstep, options, args);
     });
   }
-  return relaunch_pair("memcpy", options.memory, args, {{options.json_path, "--json"}, {options.csv_path, "--csv"}});
+  return relaunch_pair(memcpy_plan_request(options), args);
 }
 
 }  // namespace pickle::bench

@@ -29,25 +29,31 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
+bool pair_uses_cuda(const PairPlanRequest& request, std::string& why) {
+  bool cuda = request.memory == "cuda";
+  why = "--memory cuda";
+  if (request.memory == "host") {
+    why = "--memory host";
+  } else if (request.memory.empty()) {
+    int gpus = device::cuda_device_count();
+    cuda = gpus >= 2;
+    why = cuda ? cat(gpus, " GPUs") : gpus == 1 ? std::string("only 1 GPU: host memory")
+                                                : cat("no GPU (", device::cuda_unavailable_reason(), "): host memory");
+  }
+  if (!cuda && !request.gpu_only_option.empty()) {
+    throw InvalidArgument(cat(request.gpu_only_option, " needs GPU memory, and this run uses host memory (", why,
+                              "); leave it out on host memory"));
+  }
+  return cuda;
+}
+
 PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest& request) {
   auto outcome = lockstep.phase("plan", [&] {
     std::string payload = hostname();
     if (rank != 0) return payload;
     for (const auto& [path, flag] : request.output_files) require_writable(path, flag);
-    bool cuda = request.memory == "cuda";
-    std::string why = "--memory cuda";
-    if (request.memory == "host") {
-      why = "--memory host";
-    } else if (request.memory.empty()) {
-      int gpus = device::cuda_device_count();
-      cuda = gpus >= 2;
-      why = cuda ? cat(gpus, " GPUs") : gpus == 1 ? std::string("only 1 GPU: host memory")
-                                                  : cat("no GPU (", device::cuda_unavailable_reason(), "): host memory");
-    }
-    if (!cuda && !request.gpu_only_option.empty()) {
-      throw InvalidArgument(cat(request.gpu_only_option, " needs GPU memory, and this run uses host memory (", why,
-                                "); leave it out on host memory"));
-    }
+    std::string why;
+    const bool cuda = pair_uses_cuda(request, why);
     return cat(payload, "\n", cuda ? "cuda" : "host", "\n", std::random_device{}(), "-", getpid(), "\n", why);
   });
   require_agreed(outcome, "agreeing on the plan");
@@ -102,11 +108,18 @@ int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockst
   }
 }
 
-int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args,
-                  const std::vector<std::pair<std::string, std::string>>& output_files) {
-  cli::refuse_cuda_memory_without_gpu(memory);
+int relaunch_pair(const PairPlanRequest& request, const std::vector<std::string>& args) {
+  const std::string& suite = request.suite;
+  cli::refuse_cuda_memory_without_gpu(request.memory);
   // Before any rank starts (rank 0 checks again, for a launcher of its own): said once, nothing launched.
-  for (const auto& [path, flag] : output_files) require_writable(path, flag);
+  for (const auto& [path, flag] : request.output_files) require_writable(path, flag);
+  std::string why;
+  try {
+    pair_uses_cuda(request, why);
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "pickle bench %s: %s\n", suite.c_str(), e.message().c_str());
+    return 2;
+  }
   // These suites measure one exporter and one importer: two ranks, whatever the number of GPUs.
   std::fprintf(stderr, "bench %s: launching 2 ranks (rank 1 exports a buffer, rank 0 imports it)\n",
                std::string(suite).c_str());

@@ -40,6 +40,10 @@ struct PairPlanRequest {
 /// Collective: agrees on the plan (ranks 0 and 1 must share a host). Throws AgreedFailure.
 PairPlan agree_on_pair_plan(Lockstep& lockstep, int rank, const PairPlanRequest& request);
 
+/// Where the pair's buffers live, as rank 0 decides it: `request.memory`, else GPU memory with 2 GPUs or more; `why`
+/// says how. A GPU-only option (`request.gpu_only_option`) on host memory is an InvalidArgument.
+bool pair_uses_cuda(const PairPlanRequest& request, std::string& why);
+
 /// Ranks 0 and 1: the fd channel between them (rank 1 listens, rank 0 connects), bounded by the store's timeout.
 device::FdChannel connect_pair_channel(const Store& store, const std::string& nonce, std::string_view suite);
 
@@ -48,10 +52,9 @@ device::FdChannel connect_pair_channel(const Store& store, const std::string& no
 /// launcher stops the job at the first failing rank, which could cut rank 0 short while it writes its report).
 int run_pair_rank(std::string_view suite, const std::function<int(Store&, Lockstep&)>& body);
 
-/// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher). `memory`,
-/// the suite's --memory: "cuda" without a GPU is refused first (UnavailableError), before any rank starts.
-/// `output_files`: (path, flag) of the result files asked for, checked writable before anything is launched.
-int relaunch_pair(std::string_view suite, const std::string& memory, const std::vector<std::string>& args,
-                  const std::vector<std::pair<std::string, std::string>>& output_files);
+/// Started alone: relaunches `pickle bench <suite> args...` as 2 local ranks (exit code of the launcher). Before any
+/// rank starts, as the ranks would: --memory cuda without a GPU is refused (UnavailableError), the output files must
+/// be writable (SystemError), and a GPU-only option on host memory is a bad command line (said here, exit 2).
+int relaunch_pair(const PairPlanRequest& request, const std::vector<std::string>& args);
 
 }  // namespace pickle::bench

@@ -233,14 +233,17 @@ void write_report(const MemcpyReport& report) {
 
 }  // namespace
 
+PairPlanRequest memcpy_plan_request(const MemcpyOptions& options) {
+  return {.suite = "memcpy",
+          .memory = options.memory,
+          .output_files = {{options.csv_path, "--csv"}, {options.json_path, "--json"}},
+          .gpu_only_option = options.method.empty() ? "" : "--method " + options.method};
+}
+
 int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& options,
                     const std::vector<std::string>& args) {
   const RankInfo& self = store.self();
-  PairPlan plan = agree_on_pair_plan(lockstep, self.rank,
-                                     {.suite = "memcpy",
-                                      .memory = options.memory,
-                                      .output_files = {{options.csv_path, "--csv"}, {options.json_path, "--json"}},
-                                      .gpu_only_option = options.method.empty() ? "" : "--method " + options.method});
+  PairPlan plan = agree_on_pair_plan(lockstep, self.rank, memcpy_plan_request(options));
 
   MemcpyReport report;
   report.options = options;

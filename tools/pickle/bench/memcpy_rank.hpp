@@ -10,8 +10,12 @@
 
 #include "lockstep.hpp"
 #include "memcpy_options.hpp"
+#include "memcpy_pair.hpp"
 
 namespace pickle::bench {
+
+/// What memcpy asks of the pair's plan (the ranks, and the process that launches them, ask the same).
+PairPlanRequest memcpy_plan_request(const MemcpyOptions& options);
 
 /// Measures, prints (rank 0) and returns the exit code (0, or 1 when a size failed or a byte was wrong). Set-up
 /// failures are AgreedFailure.
