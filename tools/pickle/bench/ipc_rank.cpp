@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -295,6 +296,11 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
 
   try {
     sweep_sizes(side, lockstep, options, methods, sizes, report, progress);
+    if (self.rank == 0) {
+      // Its own line: the sizes' progress says nothing of it, and a large -n keeps it busy for seconds.
+      std::fprintf(stderr, "bench ipc: pickle's mapping cache: the first transfer, then %d more\n", options.iterations);
+      std::fflush(stderr);
+    }
     measure_ipc_cache(store, lockstep, plan.kind, side.device, options.iterations, report.cache);
     lockstep.begin_step();
     lockstep.phase("close", [&] {
