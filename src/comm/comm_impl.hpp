@@ -209,11 +209,11 @@ struct Communicator::Impl {
   /// the copy into the peer's buffer, the write of its completion word. A failure to queue fails the send.
   std::optional<ControlMessage> enqueue_ipc_copy(const std::shared_ptr<RequestState>& send, void* dst,
                                                  device::Stream& stream);
+  /// An ipc send's copy and completion write that a host stream dropped unrun (the hook of enqueue_ipc_copy): the
+  /// send fails alone and its receiver hears it (unless it failed already, or the write ran after all).
+  void fail_dropped_ipc_send(const std::shared_ptr<RequestState>& send, const device::Stream* dropped_by);
   /// Makes `stream`, where a send matched later is queued, wait for the caller's stream's point at send()
   /// (`send.after_event`, if any); throws if that point will never be reached.
-  /// An ipc send's copy and completion write that a host stream dropped unrun (the hook of enqueue_ipc_copy): the
-  /// send fails alone and its receiver hears it (unless the pair failed first, or the write ran after all).
-  void fail_dropped_ipc_send(const std::shared_ptr<RequestState>& send, const device::Stream* dropped_by);
   static void wait_for_callers_point(const RequestState& send, device::Stream& stream);
   /// The message that tells the peer its receive will not get `send`'s data (`cause` says why).
   static SendFailedMessage send_failed_message(const RequestState& send, const Error& cause);

@@ -35,9 +35,16 @@ device::Stream& IpcTransport::stream(int peer) {
   return *streams[turn % streams.size()];
 }
 
-void IpcTransport::clear_copy_stream_error(int peer, device::Stream& stream) {
+std::optional<std::size_t> IpcTransport::own_stream_index(int peer, const device::Stream* stream) const {
   const auto& streams = streams_.at(peer);
-  if (std::none_of(streams.begin(), streams.end(), [&](const auto& own) { return own.get() == &stream; })) return;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].get() == stream) return i;
+  }
+  return std::nullopt;  // an application's stream
+}
+
+void IpcTransport::clear_copy_stream_error(int peer, device::Stream& stream) {
+  if (!own_stream_index(peer, &stream)) return;
   try {
     stream.synchronize();  // throws the error it reports
   } catch (const std::exception&) {
@@ -45,22 +52,17 @@ void IpcTransport::clear_copy_stream_error(int peer, device::Stream& stream) {
 }
 
 void IpcTransport::note_dropped_work(int peer, const device::Stream* stream) {
-  const auto& streams = streams_.at(peer);
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i].get() == stream) dropped_[peer][i]->store(true);
-  }
+  if (const auto own = own_stream_index(peer, stream)) dropped_[peer][*own]->store(true);
 }
 
 void IpcTransport::clear_dropped_work(int peer, device::Stream& stream) {
-  const auto& streams = streams_.at(peer);
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i].get() != &stream || !dropped_[peer][i]->exchange(false)) continue;
-    // query(), not synchronize(): the stream may hold other sends' waits for their callers' points, and the error,
-    // if another send's refusal has not reported it already, is there at once.
-    try {
-      stream.query();
-    } catch (const std::exception&) {
-    }
+  const auto own = own_stream_index(peer, &stream);
+  if (!own || !dropped_[peer][*own]->exchange(false)) return;
+  // query(), not synchronize(): the stream may hold other sends' waits for their callers' points, and the error,
+  // if another send's refusal has not reported it already, is there at once.
+  try {
+    stream.query();
+  } catch (const std::exception&) {
   }
 }
 

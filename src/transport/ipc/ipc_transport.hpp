@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -57,6 +58,9 @@ class IpcTransport {
   TransportStats stats() const;
 
  private:
+  /// Which of `peer`'s copy streams `stream` is (only its address is compared); none for an application's stream.
+  std::optional<std::size_t> own_stream_index(int peer, const device::Stream* stream) const;
+
   MappingCache cache_;
   long long streams_per_peer_ = 1;
   std::vector<std::vector<std::unique_ptr<device::Stream>>> streams_;  // per peer
