@@ -18,6 +18,7 @@
 #include "bench/sweep_options.hpp"
 #include "commands.hpp"
 #include "core/clock.hpp"
+#include "core/env.hpp"
 #include "core/format.hpp"
 #include "core/log.hpp"
 #include "device/backends.hpp"
@@ -180,6 +181,9 @@ int cmd_selftest(const Args& args) {
     return 0;
   }
   if (running_as_rank()) return run_rank(options);
+  // Every rank reads PICKLE_TIMEOUT first: a bad value is said once here, with nothing launched (as `pickle bench`
+  // does), rather than by each rank and then by the launcher stopping the others.
+  env::timeout_seconds();
   std::string why;
   int ranks = default_rank_count(options.ranks, options.memory, why);
   // Said once, before any rank starts (the ranks check again, under a launcher of their own); exit 1.

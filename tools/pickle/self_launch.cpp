@@ -17,9 +17,6 @@ bool running_as_rank() {
 
 int relaunch_as_ranks(int nranks, const std::string& command, const std::vector<std::string>& args,
                       bool prefix_output) {
-  // Every rank reads PICKLE_TIMEOUT first: a bad value is said once here, with nothing launched, rather than by each
-  // rank and then by the launcher stopping the others.
-  env::timeout_seconds();
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n < 0) throw SystemError("readlink /proc/self/exe", errno);

@@ -174,7 +174,6 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
     if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path);
   };
   run_backends(ctx, lockstep, "coll", options.backends, measure, report.backends, write_report);
-  if (self.rank == 0) write_report();
   return report.exit_code();
 }
 

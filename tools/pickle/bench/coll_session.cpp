@@ -110,7 +110,7 @@ void run_backends(std::unique_ptr<CollContext>& ctx, Lockstep& lockstep, std::st
                   const std::vector<std::string>& names,
                   const std::function<std::string(CollBackend&, std::size_t)>& measure, std::vector<BackendRun>& runs,
                   const std::function<void()>& write_report) {
-  try {
+  const auto work = [&] {
     for (std::size_t index = 0; index < names.size(); ++index) {
       std::unique_ptr<CollBackend> backend = make_coll_backend(names[index], cat("bench/", suite, "/", index));
       BackendRun run;
@@ -136,9 +136,8 @@ void run_backends(std::unique_ptr<CollContext>& ctx, Lockstep& lockstep, std::st
       stop_backend(*ctx, lockstep, backend, run.status == BackendRun::Status::Failed);
     }
     free_context(lockstep, ctx);
-  } catch (const LockstepBroken& broken) {
-    lockstep.end_broken_run(broken, suite, write_report);  // what was measured before still goes out
-  }
+  };
+  lockstep.run_then_report(suite, work, write_report);  // what was measured before goes out either way
 }
 
 void free_context(Lockstep& lockstep, std::unique_ptr<CollContext>& ctx) {

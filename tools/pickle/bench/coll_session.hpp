@@ -56,8 +56,9 @@ void stop_backend(CollContext& ctx, Lockstep& lockstep, std::unique_ptr<CollBack
 /// Each backend of `names` in turn on every rank: made (its store keys under "bench/<suite>/<index>"), started,
 /// measured by `measure(backend, index)` when it is available, and stopped; then the context is freed. `measure`
 /// returns the first error of the backend ("" when none), which marks it failed. Appends how each backend fared to
-/// `runs`, in order. When the ranks can no longer agree (LockstepBroken), the backend it stopped is appended as
-/// failed and left as it is, and the run ends in Lockstep::end_broken_run (rank 0 calls `write_report` first).
+/// `runs`, in order; then rank 0 calls `write_report` (Lockstep::run_then_report). When the ranks can no longer
+/// agree (LockstepBroken), the backend it stopped is appended as failed and left as it is, and the run ends in
+/// Lockstep::end_broken_run (rank 0 calls `write_report` first).
 void run_backends(std::unique_ptr<CollContext>& ctx, Lockstep& lockstep, std::string_view suite,
                   const std::vector<std::string>& names,
                   const std::function<std::string(CollBackend&, std::size_t)>& measure, std::vector<BackendRun>& runs,

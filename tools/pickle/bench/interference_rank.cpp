@@ -202,23 +202,22 @@ int run_rank(Store& store, Lockstep& lockstep, const InterferenceOptions& option
   for (const auto& fg : report.foregrounds) ok_foregrounds += fg.status == RunStatus::Ok ? 1 : 0;
   const int rows = ok_foregrounds * static_cast<int>(s.plan.rows_per_foreground(sizes));
   Progress progress(rows, rows, stderr, s.rank == 0, "bench interference");
-  try {
-    for (const auto& background : options.backgrounds) {
-      for (const auto& backend : options.backends) run_traffic(s, report, background, backend, progress);
-    }
-    lockstep.begin_step();
-    lockstep.phase("free", [&] {
-      s.foregrounds.clear();
-      s.send.reset();
-      s.recv.reset();
-      return std::string();
-    });
-  } catch (const LockstepBroken& broken) {
-    // A rank stopped or died: what was measured before still goes out, with the row that was cut off failed.
-    lockstep.end_broken_run(broken, "interference", [&] { write_report(report); });
-  }
-
-  if (s.rank == 0) write_report(report);
+  // A rank that stops or dies ends the run with the rows measured before, the one it cut off failed.
+  lockstep.run_then_report(
+      "interference",
+      [&] {
+        for (const auto& background : options.backgrounds) {
+          for (const auto& backend : options.backends) run_traffic(s, report, background, backend, progress);
+        }
+        lockstep.begin_step();
+        lockstep.phase("free", [&] {
+          s.foregrounds.clear();
+          s.send.reset();
+          s.recv.reset();
+          return std::string();
+        });
+      },
+      [&] { write_report(report); });
   return report.exit_code();
 }
 

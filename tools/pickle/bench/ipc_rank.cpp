@@ -294,25 +294,26 @@ int run_ipc_rank(Store& store, Lockstep& lockstep, const IpcOptions& options, co
   total_work *= static_cast<double>(methods.size());
   Progress progress(total_work, static_cast<int>(sizes.size() * methods.size()), stderr, self.rank == 0, "bench ipc");
 
-  try {
-    sweep_sizes(side, lockstep, options, methods, sizes, report, progress);
-    if (self.rank == 0) {
-      // Its own line: the sizes' progress says nothing of it, and a large -n keeps it busy for seconds.
-      std::fprintf(stderr, "bench ipc: pickle's mapping cache: the first transfer, then %d more\n", options.iterations);
-      std::fflush(stderr);
-    }
-    measure_ipc_cache(store, lockstep, plan.kind, side.device, options.iterations, report.cache);
-    lockstep.begin_step();
-    lockstep.phase("close", [&] {
-      side.channel.reset();
-      side.stream.reset();
-      return std::string();
-    });
-  } catch (const LockstepBroken& broken) {
-    // A rank stopped or died: what was measured before still goes out, the size or the cache cut off failed in it.
-    lockstep.end_broken_run(broken, "ipc", [&] { write_report(report); });
-  }
-  if (self.rank == 0) write_report(report);
+  // A rank that stops or dies ends the run with what was measured before, the size or the cache it cut off failed.
+  lockstep.run_then_report(
+      "ipc",
+      [&] {
+        sweep_sizes(side, lockstep, options, methods, sizes, report, progress);
+        if (self.rank == 0) {
+          // Its own line: the sizes' progress says nothing of it, and a large -n keeps it busy for seconds.
+          std::fprintf(stderr, "bench ipc: pickle's mapping cache: the first transfer, then %d more\n",
+                       options.iterations);
+          std::fflush(stderr);
+        }
+        measure_ipc_cache(store, lockstep, plan.kind, side.device, options.iterations, report.cache);
+        lockstep.begin_step();
+        lockstep.phase("close", [&] {
+          side.channel.reset();
+          side.stream.reset();
+          return std::string();
+        });
+      },
+      [&] { write_report(report); });
   return report.exit_code();
 }
 

@@ -150,6 +150,16 @@ void Lockstep::end_broken_run(const LockstepBroken& broken, std::string_view sui
   std::_Exit(1);
 }
 
+void Lockstep::run_then_report(std::string_view suite, const std::function<void()>& work,
+                               const std::function<void()>& write_report) {
+  try {
+    work();
+  } catch (const LockstepBroken& broken) {
+    end_broken_run(broken, suite, write_report);
+  }
+  if (rank_ == 0) write_report();
+}
+
 void require_agreed(const PhaseOutcome& outcome, std::string_view what) {
   if (!outcome.ok) throw AgreedFailure(outcome.code, cat(what, ": ", outcome.error));
 }

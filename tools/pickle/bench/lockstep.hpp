@@ -71,6 +71,11 @@ class Lockstep {
   /// own error.
   [[noreturn]] void end_broken_run(const LockstepBroken& broken, std::string_view suite,
                                    const std::function<void()>& write_report);
+  /// A suite's end: runs `work` (its measurements and the teardown phases after them), then `write_report` on rank
+  /// 0. When the ranks can no longer agree (`work` throws LockstepBroken), the run ends in end_broken_run instead,
+  /// which writes what `work` recorded before it stopped.
+  void run_then_report(std::string_view suite, const std::function<void()>& work,
+                       const std::function<void()>& write_report);
 
  private:
   Store* store_;
@@ -86,7 +91,6 @@ class AgreedFailure : public Error {
  public:
   AgreedFailure(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
-
 
 /// Throws AgreedFailure("<what>: <the first failing rank's error>") when `outcome` failed on any rank.
 void require_agreed(const PhaseOutcome& outcome, std::string_view what);

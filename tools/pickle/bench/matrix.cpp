@@ -43,11 +43,9 @@ bool plan_machine(MatrixReport& report) {
     return true;
   }
   report.devices = o.gpus > 0 ? o.gpus : kHostDevices;
-  // Each pair's child refuses a size whose buffers cannot fit (bench p2p, sweep_buffer_bytes): say it once, before
-  // the first pair, rather than once per pair (six times here, 56 on eight GPUs).
-  if (const std::uint64_t available = host_memory_available(); available != 0) {
-    refuse_beyond_memory(report.size, host_buffer_room(available, 6), "an eighth of MemAvailable");
-  }
+  // Each pair's child refuses a size whose buffers cannot fit (bench p2p's sweep_buffer_bytes): the same rule here
+  // says it once, before the first pair, rather than once per pair (six times here, 56 on eight GPUs).
+  (void)sweep_buffer_bytes(MemoryKind::Host, {report.size});
   if (o.gpus == 0) {
     report.notes.push_back(cat(gpus, " GPU(s) visible, not 2: ", kHostDevices, " devices on host memory, so that the ",
                                "orchestration runs; the numbers are memcpy between processes, not links"));

@@ -351,17 +351,16 @@ int run_memcpy_rank(Store& store, Lockstep& lockstep, const MemcpyOptions& optio
   for (std::size_t bytes : sizes) total_work += 2.0 * (static_cast<double>(bytes) + (1 << 20));
   Progress progress(total_work, static_cast<int>(2 * sizes.size()), stderr, self.rank == 0, "bench memcpy");
 
-  try {
-    sweep_without_overhead(lockstep, s, report, sizes, options, progress);
-    unmap_persistent(lockstep, s, report);
-    sweep_with_overhead(lockstep, s, report, options, progress);
-    release_buffers(lockstep, s);
-  } catch (const LockstepBroken& broken) {
-    // A rank stopped or died: what was measured before still goes out, with the size that was cut off failed.
-    lockstep.end_broken_run(broken, "memcpy", [&] { write_report(report); });
-  }
-
-  if (self.rank == 0) write_report(report);
+  // A rank that stops or dies ends the run with the sizes measured before, the one it cut off failed.
+  lockstep.run_then_report(
+      "memcpy",
+      [&] {
+        sweep_without_overhead(lockstep, s, report, sizes, options, progress);
+        unmap_persistent(lockstep, s, report);
+        sweep_with_overhead(lockstep, s, report, options, progress);
+        release_buffers(lockstep, s);
+      },
+      [&] { write_report(report); });
   return report.exit_code();
 }
 

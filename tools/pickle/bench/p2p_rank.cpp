@@ -239,24 +239,23 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
   total_work *= static_cast<double>(options.modes.size() * options.backends.size());
   const int total_steps = static_cast<int>(sizes.size() * options.modes.size() * options.backends.size());
   Progress progress(total_work, total_steps, stderr, self.rank == 0);
-  try {
-    for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
-    // Every importer unmaps before any exporter frees.
-    lockstep.begin_step();
-    lockstep.phase("unmap", [&] {
-      ctx->unmap_peer();
-      return std::string();
-    });
-    lockstep.phase("free", [&] {
-      ctx.reset();
-      return std::string();
-    });
-  } catch (const LockstepBroken& broken) {
-    // A rank stopped or died: what was measured before still goes out, with the failed step in it.
-    lockstep.end_broken_run(broken, "p2p", [&] { write_report(report, options); });
-  }
-
-  if (self.rank == 0) write_report(report, options);
+  // A rank that stops or dies ends the run with the steps measured before, the one it cut off failed.
+  lockstep.run_then_report(
+      "p2p",
+      [&] {
+        for (const auto& name : options.backends) run_backend(*ctx, lockstep, report, name, progress);
+        // Every importer unmaps before any exporter frees.
+        lockstep.begin_step();
+        lockstep.phase("unmap", [&] {
+          ctx->unmap_peer();
+          return std::string();
+        });
+        lockstep.phase("free", [&] {
+          ctx.reset();
+          return std::string();
+        });
+      },
+      [&] { write_report(report, options); });
   return report.exit_code();
 }
 

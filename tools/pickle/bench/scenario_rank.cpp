@@ -145,7 +145,6 @@ int run(const ScenarioOptions& options, const std::vector<std::string>& args, co
     if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path);
   };
   run_backends(ctx, lockstep, "scenario", options.backends, measure, report.backends, write_report);
-  if (self.rank == 0) write_report();
   return report.exit_code();
 }
 
