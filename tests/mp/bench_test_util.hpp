@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "subprocess.hpp"
 
 namespace pickle::test {
@@ -111,6 +113,26 @@ inline StoppedRun run_and_stop_rank1(const TempDir& dir, const std::vector<std::
   run.out = read_file(dir / "out0");
   run.err = read_file(dir / "err0");
   return run;
+}
+
+/// What every stop test checks of rank 0's end: exit 1 soon after the stop, and one error that says which phase the
+/// ranks could not agree on and which rank never came, led by rank 0's own failure of that phase where it had one.
+/// Until this was tested, memcpy and ipc exited 1 as soon, but said only "pickle bench: <the error>" and printed and
+/// wrote nothing of what was measured (p2p and coll until 2026-11-29j: "store allgather ... never arrived" only).
+inline void expect_the_stop_ended_the_run(const StoppedRun& run, const std::string& suite) {
+  ASSERT_TRUE(run.stopped) << "rank 1 was not stopped in time:\n" << run.err;
+  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
+  // At most rank 0's own wait for the peer, then the exchange's: two PICKLE_TIMEOUTs (5 s), and room for a busy host.
+  EXPECT_LT(run.rank0_after_stop.count(), 15.0) << run.describe();
+  const std::string head = "pickle bench " + suite + ": ";
+  EXPECT_NE(run.err.find(head), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("could not exchange how phase '"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("rank 1 of 2 never arrived"), std::string::npos) << run.err;
+  const std::size_t own = run.err.find(head + "rank 0: ");
+  if (own != std::string::npos) {
+    EXPECT_NE(run.err.find("peer 1", own), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("; then the ranks could not exchange", own), std::string::npos) << run.err;
+  }
 }
 
 /// The table's data rows (lines that do not start with '#'), split into cells.
