@@ -8,9 +8,9 @@
 #include "lockstep.hpp"
 #include "p2p_options.hpp"
 #include "p2p_rank.hpp"
+#include "result_file.hpp"
 #include "transports.hpp"
 #include "transports_configs.hpp"
-#include "result_file.hpp"
 
 namespace pickle::bench {
 namespace {

@@ -7,9 +7,9 @@
 #include "../self_launch.hpp"
 #include "lockstep.hpp"
 #include "parallel_parts.hpp"
+#include "result_file.hpp"
 #include "scenario_options.hpp"
 #include "scenario_rank.hpp"
-#include "result_file.hpp"
 
 namespace pickle::bench {
 
