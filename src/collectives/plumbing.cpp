@@ -209,7 +209,7 @@ Stream& Call::side_stream(int peer, Lane lane) {
 Request Call::recv(int peer, int tag, void* ptr, std::size_t bytes) {
   if (bytes == 0) return Request();
   started_ = true;
-  Request request = comm_.recv(peer, tag, ptr, bytes);
+  Request request = comm_.recv(peer, tag, ptr, bytes, sequence_ + 1);
   recvs_.push_back(request);
   return request;
 }
@@ -230,7 +230,7 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   // last send is the one to look at: a mismatch shows at the first send to a peer (found by review).
   if (!sends_.empty()) sends_.back().test();
   wait_for_post(peer, tag);
-  Request request = comm_.send(peer, tag, ptr, bytes, &from);
+  Request request = comm_.send(peer, tag, ptr, bytes, &from, sequence_ + 1);
   sends_.push_back(request);
   if (!comm_.sends_join_given_stream(peer)) {
     end_waits_.push_back(request);
@@ -453,9 +453,13 @@ void Call::finish() {
     waits.push_back(WaitCheck{comm_.peers[static_cast<std::size_t>(wait.peer)].failure_record,
                               OpContext{.rank = rank(), .peer = wait.peer, .op = "wait"}, wait.slot, wait.expected});
   }
+  // Last, a loss of this call's data on this rank or a peer of its host (Communicator::Impl::collective_loss): a
+  // peer whose receive failed went on without it, and what this rank got from it may be computed from anything. Read
+  // here, once the stream has passed the call: the peer noted it before its stream could pass on anything. The check
+  // runs at the latest in the teardown (settle_stream_checks), before the signal words go, so `comm` is still there.
   comm_.check_when_passed(stream(), prefix_,
-                          [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits),
-                           prefix = prefix_]() mutable {
+                          [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits), prefix = prefix_,
+                           comm = &comm_, call = sequence_ + 1]() mutable {
                             try {
                               for (auto& request : recvs) request.test();
                               for (auto& request : sends) request.test();
@@ -466,6 +470,7 @@ void Call::finish() {
                             } catch (const Error& e) {
                               rethrow_with_prefix(e, prefix);
                             }
+                            if (auto loss = comm->collective_loss(call, prefix)) throw *loss;
                           });
   recvs_.clear();
   signal_waits_.clear();

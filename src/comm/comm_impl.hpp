@@ -97,6 +97,10 @@ struct RequestState {
   OpContext ctx;  // rank, peer, "send"/"recv", bytes
   int tag = 0;
   std::uint64_t seq = 0;
+  // A collective's message (Call::recv, Call::send): its call's sequence number + 1; 0 for the application's. A
+  // collective receive whose word a failure moves lets streams go on without its data, into the call's later
+  // messages to third ranks: Impl::note_collective_loss_locked tells them first.
+  std::uint64_t collective_call = 0;
 
   // Send: set once the send is matched (its slot and generation known; its copy is queued right after, outside the
   // lock: MatchedSend). Its completion is the receiver's completion word (which the sender maps
@@ -185,8 +189,10 @@ struct Communicator::Impl {
   static Impl& of(Communicator& comm) noexcept { return *comm.impl_; }
 
   // --- point to point (p2p.cpp)
-  Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after);
-  Request recv(int peer, int tag, void* ptr, std::size_t bytes);
+  /// `collective_call`: RequestState::collective_call (0: the application's message).
+  Request send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after,
+               std::uint64_t collective_call = 0);
+  Request recv(int peer, int tag, void* ptr, std::size_t bytes, std::uint64_t collective_call = 0);
   /// What a matched send leaves for its caller to do once the state mutex is released (finish_matched_send):
   /// `enqueue` queues its stream operations, which must not happen under the mutex (queuing on a full stream waits
   /// until the stream ran some of its work, whose host callbacks may take the mutex, or which may wait for a signal
@@ -414,6 +420,22 @@ struct Communicator::Impl {
   /// Stops and joins the progress thread.
   void stop_progress();
 
+  // --- collective data lost to a failure (collective_loss.cpp). A collective receive that fails has its word moved
+  // so that streams never hang on it (fail_peer_locked, a SendFailedMessage): the rank's stream then goes on without
+  // its data, and a reduction or relay passes what the buffer held on to third ranks, whose own messages all arrive.
+  // So that they do not take it for a result: before the word moves, this rank notes the call as lost and tells every
+  // peer on its host (comm::kCollectiveLossWord), and its net sends of that call and later ones are refused (which
+  // fails those pairs on both sides). Every rank's end check of a call (coll::Call::finish) then fails the call when
+  // it or a peer on its host lost data in that call or an earlier one: after a loss no collective result is trusted.
+  /// Notes the loss of `recv`'s data (mutex held; nothing for an application's message), before its word moves.
+  void note_collective_loss_locked(const RequestState& recv, const std::string& reason);
+  /// note_collective_loss_locked for each of `peer`'s collective receives that have not completed (mutex held):
+  /// before a release of the pair that may let streams past them.
+  void note_collective_losses_with_locked(int peer, const std::string& reason);
+  /// Why collective call `call` (sequence + 1) cannot be trusted on this rank: a loss, noted here or by a peer on
+  /// this host, in that call or an earlier one. The error names the rank that lost data as its peer.
+  std::optional<PeerError> collective_loss(std::uint64_t call, const std::string& prefix) const;
+
   // --- streams that use the signal words, and the end of teardown, which must not free the words under them
   // (stream_words.cpp)
   /// Notes (mutex held) that `stream` was given a wait on, or a write into, a signal word: teardown checks that it has
@@ -594,6 +616,11 @@ struct Communicator::Impl {
 #endif
 
   std::mutex shm_put_mutex;  // one shm put at a time takes its "source read" word (shm_path.cpp)
+  /// The first collective call (sequence + 1) in which this rank lost data (note_collective_loss_locked); 0: none.
+  /// Written under `mutex`, read without it first.
+  std::atomic<std::uint64_t> collective_lost_from{0};
+  int collective_lost_peer = -1;     // the peer of that call's failed receive (under `mutex`)
+  std::string collective_lost_why;   // and its failure (under `mutex`)
   std::mutex& mutex = *shared_mutex;  // everything below (shared_mutex, above, holds it)
   struct PeerState {
     bool failed = false;

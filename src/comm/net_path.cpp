@@ -67,6 +67,7 @@ void Communicator::Impl::copy_staged_piece(const StagedPiece& piece) {
             ErrorCode::System, cat(describe(owner->ctx), ": queuing the copy of a landed piece into place: ", e.what())));
         owner->failed_alone = true;
       }
+      note_collective_loss_locked(*owner, cat("the staging stream refused the copy of its data: ", e.what()));
       signals->store(piece.peer, index, piece.generation);  // releases what waits for it
     }
     PICKLE_LOG(Warn, "comm", "rank " << info.rank << " <- peer " << piece.peer << ": staged receive of slot "
@@ -192,8 +193,18 @@ void Communicator::Impl::enqueue_net_send(int peer, const std::shared_ptr<Reques
       const transport::net::RemoteRegion to{dst.addr + offset, dst.key};
       const std::uint32_t message = net_recv_message(slot, generation, index_of_piece);
       ++pieces_queued;  // counted before: a host callback that throws may have been queued in part, and still run
+      const bool first = index_of_piece == 0;
       auto write_piece = [this, request, transport, words, peer, from, length, to, message, index, generation,
-                          staged, shared, last] {
+                          staged, shared, first, last] {
+        // A collective's data that this rank, or a peer on its host, may have computed without data it lost
+        // (collective_loss): refused before anything of it is written, which fails the pair on both sides
+        // (fail_net_send), so that the receiver does not take it for a result. Read once the stream got here:
+        // the loss was noted before the stream could pass the failed receive.
+        if (first && request->collective_call != 0) {
+          if (auto loss = collective_loss(request->collective_call, "not written")) {
+            shared->failed = std::make_exception_ptr(*loss);
+          }
+        }
         if (!shared->failed) {
           try {
             transport->write(peer, from, length, to, message, [words, peer, index, generation, staged, shared] {

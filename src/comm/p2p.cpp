@@ -133,7 +133,7 @@ int Communicator::Impl::next_completion_slot(int peer, std::unique_lock<std::mut
   return slot;
 }
 
-Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes) {
+Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes, std::uint64_t collective_call) {
   OpContext ctx{.rank = info.rank, .peer = peer, .op = "recv", .bytes = bytes};
   check_peer(peer, ctx);
   check_peer_alive(peer, ctx);
@@ -144,6 +144,7 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   request->comm = this;
   request->ctx = ctx;
   request->tag = tag;
+  request->collective_call = collective_call;
   request->dst = ptr;
   request->alloc_id = alloc_id;
   // Over net, what can fail for want of resources (a pinned staging buffer, a memory registration) comes before the
@@ -197,7 +198,8 @@ Request Communicator::Impl::recv(int peer, int tag, void* ptr, std::size_t bytes
   return Request(request);
 }
 
-Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after) {
+Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t bytes, Stream* after,
+                                 std::uint64_t collective_call) {
   OpContext ctx{.rank = info.rank, .peer = peer, .op = "send", .bytes = bytes};
   check_peer(peer, ctx);
   if (bytes != 0 && ptr == nullptr) throw InvalidArgument(cat(describe(ctx), ": buffer pointer is null"));
@@ -211,6 +213,7 @@ Request Communicator::Impl::send(int peer, int tag, const void* ptr, std::size_t
   request->comm = this;
   request->ctx = ctx;
   request->tag = tag;
+  request->collective_call = collective_call;
   request->src = ptr;
   MatchedSend matched;
   bool matched_now = true;

@@ -250,6 +250,7 @@ void Communicator::Impl::handle(int peer, ControlMessage message, UniqueFd fd) {
               request.error = m.failure == Failure::Mismatch ? std::make_exception_ptr(InvalidArgument(text))
                                                              : std::make_exception_ptr(PeerError(text, peer));
               request.failed_alone = true;
+              note_collective_loss_locked(request, text);  // before the word moves (a collective's receive)
               signals->store(peer, comm::kPeerSignalSlots + request.slot, request.generation);  // release stream waits
               // Nothing was written into its staging buffer, nor will be: back to the pool on this thread, rather
               // than with the request, which a check that on_stream left on a stream may hold past the communicator
@@ -351,6 +352,9 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
     if (uses_shm(peer) && !state.failed && !state.unfinished_at_release) {
       state.unfinished_at_release = mark_unfinished_with_locked(peer);
     }
+    // Before any release: a released shm ring lets the pair's receiving stream complete receives with what the
+    // ring's slots held.
+    if (!state.failed) note_collective_losses_with_locked(peer, reason);
   }
   if (uses_shm(peer)) {
     // A peer that did not close normally may be alive (stopped, slow, or out of step rather than dead): it must not
@@ -447,6 +451,8 @@ void Communicator::Impl::fail_peer_locked(int peer, const std::string& reason, c
   // Once only: everything pending failed the first time, later calls are refused at once, and a second release
   // would move the words another 2^30 ahead, where a wait for a value the peer had reached reads them as behind.
   if (state.failed) return;
+  // Before the receives' words move below (fail_peer noted them already, unless a caller came here directly).
+  note_collective_losses_with_locked(peer, reason);
   state.failed = true;
   state.failure = reason;
   int failed = 0;

@@ -1037,6 +1037,62 @@ PICKLE_CHILD(coll_net_write_refused) {
   return 0;
 }
 
+// A block one rank lost, passed on by the rank that reduced it to a third rank whose own messages all arrive (the
+// known gap of docs/collectives.md until 2026-11-30). Three ranks, an allreduce of 4 floats under
+// PICKLE_ALLREDUCE_SCHEDULE=fused: one 16-byte block, rank 0's. Rank 2's stream drops its send unrun (it gives a wait
+// up after the call was queued): rank 0's receive from rank 2 fails alone, rank 0's stream goes on, reduces what its
+// scratch held and sends that to ranks 1 and 2. Rank 1 receives only from rank 0, and that arrives: before, its
+// synchronize succeeded with a sum that lacked rank 2's part. Now rank 0 tells the ranks of its host that it lost
+// data in that collective before its stream goes on, and rank 1's end check fails the call naming rank 0; over net
+// rank 0 refuses to write its result, which fails the pair. Run with PICKLE_PIPELINE_SCHEDULE=staggered: under the
+// ordered schedule rank 1's copy to rank 0 waits for a token of rank 2's, which its stream dropped too, and the call
+// ends with PICKLE_TIMEOUT instead (docs/collectives.md). args: memory ("host"), then "refused" where rank 0's net
+// write must be what fails rank 1 (not only its end check).
+PICKLE_CHILD(coll_lost_block_reaches_a_third_rank) {
+  std::optional<Communicator> held(make_comm(args.at(0)));
+  Communicator& comm = *held;
+  const bool refused = args.size() > 1 && args[1] == "refused";
+  const int rank = comm.rank();
+  constexpr std::size_t kCount = 4;
+  Buffer in = comm.alloc(kCount * sizeof(float)), out = comm.alloc(kCount * sizeof(float));
+  const std::vector<float> values(kCount, static_cast<float>(rank + 1));
+  std::string what;
+  if (rank == 2) {
+    HostStreamThatGivesUp dropping;
+    Stream stream(dropping.stream);
+    stream.impl().copy(in.data(), values.data(), sizeof(float) * kCount);
+    comm.allreduce(stream, in.data(), out.data(), kCount, DataType::F32, ReduceOp::Sum);
+    CHILD_CHECK(dropping.give_up(), "the stream never gave its wait up");
+    CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::System, "record was dropped", what), what);
+  } else {
+    Stream stream = comm.make_stream();
+    stream.impl().copy(in.data(), values.data(), sizeof(float) * kCount);
+    comm.allreduce(stream, in.data(), out.data(), kCount, DataType::F32, ReduceOp::Sum);
+    if (rank == 0) {
+      // Its own receive names what failed.
+      CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::Peer, "peer 2's send of 16 bytes", what),
+                  what);
+    } else {
+      // From its end check (ipc, shm: "peer 0 lost data in collective number 1"), or over net from its receive,
+      // whose pair rank 0 failed by refusing to write what it had not got ("lost the data of peer 2 in collective
+      // number 1").
+      CHILD_CHECK(throws_with([&] { stream.synchronize(); }, ErrorCode::Peer, "collective number 1", what), what);
+      CHILD_CHECK(what.find("rank 1: allreduce of 16 bytes") != std::string::npos, what);
+      CHILD_CHECK(what.find("peer 0") != std::string::npos, what);
+      if (refused) {
+        CHILD_CHECK(what.find("could not be written: rank 0") != std::string::npos &&
+                        what.find("this rank lost the data of peer 2 in collective number 1") != std::string::npos,
+                    what);
+      }
+    }
+    std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  }
+  // The communicator first: rank 2's receive of the result, which its dropped stream no longer waits for, may still
+  // be copied into `out` (over shm by this rank's own receiving stream) until the teardown has drained it.
+  held.reset();
+  return 0;
+}
+
 // A collective that fails its arguments on one rank only (before any message: that rank's communicator stays
 // usable) while the other rank's call times out waiting for it. Rank 0's call gets a null recv; rank 1's call into
 // `stale` gives up after PICKLE_TIMEOUT. Rank 0 then calls the collective again, properly: nothing of it may land in

@@ -112,18 +112,6 @@ std::uint64_t seed_of(int from, int to, std::uint64_t size, int round) {
          static_cast<std::uint64_t>(round);
 }
 
-template <class Fn>
-bool throws_with(Fn&& fn, ErrorCode code, const std::string& needle, std::string& what) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    what = e.what();
-    return e.code() == code && what.find(needle) != std::string::npos;
-  }
-  what = "(no exception)";
-  return false;
-}
-
 }  // namespace
 
 // Every rank sends to its right neighbour and receives from its left one, at once, for sizes from 1 byte up to
@@ -583,29 +571,6 @@ PICKLE_CHILD(comm_errors) {
   comm.barrier();
   return 0;
 }
-
-// A host stream that will refuse work. It waits for an event recorded behind a wait that nothing satisfies, on a
-// stream of its own; give_up() destroys that stream while it is stuck, which drops the record: `stream` then gives
-// its wait up, drops what was queued behind it, and takes nothing until its error is reported.
-struct HostStreamThatGivesUp {
-  std::uint32_t never = 0;
-  std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);  // kept as long as the wait on it
-  std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
-  std::shared_ptr<device::Stream> stream = device::make_stream(MemoryKind::Host);
-
-  HostStreamThatGivesUp() {
-    stuck->wait_value(&never, 1);
-    stuck->record(*event);
-    stream->wait(*event);
-  }
-  /// True once `stream` has given its wait up (false if it had not by PICKLE_TIMEOUT).
-  bool give_up() {
-    stuck.reset();
-    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
-    while (!stream->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return stream->idle_now();
-  }
-};
 
 // A send whose stream refuses its copy fails on both sides as the sender's failure: the receive with a PeerError
 // that names the peer, the send's size and the stream's error (before, the receiver took it for a size mismatch and

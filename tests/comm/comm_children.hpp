@@ -2,15 +2,23 @@
 // Rank programs of the communicator tests, shared by the CPU tests (host memory) and the GPU tests (CUDA memory):
 // the same children run with "host" or "cuda" as their first argument.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <pickle/communicator.hpp>
+#include <pickle/error.hpp>
 
+#include "core/clock.hpp"
+#include "core/env.hpp"
 #include "core/format.hpp"
+#include "device/memory.hpp"
+#include "device/stream.hpp"
 
 namespace pickle::test {
 
@@ -47,5 +55,42 @@ std::string first_wrong_message(Communicator& comm, const void* base, int count,
 /// Waits until this rank has heard of at least `count` receives that `peer` posted on `tag`, or `seconds` passed;
 /// returns how many it has heard of (the caller checks it).
 std::size_t await_posted_receives(Communicator& comm, int peer, int tag, std::size_t count, double seconds);
+
+/// True when `fn` throws an Error of `code` whose message contains `needle`; `what` gets the message (or says that
+/// nothing was thrown).
+template <class Fn>
+bool throws_with(Fn&& fn, ErrorCode code, const std::string& needle, std::string& what) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    what = e.what();
+    return e.code() == code && what.find(needle) != std::string::npos;
+  }
+  what = "(no exception)";
+  return false;
+}
+
+/// A host stream that will refuse work. It waits for an event recorded behind a wait that nothing satisfies, on a
+/// stream of its own; give_up() destroys that stream while it is stuck, which drops the record: `stream` then gives
+/// its wait up, drops what was queued behind it, and takes nothing until its error is reported.
+struct HostStreamThatGivesUp {
+  std::uint32_t never = 0;
+  std::unique_ptr<device::Event> event = device::make_event(MemoryKind::Host);  // kept as long as the wait on it
+  std::unique_ptr<device::Stream> stuck = device::make_stream(MemoryKind::Host);
+  std::shared_ptr<device::Stream> stream = device::make_stream(MemoryKind::Host);
+
+  HostStreamThatGivesUp() {
+    stuck->wait_value(&never, 1);
+    stuck->record(*event);
+    stream->wait(*event);
+  }
+  /// True once `stream` has given its wait up (false if it had not by PICKLE_TIMEOUT).
+  bool give_up() {
+    stuck.reset();
+    const Deadline deadline = Deadline::after_seconds(env::timeout_seconds());
+    while (!stream->idle_now() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return stream->idle_now();
+  }
+};
 
 }  // namespace pickle::test

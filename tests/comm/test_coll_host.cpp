@@ -274,6 +274,13 @@ TEST(Coll, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
   }
 }
 
+// A block that rank 2 never sent reaches rank 1 only through rank 0's reduction of it: rank 1's own messages all
+// arrive, and its synchronize must still fail, naming rank 0 (it succeeded with the wrong sum before).
+TEST(Coll, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
+  expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"}));
+}
+
 TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {
   auto statuses = run_ranks("coll_death_after_call", 2, {"host"}, {"PICKLE_TIMEOUT=10"}, std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();

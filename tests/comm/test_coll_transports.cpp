@@ -71,6 +71,28 @@ TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsOnEveryRank) {
   expect_all_ok(run_ranks("coll_net_write_refused", 2, {"host"}, net_env("20"), std::chrono::seconds(90)));
 }
 
+// With three ranks the block that never came reaches a third rank through the reduction of the rank that missed it
+// (fused allreduce): over net that rank refuses to write a result it computed without it, which fails the pair, so
+// rank 2's call fails too (its own messages all arrived; it succeeded with a wrong sum before).
+TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsTheThirdRankToo) {
+  auto env = net_env("20");
+  env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"});
+  expect_all_ok(run_ranks("coll_net_write_refused", 3, {"host"}, env, std::chrono::seconds(90)));
+}
+
+// A block lost to a dropped send reaches a third rank through the reduction of the rank that missed it: that rank's
+// call fails too (test_coll_host.cpp runs it over ipc).
+TEST(CollOverShm, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
+  auto env = shm_env("60");
+  env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"});
+  expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host"}, env));
+}
+TEST_F(CollOverNet, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
+  auto env = net_env("60");
+  env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"});
+  expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host", "refused"}, env));
+}
+
 // Peers write into a rank's receive buffer only once its stream has reached the call (the ready handshake, an empty
 // send, must leave in stream order on every transport).
 TEST(CollOverShm, PeersWriteOnlyAfterTheCallersEarlierStreamWork) {
