@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bench_test_util.hpp"
+#include "core/format.hpp"
 #include "core/json.hpp"
 #include "device/backends.hpp"
 #include "netns_pair.hpp"
@@ -271,15 +272,24 @@ TEST(BenchP2p, BadFlagsExitWithTwo) {
 }
 
 // A warm-up of 0 was accepted, and every pickle row then failed ("peer allocations mapped during the timed repeats"):
-// the first transfer into a buffer maps it. Refused as a usage error, here and by the suites that run p2p children.
+// the first transfer into a buffer maps it. Refused as a usage error, here and by the suites that run p2p children;
+// a negative one with the same range and reason (it said "between 0 and 1000000", and 0 was then refused).
 TEST(BenchP2p, NoWarmUpIsAUsageErrorThatSaysWhy) {
+  const std::string why = "at least one warm-up iteration per size is needed";
   for (const char* suite : {"p2p", "transports", "matrix"}) {
-    TempDir dir("bench");
-    BenchRun run = run_bench(dir, suite, {"-w", "0"});
-    EXPECT_TRUE(run.status.exited && run.status.code == 2) << suite << ": " << run.describe();
-    EXPECT_NE(run.err.find("-w 0: at least one warm-up iteration per size is needed"), std::string::npos)
-        << suite << ": " << run.err;
+    for (const char* warmup : {"0", "-1"}) {
+      TempDir dir("bench");
+      BenchRun run = run_bench(dir, suite, {"-w", warmup});
+      EXPECT_TRUE(run.status.exited && run.status.code == 2) << suite << " " << warmup << ": " << run.describe();
+      EXPECT_NE(run.err.find(cat("-w ", warmup, ": must be between 1 and 1000000: ", why)), std::string::npos)
+          << suite << " " << warmup << ": " << run.err;
+    }
   }
+  // transports without p2p takes 0, and says 0 where it refuses a negative one (-w comes before --ops here).
+  TempDir dir("bench");
+  BenchRun run = run_bench(dir, "transports", {"-w", "-1", "--ops", "allreduce"});
+  EXPECT_NE(run.err.find("-w -1: must be between 0 and 1000000"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find(why), std::string::npos) << run.err;
 }
 
 // A smallest size that cannot fit in host memory is refused before anything is allocated. Host memory is taken

@@ -48,6 +48,7 @@ std::string_view mode_name(Mode mode) noexcept {
 
 P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
   P2pOptions options;
+  options.min_warmup = 1;
   FlagReader in(args);
   while (in.next()) {
     if (parse_sweep_flag(in, options, 1'000'000)) continue;
@@ -94,7 +95,6 @@ P2pOptions parse_p2p_options(const std::vector<std::string>& args) {
   if (options.backends.empty()) options.backends.assign(std::begin(kBackendNames), std::end(kBackendNames));
   if (options.modes.empty()) options.modes = {Mode::Uni, Mode::Bi, Mode::Lat};
   settle_sweep_range(options);
-  require_p2p_warmup(options);
   return options;
 }
 

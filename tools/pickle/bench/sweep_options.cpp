@@ -6,6 +6,7 @@
 
 #include <pickle/error.hpp>
 
+#include "core/error_text.hpp"
 #include "core/format.hpp"
 #include "sizes.hpp"
 
@@ -43,7 +44,7 @@ bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count) 
   } else if (flag == "-n") {
     sweep.iterations = static_cast<int>(parse_int(in.value(), "-n", 1, max_count));
   } else if (flag == "-w") {
-    sweep.warmup = static_cast<int>(parse_int(in.value(), "-w", 0, max_count));
+    parse_warmup(in.value(), sweep, max_count);
   } else if (flag == "--memory") {
     sweep.memory = in.value();
     if (sweep.memory != "host" && sweep.memory != "cuda") {
@@ -59,10 +60,12 @@ bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count) 
   return true;
 }
 
-void require_p2p_warmup(const SweepOptions& sweep) {
-  if (sweep.warmup == 0) {
-    throw InvalidArgument("-w 0: at least one warm-up iteration per size is needed (the first transfer into a buffer "
-                          "maps it, which the timed repeats must not include)");
+void parse_warmup(const std::string& text, SweepOptions& sweep, long long max_count) {
+  try {
+    sweep.warmup = static_cast<int>(parse_int(text, "-w", sweep.min_warmup, max_count));
+  } catch (const InvalidArgument& e) {
+    if (sweep.min_warmup == 0) throw;
+    throw InvalidArgument(cat(without_head(e.what()), ": ", kP2pWarmupWhy));
   }
 }
 

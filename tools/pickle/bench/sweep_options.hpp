@@ -18,6 +18,8 @@ struct SweepOptions {
   std::size_t factor = 2;        ///< -f
   int iterations = 20;           ///< -n: timed iterations per size (each suite's usage says what one is)
   int warmup = 5;                ///< -w: untimed iterations before each size
+  /// The least -w the suite runs with: 1 where it times pickle's p2p (kP2pWarmupWhy says why), set before parsing.
+  int min_warmup = 0;
   std::string memory{};          ///< --memory: "host", "cuda" or "" (cuda when rank 0 sees 2 GPUs or more)
   std::string json_path{};       ///< --json
   bool help = false;             ///< -h, --help
@@ -48,16 +50,23 @@ class FlagReader {
 };
 
 /// When `in`'s current flag is a shared one, reads it (and its value) into `sweep` and returns true; false for any
-/// other flag. -n accepts 1 .. `max_count`, -w 0 .. `max_count`. Bad values are InvalidArgument naming the flag.
+/// other flag. -n accepts 1 .. `max_count`, -w sweep.min_warmup .. `max_count`. Bad values are InvalidArgument naming
+/// the flag (with kP2pWarmupWhy where -w must be 1 or more).
 bool parse_sweep_flag(FlagReader& in, SweepOptions& sweep, long long max_count);
 
 /// After the whole command line (and the suite's own checks): -b above -e is an InvalidArgument when both were given;
 /// only -e below the default -b lowers -b to it (one size).
 void settle_sweep_range(SweepOptions& sweep);
 
-/// For suites that time pickle's p2p: -w 0 is refused (InvalidArgument, a usage error). The first transfer into a
-/// buffer maps it, which the timed repeats must not include (a run that maps memory while timed fails).
-void require_p2p_warmup(const SweepOptions& sweep);
+/// Why suites that time pickle's p2p need a warm-up: the first transfer into a buffer maps it, which the timed
+/// repeats must not include (a run that maps memory while timed fails).
+inline constexpr const char* kP2pWarmupWhy =
+    "at least one warm-up iteration per size is needed (the first transfer into a buffer maps it, which the timed "
+    "repeats must not include)";
+/// Reads -w's value `text` into sweep.warmup: sweep.min_warmup .. `max_count`, else InvalidArgument (with
+/// kP2pWarmupWhy where min_warmup is 1). parse_sweep_flag's; a suite that learns only after the whole command line
+/// whether it times p2p (transports: --ops) calls it then.
+void parse_warmup(const std::string& text, SweepOptions& sweep, long long max_count);
 
 /// -e, or `default_max` (the suite's default for the memory kind) when -e was not given; never below -b.
 std::size_t sweep_max_bytes(const SweepOptions& sweep, std::size_t default_max);

@@ -51,10 +51,15 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
   TransportsOptions options;
   FlagReader in(args);
   bool iface_given = false;  // options.iface has a default (lo)
+  std::string warmup;        // -w's value, read once --ops is known (p2p needs 1 or more)
   while (in.next()) {
     const std::string& flag = in.flag();
     options.iterations_given |= flag == "-n";
-    options.warmup_given |= flag == "-w";
+    if (flag == "-w") {
+      options.warmup_given = true;
+      warmup = in.value();
+      continue;
+    }
     if (parse_sweep_flag(in, options, 1'000'000)) continue;
     if (flag == "--runs") {
       options.runs = static_cast<int>(parse_int(in.value(), "--runs", 1, 100));
@@ -83,10 +88,11 @@ TransportsOptions parse_transports_options(const std::vector<std::string>& args)
   // nothing reads would leave a long run of something else looking as asked.
   if (iface_given && options.lanes.empty()) throw InvalidArgument("--iface applies only with --lanes");
   if (options.ops.empty()) options.ops = {TransportOp::P2p, TransportOp::Allreduce};
-  settle_sweep_range(options);
   if (std::find(options.ops.begin(), options.ops.end(), TransportOp::P2p) != options.ops.end()) {
-    require_p2p_warmup(options);
+    options.min_warmup = 1;
   }
+  if (options.warmup_given) parse_warmup(warmup, options, 1'000'000);
+  settle_sweep_range(options);
   return options;
 }
 
