@@ -187,10 +187,16 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       stream_(stream),
       ctx_(ctx),
       sequence_(state.calls_made++),
+      number_(comm.collective_family->calls.fetch_add(1) + 1),
       prefix_(describe(ctx)) {
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
   tokens_owed_.assign(static_cast<std::size_t>(comm.info.world_size), 0);
+}
+
+void Call::give_back_numbers() noexcept {
+  --state_.calls_made;
+  comm_.collective_family->calls.fetch_sub(1);
 }
 
 int Call::rank() const noexcept { return comm_.info.rank; }
@@ -209,7 +215,7 @@ Stream& Call::side_stream(int peer, Lane lane) {
 Request Call::recv(int peer, int tag, void* ptr, std::size_t bytes) {
   if (bytes == 0) return Request();
   started_ = true;
-  Request request = comm_.recv(peer, tag, ptr, bytes, sequence_ + 1);
+  Request request = comm_.recv(peer, tag, ptr, bytes, number_);
   recvs_.push_back(request);
   return request;
 }
@@ -230,7 +236,7 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   // last send is the one to look at: a mismatch shows at the first send to a peer (found by review).
   if (!sends_.empty()) sends_.back().test();
   wait_for_post(peer, tag);
-  Request request = comm_.send(peer, tag, ptr, bytes, &from, sequence_ + 1);
+  Request request = comm_.send(peer, tag, ptr, bytes, &from, number_);
   sends_.push_back(request);
   if (!comm_.sends_join_given_stream(peer)) {
     end_waits_.push_back(request);
@@ -459,7 +465,7 @@ void Call::finish() {
   // runs at the latest in the teardown (settle_stream_checks), before the signal words go, so `comm` is still there.
   comm_.check_when_passed(stream(), prefix_,
                           [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits), prefix = prefix_,
-                           comm = &comm_, call = sequence_ + 1]() mutable {
+                           comm = &comm_, call = number_]() mutable {
                             try {
                               for (auto& request : recvs) request.test();
                               for (auto& request : sends) request.test();

@@ -182,6 +182,12 @@ class Call {
   Communicator::Impl& comm() const noexcept { return comm_; }
   /// This call's number among the communicator's collective calls (the same on every rank that is in step).
   std::uint64_t sequence() const noexcept { return sequence_; }
+  /// Its number among the calls of the communicator's CollectiveFamily, from 1 (the same on every rank that is in
+  /// step): what its messages and its end check compare with the losses noted (Communicator::Impl::collective_loss).
+  std::uint64_t number() const noexcept { return number_; }
+  /// A call that failed before it started gives its numbers back: every rank that retries it must give it the same
+  /// ones (mailbox labels carry the sequence number).
+  void give_back_numbers() noexcept;
   MemoryKind kind() const noexcept;
   int device() const noexcept;
   double timeout() const noexcept;
@@ -303,6 +309,7 @@ class Call {
   Stream& stream_;
   OpContext ctx_;
   std::uint64_t sequence_;
+  std::uint64_t number_;
   std::string prefix_;  // describe(ctx_): the head of errors reported from the stream
   bool started_ = false;
   bool forked_ = false;
@@ -401,9 +408,7 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
   try {
     body(call);
   } catch (const Error& e) {
-    // A call that failed before it started gives its sequence number back: every rank that retries it must give
-    // it the same number (mailbox labels carry it).
-    if (!call.started()) --state.calls_made;
+    if (!call.started()) call.give_back_numbers();
     if (call.started()) {
       call.abandon();
       state.broken = e.what();
@@ -414,7 +419,7 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
     if (e.code() == ErrorCode::InvalidArgument && !call.started()) throw;
     rethrow_with_prefix(e, describe(ctx));
   } catch (...) {
-    if (!call.started()) --state.calls_made;
+    if (!call.started()) call.give_back_numbers();
     if (call.started()) {
       call.abandon();
       state.broken = "an unexpected exception";

@@ -18,24 +18,49 @@ std::uint32_t word_of(std::uint64_t call) { return std::max<std::uint32_t>(1, st
 
 }  // namespace
 
+void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family) {
+  leave_collective_family();
+  collective_family = std::move(family);
+  std::lock_guard lock(collective_family->mutex);
+  collective_family->members.push_back(this);
+  // A loss the family noted already holds for this communicator's calls too.
+  if (const std::uint64_t lost = collective_family->lost_from.load(); lost != 0) publish_collective_loss(lost);
+}
+
+void Communicator::Impl::leave_collective_family() {
+  std::lock_guard lock(collective_family->mutex);
+  std::erase(collective_family->members, this);
+}
+
 void Communicator::Impl::note_collective_loss_locked(const RequestState& recv, const std::string& reason) {
   const std::uint64_t call = recv.collective_call;
   if (call == 0) return;  // the application's message: its failure is the application's to handle
-  const std::uint64_t noted = collective_lost_from.load();
+  CollectiveFamily& family = *collective_family;
+  std::lock_guard lock(family.mutex);
+  const std::uint64_t noted = family.lost_from.load();
   if (noted != 0 && noted <= call) return;  // an earlier call is lost already, and the peers know
-  collective_lost_from.store(call);
-  collective_lost_peer = recv.ctx.peer;
-  collective_lost_why = reason;
+  family.lost_from.store(call);
+  family.lost_in = this;
+  family.lost_peer = recv.ctx.peer;
+  family.lost_why = reason;
   // Before the caller moves the receive's word: a peer's stream can get data computed without it only after that, so
-  // the peer's end check, which runs once its stream has passed its call, finds the word set.
+  // the peer's end check, which runs once its stream has passed its call, finds the word set. Into every
+  // communicator of the family: the next step of a two-level collective passes the result on through another one.
+  if (std::find(family.members.begin(), family.members.end(), this) == family.members.end()) {
+    publish_collective_loss(call);  // still being made, or being torn down
+  }
+  for (const Impl* member : family.members) member->publish_collective_loss(call);
+  PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": lost the data of peer " << recv.ctx.peer << " in a collective ("
+                                   << reason << "); from it on, no collective of this communicator can be trusted "
+                                   "on any rank");
+}
+
+void Communicator::Impl::publish_collective_loss(std::uint64_t call) const {
   for (int peer = 0; peer < info.world_size; ++peer) {
     if (peer != info.rank && same_host[static_cast<std::size_t>(peer)]) {
       signals->store_remote(peer, comm::kCollectiveLossWord, word_of(call));
     }
   }
-  PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": collective number " << call << " lost the data of peer "
-                                   << recv.ctx.peer << " (" << reason << "); from it on, no collective of this "
-                                   "communicator can be trusted on any rank");
 }
 
 void Communicator::Impl::note_collective_losses_with_locked(int peer, const std::string& reason) {
@@ -46,21 +71,22 @@ void Communicator::Impl::note_collective_losses_with_locked(int peer, const std:
 }
 
 std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call, const std::string& prefix) const {
-  if (const std::uint64_t own = collective_lost_from.load(); own != 0 && own <= call) {
-    std::lock_guard lock(mutex);
-    return PeerError(cat(prefix, ": this rank lost the data of peer ", collective_lost_peer, " in collective number ",
-                         own, " of this communicator (", collective_lost_why, "), and its streams went on without "
-                         "it: from that collective on, no rank's results can be trusted; make a new communicator"),
-                     collective_lost_peer);
+  CollectiveFamily& family = *collective_family;
+  if (const std::uint64_t own = family.lost_from.load(); own != 0 && own <= call) {
+    std::lock_guard lock(family.mutex);
+    return PeerError(cat(prefix, ": this rank lost data in this collective or an earlier one (", family.lost_why,
+                         "), and its streams went on without it: no rank's results can be trusted from that "
+                         "collective on; make a new communicator"),
+                     family.lost_in == this ? family.lost_peer : -1);
   }
   const std::uint32_t mine = word_of(call);
   for (int peer = 0; peer < info.world_size; ++peer) {
     if (peer == info.rank || !same_host[static_cast<std::size_t>(peer)]) continue;
     const std::uint32_t lost = signals->load(peer, comm::kCollectiveLossWord);
     if (lost == 0 || !device::host::flag_reached(mine, lost)) continue;
-    return PeerError(cat(prefix, ": peer ", peer, " lost data in collective number ", lost, " of this communicator "
-                         "(one of its receives failed) and passed on what its buffers held: from that collective on, "
-                         "no rank's results can be trusted; make a new communicator"),
+    return PeerError(cat(prefix, ": peer ", peer, " lost data in this collective or an earlier one (one of its "
+                         "receives failed) and passed on what its buffers held: no rank's results can be trusted "
+                         "from that collective on; make a new communicator"),
                      peer);
   }
   return std::nullopt;

@@ -97,7 +97,8 @@ struct RequestState {
   OpContext ctx;  // rank, peer, "send"/"recv", bytes
   int tag = 0;
   std::uint64_t seq = 0;
-  // A collective's message (Call::recv, Call::send): its call's sequence number + 1; 0 for the application's. A
+  // A collective's message (Call::recv, Call::send): its call's number in the family (Call::number); 0 for the
+  // application's. A
   // collective receive whose word a failure moves lets streams go on without its data, into the call's later
   // messages to third ranks: Impl::note_collective_loss_locked tells them first.
   std::uint64_t collective_call = 0;
@@ -173,6 +174,20 @@ struct WindowState {
   };
   std::vector<Entry> ranks;
   std::shared_ptr<std::byte> staging;  // net with staging: where peers' puts land before they are copied into place
+};
+
+/// The collectives of a communicator and of the host groups its two-level collectives run on (host_groups): one
+/// count of their calls, which every rank makes in the same order, and the first of them in which this rank lost
+/// data (collective_loss.cpp). A loss in one step of a two-level collective must fail the ranks that the next step,
+/// on the other group's communicator, passes its result to.
+struct CollectiveFamily {
+  std::atomic<std::uint64_t> calls{0};      // calls begun so far (a call's number is the count with it)
+  std::atomic<std::uint64_t> lost_from{0};  // the number of the first call in which this rank lost data; 0: none
+  std::mutex mutex;                         // guards lost_from's writes and what follows
+  const Communicator::Impl* lost_in = nullptr;  // the communicator whose receive it was
+  int lost_peer = -1;                           // that receive's peer, in its communicator's ranks
+  std::string lost_why;                         // its failure
+  std::vector<Communicator::Impl*> members;     // from the end of their construction to the start of their teardown
 };
 
 struct Communicator::Impl {
@@ -427,13 +442,22 @@ struct Communicator::Impl {
   // peer on its host (comm::kCollectiveLossWord), and its net sends of that call and later ones are refused (which
   // fails those pairs on both sides). Every rank's end check of a call (coll::Call::finish) then fails the call when
   // it or a peer on its host lost data in that call or an earlier one: after a loss no collective result is trusted.
+  // Calls are numbered across a CollectiveFamily, so that a loss in one step of a two-level collective (on a host
+  // group's communicator) also fails the ranks that the next step, on the other group's, passes the result to.
+  /// Makes this communicator's collectives count in `family` and share its losses (before its first collective).
+  void join_collective_family(std::shared_ptr<CollectiveFamily> family);
+  /// Leaves its family (the start of the teardown): losses noted elsewhere no longer write into its signal area.
+  void leave_collective_family();
   /// Notes the loss of `recv`'s data (mutex held; nothing for an application's message), before its word moves.
   void note_collective_loss_locked(const RequestState& recv, const std::string& reason);
+  /// Stores a loss from call `call` into the lost-data word of every peer on this host (the family's mutex held).
+  void publish_collective_loss(std::uint64_t call) const;
   /// note_collective_loss_locked for each of `peer`'s collective receives that have not completed (mutex held):
   /// before a release of the pair that may let streams past them.
   void note_collective_losses_with_locked(int peer, const std::string& reason);
-  /// Why collective call `call` (sequence + 1) cannot be trusted on this rank: a loss, noted here or by a peer on
-  /// this host, in that call or an earlier one. The error names the rank that lost data as its peer.
+  /// Why collective call `call` (its number in the family) cannot be trusted on this rank: a loss, noted by this
+  /// rank or by a peer on this host, in that call or an earlier one. The error names the rank that lost data as its
+  /// peer (-1 when this rank lost it on another communicator of the family).
   std::optional<PeerError> collective_loss(std::uint64_t call, const std::string& prefix) const;
 
   // --- streams that use the signal words, and the end of teardown, which must not free the words under them
@@ -616,11 +640,9 @@ struct Communicator::Impl {
 #endif
 
   std::mutex shm_put_mutex;  // one shm put at a time takes its "source read" word (shm_path.cpp)
-  /// The first collective call (sequence + 1) in which this rank lost data (note_collective_loss_locked); 0: none.
-  /// Written under `mutex`, read without it first.
-  std::atomic<std::uint64_t> collective_lost_from{0};
-  int collective_lost_peer = -1;     // the peer of that call's failed receive (under `mutex`)
-  std::string collective_lost_why;   // and its failure (under `mutex`)
+  /// The family whose calls this communicator's collectives count in, and whose losses they share: its own, or,
+  /// for the host groups of a two-level communicator, their parent's (join_collective_family).
+  std::shared_ptr<CollectiveFamily> collective_family = std::make_shared<CollectiveFamily>();
   std::mutex& mutex = *shared_mutex;  // everything below (shared_mutex, above, holds it)
   struct PeerState {
     bool failed = false;

@@ -227,6 +227,7 @@ void Communicator::Impl::start_transports_and_progress(const Deadline& deadline)
   progress = std::thread([this] { progress_loop(); });
   // Nobody may send before every rank's progress thread listens.
   store_barrier(key_prefix + "ready");
+  join_collective_family(collective_family);  // its own, until host_groups makes it a group of another's
 }
 
 void Communicator::Impl::store_barrier(const std::string& name) {
@@ -243,6 +244,7 @@ Communicator::Impl::~Impl() {
   // Communicator's inline destructor asks the application's runtime; this library's may not know (it may be a copy).
   unwinding = unwinding || std::uncaught_exceptions() > 0;
   PICKLE_LOG(Debug, "comm", "communicator teardown" << (unwinding ? " while unwinding" : ""));
+  leave_collective_family();  // a loss that another communicator of the family notes from now on does not write here
   // The two-level collectives' communicators first, in the same order on every rank (each meets its own ranks).
   if (host_groups_) {
     host_groups_->across.close(unwinding);

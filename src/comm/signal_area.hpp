@@ -70,11 +70,12 @@ inline constexpr int kMailboxLabels = 64;
 inline constexpr int kMailboxLabelWords = 4;
 inline constexpr int kMailboxLabelBase = kShmPutWordBase + kShmPutSlots;
 inline constexpr int kOutOfStepWord = kMailboxLabelBase + kMailboxLabels * kMailboxLabelWords;
-/// The lost-data word: the first collective call (its sequence number + 1, low 32 bits; 0: none) from which the
-/// writer's streams may have passed on data they never received: a collective receive of the writer failed, and its
-/// word was moved so that its streams go on (Communicator::Impl::note_collective_loss_locked). The writer stores it
-/// into every peer's block on this host before it moves that word, so a peer whose stream got anything computed from
-/// the missing data finds it set when its call's end check runs (collectives/plumbing.cpp, Call::finish).
+/// The lost-data word: the first collective call (its number in the CollectiveFamily, low 32 bits; 0: none) from
+/// which the writer's streams may have passed on data they never received: a collective receive of the writer
+/// failed, and its word was moved so that its streams go on (Communicator::Impl::note_collective_loss_locked). The
+/// writer stores it into every peer's block on this host before it moves that word, so a peer whose stream got
+/// anything computed from the missing data finds it set when its call's end check runs (collectives/plumbing.cpp,
+/// Call::finish).
 inline constexpr int kCollectiveLossWord = kOutOfStepWord + 1;
 inline constexpr int kWordsPerPeer = kCollectiveLossWord + 1;
 /// Values of kOutOfStepWord (0: in step).

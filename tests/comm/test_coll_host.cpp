@@ -278,7 +278,8 @@ TEST(Coll, PeerKilledDuringAllreducesFailsEveryOtherRankPromptly) {
 // arrive, and its synchronize must still fail, naming rank 0 (it succeeded with the wrong sum before).
 TEST(Coll, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
   expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host"},
-                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"}));
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=fused",
+                           "PICKLE_PIPELINE_SCHEDULE=staggered"}));
 }
 
 TEST(Coll, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronize) {

@@ -192,5 +192,20 @@ TEST_F(CollOverNet, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
   }
 }
 
+// A two-level allreduce whose first net write on rank 0 (its across-hosts step's send) is refused: the rank of the
+// other host that misses the block passes what it reduced without it to the other rank of its host, in the host
+// step that follows, on another communicator (the host group's). Every rank must fail the call.
+TEST_F(CollOverNet, ATwoLevelAllreduceWhoseNetWriteIsRefusedFailsEveryRank) {
+  std::string why_not;
+  auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
+  if (!pair) GTEST_SKIP() << why_not;
+  for (const TwoHostLayout layout : {TwoHostLayout::Blocked, TwoHostLayout::Mirrored}) {
+    SCOPED_TRACE(layout == TwoHostLayout::Blocked ? "blocked" : "mirrored");
+    expect_all_ok(run_on_two_hosts(*pair, {"coll_net_write_refused", "host"}, layout,
+                                   {"PICKLE_TIMEOUT=20", "PICKLE_COLL_HIERARCHY=1"},
+                                   std::chrono::seconds(120)));
+  }
+}
+
 }  // namespace
 }  // namespace pickle::test
