@@ -218,15 +218,22 @@ TEST(BenchP2p, ASetUpFailureNamesItsRankOnce) {
 }
 
 // A PICKLE_TIMEOUT that is not a number is said once, with nothing launched (exit 1). Until 2026-11-30 each rank
-// said it, and then the launcher said it stopped the others.
+// said it, and then the launcher said it stopped the others. So is a PICKLE_BENCH_CORRUPT that is not a boolean
+// (it was said by rank 0 as a failure of "creating streams and events").
 TEST(BenchP2p, ABadTimeoutIsSaidOnceBeforeAnyRankStarts) {
-  TempDir dir("bench");
-  BenchRun run = run_bench(dir, "p2p", {"--backend", "pickle", "-b", "4K", "-e", "4K", "--memory", "host"},
-                           {"PICKLE_TIMEOUT=abc"});
-  EXPECT_TRUE(run.status.exited && run.status.code == 1) << run.describe();
-  EXPECT_EQ(count_of(run.err, "PICKLE_TIMEOUT='abc' is not a number"), 1u) << run.describe();
-  EXPECT_EQ(run.err.find("pickle launch"), std::string::npos) << run.describe();
-  EXPECT_EQ(run.out, "") << run.describe();
+  const std::pair<std::string, std::string> cases[] = {
+      {"PICKLE_TIMEOUT=abc", "PICKLE_TIMEOUT='abc' is not a number"},
+      {"PICKLE_BENCH_CORRUPT=maybe", "PICKLE_BENCH_CORRUPT='maybe' is not a boolean"}};
+  for (const auto& [setting, said] : cases) {
+    TempDir dir("bench");
+    BenchRun run = run_bench(dir, "p2p", {"--backend", "pickle", "-b", "4K", "-e", "4K", "--memory", "host"},
+                             {setting});
+    EXPECT_TRUE(run.status.exited && run.status.code == 1) << setting << ": " << run.describe();
+    EXPECT_EQ(count_of(run.err, said), 1u) << run.describe();
+    EXPECT_EQ(run.err.find("pickle launch"), std::string::npos) << run.describe();
+    EXPECT_EQ(run.err.find("creating streams"), std::string::npos) << run.describe();
+    EXPECT_EQ(run.out, "") << run.describe();
+  }
 }
 
 TEST(BenchP2p, BenchWithoutASuiteRunsTheDefaultSuiteWithItsOptions) {

@@ -54,12 +54,16 @@ int cmd_bench(const Args& args) {
     bench_usage(stdout);
     return 0;
   }
-  // Every suite's ranks and children read PICKLE_TIMEOUT: a bad value is a set-up error (exit 1), said once here,
-  // before a suite prints its progress or takes the error for a bad command line. A --help still answers.
+  // Every suite's ranks and children read PICKLE_TIMEOUT, and the checking suites' the test hook
+  // PICKLE_BENCH_CORRUPT: a bad value is a set-up error (exit 1), said once here, before a suite prints its progress
+  // or takes the error for a bad command line (or for a failure of the phase that reads it). A --help still answers.
   const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& arg) {
     return arg == "-h" || arg == "--help";
   });
-  if (!wants_help) env::timeout_seconds();
+  if (!wants_help) {
+    env::timeout_seconds();
+    env::get_bool("PICKLE_BENCH_CORRUPT");
+  }
   if (args.empty() || args[0].starts_with("-")) {
     // No suite named: the default suite (the first of the table) with the options given.
     std::printf("# pickle bench: running the default suite, %s\n", kSuites[0].name);
