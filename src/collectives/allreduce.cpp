@@ -153,6 +153,7 @@ void allreduce_in_two_levels(Communicator::Impl& c, Communicator::Impl::HostGrou
 void Communicator::allreduce(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
                              ReduceOp op) {
   Impl& c = *impl_;
+  coll::NumberedCall numbered(c);  // first: every rank numbers every call, whatever it then runs
   OpContext ctx{.rank = c.info.rank, .op = "allreduce"};
   ctx.bytes = coll::checked_bytes(ctx, count, type, 1);
   const std::size_t bytes = ctx.bytes;

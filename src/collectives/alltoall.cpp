@@ -15,6 +15,7 @@ namespace pickle {
 
 void Communicator::alltoall(Stream& stream, const void* send, void* recv, std::size_t count, DataType type) {
   Impl& c = *impl_;
+  coll::NumberedCall numbered(c);  // first: every rank numbers every call, whatever it then runs
   const int rank = c.info.rank, world = c.info.world_size;
   OpContext ctx{.rank = rank, .op = "alltoall"};
   ctx.bytes = coll::checked_bytes(ctx, count, type, 1);

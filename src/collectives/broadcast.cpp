@@ -33,6 +33,7 @@ void broadcast_in_two_levels(Communicator::Impl::HostGroups& groups, Stream& str
 void Communicator::broadcast(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
                              int root) {
   Impl& c = *impl_;
+  coll::NumberedCall numbered(c);  // first: every rank numbers every call, whatever it then runs
   const int rank = c.info.rank, world = c.info.world_size;
   OpContext ctx{.rank = rank, .op = "broadcast"};
   ctx.bytes = coll::checked_bytes(ctx, count, type, 1);

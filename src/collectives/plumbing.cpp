@@ -187,16 +187,30 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       stream_(stream),
       ctx_(ctx),
       sequence_(state.calls_made++),
-      number_(comm.collective_family->calls.fetch_add(1) + 1),
+      number_(comm.collective_family->current),
       prefix_(describe(ctx)) {
+  if (comm.collective_family->depth == 0) {
+    throw Error(ErrorCode::Internal, cat(prefix_, ": a collective step outside a numbered call (NumberedCall)"));
+  }
+  // A step of a two-level collective: its end check's errors name the application's call and the group first.
+  if (!comm.collective_family->step_prefix.empty()) prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
   tokens_owed_.assign(static_cast<std::size_t>(comm.info.world_size), 0);
 }
 
-void Call::give_back_numbers() noexcept {
-  --state_.calls_made;
-  comm_.collective_family->calls.fetch_sub(1);
+NumberedCall::NumberedCall(Communicator::Impl& comm)
+    : family_(*comm.collective_family), exceptions_(std::uncaught_exceptions()) {
+  if (family_.depth++ != 0) return;  // a step of a call under way: its number
+  family_.current = ++family_.calls;
+  family_.current_started = false;
+}
+
+void note_started(Communicator::Impl& comm) noexcept { comm.collective_family->current_started = true; }
+
+NumberedCall::~NumberedCall() {
+  if (--family_.depth != 0) return;
+  if (std::uncaught_exceptions() > exceptions_ && !family_.current_started) --family_.calls;
 }
 
 int Call::rank() const noexcept { return comm_.info.rank; }

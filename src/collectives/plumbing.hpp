@@ -27,6 +27,10 @@
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 
+namespace pickle {
+struct CollectiveFamily;  // comm/comm_impl.hpp
+}  // namespace pickle
+
 namespace pickle::coll {
 
 /// Tags of the collectives' messages. Below 0: the public send/recv reject them, so user traffic never mixes in.
@@ -182,12 +186,10 @@ class Call {
   Communicator::Impl& comm() const noexcept { return comm_; }
   /// This call's number among the communicator's collective calls (the same on every rank that is in step).
   std::uint64_t sequence() const noexcept { return sequence_; }
-  /// Its number among the calls of the communicator's CollectiveFamily, from 1 (the same on every rank that is in
-  /// step): what its messages and its end check compare with the losses noted (Communicator::Impl::collective_loss).
+  /// The number of the application's call it is a step of, among the calls of the communicator's CollectiveFamily
+  /// (NumberedCall; the same on every rank that is in step): what its messages and its end check compare with the
+  /// losses noted (Communicator::Impl::collective_loss).
   std::uint64_t number() const noexcept { return number_; }
-  /// A call that failed before it started gives its numbers back: every rank that retries it must give it the same
-  /// ones (mailbox labels carry the sequence number).
-  void give_back_numbers() noexcept;
   MemoryKind kind() const noexcept;
   int device() const noexcept;
   double timeout() const noexcept;
@@ -332,6 +334,25 @@ class Call {
   std::vector<Request> end_waits_;
 };
 
+/// Numbers an application's collective call in the communicator's CollectiveFamily, for as long as it runs: made
+/// at the top of each public collective, so that every rank numbers the same calls whichever steps it runs; the
+/// two-level steps' calls on the host groups (the same family) take the number of the call they are part of. A call
+/// that throws before any step of it started gives its number back, as run_collective gives the sequence number.
+class NumberedCall {
+ public:
+  explicit NumberedCall(Communicator::Impl& comm);
+  ~NumberedCall();
+  NumberedCall(const NumberedCall&) = delete;
+  NumberedCall& operator=(const NumberedCall&) = delete;
+
+ private:
+  CollectiveFamily& family_;
+  int exceptions_ = 0;  // std::uncaught_exceptions() at the start
+};
+
+/// A step of the application's call under way sent or posted a message: its number is kept if the call fails.
+void note_started(Communicator::Impl& comm) noexcept;
+
 /// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,
 /// and names the collective in any error it raises.
 template <class Body>
@@ -407,8 +428,13 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
   Call call(comm, state, stream, ctx);
   try {
     body(call);
+    if (call.started()) note_started(comm);
   } catch (const Error& e) {
-    if (!call.started()) call.give_back_numbers();
+    // A call that failed before it started gives its sequence number back: every rank that retries it must give
+    // it the same number (mailbox labels carry it). Its family number goes back with the application's call
+    // (NumberedCall), unless a step of it started.
+    if (!call.started()) --state.calls_made;
+    if (call.started()) note_started(comm);
     if (call.started()) {
       call.abandon();
       state.broken = e.what();
@@ -419,7 +445,8 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
     if (e.code() == ErrorCode::InvalidArgument && !call.started()) throw;
     rethrow_with_prefix(e, describe(ctx));
   } catch (...) {
-    if (!call.started()) call.give_back_numbers();
+    if (!call.started()) --state.calls_made;
+    if (call.started()) note_started(comm);
     if (call.started()) {
       call.abandon();
       state.broken = "an unexpected exception";

@@ -102,6 +102,7 @@ void reduce_scatter_in_two_levels(Communicator::Impl& c, Communicator::Impl::Hos
 void Communicator::reduce_scatter(Stream& stream, const void* send, void* recv, std::size_t count, DataType type,
                                   ReduceOp op) {
   Impl& c = *impl_;
+  coll::NumberedCall numbered(c);  // first: every rank numbers every call, whatever it then runs
   const int rank = c.info.rank, world = c.info.world_size;
   OpContext ctx{.rank = rank, .op = "reduce_scatter"};
   ctx.bytes = coll::checked_bytes(ctx, count, type, 1);

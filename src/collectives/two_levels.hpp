@@ -34,33 +34,37 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
   rethrow_with_prefix(error, prefix);
 }
 
-/// Runs `step` in a group whose ranks are `ranks`; its errors become the call's, with `prefix()` (made only then) in
-/// front (rethrow_from_group).
-template <class Prefix, class Step>
-void run_in_group(const std::vector<int>& ranks, Prefix&& prefix, Step&& step) {
+/// Runs `step` in a group whose ranks are `ranks`; its errors become the call's, with `prefix` in front
+/// (rethrow_from_group). While it runs, the family's step prefix is `prefix` too, so that the errors the group's
+/// end-of-call checks report later on the stream start the same way (coll::Call's prefix).
+template <class Step>
+void run_in_group(CollectiveFamily& family, const std::vector<int>& ranks, const std::string& prefix, Step&& step) {
+  struct StepPrefix {
+    CollectiveFamily& family;
+    ~StepPrefix() { family.step_prefix.clear(); }
+  } scoped{family};
+  family.step_prefix = prefix;
   try {
     step();
   } catch (const Error& e) {
-    rethrow_from_group(e, prefix(), ranks);
+    rethrow_from_group(e, prefix, ranks);
   }
 }
 
 /// `step` of the call `ctx`, among the ranks of this rank's host: "among the ranks of this host (...)" in front of
 /// its errors.
 template <class Step>
-void on_host(const Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
-  run_in_group(groups.host_ranks, [&] {
-    return cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")");
-  }, step);
+void on_host(Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
+  run_in_group(*Communicator::Impl::of(groups.host).collective_family, groups.host_ranks,
+               cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")"), step);
 }
 
 /// `step` of the call `ctx`, with the ranks of this rank's index on the other hosts: "across hosts (ranks ...)" in
 /// front of its errors.
 template <class Step>
-void across_hosts(const Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
-  run_in_group(groups.across_ranks, [&] {
-    return cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")");
-  }, step);
+void across_hosts(Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
+  run_in_group(*Communicator::Impl::of(groups.across).collective_family, groups.across_ranks,
+               cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")"), step);
 }
 
 /// The context of a step that runs inside `group` for the call `ctx`: the same operation and size, the rank in the

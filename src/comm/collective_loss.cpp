@@ -20,7 +20,11 @@ std::uint32_t word_of(std::uint64_t call) { return std::max<std::uint32_t>(1, st
 
 void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family) {
   leave_collective_family();
-  collective_family = std::move(family);
+  {
+    // Under the state mutex: the progress thread reads it there (note_collective_loss_locked).
+    std::lock_guard lock(mutex);
+    collective_family = std::move(family);
+  }
   std::lock_guard lock(collective_family->mutex);
   collective_family->members.push_back(this);
   // A loss the family noted already holds for this communicator's calls too.
@@ -32,8 +36,8 @@ void Communicator::Impl::leave_collective_family() {
   std::erase(collective_family->members, this);
 }
 
-void Communicator::Impl::note_collective_loss_locked(const RequestState& recv, const std::string& reason) {
-  const std::uint64_t call = recv.collective_call;
+void Communicator::Impl::note_collective_loss_locked(const RequestState& request, const std::string& reason) {
+  const std::uint64_t call = request.collective_call;
   if (call == 0) return;  // the application's message: its failure is the application's to handle
   CollectiveFamily& family = *collective_family;
   std::lock_guard lock(family.mutex);
@@ -41,7 +45,7 @@ void Communicator::Impl::note_collective_loss_locked(const RequestState& recv, c
   if (noted != 0 && noted <= call) return;  // an earlier call is lost already, and the peers know
   family.lost_from.store(call);
   family.lost_in = this;
-  family.lost_peer = recv.ctx.peer;
+  family.lost_peer = request.ctx.peer;
   family.lost_why = reason;
   // Before the caller moves the receive's word: a peer's stream can get data computed without it only after that, so
   // the peer's end check, which runs once its stream has passed its call, finds the word set. Into every
@@ -50,9 +54,9 @@ void Communicator::Impl::note_collective_loss_locked(const RequestState& recv, c
     publish_collective_loss(call);  // still being made, or being torn down
   }
   for (const Impl* member : family.members) member->publish_collective_loss(call);
-  PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": lost the data of peer " << recv.ctx.peer << " in a collective ("
-                                   << reason << "); from it on, no collective of this communicator can be trusted "
-                                   "on any rank");
+  PICKLE_LOG(Warn, "comm", "rank " << info.rank << ": lost data in a collective (" << reason << "); from it on, no "
+                                   "collective of this communicator (or of the host groups of its two-level "
+                                   "collectives) can be trusted on any rank");
 }
 
 void Communicator::Impl::publish_collective_loss(std::uint64_t call) const {
@@ -63,10 +67,17 @@ void Communicator::Impl::publish_collective_loss(std::uint64_t call) const {
   }
 }
 
-void Communicator::Impl::note_collective_losses_with_locked(int peer, const std::string& reason) {
-  for (const auto& [key, request] : peers[static_cast<std::size_t>(peer)].posted_recvs) {
+void Communicator::Impl::note_collective_losses_with_locked(int peer, const std::string& reason, bool sends_too) {
+  const PeerState& state = peers[static_cast<std::size_t>(peer)];
+  for (const auto& [key, request] : state.posted_recvs) {
     if (request->collective_call == 0 || request->error || request->landed || completed_locked(*request)) continue;
-    note_collective_loss_locked(*request, reason);
+    note_collective_loss_locked(*request, cat(describe(request->ctx), " (tag ", request->tag, "): ", reason));
+  }
+  if (!sends_too) return;
+  for (const auto& [slot, send] : state.sends_in_flight) {
+    if (!send || send->collective_call == 0 || send->error || completed_locked(*send)) continue;
+    note_collective_loss_locked(*send, cat(describe(send->ctx), " (tag ", send->tag, "): ", reason,
+                                           "; the peer's stream may complete it with stale bytes"));
   }
 }
 

@@ -98,9 +98,8 @@ struct RequestState {
   int tag = 0;
   std::uint64_t seq = 0;
   // A collective's message (Call::recv, Call::send): its call's number in the family (Call::number); 0 for the
-  // application's. A
-  // collective receive whose word a failure moves lets streams go on without its data, into the call's later
-  // messages to third ranks: Impl::note_collective_loss_locked tells them first.
+  // application's. A collective receive whose word a failure moves lets streams go on without its data, into the
+  // call's later messages to third ranks: Impl::note_collective_loss_locked tells them first.
   std::uint64_t collective_call = 0;
 
   // Send: set once the send is matched (its slot and generation known; its copy is queued right after, outside the
@@ -177,11 +176,19 @@ struct WindowState {
 };
 
 /// The collectives of a communicator and of the host groups its two-level collectives run on (host_groups): one
-/// count of their calls, which every rank makes in the same order, and the first of them in which this rank lost
-/// data (collective_loss.cpp). A loss in one step of a two-level collective must fail the ranks that the next step,
-/// on the other group's communicator, passes its result to.
+/// count of the application's collective calls, and the first of them in which this rank lost data
+/// (collective_loss.cpp). A loss in one step of a two-level collective must fail the ranks that the next step, on
+/// the other group's communicator, passes its result to. Numbered per application call (coll::NumberedCall), not
+/// per step: a rank runs only the steps it takes part in (a two-level broadcast's across-hosts step runs on the
+/// root's index only), and numbers per step went apart between the ranks of a host (found by review).
 struct CollectiveFamily {
-  std::atomic<std::uint64_t> calls{0};      // calls begun so far (a call's number is the count with it)
+  std::uint64_t calls = 0;    // application calls begun so far (the application's thread: calls are issued from one)
+  int depth = 0;              // application calls under way: 1, or 2 inside a two-level step (NumberedCall)
+  std::uint64_t current = 0;  // the number of the one under way
+  bool current_started = false;  // some step of it sent or posted a message: its number is kept if it fails
+  /// During a step of a two-level collective (coll::run_in_group): "rank 3: allreduce of 64 bytes: among the ranks
+  /// of this host (2, 3)", in front of the errors the step's end check reports on the stream later.
+  std::string step_prefix;
   std::atomic<std::uint64_t> lost_from{0};  // the number of the first call in which this rank lost data; 0: none
   std::mutex mutex;                         // guards lost_from's writes and what follows
   const Communicator::Impl* lost_in = nullptr;  // the communicator whose receive it was
@@ -448,13 +455,16 @@ struct Communicator::Impl {
   void join_collective_family(std::shared_ptr<CollectiveFamily> family);
   /// Leaves its family (the start of the teardown): losses noted elsewhere no longer write into its signal area.
   void leave_collective_family();
-  /// Notes the loss of `recv`'s data (mutex held; nothing for an application's message), before its word moves.
-  void note_collective_loss_locked(const RequestState& recv, const std::string& reason);
+  /// Notes the loss of `request`'s data (mutex held; nothing for an application's message), before its word moves:
+  /// a receive's, or a send's that a given-up shm pair may complete at the peer with stale bytes. `reason` names it.
+  void note_collective_loss_locked(const RequestState& request, const std::string& reason);
   /// Stores a loss from call `call` into the lost-data word of every peer on this host (the family's mutex held).
   void publish_collective_loss(std::uint64_t call) const;
   /// note_collective_loss_locked for each of `peer`'s collective receives that have not completed (mutex held):
-  /// before a release of the pair that may let streams past them.
-  void note_collective_losses_with_locked(int peer, const std::string& reason);
+  /// before a release of the pair that may let streams past them. `sends_too`: also for the collective sends to
+  /// the peer under way, before this rank gives up a shm pair with a live peer (ShmTransport::give_up), whose
+  /// receiving stream the released rings then let complete them with the slots' stale bytes.
+  void note_collective_losses_with_locked(int peer, const std::string& reason, bool sends_too = false);
   /// Why collective call `call` (its number in the family) cannot be trusted on this rank: a loss, noted by this
   /// rank or by a peer on this host, in that call or an earlier one. The error names the rank that lost data as its
   /// peer (-1 when this rank lost it on another communicator of the family).

@@ -67,7 +67,8 @@ void Communicator::Impl::copy_staged_piece(const StagedPiece& piece) {
             ErrorCode::System, cat(describe(owner->ctx), ": queuing the copy of a landed piece into place: ", e.what())));
         owner->failed_alone = true;
       }
-      note_collective_loss_locked(*owner, cat("the staging stream refused the copy of its data: ", e.what()));
+      note_collective_loss_locked(*owner, cat(describe(owner->ctx), ": the staging stream refused the copy of its "
+                                              "data: ", e.what()));
       signals->store(piece.peer, index, piece.generation);  // releases what waits for it
     }
     PICKLE_LOG(Warn, "comm", "rank " << info.rank << " <- peer " << piece.peer << ": staged receive of slot "

@@ -353,8 +353,8 @@ void Communicator::Impl::fail_peer(int peer, const std::string& reason, bool tim
       state.unfinished_at_release = mark_unfinished_with_locked(peer);
     }
     // Before any release: a released shm ring lets the pair's receiving stream complete receives with what the
-    // ring's slots held.
-    if (!state.failed) note_collective_losses_with_locked(peer, reason);
+    // ring's slots held, here and (given up below, the peer alive) at the peer, which may not note it in time.
+    if (!state.failed) note_collective_losses_with_locked(peer, reason, uses_shm(peer) && !closed_normally);
   }
   if (uses_shm(peer)) {
     // A peer that did not close normally may be alive (stopped, slow, or out of step rather than dead): it must not

@@ -205,6 +205,15 @@ TEST_F(CollOverNet, ATwoLevelAllreduceWhoseNetWriteIsRefusedFailsEveryRank) {
                                    {"PICKLE_TIMEOUT=20", "PICKLE_COLL_HIERARCHY=1"},
                                    std::chrono::seconds(120)));
   }
+  // After two broadcasts whose across-hosts step only some ranks run (the root is rank 0's partner on the other
+  // host): every rank still numbers the allreduce alike.
+  const std::pair<TwoHostLayout, std::string> after_broadcasts[] = {{TwoHostLayout::Blocked, "2"},
+                                                                    {TwoHostLayout::Mirrored, "1"}};
+  for (const auto& [layout, root] : after_broadcasts) {
+    SCOPED_TRACE("after broadcasts from rank " + root);
+    expect_all_ok(run_on_two_hosts(*pair, {"coll_net_write_refused_after_broadcasts", "host", root}, layout,
+                                   {"PICKLE_TIMEOUT=20", "PICKLE_COLL_HIERARCHY=1"}, std::chrono::seconds(120)));
+  }
 }
 
 }  // namespace
