@@ -211,7 +211,7 @@ TEST_F(CollOverNet, ATwoLevelAllreduceWhoseNetWriteIsRefusedFailsEveryRank) {
                                                                     {TwoHostLayout::Mirrored, "1"}};
   for (const auto& [layout, root] : after_broadcasts) {
     SCOPED_TRACE("after broadcasts from rank " + root);
-    expect_all_ok(run_on_two_hosts(*pair, {"coll_net_write_refused_after_broadcasts", "host", root}, layout,
+    expect_all_ok(run_on_two_hosts(*pair, {"coll_net_write_refused", "host", root}, layout,
                                    {"PICKLE_TIMEOUT=20", "PICKLE_COLL_HIERARCHY=1"}, std::chrono::seconds(120)));
   }
 }
