@@ -189,9 +189,6 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       sequence_(state.calls_made++),
       number_(comm.collective_family->current),
       prefix_(describe(ctx)) {
-  if (comm.collective_family->depth == 0) {
-    throw Error(ErrorCode::Internal, cat(prefix_, ": a collective step outside a numbered call (NumberedCall)"));
-  }
   // A step of a two-level collective: its end check's errors name the application's call and the group first.
   if (!comm.collective_family->step_prefix.empty()) prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
@@ -207,6 +204,33 @@ NumberedCall::NumberedCall(Communicator::Impl& comm)
 }
 
 void note_started(Communicator::Impl& comm) noexcept { comm.collective_family->current_started = true; }
+
+void check_not_broken(Communicator::Impl& comm, const OpContext& ctx) {
+  const CollectiveFamily& family = *comm.collective_family;
+  if (family.depth == 0) {
+    throw Error(ErrorCode::Internal, cat(describe(ctx), ": a collective step outside a numbered call (NumberedCall)"));
+  }
+  if (!family.broken) return;
+  const std::string message = cat(describe(ctx), ": an earlier collective failed after it had started, so the ranks' "
+                                  "collective sequences are out of step (make a new communicator); it failed with: ",
+                                  *family.broken);
+  if (family.broken_code == ErrorCode::Peer) throw PeerError(message, family.broken_peer);
+  if (family.broken_code == ErrorCode::Timeout) throw TimeoutError(message);
+  throw Error(family.broken_code, message);
+}
+
+void mark_broken(Communicator::Impl& comm, const std::string& why, ErrorCode code, int peer) {
+  CollectiveFamily& family = *comm.collective_family;
+  if (family.broken) return;  // the first failure is the reason
+  family.broken = why;
+  family.broken_code = code;
+  family.broken_peer = peer;
+}
+
+int peer_of(const Error& error) noexcept {
+  const auto* peer_error = dynamic_cast<const PeerError*>(&error);
+  return peer_error != nullptr ? peer_error->peer() : -1;
+}
 
 NumberedCall::~NumberedCall() {
   if (--family_.depth != 0) return;
@@ -400,8 +424,8 @@ void Call::send_token(int peer, Request& sent) {
   // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting.
   std::uint32_t& owed = tokens_owed_[static_cast<std::size_t>(peer)];
   if (owed == 0) {
-    throw Error(ErrorCode::Internal,
-                cat(prefix_, ": the ordered schedule raised more tokens to peer ", peer, " than the call planned"));
+    throw Error(ErrorCode::Internal, cat(describe(ctx_), ": the ordered schedule raised more tokens to peer ", peer,
+                                         " than the call planned"));
   }
   --owed;
 }
@@ -437,7 +461,7 @@ void Call::stream_wait_later(Request request) {
 void Call::finish() {
   for (int peer = 0; peer < world(); ++peer) {
     if (const std::uint32_t owed = tokens_owed_[static_cast<std::size_t>(peer)]; owed != 0) {
-      throw Error(ErrorCode::Internal, cat(prefix_, ": the ordered schedule raised ", owed,
+      throw Error(ErrorCode::Internal, cat(describe(ctx_), ": the ordered schedule raised ", owed,
                                            " token(s) fewer to peer ", peer, " than the call planned"));
     }
   }

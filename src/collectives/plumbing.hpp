@@ -111,11 +111,6 @@ struct Mailbox;  // mailbox.hpp
 /// Everything the collectives keep per communicator. Destroyed with the communicator (see state_of).
 struct CollectiveState {
   std::mutex call_mutex;  ///< one collective at a time: they must be issued in the same order on every rank
-  /// Set when a collective failed after its first message: the ranks' message sequences are out of step, so every
-  /// later collective on this communicator fails fast with this reason.
-  std::optional<std::string> broken;
-  ErrorCode broken_code = ErrorCode::Internal;
-  int broken_peer = -1;
 
   /// Per lane and peer: the streams that sends to the peer start from, so that sends to different peers run on
   /// different copy queues and never wait behind the reductions queued on the caller's stream. Lane kInput sends
@@ -352,6 +347,15 @@ class NumberedCall {
 
 /// A step of the application's call under way sent or posted a message: its number is kept if the call fails.
 void note_started(Communicator::Impl& comm) noexcept;
+/// Before a call's Call is made: its communicator's family must be in a numbered call (NumberedCall), and not broken
+/// by an earlier call that failed after it had started (the ranks' message sequences are out of step from then on,
+/// in every communicator of the family: a two-level step's failure breaks its parent too); else the call fails fast
+/// with the first failure's reason.
+void check_not_broken(Communicator::Impl& comm, const OpContext& ctx);
+/// Records that a call of `comm`'s family failed after it had started (the first such failure is kept).
+void mark_broken(Communicator::Impl& comm, const std::string& why, ErrorCode code, int peer);
+/// The peer a PeerError names, else -1.
+int peer_of(const Error& error) noexcept;
 
 /// Runs one collective: one call at a time per communicator, fails fast when an earlier call broke the sequence,
 /// and names the collective in any error it raises.
@@ -416,15 +420,7 @@ template <class Body>
 void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& ctx, Body&& body) {
   CollectiveState& state = state_of(comm);
   std::lock_guard lock(state.call_mutex);
-  if (state.broken) {
-    const std::string message =
-        cat(describe(ctx), ": an earlier collective failed after it had started, so the ranks' collective "
-                           "sequences are out of step (make a new communicator); it failed with: ",
-            *state.broken);
-    if (state.broken_code == ErrorCode::Peer) throw PeerError(message, state.broken_peer);
-    if (state.broken_code == ErrorCode::Timeout) throw TimeoutError(message);
-    throw Error(state.broken_code, message);
-  }
+  check_not_broken(comm, ctx);
   Call call(comm, state, stream, ctx);
   try {
     body(call);
@@ -434,22 +430,20 @@ void run_collective(Communicator::Impl& comm, Stream& stream, const OpContext& c
     // it the same number (mailbox labels carry it). Its family number goes back with the application's call
     // (NumberedCall), unless a step of it started.
     if (!call.started()) --state.calls_made;
-    if (call.started()) note_started(comm);
     if (call.started()) {
+      note_started(comm);
       call.abandon();
-      state.broken = e.what();
-      state.broken_code = e.code();
-      if (const auto* peer_error = dynamic_cast<const PeerError*>(&e)) state.broken_peer = peer_error->peer();
+      mark_broken(comm, e.what(), e.code(), peer_of(e));
     }
     // Argument errors already name the collective; the others come from a message of it.
     if (e.code() == ErrorCode::InvalidArgument && !call.started()) throw;
     rethrow_with_prefix(e, describe(ctx));
   } catch (...) {
     if (!call.started()) --state.calls_made;
-    if (call.started()) note_started(comm);
     if (call.started()) {
+      note_started(comm);
       call.abandon();
-      state.broken = "an unexpected exception";
+      mark_broken(comm, "an unexpected exception", ErrorCode::Internal, -1);
     }
     throw;
   }

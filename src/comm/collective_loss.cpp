@@ -86,8 +86,8 @@ std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call,
   if (const std::uint64_t own = family.lost_from.load(); own != 0 && own <= call) {
     std::lock_guard lock(family.mutex);
     return PeerError(cat(prefix, ": this rank lost data in this collective or an earlier one (", family.lost_why,
-                         "), and its streams went on without it: no rank's results can be trusted from that "
-                         "collective on; make a new communicator"),
+                         "), and its streams or a peer's may have gone on without it: no rank's results can be "
+                         "trusted from that collective on; make a new communicator"),
                      family.lost_in == this ? family.lost_peer : -1);
   }
   const std::uint32_t mine = word_of(call);
@@ -95,8 +95,8 @@ std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call,
     if (peer == info.rank || !same_host[static_cast<std::size_t>(peer)]) continue;
     const std::uint32_t lost = signals->load(peer, comm::kCollectiveLossWord);
     if (lost == 0 || !device::host::flag_reached(mine, lost)) continue;
-    return PeerError(cat(prefix, ": peer ", peer, " lost data in this collective or an earlier one (one of its "
-                         "receives failed) and passed on what its buffers held: no rank's results can be trusted "
+    return PeerError(cat(prefix, ": peer ", peer, " lost data in this collective or an earlier one (a message of "
+                         "its failed) and may have passed on what its buffers held: no rank's results can be trusted "
                          "from that collective on; make a new communicator"),
                      peer);
   }

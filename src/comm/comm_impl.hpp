@@ -182,13 +182,20 @@ struct WindowState {
 /// per step: a rank runs only the steps it takes part in (a two-level broadcast's across-hosts step runs on the
 /// root's index only), and numbers per step went apart between the ranks of a host (found by review).
 struct CollectiveFamily {
-  std::uint64_t calls = 0;    // application calls begun so far (the application's thread: calls are issued from one)
+  // The fields up to `broken_peer` are the application's thread's: a communicator's collectives are issued from one
+  // thread (docs/collectives.md), as NCCL's are.
+  std::uint64_t calls = 0;    // application calls begun so far
   int depth = 0;              // application calls under way: 1, or 2 inside a two-level step (NumberedCall)
   std::uint64_t current = 0;  // the number of the one under way
   bool current_started = false;  // some step of it sent or posted a message: its number is kept if it fails
   /// During a step of a two-level collective (coll::run_in_group): "rank 3: allreduce of 64 bytes: among the ranks
   /// of this host (2, 3)", in front of the errors the step's end check reports on the stream later.
   std::string step_prefix;
+  /// Set when a call failed after its first message (coll::mark_broken): the ranks' message sequences are out of
+  /// step, so every later collective of the family fails fast with this reason (coll::check_not_broken).
+  std::optional<std::string> broken;
+  ErrorCode broken_code = ErrorCode::Internal;
+  int broken_peer = -1;
   std::atomic<std::uint64_t> lost_from{0};  // the number of the first call in which this rank lost data; 0: none
   std::mutex mutex;                         // guards lost_from's writes and what follows
   const Communicator::Impl* lost_in = nullptr;  // the communicator whose receive it was
