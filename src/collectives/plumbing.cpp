@@ -189,8 +189,12 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       sequence_(state.calls_made++),
       number_(comm.collective_family->current),
       prefix_(describe(ctx)) {
-  // A step of a two-level collective: its end check's errors name the application's call and the group first.
-  if (!comm.collective_family->step_prefix.empty()) prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
+  // A step of a two-level collective: its end check's errors name the application's call and the group first, and
+  // their peer as a rank of the application's communicator.
+  if (!comm.collective_family->step_prefix.empty()) {
+    prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
+    group_ranks_ = comm.collective_family->step_ranks;
+  }
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
   tokens_owed_.assign(static_cast<std::size_t>(comm.info.world_size), 0);
@@ -483,8 +487,8 @@ void Call::finish() {
   // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
   // it. Sends too: one whose write a net transport refused fails (and fails the pair) with every receive of this
   // rank's call intact, and its data never reached the peer. Not a host callback: that would hold the stream for a
-  // round trip through a host thread at the end of every collective. The pairs' failure records are taken now: the
-  // check may run after the communicator is gone.
+  // round trip through a host thread at the end of every collective. The pairs' failure records are taken now (the
+  // check runs at the latest in the communicator's teardown, settle_stream_checks).
   struct WaitCheck {
     std::shared_ptr<PairFailure> record;
     OpContext ctx;
@@ -501,19 +505,28 @@ void Call::finish() {
   // peer whose receive failed went on without it, and what this rank got from it may be computed from anything. Read
   // here, once the stream has passed the call: the peer noted it before its stream could pass on anything. The check
   // runs at the latest in the teardown (settle_stream_checks), before the signal words go, so `comm` is still there.
+  // A step of a two-level collective names its peer as a rank of the communicator the application called, as the
+  // errors it throws on the host do (rethrow_from_group).
   comm_.check_when_passed(stream(), prefix_,
                           [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits), prefix = prefix_,
-                           comm = &comm_, call = number_]() mutable {
+                           comm = &comm_, call = number_, ranks = group_ranks_]() mutable {
                             try {
-                              for (auto& request : recvs) request.test();
-                              for (auto& request : sends) request.test();
-                              for (const WaitCheck& wait : waits) {
-                                Communicator::Impl::throw_if_released(*wait.record, wait.ctx, wait.slot,
-                                                                      wait.expected);
+                              try {
+                                for (auto& request : recvs) request.test();
+                                for (auto& request : sends) request.test();
+                                for (const WaitCheck& wait : waits) {
+                                  Communicator::Impl::throw_if_released(*wait.record, wait.ctx, wait.slot,
+                                                                        wait.expected);
+                                }
+                              } catch (const Error& e) {
+                                rethrow_with_prefix(e, prefix);
                               }
-                            } catch (const Error& e) {
-                              rethrow_with_prefix(e, prefix);
+                            } catch (const PeerError& e) {
+                              const int peer = e.peer();
+                              if (peer < 0 || static_cast<std::size_t>(peer) >= ranks.size()) throw;
+                              throw PeerError(e.message(), ranks[static_cast<std::size_t>(peer)]);
                             }
+                            // Its peer is the application's communicator's rank already.
                             if (auto loss = comm->collective_loss(call, prefix)) throw *loss;
                           });
   recvs_.clear();

@@ -35,15 +35,20 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
 }
 
 /// Runs `step` in a group whose ranks are `ranks`; its errors become the call's, with `prefix` in front
-/// (rethrow_from_group). While it runs, the family's step prefix is `prefix` too, so that the errors the group's
-/// end-of-call checks report later on the stream start the same way (coll::Call's prefix).
+/// (rethrow_from_group). While it runs, the family's step prefix and ranks are `prefix` and `ranks` too, so that the
+/// errors the group's end-of-call checks report later on the stream start the same way and name the same peers
+/// (coll::Call::finish).
 template <class Step>
 void run_in_group(CollectiveFamily& family, const std::vector<int>& ranks, const std::string& prefix, Step&& step) {
   struct StepPrefix {
     CollectiveFamily& family;
-    ~StepPrefix() { family.step_prefix.clear(); }
+    ~StepPrefix() {
+      family.step_prefix.clear();
+      family.step_ranks.clear();
+    }
   } scoped{family};
   family.step_prefix = prefix;
+  family.step_ranks = ranks;
   try {
     step();
   } catch (const Error& e) {

@@ -18,12 +18,13 @@ std::uint32_t word_of(std::uint64_t call) { return std::max<std::uint32_t>(1, st
 
 }  // namespace
 
-void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family) {
+void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks) {
   leave_collective_family();
   {
-    // Under the state mutex: the progress thread reads it there (note_collective_loss_locked).
+    // Under the state mutex: the progress thread reads them there (note_collective_loss_locked).
     std::lock_guard lock(mutex);
     collective_family = std::move(family);
+    family_ranks = std::move(ranks);
   }
   std::lock_guard lock(collective_family->mutex);
   collective_family->members.push_back(this);
@@ -44,8 +45,7 @@ void Communicator::Impl::note_collective_loss_locked(const RequestState& request
   const std::uint64_t noted = family.lost_from.load();
   if (noted != 0 && noted <= call) return;  // an earlier call is lost already, and the peers know
   family.lost_from.store(call);
-  family.lost_in = this;
-  family.lost_peer = request.ctx.peer;
+  family.lost_peer = family_rank(request.ctx.peer);
   family.lost_why = reason;
   // Before the caller moves the receive's word: a peer's stream can get data computed without it only after that, so
   // the peer's end check, which runs once its stream has passed its call, finds the word set. Into every
@@ -88,7 +88,7 @@ std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call,
     return PeerError(cat(prefix, ": this rank lost data in this collective or an earlier one (", family.lost_why,
                          "), and its streams or a peer's may have gone on without it: no rank's results can be "
                          "trusted from that collective on; make a new communicator"),
-                     family.lost_in == this ? family.lost_peer : -1);
+                     family.lost_peer);
   }
   const std::uint32_t mine = word_of(call);
   for (int peer = 0; peer < info.world_size; ++peer) {
@@ -98,9 +98,13 @@ std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call,
     return PeerError(cat(prefix, ": peer ", peer, " lost data in this collective or an earlier one (a message of "
                          "its failed) and may have passed on what its buffers held: no rank's results can be trusted "
                          "from that collective on; make a new communicator"),
-                     peer);
+                     family_rank(peer));
   }
   return std::nullopt;
+}
+
+int Communicator::Impl::family_rank(int peer) const {
+  return family_ranks.empty() ? peer : family_ranks[static_cast<std::size_t>(peer)];
 }
 
 }  // namespace pickle

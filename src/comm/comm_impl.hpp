@@ -191,6 +191,7 @@ struct CollectiveFamily {
   /// During a step of a two-level collective (coll::run_in_group): "rank 3: allreduce of 64 bytes: among the ranks
   /// of this host (2, 3)", in front of the errors the step's end check reports on the stream later.
   std::string step_prefix;
+  std::vector<int> step_ranks;  // and the group's ranks, as ranks of the communicator the application called
   /// Set when a call failed after its first message (coll::mark_broken): the ranks' message sequences are out of
   /// step, so every later collective of the family fails fast with this reason (coll::check_not_broken).
   std::optional<std::string> broken;
@@ -198,8 +199,7 @@ struct CollectiveFamily {
   int broken_peer = -1;
   std::atomic<std::uint64_t> lost_from{0};  // the number of the first call in which this rank lost data; 0: none
   std::mutex mutex;                         // guards lost_from's writes and what follows
-  const Communicator::Impl* lost_in = nullptr;  // the communicator whose receive it was
-  int lost_peer = -1;                           // that receive's peer, in its communicator's ranks
+  int lost_peer = -1;                           // the peer of the lost message, as a rank of the first communicator
   std::string lost_why;                         // its failure
   std::vector<Communicator::Impl*> members;     // from the end of their construction to the start of their teardown
 };
@@ -459,7 +459,10 @@ struct Communicator::Impl {
   // Calls are numbered across a CollectiveFamily, so that a loss in one step of a two-level collective (on a host
   // group's communicator) also fails the ranks that the next step, on the other group's, passes the result to.
   /// Makes this communicator's collectives count in `family` and share its losses (before its first collective).
-  void join_collective_family(std::shared_ptr<CollectiveFamily> family);
+  /// `ranks`: its ranks as ranks of the family's first communicator (a host group's; empty: the same numbers).
+  void join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks = {});
+  /// `peer` of this communicator as a rank of the family's first communicator (family_ranks).
+  int family_rank(int peer) const;
   /// Leaves its family (the start of the teardown): losses noted elsewhere no longer write into its signal area.
   void leave_collective_family();
   /// Notes the loss of `request`'s data (mutex held; nothing for an application's message), before its word moves:
@@ -473,8 +476,8 @@ struct Communicator::Impl {
   /// receiving stream the released rings then let complete them with the slots' stale bytes.
   void note_collective_losses_with_locked(int peer, const std::string& reason, bool sends_too = false);
   /// Why collective call `call` (its number in the family) cannot be trusted on this rank: a loss, noted by this
-  /// rank or by a peer on this host, in that call or an earlier one. The error names the rank that lost data as its
-  /// peer (-1 when this rank lost it on another communicator of the family).
+  /// rank or by a peer on this host, in that call or an earlier one. The error's peer() is the rank whose data was
+  /// lost, or the peer that lost data, as a rank of the family's first communicator (the application's).
   std::optional<PeerError> collective_loss(std::uint64_t call, const std::string& prefix) const;
 
   // --- streams that use the signal words, and the end of teardown, which must not free the words under them
@@ -660,6 +663,7 @@ struct Communicator::Impl {
   /// The family whose calls this communicator's collectives count in, and whose losses they share: its own, or,
   /// for the host groups of a two-level communicator, their parent's (join_collective_family).
   std::shared_ptr<CollectiveFamily> collective_family = std::make_shared<CollectiveFamily>();
+  std::vector<int> family_ranks;  // join_collective_family's `ranks`
   std::mutex& mutex = *shared_mutex;  // everything below (shared_mutex, above, holds it)
   struct PeerState {
     bool failed = false;

@@ -114,8 +114,8 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
     Communicator host(split(static_cast<int>(host_index), info.rank));
     Communicator across(split(static_cast<int>(local_index), info.rank));
     // Their calls count in this communicator's family, and a loss in one step fails the ranks of the next.
-    of(host).join_collective_family(collective_family);
-    of(across).join_collective_family(collective_family);
+    of(host).join_collective_family(collective_family, mine);
+    of(across).join_collective_family(collective_family, across_ranks);
     host_groups_.reset(new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks),
                                       std::move(index_of), std::move(ranks_of)});
   } catch (const Error& e) {

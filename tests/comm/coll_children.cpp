@@ -1039,9 +1039,13 @@ PICKLE_CHILD(coll_net_write_refused) {
     std::fprintf(stderr, "rank %d: the allreduce succeeded although rank 0's send was never written\n", comm.rank());
     return 1;
   } catch (const Error& e) {
-    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    int named = -2;  // the peer a PeerError names
+    if (const auto* peer_error = dynamic_cast<const PeerError*>(&e)) named = peer_error->peer();
+    std::fprintf(stderr, "rank %d (peer() %d): %s\n", comm.rank(), named, e.what());
     const std::string what = e.what();
     if (what.find("allreduce") == std::string::npos) return 2;
+    // A peer, as a rank of this communicator (a two-level step's errors are translated from its group's ranks).
+    if (named != -2 && (named < 0 || named >= comm.world_size() || named == comm.rank())) return 4;
     // The refusal itself (rank 0's write), or the failed pair it caused: not a timeout or an argument error.
     if (e.code() != ErrorCode::Peer && what.find("PICKLE_TEST_FAIL_NET_WRITE") == std::string::npos) return 3;
   }
