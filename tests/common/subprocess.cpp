@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -131,18 +134,52 @@ void Child::kill(int signal) {
   if (pid_ > 0 && !reaped_) ::kill(pid_, signal);
 }
 
-int free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+/// Whether a listening socket could bind 127.0.0.1:`port` now (`port` 0: any), and the port it got.
+int try_bind_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw std::runtime_error("bind failed");
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  int got = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    got = ntohs(addr.sin_port);
+  }
   close(fd);
-  return port;
+  return got;
+}
+
+/// The first port of the kernel's ephemeral range (ports it hands to bind(0) and to outgoing connections).
+int ephemeral_range_start() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  in >> low;
+  return low;
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  // Below the ephemeral range, at random: a port that bind(0) hands out is released again here before rank 0's store
+  // binds it, and meanwhile the kernel may give it to another test's socket (ctest -j runs several), a store client's
+  // or a transport's outgoing connection among them; a random port outside that range is taken by neither.
+  thread_local std::mt19937 pick(std::random_device{}());
+  const int top = std::min(ephemeral_range_start(), 65536);
+  if (top > 20000) {
+    std::uniform_int_distribution<int> port(10000, top - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int candidate = port(pick);
+      if (try_bind_loopback(candidate) == candidate) return candidate;
+    }
+  }
+  const int any = try_bind_loopback(0);
+  if (any < 0) throw std::runtime_error("bind failed");
+  return any;
 }
 
 std::vector<std::string> rank_env(int rank, int world, int port) {

@@ -56,7 +56,8 @@ ExitStatus wait_pid(pid_t pid, std::chrono::milliseconds timeout);
 /// wait_pid, and a process still running at the timeout is SIGKILLed and reaped (the status says it timed out).
 ExitStatus wait_pid_or_kill(pid_t pid, std::chrono::milliseconds timeout);
 
-/// A free TCP port on 127.0.0.1 (bound once and released; good enough for tests).
+/// A free TCP port on 127.0.0.1: a random one below the kernel's ephemeral range that binds now (released again),
+/// so that no other socket of a test running beside this one is handed it meanwhile; bind(0)'s if none is found.
 int free_tcp_port();
 
 /// Environment entries for rank `rank` of `world` with the store at 127.0.0.1:port (torchrun variables).
