@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "collectives/mailbox.hpp"
+#include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/clock.hpp"
 #include "core/env.hpp"
@@ -522,9 +523,8 @@ void Call::finish() {
                                 rethrow_with_prefix(e, prefix);
                               }
                             } catch (const PeerError& e) {
-                              const int peer = e.peer();
-                              if (peer < 0 || static_cast<std::size_t>(peer) >= ranks.size()) throw;
-                              throw PeerError(e.message(), ranks[static_cast<std::size_t>(peer)]);
+                              if (ranks.empty()) throw;  // not a two-level step
+                              throw PeerError(e.message(), rank_outside_group(e.peer(), ranks));
                             }
                             // Its peer is the application's communicator's rank already.
                             if (auto loss = comm->collective_loss(call, prefix)) throw *loss;

@@ -20,16 +20,18 @@ inline std::string list_ranks(const std::vector<int>& ranks) {
   return text;
 }
 
+/// Rank `in_group` of a group whose ranks are `ranks` (in group order), as a rank of the communicator; -1 if none.
+inline int rank_outside_group(int in_group, const std::vector<int>& ranks) {
+  return in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size() ? ranks[static_cast<std::size_t>(in_group)]
+                                                                             : -1;
+}
+
 /// `error`, thrown by a step in a group whose ranks are `ranks` (in group order), as an error of the whole call:
 /// `prefix` in front, and a PeerError's peer translated from the group's rank to the communicator's.
 [[noreturn]] inline void rethrow_from_group(const Error& error, const std::string& prefix,
                                             const std::vector<int>& ranks) {
   if (const auto* peer = dynamic_cast<const PeerError*>(&error)) {
-    const int in_group = peer->peer();
-    const int rank = in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size()
-                         ? ranks[static_cast<std::size_t>(in_group)]
-                         : -1;
-    throw PeerError(cat(prefix, ": ", without_head(error.what())), rank);
+    throw PeerError(cat(prefix, ": ", without_head(error.what())), rank_outside_group(peer->peer(), ranks));
   }
   rethrow_with_prefix(error, prefix);
 }
