@@ -21,6 +21,7 @@ TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
 // The net transport between the two ranks (tcp on loopback; GPU memory staged through pinned buffers): the matrix,
 // as the ranks of different hosts run it.
 TEST_F(CollCuda, EveryCollectiveOverTheNetTransportMatchesTheReference) {
+  PICKLE_SKIP_WITHOUT_NET_TRANSPORT();
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"},
                           {"PICKLE_TIMEOUT=30", "PICKLE_TRANSPORT=net", "PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=lo"},
                           std::chrono::seconds(300)));
@@ -155,6 +156,7 @@ TEST_F(CollCuda, PeerKilledAfterItsCallReturnedFailsTheStreamSynchronizeAfterThe
 // bytes, and the whole matrix with hosts of consecutive and of mirrored ranks (tests/comm/test_coll_transports.cpp
 // runs the same on host memory).
 TEST_F(CollCuda, CollectivesAcrossTwoHostsOfTwoRanksGoInTwoLevels) {
+  PICKLE_SKIP_WITHOUT_NET_TRANSPORT();
   std::string why_not;
   auto pair = NetnsPair::create(&why_not, /*impaired=*/false);
   if (!pair) GTEST_SKIP() << why_not;

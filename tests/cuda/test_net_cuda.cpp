@@ -16,7 +16,14 @@ std::vector<std::string> net_env() {
           "PICKLE_NET_LANES=2", "PICKLE_NET_CHUNK=262144"};
 }
 
-class NetCuda : public TwoGpuTest {};
+class NetCuda : public TwoGpuTest {
+ protected:
+  void SetUp() override {
+    TwoGpuTest::SetUp();
+    if (IsSkipped()) return;
+    PICKLE_SKIP_WITHOUT_NET_TRANSPORT();
+  }
+};
 
 TEST_F(NetCuda, SendsFromOneByteTo256MiBBothWaysArriveIntact) {
   expect_all_ok(run_ranks("comm_sizes", 2, {"cuda", std::to_string(256u << 20)}, net_env(), std::chrono::seconds(300)));

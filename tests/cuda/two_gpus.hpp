@@ -30,4 +30,15 @@ class TwoGpuTest : public testing::Test {
   }
 };
 
+/// Skips a test that forces the net transport in a build without libfabric, as the CPU net tests do: on the device
+/// machine that means .deps/libfabric was not carried (scripts/device/carry_libfabric.sh).
+#ifdef PICKLE_HAVE_LIBFABRIC
+#define PICKLE_SKIP_WITHOUT_NET_TRANSPORT() \
+  do {                                      \
+  } while (false)
+#else
+#define PICKLE_SKIP_WITHOUT_NET_TRANSPORT() \
+  GTEST_SKIP() << "built without libfabric (no net transport to force; apt-get install libfabric-dev, then reconfigure)"
+#endif
+
 }  // namespace pickle::test
