@@ -23,7 +23,8 @@ TEST_F(CollCuda, EveryCollectiveTypeAndOperatorMatchesTheReference) {
 TEST_F(CollCuda, EveryCollectiveOverTheNetTransportMatchesTheReference) {
   PICKLE_SKIP_WITHOUT_NET_TRANSPORT();
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"},
-                          {"PICKLE_TIMEOUT=30", "PICKLE_TRANSPORT=net", "PICKLE_NET_PROVIDER=tcp", "PICKLE_NET_IFACE=lo"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_TRANSPORT=net", "PICKLE_NET_PROVIDER=tcp",
+                           "PICKLE_NET_IFACE=lo"},
                           std::chrono::seconds(300)));
 }
 TEST_F(CollCuda, TwoRanksAsThreadsOfOneProcessRunAllgathersThenAllreduces) {
