@@ -435,7 +435,34 @@ void Call::send_token(int peer, Request& sent) {
   --owed;
 }
 
-void Call::owe_tokens(int peer, std::uint32_t count) { tokens_owed_[static_cast<std::size_t>(peer)] += count; }
+void Call::owe_tokens(int peer, std::uint32_t count) {
+  if (count == 0) return;
+  tokens_owed_[static_cast<std::size_t>(peer)] += count;
+  if (std::find(token_peers_.begin(), token_peers_.end(), peer) == token_peers_.end()) token_peers_.push_back(peer);
+}
+
+void Call::hear_of_dropped_tokens() {
+  // A host stream that gives a wait up (one for an event whose record another stream dropped) drops everything queued
+  // behind it, the tokens with the sends; a peer's copy that waits for one would then hold its stream until
+  // PICKLE_TIMEOUT and fail with a TimeoutError instead of with what went wrong here. Tokens order copies and guard no
+  // data, so they may arrive without what they were to follow: a callback behind the last of them raises them from
+  // the host when the stream drops it unrun. Only the input lane's shared stream raises tokens to a peer (ordered
+  // calls share their side streams, abandon included), and a stream that gave a wait up has run nothing queued after
+  // it, so no earlier count of the slot can land after this one. Host memory only: a CUDA stream runs what it
+  // accepted (or fails the whole context), and a host callback there would hold the stream for a round trip through a
+  // host thread in every call.
+  if (kind() != MemoryKind::Host || token_peers_.empty() || !state_.shared_side[kInput]) return;
+  comm_.hear_if_dropped(state_.shared_side[kInput]->impl(), [comm = &comm_, peers = token_peers_, prefix = prefix_] {
+    for (const int peer : peers) {
+      try {
+        comm->raise_signal_from_host(peer, comm::kCollectiveTokenSlot);
+      } catch (const std::exception& e) {
+        PICKLE_LOG(Debug, "coll", prefix << ": its stream dropped the tokens for peer " << peer
+                                         << ", and they could not be raised from the host: " << e.what());
+      }
+    }
+  });
+}
 
 void Call::await_token(int peer) {
   started_ = true;
@@ -470,6 +497,7 @@ void Call::finish() {
                                            " token(s) fewer to peer ", peer, " than the call planned"));
     }
   }
+  hear_of_dropped_tokens();
   if (beside_) {
     if (!state_.beside_done) state_.beside_done = device::make_ordering_event(comm_.kind, std::max(0, comm_.device));
     side_stream(rank(), kInput).impl().record(*state_.beside_done);
@@ -555,10 +583,27 @@ void Call::abandon() noexcept {
     try {
       comm_.check_peer_alive(peer, ctx_);
       comm_.signal_peer(side_stream(peer, kInput).impl(), peer, comm::kCollectiveTokenSlot, owed);
-    } catch (const std::exception& e) {
+    } catch (const std::exception& on_stream) {
+      // The stream refused them (a host stream that gave a wait up, which also dropped what it held of them): the
+      // counts were taken, so raise them from the host. Not on CUDA: a refusing CUDA stream failed its context,
+      // and its earlier writes may still be queued (they would move the word back behind this one).
+      std::string from_host = "not on CUDA memory";
+      if (kind() == MemoryKind::Host) {
+        try {
+          comm_.raise_signal_from_host(peer, comm::kCollectiveTokenSlot);
+          continue;
+        } catch (const std::exception& e) {
+          from_host = e.what();
+        }
+      }
       PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, peer " << peer << "'s tokens could not be raised: "
-                                        << e.what());
+                                        << on_stream.what() << "; from the host: " << from_host);
     }
+  }
+  try {
+    hear_of_dropped_tokens();  // the stream may still drop the ones it accepted
+  } catch (const std::exception& e) {
+    PICKLE_LOG(Debug, "coll", prefix_ << ": after the failure, no callback could follow the tokens: " << e.what());
   }
   auto join = [&](const std::optional<Stream>& side) {
     if (!side) return;

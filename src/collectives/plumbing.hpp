@@ -286,6 +286,9 @@ class Call {
  private:
   /// `stream` waits for `request` (Communicator::Impl::on_stream: the call checks its requests itself, in finish).
   void wait_on_stream(Request& request, Stream& stream);
+  /// On host memory, behind the tokens this call raised (on the input lane's shared stream): a callback that, if
+  /// that stream drops it unrun, raises the tokens from the host instead (Communicator::Impl::raise_signal_from_host).
+  void hear_of_dropped_tokens();
   Stream& side_stream(int peer, Lane lane);
   /// The stream of `lane` for `peer`: the caller's for kCaller, else the side stream, forked (see fork).
   Stream& lane_stream(int peer, Lane lane);
@@ -324,6 +327,7 @@ class Call {
   std::vector<SignalWait> signal_waits_;  // for finish()'s check: ready waits, mailbox waits
   std::vector<Request> sends_;  // for finish()'s check and abandon()
   std::vector<std::uint32_t> tokens_owed_;  // per peer: owe_tokens less send_token, for abandon()
+  std::vector<int> token_peers_;  // the peers owe_tokens named, for hear_of_dropped_tokens()
   // What the caller's stream waits for at the end, for the sends: per side lane and peer the latest send whose copy
   // ran on that side stream (they complete in order), and each send whose copy runs elsewhere.
   std::vector<Request> last_on_side_[2];

@@ -357,6 +357,13 @@ struct Communicator::Impl {
   /// signal, or several at once with one write: the words hold counts), stream-ordered, over the pair's transport;
   /// returns the new count (the value a wait for the last of these signals expects).
   std::uint32_t signal_peer(device::Stream& stream, int peer, int slot, std::uint32_t by = 1);
+  /// Delivers `peer`'s signal `slot` at the count signal_peer last took for it, from this thread and on no stream:
+  /// for counts whose stream writes a host stream dropped unrun (it gave a wait up) or refused, which nothing would
+  /// write otherwise. Over ipc a store into the peer's word, over shm a marker in the ring, over net a message. Only
+  /// for slots that order work and guard no data (the pipeline's tokens): the count arrives whether or not what it
+  /// was to follow ran, so the caller must know that no stream still holds an earlier count of the slot unwritten.
+  /// Throws when the pair has failed (its waits were released then).
+  void raise_signal_from_host(int peer, int slot);
   /// signal_peer (by one) for each of `peers`, every one on this host over ipc, with one batched stream write
   /// (device::Stream::write_values) that also carries `also` (words outside the signal area, written in the same
   /// operation); returns their new counts, in the order of `peers`.
@@ -377,6 +384,9 @@ struct Communicator::Impl {
   void shm_put(device::Stream& stream, const WindowState& window, int peer, std::size_t dst_offset, const void* src,
                std::size_t bytes);
   void shm_signal(device::Stream& stream, int peer, int slot, std::uint32_t value);
+  /// shm_signal's and net_signal's message, sent from this thread now.
+  void send_shm_signal(int peer, int slot, std::uint32_t value);
+  void send_net_signal(int peer, int slot, std::uint32_t value);
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;

@@ -670,6 +670,24 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
   return value;
 }
 
+void Communicator::Impl::raise_signal_from_host(int peer, int slot) {
+  // Under the pair's signal-order lock, as signal_peer: a count taken after this one is queued after it.
+  std::lock_guard signal_lock(*signal_order_mutex[peer]);
+  std::uint32_t value;
+  {
+    std::lock_guard lock(mutex);
+    check_peer_alive_locked(peer, {.rank = info.rank, .peer = peer, .op = "signal"});
+    value = peers[peer].signals_sent[slot];
+  }
+  if (uses_net(peer)) {
+    send_net_signal(peer, slot, value);
+  } else if (uses_shm(peer)) {
+    send_shm_signal(peer, slot, value);
+  } else {
+    signals->store_remote(peer, slot, value);
+  }
+}
+
 std::vector<std::uint32_t> Communicator::Impl::signal_peers(device::Stream& stream, std::span<const int> targets,
                                                           int slot, std::span<const device::Stream::Flag> also) {
   // As signal_peer, under every pair's signal-order lock at once.

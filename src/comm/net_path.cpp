@@ -543,16 +543,18 @@ void Communicator::Impl::net_signal(device::Stream& stream, int peer, int slot, 
   // Sent when the stream gets here, counting the puts numbered by then: this stream's earlier puts (each put's
   // callback has sent it by the time the next callback runs), and other streams' puts already under way, which
   // land without waiting for anything. Puts that other streams have not reached yet are not waited for.
-  on_application_stream(stream, [this, peer, slot, value] {
-    NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
-    {
-      std::lock_guard lock(mutex);
-      // After a put of this stream failed (or the pair did), the signal would claim data that never came.
-      check_peer_alive_locked(peer, {.rank = info.rank, .peer = peer, .op = "signal"});
-      message.puts_before = peers[peer].net_puts_sent;
-    }
-    send_control(peer, message);
-  });
+  on_application_stream(stream, [this, peer, slot, value] { send_net_signal(peer, slot, value); });
+}
+
+void Communicator::Impl::send_net_signal(int peer, int slot, std::uint32_t value) {
+  NetSignalMessage message{.slot = static_cast<std::uint32_t>(slot), .value = value, .puts_before = 0};
+  {
+    std::lock_guard lock(mutex);
+    // After a put of this stream failed (or the pair did), the signal would claim data that never came.
+    check_peer_alive_locked(peer, {.rank = info.rank, .peer = peer, .op = "signal"});
+    message.puts_before = peers[peer].net_puts_sent;
+  }
+  send_control(peer, message);
 }
 
 #else  // built without libfabric: uses_net() is always false, so none of these is reached
@@ -582,6 +584,7 @@ void Communicator::Impl::net_put(device::Stream&, const WindowState&, int, std::
 void Communicator::Impl::fail_net_send(int, const std::shared_ptr<RequestState>&, const Error&, bool) { no_net(); }
 void Communicator::Impl::fail_net_put(int, std::uint32_t, const OpContext&, const Error&) { no_net(); }
 void Communicator::Impl::net_signal(device::Stream&, int, int, std::uint32_t) { no_net(); }
+void Communicator::Impl::send_net_signal(int, int, std::uint32_t) { no_net(); }
 
 #endif
 

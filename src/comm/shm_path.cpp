@@ -78,12 +78,13 @@ void Communicator::Impl::shm_put(device::Stream& stream, const WindowState& wind
 void Communicator::Impl::shm_signal(device::Stream& stream, int peer, int slot, std::uint32_t value) {
   // A marker in the ring behind the puts to the peer that reached the ring before it (those earlier on this stream
   // included): the peer's receiving stream sets the signal once everything before the marker arrived.
-  on_application_stream(stream, [this, peer, slot, value] {
-    const std::optional<std::uint64_t> first = shm->send(peer, nullptr, 0);
-    if (!first) return;  // the pair failed: nothing is signalled any more
-    post_control(peer,
-                 ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value, .first_chunk = *first});
-  });
+  on_application_stream(stream, [this, peer, slot, value] { send_shm_signal(peer, slot, value); });
+}
+
+void Communicator::Impl::send_shm_signal(int peer, int slot, std::uint32_t value) {
+  const std::optional<std::uint64_t> first = shm->send(peer, nullptr, 0);
+  if (!first) return;  // the pair failed: nothing is signalled any more
+  post_control(peer, ShmSignalMessage{.slot = static_cast<std::uint32_t>(slot), .value = value, .first_chunk = *first});
 }
 
 }  // namespace pickle

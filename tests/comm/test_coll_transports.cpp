@@ -82,15 +82,22 @@ TEST_F(CollOverNet, AnAllreduceWhoseNetWriteIsRefusedFailsTheThirdRankToo) {
 
 // A block lost to a dropped send reaches a third rank through the reduction of the rank that missed it: that rank's
 // call fails too (test_coll_host.cpp runs it over ipc).
+// Both pipeline schedules: under the ordered one the dropped stream's tokens are raised from the host.
 TEST(CollOverShm, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
-  auto env = shm_env("60");
-  env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"});
-  expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host"}, env));
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_PIPELINE_SCHEDULE=ordered"}) {
+    SCOPED_TRACE(schedule);
+    auto env = shm_env("60");
+    env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", schedule});
+    expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host"}, env));
+  }
 }
 TEST_F(CollOverNet, ABlockOneRankLostFailsTheThirdRankThatGotItsReducedResult) {
-  auto env = net_env("60");
-  env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", "PICKLE_PIPELINE_SCHEDULE=staggered"});
-  expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host", "refused"}, env));
+  for (const char* schedule : {"PICKLE_PIPELINE_SCHEDULE=staggered", "PICKLE_PIPELINE_SCHEDULE=ordered"}) {
+    SCOPED_TRACE(schedule);
+    auto env = net_env("60");
+    env.insert(env.end(), {"PICKLE_ALLREDUCE_SCHEDULE=fused", schedule});
+    expect_all_ok(run_ranks("coll_lost_block_reaches_a_third_rank", 3, {"host", "refused"}, env));
+  }
 }
 
 // Peers write into a rank's receive buffer only once its stream has reached the call (the ready handshake, an empty
