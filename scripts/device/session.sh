@@ -51,6 +51,9 @@ for step in "$@"; do
       for t in "${targets[@]}"; do args+=(--target "$t"); done
       if cmake --build build-gpu -j 16 "${args[@]}" >> "$work/build.log" 2>&1; then
         note "build ok"
+        # What the configure step found (CUDA, the net transport, cuDNN SDPA): a tree sent without .deps/libfabric
+        # builds no net transport, and its net GPU tests skip; say so where the summary is read.
+        grep '^-- pickle: ' "$work/build.log" | sed 's/^-- /  /' | tee -a "$work/summary.txt"
       else
         note "build FAILED"; tail -40 "$work/build.log"; status=1; break
       fi ;;
