@@ -736,8 +736,9 @@ PICKLE_CHILD(comm_send_whose_point_its_stream_dropped) {
 // receive with a PeerError, at once; before, both sides waited PICKLE_TIMEOUT and then timed out. Over ipc the
 // dropped operations are the copy and its completion write, and a callback queued behind them hears of the drop. With
 // PICKLE_IPC_STREAMS=2 the sends queue on the pair's copy streams instead, whose waits for the caller's point give up
-// when that point is dropped: the same failure, and the copy stream takes the next sends again. Two later sends go
-// through (with two copy streams, one on each). args: memory kind ("host").
+// when that point is dropped: the same failure, and the copy stream takes the next sends again. A second stream that
+// waits for the first send (Request::on_stream) is let go with its error. Two later sends go through (with two copy
+// streams, one on each). args: memory kind ("host").
 PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
   Communicator comm = make_comm(args.at(0));
   const int rank = comm.rank(), peer = 1 - rank;
@@ -757,7 +758,16 @@ PICKLE_CHILD(comm_sends_their_stream_dropped_unrun) {
     fill(comm, buffer.data(), kBytes, 30);
     Request send = comm.send(peer, kTag, buffer.data(), kBytes, &stream);  // behind the wait, matched
     Request empty = comm.send(peer, kEmptyTag, buffer.data(), 0, &stream);
+    // A second stream that waits for the send (on the receiver's completion word, which rank 1 releases when it
+    // hears of the failure) is let go with the send's error, not after PICKLE_TIMEOUT with a TimeoutError.
+    Stream watcher = comm.make_stream();
+    send.on_stream(watcher);
     CHILD_CHECK(dropping.give_up(), "the stream never gave its wait up");  // and drops both sends
+    CHILD_CHECK(throws_with([&] { watcher.synchronize(); }, ErrorCode::System,
+                            cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
+                                "): queuing the send on its stream: its stream dropped the send before running it"),
+                            what),
+                what);
     CHILD_CHECK(throws_with([&] { send.wait(); }, ErrorCode::System,
                             cat("rank 0 -> peer 1: send of ", kBytes, " bytes (tag ", kTag,
                                 "): queuing the send on its stream: its stream dropped the send before running it"),
