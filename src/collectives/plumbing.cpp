@@ -424,15 +424,17 @@ void Call::send_token(int peer, Request& sent) {
   // The copy ran on this stream (ipc, one copy stream per peer): ordered already. Elsewhere (PICKLE_IPC_STREAMS
   // above 1, shm, net) the stream first waits for its completion word.
   if (sent.valid()) wait_on_stream(sent, side);
-  comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
   // What abandon would raise must be what the schedule raises: every ordered call checks the count (here and at
-  // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting.
+  // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting. Counted before
+  // signal_peer, which takes the count before its stream may refuse the write: abandon then raises that count from
+  // the host, not one more.
   std::uint32_t& owed = tokens_owed_[static_cast<std::size_t>(peer)];
   if (owed == 0) {
     throw Error(ErrorCode::Internal, cat(describe(ctx_), ": the ordered schedule raised more tokens to peer ", peer,
                                          " than the call planned"));
   }
   --owed;
+  comm_.signal_peer(side.impl(), peer, comm::kCollectiveTokenSlot);
 }
 
 void Call::owe_tokens(int peer, std::uint32_t count) {
@@ -452,16 +454,26 @@ void Call::hear_of_dropped_tokens() {
   // accepted (or fails the whole context), and a host callback there would hold the stream for a round trip through a
   // host thread in every call.
   if (kind() != MemoryKind::Host || token_peers_.empty() || !state_.shared_side[kInput]) return;
-  comm_.hear_if_dropped(state_.shared_side[kInput]->impl(), [comm = &comm_, peers = token_peers_, prefix = prefix_] {
-    for (const int peer : peers) {
+  try {
+    // The hook runs on the stream's thread: the raise goes through the outbox (see raise_signals_from_outbox).
+    comm_.hear_if_dropped(state_.shared_side[kInput]->impl(), [comm = &comm_, peers = token_peers_] {
+      comm->raise_signals_from_outbox(peers, comm::kCollectiveTokenSlot);
+    });
+  } catch (const std::exception& refused) {
+    // The stream gave a wait up since it took the tokens, and refuses work until its error is reported: it has run
+    // or dropped every one of them, so none can land after these. Raised here, and the call goes on: its caller's
+    // stream, whose dropped point made the side stream give up, reports the failure (found by review: the tokens
+    // were lost in this window).
+    for (const int peer : token_peers_) {
       try {
-        comm->raise_signal_from_host(peer, comm::kCollectiveTokenSlot);
+        comm_.raise_signal_from_host(peer, comm::kCollectiveTokenSlot);
       } catch (const std::exception& e) {
-        PICKLE_LOG(Debug, "coll", prefix << ": its stream dropped the tokens for peer " << peer
-                                         << ", and they could not be raised from the host: " << e.what());
+        PICKLE_LOG(Debug, "coll", prefix_ << ": its stream refused a callback behind the tokens (" << refused.what()
+                                          << "), and peer " << peer << "'s could not be raised from the host: "
+                                          << e.what());
       }
     }
-  });
+  }
 }
 
 void Call::await_token(int peer) {

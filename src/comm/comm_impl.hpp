@@ -362,8 +362,16 @@ struct Communicator::Impl {
   /// write otherwise. Over ipc a store into the peer's word, over shm a marker in the ring, over net a message. Only
   /// for slots that order work and guard no data (the pipeline's tokens): the count arrives whether or not what it
   /// was to follow ran, so the caller must know that no stream still holds an earlier count of the slot unwritten.
-  /// Throws when the pair has failed (its waits were released then).
+  /// Throws when the pair has failed (its waits were released then). Waits for the pair's signal-order lock: not
+  /// from a stream's thread (raise_signals_from_outbox).
   void raise_signal_from_host(int peer, int slot);
+  /// raise_signal_from_host for each of `peers`, from the outbox's thread, for a stream's thread (a drop hook): that
+  /// thread must not wait for a signal-order lock, which an application thread may hold while it waits for room on
+  /// that very stream; nor may the outbox's (the messages behind it would wait too), so a peer whose lock is taken
+  /// is tried again from the back of the outbox's queue.
+  void raise_signals_from_outbox(std::vector<int> peers, int slot);
+  /// What both deliver, the caller holding the pair's signal-order lock.
+  void deliver_latest_signal(int peer, int slot);
   /// signal_peer (by one) for each of `peers`, every one on this host over ipc, with one batched stream write
   /// (device::Stream::write_values) that also carries `also` (words outside the signal area, written in the same
   /// operation); returns their new counts, in the order of `peers`.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <sstream>
+#include <thread>
 
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
@@ -673,6 +674,32 @@ std::uint32_t Communicator::Impl::signal_peer(device::Stream& stream, int peer, 
 void Communicator::Impl::raise_signal_from_host(int peer, int slot) {
   // Under the pair's signal-order lock, as signal_peer: a count taken after this one is queued after it.
   std::lock_guard signal_lock(*signal_order_mutex[peer]);
+  deliver_latest_signal(peer, slot);
+}
+
+void Communicator::Impl::raise_signals_from_outbox(std::vector<int> targets, int slot) {
+  outbox->post([this, targets = std::move(targets), slot]() mutable {
+    std::vector<int> busy;
+    for (const int peer : targets) {
+      std::unique_lock signal_lock(*signal_order_mutex[peer], std::try_to_lock);
+      if (!signal_lock.owns_lock()) {
+        busy.push_back(peer);
+        continue;
+      }
+      try {
+        deliver_latest_signal(peer, slot);
+      } catch (const std::exception& e) {
+        PICKLE_LOG(Debug, "comm", "rank " << info.rank << ": " << comm::signal_slot_name(slot) << " for peer " << peer
+                                          << " could not be raised from the host: " << e.what());
+      }
+    }
+    if (busy.empty()) return;
+    std::this_thread::yield();  // the lock's holder queues a signal: it lets go in moments unless its stream is full
+    raise_signals_from_outbox(std::move(busy), slot);
+  });
+}
+
+void Communicator::Impl::deliver_latest_signal(int peer, int slot) {
   std::uint32_t value;
   {
     std::lock_guard lock(mutex);
