@@ -13,13 +13,6 @@
 
 namespace pickle::coll {
 
-/// "1, 3": a group's ranks, as ranks of the communicator it was split from.
-inline std::string list_ranks(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += cat(text.empty() ? "" : ", ", r);
-  return text;
-}
-
 /// Rank `in_group` of a group whose ranks are `ranks` (in group order), as a rank of the communicator; -1 if none.
 inline int rank_outside_group(int in_group, const std::vector<int>& ranks) {
   return in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size() ? ranks[static_cast<std::size_t>(in_group)]
@@ -63,7 +56,7 @@ void run_in_group(CollectiveFamily& family, const std::vector<int>& ranks, const
 template <class Step>
 void on_host(Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
   run_in_group(*Communicator::Impl::of(groups.host).collective_family, groups.host_ranks,
-               cat(describe(ctx), ": among the ranks of this host (", list_ranks(groups.host_ranks), ")"), step);
+               cat(describe(ctx), ": ", groups.host_step), step);
 }
 
 /// `step` of the call `ctx`, with the ranks of this rank's index on the other hosts: "across hosts (ranks ...)" in
@@ -71,7 +64,7 @@ void on_host(Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&
 template <class Step>
 void across_hosts(Communicator::Impl::HostGroups& groups, const OpContext& ctx, Step&& step) {
   run_in_group(*Communicator::Impl::of(groups.across).collective_family, groups.across_ranks,
-               cat(describe(ctx), ": across hosts (ranks ", list_ranks(groups.across_ranks), ")"), step);
+               cat(describe(ctx), ": ", groups.across_step), step);
 }
 
 /// The context of a step that runs inside `group` for the call `ctx`: the same operation and size, the rank in the

@@ -18,13 +18,15 @@ std::uint32_t word_of(std::uint64_t call) { return std::max<std::uint32_t>(1, st
 
 }  // namespace
 
-void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks) {
+void Communicator::Impl::join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks,
+                                                std::string step) {
   leave_collective_family();
   {
     // Under the state mutex: the progress thread reads them there (note_collective_loss_locked).
     std::lock_guard lock(mutex);
     collective_family = std::move(family);
     family_ranks = std::move(ranks);
+    family_step = std::move(step);
   }
   std::lock_guard lock(collective_family->mutex);
   collective_family->members.push_back(this);
@@ -46,7 +48,8 @@ void Communicator::Impl::note_collective_loss_locked(const RequestState& request
   if (noted != 0 && noted <= call) return;  // an earlier call is lost already, and the peers know
   family.lost_from.store(call);
   family.lost_peer = family_rank(request.ctx.peer);
-  family.lost_why = reason;
+  // Named by its step: the ranks in `reason` are this group's, and another step's end check may quote it.
+  family.lost_why = family_step.empty() ? reason : cat(family_step, ": ", reason);
   // Before the caller moves the receive's word: a peer's stream can get data computed without it only after that, so
   // the peer's end check, which runs once its stream has passed its call, finds the word set. Into every
   // communicator of the family: the next step of a two-level collective passes the result on through another one.

@@ -478,7 +478,10 @@ struct Communicator::Impl {
   // group's communicator) also fails the ranks that the next step, on the other group's, passes the result to.
   /// Makes this communicator's collectives count in `family` and share its losses (before its first collective).
   /// `ranks`: its ranks as ranks of the family's first communicator (a host group's; empty: the same numbers).
-  void join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks = {});
+  /// `step`: which step of the family's two-level calls it runs ("across hosts (ranks 0, 2)"), in front of the
+  /// losses it notes, whose text keeps its own numbers (HostGroups::host_step).
+  void join_collective_family(std::shared_ptr<CollectiveFamily> family, std::vector<int> ranks = {},
+                              std::string step = {});
   /// `peer` of this communicator as a rank of the family's first communicator (family_ranks).
   int family_rank(int peer) const;
   /// Leaves its family (the start of the teardown): losses noted elsewhere no longer write into its signal area.
@@ -637,6 +640,8 @@ struct Communicator::Impl {
     Communicator host;
     Communicator across;
     std::vector<int> host_ranks, across_ranks;  // each group's ranks, as ranks of this communicator, in group order
+    /// The steps as errors name them: "among the ranks of this host (2, 3)", "across hosts (ranks 1, 3)".
+    std::string host_step, across_step;
     std::vector<int> index_of;                  // per rank of this communicator: its index on its host
     /// Per host (in the order of their first ranks), its ranks in rank order: ranks_of[h][i] has index i on host h.
     std::vector<std::vector<int>> ranks_of;
@@ -682,6 +687,7 @@ struct Communicator::Impl {
   /// for the host groups of a two-level communicator, their parent's (join_collective_family).
   std::shared_ptr<CollectiveFamily> collective_family = std::make_shared<CollectiveFamily>();
   std::vector<int> family_ranks;  // join_collective_family's `ranks`
+  std::string family_step;        // and its `step`
   std::mutex& mutex = *shared_mutex;  // everything below (shared_mutex, above, holds it)
   struct PeerState {
     bool failed = false;

@@ -113,11 +113,19 @@ Communicator::Impl::HostGroups* Communicator::Impl::host_groups() {
     // Colors >= 0: split returns a group for each.
     Communicator host(split(static_cast<int>(host_index), info.rank));
     Communicator across(split(static_cast<int>(local_index), info.rank));
+    auto listed = [](const std::vector<int>& ranks) {
+      std::string text;
+      for (const int r : ranks) text += cat(text.empty() ? "" : ", ", r);
+      return text;
+    };
+    std::string host_step = cat("among the ranks of this host (", listed(mine), ")");
+    std::string across_step = cat("across hosts (ranks ", listed(across_ranks), ")");
     // Their calls count in this communicator's family, and a loss in one step fails the ranks of the next.
-    of(host).join_collective_family(collective_family, mine);
-    of(across).join_collective_family(collective_family, across_ranks);
+    of(host).join_collective_family(collective_family, mine, host_step);
+    of(across).join_collective_family(collective_family, across_ranks, across_step);
     host_groups_.reset(new HostGroups{std::move(host), std::move(across), mine, std::move(across_ranks),
-                                      std::move(index_of), std::move(ranks_of)});
+                                      std::move(host_step), std::move(across_step), std::move(index_of),
+                                      std::move(ranks_of)});
   } catch (const Error& e) {
     host_groups_failure = cat("the groups of the two-level collectives could not be made: ", e.what());
     throw;

@@ -1056,6 +1056,18 @@ PICKLE_CHILD(coll_net_write_refused) {
     if (what.find("allreduce") == std::string::npos) return 2;
     // A peer, as a rank of this communicator (a two-level step's errors are translated from its group's ranks).
     if (named != -2 && (named < 0 || named >= comm.world_size() || named == comm.rank())) return 4;
+    // A loss quoted in a two-level call's error names the step it was noted in, whose numbers the quote keeps (it
+    // may be the other step's: "among the ranks of this host (0, 1): ... (across hosts (ranks 0, 2): rank 0 ->
+    // peer 1: ...").
+    const bool two_levels = what.find("among the ranks of this host (") != std::string::npos ||
+                            what.find("across hosts (ranks ") != std::string::npos;
+    const std::string quoted = "this rank lost data in this collective or an earlier one (";
+    if (const auto at = what.find(quoted); two_levels && at != std::string::npos) {
+      const std::string quote = what.substr(at + quoted.size());
+      if (quote.rfind("among the ranks of this host (", 0) != 0 && quote.rfind("across hosts (ranks ", 0) != 0) {
+        return 5;
+      }
+    }
     // The refusal itself (rank 0's write), or the failed pair it caused: not a timeout or an argument error.
     if (e.code() != ErrorCode::Peer && what.find("PICKLE_TEST_FAIL_NET_WRITE") == std::string::npos) return 3;
   }
