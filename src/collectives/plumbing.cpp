@@ -459,7 +459,7 @@ void Call::hear_of_dropped_tokens() {
     comm_.hear_if_dropped(state_.shared_side[kInput]->impl(), [comm = &comm_, peers = token_peers_] {
       comm->raise_signals_from_outbox(peers, comm::kCollectiveTokenSlot);
     });
-  } catch (const std::exception& refused) {
+  } catch (const Error& refused) {
     // The stream gave a wait up since it took the tokens, and refuses work until its error is reported: it has run
     // or dropped every one of them, so none can land after these. Raised here, and the call goes on: its caller's
     // stream, whose dropped point made the side stream give up, reports the failure (found by review: the tokens

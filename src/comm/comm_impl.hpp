@@ -369,7 +369,7 @@ struct Communicator::Impl {
   /// thread must not wait for a signal-order lock, which an application thread may hold while it waits for room on
   /// that very stream; nor may the outbox's (the messages behind it would wait too), so a peer whose lock is taken
   /// is tried again from the back of the outbox's queue.
-  void raise_signals_from_outbox(std::vector<int> peers, int slot);
+  void raise_signals_from_outbox(std::vector<int> peers, int slot, int attempt = 0);
   /// What both deliver, the caller holding the pair's signal-order lock.
   void deliver_latest_signal(int peer, int slot);
   /// signal_peer (by one) for each of `peers`, every one on this host over ipc, with one batched stream write

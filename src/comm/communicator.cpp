@@ -2,6 +2,7 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <sstream>
 #include <thread>
@@ -167,6 +168,7 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
     // Everything that calls back into this object stops first.
     if (progress.joinable()) stop_progress();
     match_enqueuers.clear();
+    outbox->stop();
     outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
     net.reset();
@@ -320,6 +322,7 @@ Communicator::Impl::~Impl() {
   }
   match_enqueuers.clear();
   if (!outbox->drain(Deadline::after_seconds(1))) PICKLE_LOG(Warn, "comm", "control messages still queued at teardown");
+  outbox->stop();  // before the pointer goes: a job that runs now may post (raise_signals_from_outbox)
   outbox.reset();
 #ifdef PICKLE_HAVE_LIBFABRIC
   // A peer that exited first leaves failed completions: no rail may report them (fail_peer) while the transports
@@ -677,8 +680,9 @@ void Communicator::Impl::raise_signal_from_host(int peer, int slot) {
   deliver_latest_signal(peer, slot);
 }
 
-void Communicator::Impl::raise_signals_from_outbox(std::vector<int> targets, int slot) {
-  outbox->post([this, targets = std::move(targets), slot]() mutable {
+void Communicator::Impl::raise_signals_from_outbox(std::vector<int> targets, int slot, int attempt) {
+  outbox->post([this, targets = std::move(targets), slot, attempt]() mutable {
+    if (application_hooks_closed.load()) return;  // the teardown closes the channels
     std::vector<int> busy;
     for (const int peer : targets) {
       std::unique_lock signal_lock(*signal_order_mutex[peer], std::try_to_lock);
@@ -694,8 +698,10 @@ void Communicator::Impl::raise_signals_from_outbox(std::vector<int> targets, int
       }
     }
     if (busy.empty()) return;
-    std::this_thread::yield();  // the lock's holder queues a signal: it lets go in moments unless its stream is full
-    raise_signals_from_outbox(std::move(busy), slot);
+    // The lock's holder queues a signal and lets go in moments, unless its stream is full (then it waits up to
+    // PICKLE_TIMEOUT): back off, up to 1 ms a round, rather than spin the outbox's thread.
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 << std::min(attempt, 7))));
+    raise_signals_from_outbox(std::move(busy), slot, attempt + 1);
   });
 }
 

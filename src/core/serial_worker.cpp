@@ -9,7 +9,9 @@ namespace pickle {
 
 SerialWorker::SerialWorker(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}
 
-SerialWorker::~SerialWorker() {
+SerialWorker::~SerialWorker() { stop(); }
+
+void SerialWorker::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -17,12 +19,13 @@ SerialWorker::~SerialWorker() {
     jobs_.clear();
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void SerialWorker::post(std::function<void()> job) {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return;
     jobs_.push_back(std::move(job));
     ++posted_;
   }

@@ -23,13 +23,17 @@ class SerialWorker {
  public:
   /// `name` appears in log lines about failed jobs.
   explicit SerialWorker(std::string name);
-  /// Drops jobs not yet started and joins the thread.
+  /// stop().
   ~SerialWorker();
   SerialWorker(const SerialWorker&) = delete;
   SerialWorker& operator=(const SerialWorker&) = delete;
 
-  /// Runs `job` after every job posted before it. A job that throws is logged and the next one runs.
+  /// Runs `job` after every job posted before it. A job that throws is logged and the next one runs. Dropped once
+  /// stop() began.
   void post(std::function<void()> job);
+  /// Drops jobs not yet started, waits for the one running and joins the thread. A running job may still post (and
+  /// its post is dropped): the owner keeps the worker, and its pointer to it, until this returns.
+  void stop();
   /// Waits until every job posted so far has run (not those posted meanwhile); false when `deadline` passed first.
   bool drain(const Deadline& deadline);
   /// True when every job posted so far has run.

@@ -1,5 +1,5 @@
 // core/serial_worker: jobs run one at a time in the order posted, a throwing job does not stop the next, drain is
-// bounded, and destruction drops what has not started.
+// bounded, destruction drops what has not started, and stop() drops what a running job posts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -63,6 +63,32 @@ TEST(SerialWorker, DrainIsBoundedAndDestructionDropsWhatHasNotStarted) {
   releaser.join();
   EXPECT_TRUE(release.load());
   EXPECT_FALSE(second.load());
+}
+
+// A job running while the owner stops the worker may post (the communicator's raise jobs re-post themselves): stop()
+// waits for it, drops what it posted, and the worker takes nothing after; no job runs twice.
+TEST(SerialWorker, StopWaitsForTheRunningJobAndDropsWhatItPosts) {
+  SerialWorker worker("test");
+  std::atomic<bool> started{false}, release{false}, posted_ran{false}, late_ran{false};
+  worker.post([&] {
+    started = true;
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    worker.post([&] { posted_ran = true; });
+  });
+  Deadline start_limit = Deadline::after_seconds(10);
+  while (!started.load() && !start_limit.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(started.load());
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
+  worker.stop();  // returns once the running job has posted and ended
+  releaser.join();
+  EXPECT_FALSE(posted_ran.load());
+  worker.post([&] { late_ran = true; });
+  EXPECT_TRUE(worker.idle());  // nothing was taken
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(late_ran.load());
 }
 
 }  // namespace
