@@ -12,6 +12,27 @@
 namespace pickle {
 namespace {
 
+/// Waits until `flag` is set, for up to 10 s (a loaded machine may start the worker's thread late).
+bool becomes_true(const std::atomic<bool>& flag) {
+  const Deadline limit = Deadline::after_seconds(10);
+  while (!flag.load() && !limit.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return flag.load();
+}
+
+/// A thread that sets `flag` 50 ms from now.
+std::thread set_soon(std::atomic<bool>& flag) {
+  return std::thread([&flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    flag = true;
+  });
+}
+
+/// A job that says it started and then holds the worker until `release` is set.
+void hold_until(std::atomic<bool>& started, const std::atomic<bool>& release) {
+  started = true;
+  while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 TEST(SerialWorker, RunsJobsInOrderOneAtATime) {
   SerialWorker worker("test");
   std::vector<int> order;  // touched by the worker only, read after drain
@@ -44,21 +65,12 @@ TEST(SerialWorker, DrainIsBoundedAndDestructionDropsWhatHasNotStarted) {
   std::thread releaser;
   {
     SerialWorker worker("test");
-    worker.post([&] {
-      started = true;
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
+    worker.post([&] { hold_until(started, release); });
     worker.post([&] { second = true; });
-    // The first job must be running before the destructor, or it is dropped too (a loaded machine may start the
-    // worker's thread late).
-    Deadline start_limit = Deadline::after_seconds(10);
-    while (!started.load() && !start_limit.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ASSERT_TRUE(started.load());
+    // The first job must be running before the destructor, or it is dropped too.
+    ASSERT_TRUE(becomes_true(started));
     EXPECT_FALSE(worker.drain(Deadline::after_seconds(0.05)));  // the first job is still running
-    releaser = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      release = true;
-    });
+    releaser = set_soon(release);
   }  // the destructor waits for the running job, then drops the queued one
   releaser.join();
   EXPECT_TRUE(release.load());
@@ -66,22 +78,16 @@ TEST(SerialWorker, DrainIsBoundedAndDestructionDropsWhatHasNotStarted) {
 }
 
 // A job running while the owner stops the worker may post (the communicator's raise jobs re-post themselves): stop()
-// waits for it, drops what it posted, and the worker takes nothing after; no job runs twice.
+// waits for it, drops what it posted, and the worker takes nothing after.
 TEST(SerialWorker, StopWaitsForTheRunningJobAndDropsWhatItPosts) {
   SerialWorker worker("test");
   std::atomic<bool> started{false}, release{false}, posted_ran{false}, late_ran{false};
   worker.post([&] {
-    started = true;
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    hold_until(started, release);
     worker.post([&] { posted_ran = true; });
   });
-  Deadline start_limit = Deadline::after_seconds(10);
-  while (!started.load() && !start_limit.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_TRUE(started.load());
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    release = true;
-  });
+  ASSERT_TRUE(becomes_true(started));
+  std::thread releaser = set_soon(release);
   worker.stop();  // returns once the running job has posted and ended
   releaser.join();
   EXPECT_FALSE(posted_ran.load());
