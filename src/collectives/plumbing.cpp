@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "collectives/mailbox.hpp"
-#include "collectives/two_levels.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/clock.hpp"
 #include "core/env.hpp"
@@ -190,12 +189,8 @@ Call::Call(Communicator::Impl& comm, CollectiveState& state, Stream& stream, con
       sequence_(state.calls_made++),
       number_(comm.collective_family->current),
       prefix_(describe(ctx)) {
-  // A step of a two-level collective: its end check's errors name the application's call and the group first, and
-  // their peer as a rank of the application's communicator.
-  if (!comm.collective_family->step_prefix.empty()) {
-    prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
-    group_ranks_ = comm.collective_family->step_ranks;
-  }
+  // A step of a two-level collective: its end check's errors name the application's call and the group first.
+  if (!comm.collective_family->step_prefix.empty()) prefix_ = cat(comm.collective_family->step_prefix, ": ", prefix_);
   for (auto& lane : side_forked_) lane.assign(static_cast<std::size_t>(comm.info.world_size), false);
   for (auto& lane : last_on_side_) lane.resize(static_cast<std::size_t>(comm.info.world_size));
   tokens_owed_.assign(static_cast<std::size_t>(comm.info.world_size), 0);
@@ -550,7 +545,7 @@ void Call::finish() {
   // errors it throws on the host do (rethrow_from_group).
   comm_.check_when_passed(stream(), prefix_,
                           [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits), prefix = prefix_,
-                           comm = &comm_, call = number_, ranks = group_ranks_]() mutable {
+                           comm = &comm_, call = number_]() mutable {
                             try {
                               try {
                                 for (auto& request : recvs) request.test();
@@ -563,8 +558,10 @@ void Call::finish() {
                                 rethrow_with_prefix(e, prefix);
                               }
                             } catch (const PeerError& e) {
-                              if (ranks.empty()) throw;  // not a two-level step
-                              throw PeerError(e.message(), rank_outside_group(e.peer(), ranks));
+                              // A two-level step's group (only steps run on one) names its peer as a rank of the
+                              // application's communicator.
+                              if (comm->family_ranks.empty()) throw;
+                              throw PeerError(e.message(), comm->family_rank(e.peer()));
                             }
                             // Its peer is the application's communicator's rank already.
                             if (auto loss = comm->collective_loss(call, prefix)) throw *loss;

@@ -311,7 +311,6 @@ class Call {
   std::uint64_t sequence_;
   std::uint64_t number_;
   std::string prefix_;  // describe(ctx_), after a two-level step's prefix: the head of errors reported from the stream
-  std::vector<int> group_ranks_;  // a two-level step's: its group's ranks as the application's communicator's
   bool started_ = false;
   bool forked_ = false;
   bool beside_ = false;  // copy_beside queued a copy that finish must join

@@ -13,12 +13,6 @@
 
 namespace pickle::coll {
 
-/// Rank `in_group` of a group whose ranks are `ranks` (in group order), as a rank of the communicator; -1 if none.
-inline int rank_outside_group(int in_group, const std::vector<int>& ranks) {
-  return in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size() ? ranks[static_cast<std::size_t>(in_group)]
-                                                                             : -1;
-}
-
 /// `error`, thrown by a step in a group whose ranks are `ranks` (in group order), as an error of the whole call:
 /// `prefix` in front, and a PeerError's peer translated from the group's rank to the communicator's.
 [[noreturn]] inline void rethrow_from_group(const Error& error, const std::string& prefix,
@@ -30,20 +24,16 @@ inline int rank_outside_group(int in_group, const std::vector<int>& ranks) {
 }
 
 /// Runs `step` in a group whose ranks are `ranks`; its errors become the call's, with `prefix` in front
-/// (rethrow_from_group). While it runs, the family's step prefix and ranks are `prefix` and `ranks` too, so that the
-/// errors the group's end-of-call checks report later on the stream start the same way and name the same peers
-/// (coll::Call::finish).
+/// (rethrow_from_group). While it runs, the family's step prefix is `prefix` too, so that the errors the group's
+/// end-of-call checks report later on the stream start the same way (coll::Call::finish; they name their peers as
+/// the application's ranks through the group's family_ranks, which are `ranks`).
 template <class Step>
 void run_in_group(CollectiveFamily& family, const std::vector<int>& ranks, const std::string& prefix, Step&& step) {
   struct StepPrefix {
     CollectiveFamily& family;
-    ~StepPrefix() {
-      family.step_prefix.clear();
-      family.step_ranks.clear();
-    }
+    ~StepPrefix() { family.step_prefix.clear(); }
   } scoped{family};
   family.step_prefix = prefix;
-  family.step_ranks = ranks;
   try {
     step();
   } catch (const Error& e) {

@@ -107,7 +107,7 @@ std::optional<PeerError> Communicator::Impl::collective_loss(std::uint64_t call,
 }
 
 int Communicator::Impl::family_rank(int peer) const {
-  return family_ranks.empty() ? peer : family_ranks[static_cast<std::size_t>(peer)];
+  return family_ranks.empty() ? peer : rank_outside_group(peer, family_ranks);
 }
 
 }  // namespace pickle

@@ -181,6 +181,13 @@ struct WindowState {
 /// the other group's communicator, passes its result to. Numbered per application call (coll::NumberedCall), not
 /// per step: a rank runs only the steps it takes part in (a two-level broadcast's across-hosts step runs on the
 /// root's index only), and numbers per step went apart between the ranks of a host (found by review).
+/// Rank `in_group` of a group whose ranks are `ranks` (in group order), as a rank of the communicator it was split
+/// from; -1 if none.
+inline int rank_outside_group(int in_group, const std::vector<int>& ranks) {
+  return in_group >= 0 && static_cast<std::size_t>(in_group) < ranks.size() ? ranks[static_cast<std::size_t>(in_group)]
+                                                                             : -1;
+}
+
 struct CollectiveFamily {
   // The fields up to `broken_peer` are the application's thread's: a communicator's collectives are issued from one
   // thread (docs/collectives.md), as NCCL's are.
@@ -191,7 +198,6 @@ struct CollectiveFamily {
   /// During a step of a two-level collective (coll::run_in_group): "rank 3: allreduce of 64 bytes: among the ranks
   /// of this host (2, 3)", in front of the errors the step's end check reports on the stream later.
   std::string step_prefix;
-  std::vector<int> step_ranks;  // and the group's ranks, as ranks of the communicator the application called
   /// Set when a call failed after its first message (coll::mark_broken): the ranks' message sequences are out of
   /// step, so every later collective of the family fails fast with this reason (coll::check_not_broken).
   std::optional<std::string> broken;
