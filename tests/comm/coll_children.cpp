@@ -1012,9 +1012,9 @@ PICKLE_CHILD(coll_death_after_call) {
 // An allreduce whose first net write on rank 0 is refused (PICKLE_TEST_FAIL_NET_WRITE=1 there: rank 0's send of
 // block 1 to rank 1). Rank 1 never gets that block and would reduce whatever its scratch held, then send the result
 // on; rank 0's own receives all arrive. Every rank must hear of it, naming the allreduce: none may succeed with wrong
-// data, and with two ranks none may succeed at all. Rank 0 hears it from the synchronize, or from the allreduce call itself when the stream's callback
-// failed the write before the call's last look at its stream (a stream's error goes to the first call that sees it:
-// 2 runs in 25 on 2 cores). With a root as a second argument, two small broadcasts from it come first (found by
+// data, and with two ranks none may succeed at all. Rank 0 hears it from the synchronize, or from the allreduce call
+// itself when the stream's callback failed the write before the call's last look at its stream (a stream's error
+// goes to the first call that sees it: 2 runs in 25 on 2 cores). With a root as a second argument, two small broadcasts from it come first (found by
 // review): on two hosts the two-level broadcast runs its across-hosts step only on the ranks of the root's index, and
 // when calls were numbered per step the ranks of a host then numbered the allreduce apart, so that the loss of one
 // went unnoticed by the other (two ranks succeeded with a wrong sum). args: memory, [the broadcasts' root].
