@@ -430,13 +430,53 @@ TEST(BenchScenario, OneVsManyComparesOneBigAllreduceWithManySmallOnes) {
   EXPECT_NEAR(r.at("ratio").as_double(), many / one, 1e-9);
 }
 
+// tp-pp (seed 003) on the tiny model: every row (prefill: batch x seq tokens; decode: batch) timed in the four
+// configurations, the ratios derived from those times, the communication checked with known data and every timed
+// pass's output compared with the first.
+TEST(BenchScenario, TpPpTimesEachRowInFourConfigurationsAndChecksWhatMoved) {
+  BenchRun run;
+  json::Value root = run_scenario("tp-pp", {"--batch", "1,3", "--seq", "4,8", "-n", "2"}, run);
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  check_common(root, "tp-pp");
+  const auto& options = root.at("options");
+  EXPECT_EQ(options.at("model").as_string(), "tiny");  // the host-memory default
+  EXPECT_EQ(options.at("layers").as_int(), 2);
+  const auto& r = root.at("results").at(0);
+  EXPECT_EQ(r.at("wrong").as_int(), 0);
+  EXPECT_EQ(r.at("model").at("hidden").as_int(), 128);
+  EXPECT_NE(r.at("compute").as_string().find("host loop"), std::string::npos);
+  const auto& rows = r.at("rows").as_array();
+  ASSERT_EQ(rows.size(), 6u);  // 2 batches x 2 lengths of prefill, then a decode step per batch
+  const std::int64_t tokens[] = {4, 8, 12, 24, 1, 3};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const bool prefill = i < 4;
+    EXPECT_EQ(row.at("phase").as_string(), prefill ? "prefill" : "decode") << i;
+    EXPECT_EQ(row.at("tokens").as_int(), tokens[i]) << i;
+    EXPECT_EQ(row.at("seq").is_null(), !prefill) << i;
+    EXPECT_EQ(row.at("activation_bytes").as_int(), tokens[i] * 128 * 2) << i;
+    EXPECT_EQ(row.at("wrong").as_int(), 0) << i;
+    const double tp1 = row.at("tp1_ms").as_double(), compute = row.at("tp2_compute_ms").as_double();
+    const double tp2 = row.at("tp2_ms").as_double(), pp2 = row.at("pp2_ms").as_double();
+    for (double ms : {tp1, compute, tp2, pp2}) EXPECT_GT(ms, 0) << i;
+    EXPECT_NEAR(row.at("tp_comm_pct").as_double(), (tp2 / compute - 1) * 100, 1e-6) << i;
+    EXPECT_NEAR(row.at("tp_efficiency_pct").as_double(), tp1 / (2 * tp2) * 100, 1e-6) << i;
+    EXPECT_NEAR(row.at("pp_overhead_pct").as_double(), (pp2 / tp1 - 1) * 100, 1e-6) << i;
+  }
+  EXPECT_EQ(count_lines(run.out, "  prefill "), 4) << run.out;
+  EXPECT_EQ(count_lines(run.out, "  decode "), 2) << run.out;
+}
+
 TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
-  // One corrupted input per checked call: 2 ranks see it in an allreduce; flags corrupts one object and one flag.
+  // One corrupted input per checked call: 2 ranks see it in an allreduce; flags corrupts one object and one flag;
+  // tp-pp, per row, its TP allreduce (2) and its PP stages' activations and tokens (1 each), two rows here.
   const std::map<std::string, std::vector<std::string>> cases = {
       {"allreduce-bench", {"--bytes", "16K", "-n", "1"}},
       {"flags", {"-n", "5", "-w", "0"}},
-      {"one-vs-many", {"--small", "1K", "--count", "4", "-n", "1"}}};
-  const std::map<std::string, std::int64_t> wrong = {{"allreduce-bench", 2}, {"flags", 4}, {"one-vs-many", 4}};
+      {"one-vs-many", {"--small", "1K", "--count", "4", "-n", "1"}},
+      {"tp-pp", {"--batch", "2", "--seq", "4", "-n", "1"}}};
+  const std::map<std::string, std::int64_t> wrong = {
+      {"allreduce-bench", 2}, {"flags", 4}, {"one-vs-many", 4}, {"tp-pp", 8}};
   for (const auto& [name, flags] : cases) {
     BenchRun run;
     json::Value root = run_scenario(name, flags, run, {"PICKLE_BENCH_CORRUPT=1"});
@@ -458,7 +498,13 @@ TEST(BenchScenario, BadFlagsExitWithTwo) {
                                                        {"flags", "--backend", "gloo"},
                                                        // NCCL's zero-SM mode needs its own buffers: coll only.
                                                        {"flags", "--backend", "pickle,nccl-zero"},
-                                                       {"flags", "--frobnicate"}};
+                                                       {"flags", "--frobnicate"},
+                                                       {"tp-pp", "--layers", "3"},
+                                                       {"tp-pp", "--model", "gpt-5"},
+                                                       {"tp-pp", "--batch", "0"},
+                                                       {"tp-pp", "--seq", "4,4"},
+                                                       {"tp-pp", "--ranks", "4"},
+                                                       {"flags", "--model", "tiny"}};
   for (const auto& args : cases) {
     TempDir dir("bench-scenario");
     BenchRun run = run_bench(dir, "scenario", args);

@@ -63,6 +63,12 @@ class CollBackend {
 
   /// Enqueues one call on the context's timing stream: later work on that stream runs after it.
   virtual void enqueue(CollContext& ctx, const CollCall& call) = 0;
+  /// Point to point on the timing stream, for the pipeline stages of `pickle bench scenario tp-pp`: `bytes` from
+  /// `data` to `peer`, or from `peer` into `data`; later work on the stream runs after it. The i-th send to a peer
+  /// matches that peer's i-th receive from this rank.
+  virtual void enqueue_send(CollContext& ctx, int peer, const void* data, std::size_t bytes) = 0;
+  virtual void enqueue_recv(CollContext& ctx, int peer, void* data, std::size_t bytes) = 0;
+
   /// Bytes this rank's calls so far copied inside its own memory (pickle: CommStats::local_copy_bytes, SM work on
   /// CUDA); nullopt where the backend does not say (NCCL).
   virtual std::optional<std::uint64_t> local_copy_bytes() const { return std::nullopt; }

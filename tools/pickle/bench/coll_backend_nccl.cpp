@@ -147,6 +147,18 @@ class NcclCollBackend final : public CollBackend {
     }
   }
 
+  void enqueue_send(CollContext& ctx, int peer, const void* data, std::size_t bytes) override {
+    const NcclApi& api = nccl_.api();
+    api.check(api.send(data, bytes, kNcclUint8, peer, nccl_.comm(), ctx.stream().native_handle()), "ncclSend",
+              describe({.rank = ctx.rank(), .peer = peer, .op = "NCCL send", .bytes = bytes}), nccl_.comm());
+  }
+
+  void enqueue_recv(CollContext& ctx, int peer, void* data, std::size_t bytes) override {
+    const NcclApi& api = nccl_.api();
+    api.check(api.recv(data, bytes, kNcclUint8, peer, nccl_.comm(), ctx.stream().native_handle()), "ncclRecv",
+              describe({.rank = ctx.rank(), .peer = peer, .op = "NCCL recv", .bytes = bytes}), nccl_.comm());
+  }
+
   void abandon() noexcept override {
     abandoned_ = true;
     nccl_.abandon();

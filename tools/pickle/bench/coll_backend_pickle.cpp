@@ -17,6 +17,9 @@ namespace {
 
 class PickleCollBackend final : public CollBackend {
  public:
+  /// The tag of enqueue_send / enqueue_recv (this communicator carries nothing else of the application's).
+  static constexpr int kPointToPointTag = 0;
+
   explicit PickleCollBackend(std::string key) : key_(std::move(key)) {}
 
   std::string_view name() const noexcept override { return "pickle"; }
@@ -47,6 +50,14 @@ class PickleCollBackend final : public CollBackend {
         comm_->reduce_scatter(s, call.send, call.recv, call.count, call.type, call.op);
         return;
     }
+  }
+
+  void enqueue_send(CollContext&, int peer, const void* data, std::size_t bytes) override {
+    comm_->send(peer, kPointToPointTag, data, bytes, &*stream_).on_stream(*stream_);
+  }
+
+  void enqueue_recv(CollContext&, int peer, void* data, std::size_t bytes) override {
+    comm_->recv(peer, kPointToPointTag, data, bytes).on_stream(*stream_);
   }
 
   std::optional<std::uint64_t> local_copy_bytes() const override { return comm_->stats().local_copy_bytes; }

@@ -5,6 +5,7 @@
 #include <pickle/error.hpp>
 
 #include "../self_launch.hpp"
+#include "core/format.hpp"
 #include "lockstep.hpp"
 #include "parallel_parts.hpp"
 #include "result_file.hpp"
@@ -30,7 +31,13 @@ int run_scenario(const std::vector<std::string>& args) {
   // Before any rank starts (the ranks check again, for a launcher of their own): said once, nothing launched.
   require_writable(options.json_path);
   std::string why;
+  // tp-pp runs TP=2 and PP=2: two ranks, whatever the number of GPUs.
+  const bool two = options.scenario == Scenario::TpPp;
   int ranks = cli::default_rank_count(options.ranks, options.memory, why);
+  if (two && ranks != 2) {
+    why = cat("2 ranks (tp-pp runs TP=2 and PP=2; ", why, ")");
+    ranks = 2;
+  }
   check_threads(ranks);  // a bad PICKLE_BENCH_CHECK_THREADS is said once, before any rank starts
   std::fprintf(stderr, "bench scenario: %s\n", why.c_str());
   std::fflush(stderr);

@@ -12,16 +12,21 @@
 namespace pickle::bench {
 
 const char* const kScenarioUsage =
-    "usage: pickle bench scenario allreduce-bench|flags|one-vs-many [--backend pickle,nccl] [--ranks N]\n"
+    "usage: pickle bench scenario allreduce-bench|flags|one-vs-many|tp-pp [--backend pickle,nccl] [--ranks N]\n"
     "                             [-n N] [-w N] [-c 0|1] [--bytes SIZE] [--small SIZE] [--count N]\n"
+    "                             [--model NAME] [--layers N] [--batch LIST] [--seq LIST]\n"
     "                             [--json FILE] [--memory host|cuda]\n"
     "\n"
-    "Seed 004's three tools, for each backend in turn:\n"
+    "Seed 004's three tools and seed 003's tp-pp, for each backend in turn:\n"
     "  allreduce-bench  one in-place float allreduce of a 4 GB payload per trial (all_reduce_bench.py): algbw and\n"
     "                   busbw in GB/s and Gbps, per trial and on average\n"
     "  flags            1000 gathers of a small serialized object (a length allgather, then the bytes, as\n"
     "                   torch's all_gather_object) vs 1000 one-element allreduces, each read back: the ratio\n"
     "  one-vs-many      one allreduce of 4 GB vs 1000 allreduces of 4 MB (all_reduce_latency_comp.py)\n"
+    "  tp-pp            seed 003 on two ranks: a Llama-2 forward pass (its layers' four projections, bf16) on one\n"
+    "                   GPU, split by tensor parallelism (TP=2: an allreduce after the attention output and the\n"
+    "                   MLP down projection) and by pipeline parallelism (PP=2: the activations sent to the second\n"
+    "                   stage, its tokens back), for prefill (batch x seq tokens) and decode (batch tokens)\n"
     "Every scenario checks its results (#wrong must be 0) unless -c 0.\n"
     "\n"
     "  -n N           allreduce-bench: timed trials (5); flags: calls of each kind (1000); one-vs-many: repeats (3)\n"
@@ -30,6 +35,10 @@ const char* const kScenarioUsage =
     "  --bytes SIZE   allreduce-bench's payload (4000000000 on GPUs, 16000000 on host memory; capped by memory)\n"
     "  --small SIZE   one-vs-many's small allreduce (4000000 on GPUs, 16000 on host memory)\n"
     "  --count N      one-vs-many's number of small allreduces; the big one is N x --small (1000)\n"
+    "  --model NAME   tp-pp's shape: llama2-7b, llama2-13b or tiny (llama2-7b on GPUs, tiny on host memory)\n"
+    "  --layers N     tp-pp's layers (default: the model's; even, for the two pipeline stages)\n"
+    "  --batch LIST   tp-pp's batch sizes (1,8)\n"
+    "  --seq LIST     tp-pp's prompt lengths for the prefill rows (512,2048 on GPUs, 8,32 on host memory)\n"
     "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks)\n"
     "  --backend LIST comma-separated backends, run one after the other (pickle,nccl)\n"
     "  --json FILE    write the results, the environment and the topology as JSON (docs/bench.md)\n"
@@ -43,9 +52,29 @@ std::string_view scenario_name(Scenario scenario) noexcept {
       return "flags";
     case Scenario::OneVsMany:
       return "one-vs-many";
+    case Scenario::TpPp:
+      return "tp-pp";
   }
   return "?";
 }
+
+ModelShape model_shape(const std::string& name) {
+  if (name == "llama2-7b") return {.name = name, .hidden = 4096, .intermediate = 11008, .layers = 32};
+  if (name == "llama2-13b") return {.name = name, .hidden = 5120, .intermediate = 13824, .layers = 40};
+  if (name == "tiny") return {.name = name, .hidden = 128, .intermediate = 256, .layers = 2};
+  throw InvalidArgument(cat("--model: unknown model '", name, "' (choose from llama2-7b, llama2-13b, tiny)"));
+}
+
+namespace {
+
+/// "1,8" -> {1, 8}: positive integers up to `max`, as split_list splits them.
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag, int max) {
+  std::vector<int> values;
+  for (const auto& item : split_list(text, flag)) values.push_back(static_cast<int>(parse_int(item, flag, 1, max)));
+  return values;
+}
+
+}  // namespace
 
 ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
   ScenarioOptions options;
@@ -54,12 +83,12 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
     return options;
   }
   if (args.empty() || args[0].starts_with("-")) {
-    throw InvalidArgument("name a scenario: allreduce-bench, flags or one-vs-many");
+    throw InvalidArgument("name a scenario: allreduce-bench, flags, one-vs-many or tp-pp");
   }
-  constexpr Scenario kAll[] = {Scenario::AllreduceBench, Scenario::Flags, Scenario::OneVsMany};
+  constexpr Scenario kAll[] = {Scenario::AllreduceBench, Scenario::Flags, Scenario::OneVsMany, Scenario::TpPp};
   auto found = std::find_if(std::begin(kAll), std::end(kAll), [&](Scenario s) { return scenario_name(s) == args[0]; });
   if (found == std::end(kAll)) {
-    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many)"));
+    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many, tp-pp)"));
   }
   options.scenario = *found;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -78,6 +107,14 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
       options.small_bytes = parse_size(in.value(), "--small");
     } else if (flag == "--count") {
       options.count = static_cast<int>(parse_int(in.value(), "--count", 1, 1'000'000));
+    } else if (flag == "--model") {
+      options.model = model_shape(in.value()).name;
+    } else if (flag == "--layers") {
+      options.layers = static_cast<int>(parse_int(in.value(), "--layers", 2, 1000));
+    } else if (flag == "--batch") {
+      options.batches = parse_int_list(in.value(), "--batch", 4096);
+    } else if (flag == "--seq") {
+      options.seqs = parse_int_list(in.value(), "--seq", 1 << 20);
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 1, 1024));
     } else if (flag == "--backend") {
@@ -99,7 +136,8 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
     options.backends.assign(std::begin(kScenarioBackendNames), std::end(kScenarioBackendNames));
   }
   const bool bench = options.scenario == Scenario::AllreduceBench, flags = options.scenario == Scenario::Flags;
-  if (options.iterations == 0) options.iterations = bench ? 5 : flags ? 1000 : 3;
+  const bool tp_pp = options.scenario == Scenario::TpPp;
+  if (options.iterations == 0) options.iterations = bench || tp_pp ? 5 : flags ? 1000 : 3;
   if (options.warmup < 0) options.warmup = flags ? 10 : 1;
   if ((options.bytes != 0 && options.bytes < sizeof(float)) ||
       (options.small_bytes != 0 && options.small_bytes < sizeof(float))) {
@@ -109,6 +147,16 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
   if ((options.small_bytes != 0 || options.count != 1000) && options.scenario != Scenario::OneVsMany) {
     throw InvalidArgument("--small and --count apply to one-vs-many only");
   }
+  if ((!options.model.empty() || options.layers != 0 || !options.batches.empty() || !options.seqs.empty()) && !tp_pp) {
+    throw InvalidArgument("--model, --layers, --batch and --seq apply to tp-pp only");
+  }
+  if (tp_pp && options.ranks != 0 && options.ranks != 2) {
+    throw InvalidArgument(cat("--ranks ", options.ranks, ": tp-pp runs on 2 ranks (TP=2, PP=2)"));
+  }
+  if (options.layers % 2 != 0) {
+    throw InvalidArgument(cat("--layers ", options.layers, ": give an even number (two pipeline stages of as many)"));
+  }
+  if (options.batches.empty()) options.batches = {1, 8};
   return options;
 }
 

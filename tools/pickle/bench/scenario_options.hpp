@@ -8,10 +8,23 @@
 
 namespace pickle::bench {
 
-/// Seed 004's tools: all_reduce_bench.py, all_gather_object_vs_all_reduce.py, all_reduce_latency_comp.py.
-enum class Scenario { AllreduceBench, Flags, OneVsMany };
+/// Seed 004's tools: all_reduce_bench.py, all_gather_object_vs_all_reduce.py, all_reduce_latency_comp.py; and seed
+/// 003's tensor- and pipeline-parallel overhead of LLM inference on two GPUs, measured on a layer proxy (tp-pp).
+enum class Scenario { AllreduceBench, Flags, OneVsMany, TpPp };
 
-/// "allreduce-bench", "flags", "one-vs-many".
+/// A decoder-only model's shape as tp-pp's layer proxy uses it (Llama-2's: attention and MLP projections).
+struct ModelShape {
+  std::string name;               ///< "llama2-7b", "llama2-13b", "tiny"
+  std::size_t hidden = 0;         ///< model dimension h
+  std::size_t intermediate = 0;   ///< MLP dimension i (gate and up project h -> i, down i -> h)
+  int layers = 0;
+};
+
+/// The shapes --model accepts: Llama-2 7B (4096, 11008, 32 layers), 13B (5120, 13824, 40) and `tiny` (128, 256, 2),
+/// the host-memory default. InvalidArgument naming the choices for any other name.
+ModelShape model_shape(const std::string& name);
+
+/// "allreduce-bench", "flags", "one-vs-many", "tp-pp".
 std::string_view scenario_name(Scenario scenario) noexcept;
 
 struct ScenarioOptions {
@@ -33,6 +46,13 @@ struct ScenarioOptions {
   std::size_t small_bytes = 0;
   /// --count: one-vs-many's number of small allreduces; the big one is count x small (1000, as the seed).
   int count = 1000;
+  /// tp-pp: the model (--model; "" until settled: llama2-7b on GPUs, tiny on host memory), --layers (0: the model's),
+  /// the batch sizes (--batch, 1,8) and the prompt lengths of the prefill rows (--seq; 512,2048 on GPUs, 8,32 on host
+  /// memory; empty until settled, when the memory kind is known).
+  std::string model;
+  int layers = 0;
+  std::vector<int> batches;
+  std::vector<int> seqs;
 };
 
 /// The seed's payloads: 500000 x 2000 floats, and a thousandth of it.

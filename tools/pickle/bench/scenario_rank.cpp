@@ -53,6 +53,9 @@ ScenarioPlan allocate_plan(Lockstep& lockstep, CollContext& ctx, const ScenarioO
       wanted = floor = plan.scratch_bytes = kFlagsScratchBytes;
       buffers = 2;
       break;
+    case Scenario::TpPp:
+      wanted = floor = plan.bytes = tp_pp_buffer_bytes(options);
+      break;
   }
   const std::size_t tried =
       first_buffer_bytes(ctx.kind(), floor, wanted, buffers + (extra > 0 ? 1 : 0), ctx.store().self().local_world_size);
@@ -94,6 +97,17 @@ json::Value plan_json(const ScenarioOptions& options, const ScenarioPlan& plan) 
     case Scenario::Flags:
       v["rounds"] = options.iterations;
       break;
+    case Scenario::TpPp: {
+      v["model"] = options.model;
+      v["layers"] = options.layers;
+      json::Value batches = json::Value::array(), seqs = json::Value::array();
+      for (int b : options.batches) batches.push_back(b);
+      for (int q : options.seqs) seqs.push_back(q);
+      v["batches"] = std::move(batches);
+      v["seqs"] = std::move(seqs);
+      v["buffer_bytes"] = plan.bytes;
+      break;
+    }
   }
   return v;
 }
@@ -107,14 +121,32 @@ ScenarioRun run_one(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, 
       return run_flags(ctx, backend, lockstep, options, plan);
     case Scenario::OneVsMany:
       return run_one_vs_many(ctx, backend, lockstep, options, plan);
+    case Scenario::TpPp:
+      return run_tp_pp(ctx, backend, lockstep, options, plan);
   }
   throw Error(ErrorCode::Internal, "unknown scenario");
 }
 
-int run(const ScenarioOptions& options, const std::vector<std::string>& args, const RankInfo& self) {
+/// tp-pp's defaults that depend on the memory kind (the GPU model, or the tiny one on host memory), and its rank
+/// count: TP=2 and PP=2 take exactly two.
+ScenarioOptions settled(ScenarioOptions options, MemoryKind kind, const RankInfo& self) {
+  if (options.scenario != Scenario::TpPp) return options;
+  const bool cuda = kind == MemoryKind::Cuda;
+  if (options.model.empty()) options.model = cuda ? "llama2-7b" : "tiny";
+  if (options.layers == 0) options.layers = model_shape(options.model).layers;
+  if (options.seqs.empty()) options.seqs = cuda ? std::vector<int>{512, 2048} : std::vector<int>{8, 32};
+  if (self.world_size != 2) {
+    throw AgreedFailure(ErrorCode::InvalidArgument,
+                        cat("tp-pp runs on 2 ranks (TP=2, PP=2); this run has ", self.world_size));
+  }
+  return options;
+}
+
+int run(const ScenarioOptions& given, const std::vector<std::string>& args, const RankInfo& self) {
   Store store(self);
   Lockstep lockstep(store);
-  const MemoryKind kind = agree_on_memory(lockstep, self, options.memory, options.json_path);
+  const MemoryKind kind = agree_on_memory(lockstep, self, given.memory, given.json_path);
+  const ScenarioOptions options = settled(given, kind, self);
 
   ScenarioReport report;
   report.options = options;

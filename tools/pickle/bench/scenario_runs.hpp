@@ -33,6 +33,10 @@ ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep
                                 const ScenarioOptions& options, const ScenarioPlan& plan);
 ScenarioRun run_flags(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
                       const ScenarioPlan& plan);
+/// tp-pp (scenario_tp_pp.cpp): one buffer of tp_pp_buffer_bytes(options) (options settled: model, batches, seqs).
+ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                      const ScenarioPlan& plan);
+std::size_t tp_pp_buffer_bytes(const ScenarioOptions& options);
 ScenarioRun run_one_vs_many(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
                             const ScenarioPlan& plan);
 
