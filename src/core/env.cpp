@@ -122,10 +122,20 @@ constexpr std::array kTable = {
              "a message is copied device-to-host and host-to-device one chunk at a time, the chunks pipelined."},
     Variable{"PICKLE_SHM_SLOTS", "4",
              "Chunks the shm transport's staging ring holds per direction and pair (at least 2: double buffering)."},
+    Variable{"PICKLE_SWITCH_PACKET_NUMEL", "64",
+             "int32 elements per packet of `pickle bench scenario switchml`'s software switch (SwitchML's "
+             "packet_numel; the seed's 64), 1 to 2048."},
+    Variable{"PICKLE_SWITCH_SLOTS", "256",
+             "Slots of `pickle bench scenario switchml`'s software switch: chunks each worker keeps in flight "
+             "(SwitchML's max_outstanding_packets; the seed's 256), 1 to 65536."},
     Variable{"PICKLE_TEST_FAIL_NET_WRITE", "0",
              "Test hook of the net transport: n > 0 makes the n-th RMA write call (a send's, or a staged send's piece, "
              "or a put's) of each net transport in the process throw, as a source registration that the provider "
              "refuses would, so that tests can fail a write on tcp. 0: never."},
+    Variable{"PICKLE_TEST_SWITCH_DROP", "0",
+             "Test hook of `pickle bench scenario switchml`'s software switch: n > 0 drops every n-th datagram it "
+             "receives and every n-th it sends, so that tests exercise the workers' resends and the switch's answers "
+             "to them. 0: never."},
     Variable{"PICKLE_TIMEOUT", "60",
              "Seconds any wait on a peer may take (store connect, barrier, transfers) before it fails with an error "
              "naming the peer; also how long a TCP connection to a peer host that acknowledges nothing lives (at "

@@ -467,6 +467,56 @@ TEST(BenchScenario, TpPpTimesEachRowInFourConfigurationsAndChecksWhatMoved) {
   EXPECT_EQ(count_lines(run.out, "  decode "), 2) << run.out;
 }
 
+// switchml (seed 002): the software switch's jobs printed as SwitchML's allreduce_benchmark prints them, beside
+// pickle's allreduce, every result checked.
+TEST(BenchScenario, SwitchMlPrintsEachJobAndTheSeedsSummaryForTheSwitchAndPickle) {
+  BenchRun run;
+  json::Value root = run_scenario("switchml", {"--numel", "20000", "-n", "3", "-w", "1"}, run);
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  EXPECT_EQ(root.at("scenario").as_string(), "switchml");
+  EXPECT_EQ(root.at("options").at("numel").as_int(), 20000);
+  EXPECT_EQ(find_backend(root, "switch")->at("status").as_string(), "ok");
+  EXPECT_NE(find_backend(root, "switch")->at("detail").as_string().find("(UDP), 256 slots of 64 int32"),
+            std::string::npos);
+  EXPECT_EQ(find_backend(root, "nccl")->at("status").as_string(), "unavailable");
+  const auto& results = root.at("results").as_array();
+  ASSERT_EQ(results.size(), 2u);  // switch, then pickle
+  for (const auto& r : results) {
+    const std::string backend = r.at("backend").as_string();
+    EXPECT_EQ(r.at("wrong").as_int(), 0) << backend;
+    EXPECT_EQ(r.at("bytes").as_int(), 80000) << backend;
+    const auto& jobs = r.at("jobs").as_array();
+    ASSERT_EQ(jobs.size(), 3u) << backend;
+    const auto& d = r.at("duration_ns");
+    for (const auto& job : jobs) {
+      const double ns = job.at("duration_ns").as_double();
+      EXPECT_NEAR(job.at("goodput_gbps").as_double(), 80000 * 8 / ns, 1e-9) << backend;
+      EXPECT_LE(d.at("min").as_double(), ns) << backend;
+      EXPECT_GE(d.at("max").as_double(), ns) << backend;
+    }
+  }
+  EXPECT_EQ(results[0].at("backend").as_string(), "switch");
+  EXPECT_EQ(results[0].at("stats").at("switch_malformed").as_int(), 0);
+  EXPECT_EQ(count_lines(run.out, "Job(s) #0# finished. Duration: #"), 2) << run.out;
+  EXPECT_EQ(count_lines(run.out, "Job(s) #2# finished. Duration: #"), 2) << run.out;
+  for (const char* word : {"Submitting 1 warmup jobs.", "All jobs finished.", "Min ", "Max ", "Median ", "Mean ",
+                           "Std dev "}) {
+    EXPECT_EQ(count_lines(run.out, word), 2) << word << "\n" << run.out;
+  }
+}
+
+// Datagrams dropped both ways (the test hook): the workers resend, the switch answers again, the sums stay right.
+TEST(BenchScenario, SwitchMlRecoversDroppedDatagrams) {
+  BenchRun run;
+  json::Value root = run_scenario("switchml", {"--numel", "20000", "-n", "2", "-w", "0", "--backend", "switch"}, run,
+                                  {"PICKLE_TEST_SWITCH_DROP=9"});
+  ASSERT_TRUE(run.status.ok()) << run.describe();
+  const auto& r = root.at("results").at(0);
+  EXPECT_EQ(r.at("wrong").as_int(), 0);
+  EXPECT_GT(r.at("stats").at("switch_dropped").as_int(), 0);
+  EXPECT_GT(r.at("stats").at("resends").as_int(), 0);
+}
+
 TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
   // One corrupted input per checked call: 2 ranks see it in an allreduce; flags corrupts one object and one flag;
   // tp-pp, per row, its TP allreduce (2) and its PP stages' activations and tokens (1 each), two rows here.
@@ -474,9 +524,10 @@ TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
       {"allreduce-bench", {"--bytes", "16K", "-n", "1"}},
       {"flags", {"-n", "5", "-w", "0"}},
       {"one-vs-many", {"--small", "1K", "--count", "4", "-n", "1"}},
-      {"tp-pp", {"--batch", "2", "--seq", "4", "-n", "1"}}};
+      {"tp-pp", {"--batch", "2", "--seq", "4", "-n", "1"}},
+      {"switchml", {"--numel", "4096", "-n", "1", "-w", "0", "--backend", "switch"}}};
   const std::map<std::string, std::int64_t> wrong = {
-      {"allreduce-bench", 2}, {"flags", 4}, {"one-vs-many", 4}, {"tp-pp", 8}};
+      {"allreduce-bench", 2}, {"flags", 4}, {"one-vs-many", 4}, {"tp-pp", 8}, {"switchml", 2}};
   for (const auto& [name, flags] : cases) {
     BenchRun run;
     json::Value root = run_scenario(name, flags, run, {"PICKLE_BENCH_CORRUPT=1"});
@@ -504,7 +555,10 @@ TEST(BenchScenario, BadFlagsExitWithTwo) {
                                                        {"tp-pp", "--batch", "0"},
                                                        {"tp-pp", "--seq", "4,4"},
                                                        {"tp-pp", "--ranks", "4"},
-                                                       {"flags", "--model", "tiny"}};
+                                                       {"flags", "--model", "tiny"},
+                                                       {"switchml", "--numel", "0"},
+                                                       {"flags", "--numel", "64"},
+                                                       {"allreduce-bench", "--backend", "switch"}};
   for (const auto& args : cases) {
     TempDir dir("bench-scenario");
     BenchRun run = run_bench(dir, "scenario", args);

@@ -22,6 +22,7 @@ std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std:
   if (name == "pickle") return make_pickle_coll_backend(key);
   if (name == "nccl") return make_nccl_coll_backend(key);
   if (name == "nccl-zero") return make_nccl_coll_backend(key, /*zero_cta=*/true);
+  if (name == "switch") return make_switch_coll_backend(key);
   throw InvalidArgument(cat("unknown collective backend '", name, "'"));
 }
 

@@ -14,6 +14,7 @@
 
 #include "coll_context.hpp"
 #include "coll_options.hpp"
+#include "core/json.hpp"
 
 namespace pickle::bench {
 
@@ -73,6 +74,10 @@ class CollBackend {
   /// CUDA); nullopt where the backend does not say (NCCL).
   virtual std::optional<std::uint64_t> local_copy_bytes() const { return std::nullopt; }
 
+  /// Counters of the backend's own worth recording with a run (the software switch's resends and drops); null when
+  /// it has none.
+  virtual json::Value stats() const { return json::Value(); }
+
   /// Called instead of a clean shutdown after a failure: release resources without waiting on the peers.
   virtual void abandon() noexcept {}
 
@@ -80,11 +85,13 @@ class CollBackend {
   CollBackend() = default;
 };
 
-/// The backend called `name` ("pickle", "nccl", "nccl-zero"). Constructing one does nothing that can fail. `key`
+/// The backend called `name` ("pickle", "nccl", "nccl-zero", "switch"). Constructing one does nothing that can fail. `key`
 /// names this instance's keys in the store (a run that creates several instances of a backend gives each its own).
 std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std::string& key);
 
 std::unique_ptr<CollBackend> make_pickle_coll_backend(const std::string& key);
+/// Seed 002's software switch: int32 sum allreduces aggregated by SwitchML's protocol on a thread of rank 0.
+std::unique_ptr<CollBackend> make_switch_coll_backend(const std::string& key);
 /// NCCL as it comes ("nccl"), or in its zero-SM mode ("nccl-zero": CTAPolicy = NCCL_CTA_POLICY_ZERO, buffers from
 /// ncclMemAlloc registered with NCCL_WIN_COLL_SYMMETRIC), the anchors' strongest NCCL for allgather.
 std::unique_ptr<CollBackend> make_nccl_coll_backend(const std::string& key, bool zero_cta = false);

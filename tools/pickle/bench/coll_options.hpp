@@ -68,6 +68,8 @@ inline constexpr std::string_view kCollBackendNames[] = {"pickle", "nccl", "nccl
 /// The backends `pickle bench scenario` accepts: nccl-zero needs buffers of NCCL's own, which the scenarios do not
 /// take from their backend.
 inline constexpr std::string_view kScenarioBackendNames[] = {"pickle", "nccl"};
+/// switchml's: pickle's software switch beside the allreduces it is compared with.
+inline constexpr std::string_view kSwitchMlBackendNames[] = {"switch", "pickle", "nccl"};
 
 /// Parses a comma list of collective names or "all" (InvalidArgument naming `flag` for an unknown name).
 std::vector<Collective> parse_collectives(const std::string& text, const std::string& flag);

@@ -12,12 +12,12 @@
 namespace pickle::bench {
 
 const char* const kScenarioUsage =
-    "usage: pickle bench scenario allreduce-bench|flags|one-vs-many|tp-pp [--backend pickle,nccl] [--ranks N]\n"
-    "                             [-n N] [-w N] [-c 0|1] [--bytes SIZE] [--small SIZE] [--count N]\n"
-    "                             [--model NAME] [--layers N] [--batch LIST] [--seq LIST]\n"
+    "usage: pickle bench scenario allreduce-bench|flags|one-vs-many|tp-pp|switchml [--backend pickle,nccl]\n"
+    "                             [--ranks N] [-n N] [-w N] [-c 0|1] [--bytes SIZE] [--small SIZE] [--count N]\n"
+    "                             [--model NAME] [--layers N] [--batch LIST] [--seq LIST] [--numel N]\n"
     "                             [--json FILE] [--memory host|cuda]\n"
     "\n"
-    "Seed 004's three tools and seed 003's tp-pp, for each backend in turn:\n"
+    "Seed 004's three tools, seed 003's tp-pp and seed 002's switchml, for each backend in turn:\n"
     "  allreduce-bench  one in-place float allreduce of a 4 GB payload per trial (all_reduce_bench.py): algbw and\n"
     "                   busbw in GB/s and Gbps, per trial and on average\n"
     "  flags            1000 gathers of a small serialized object (a length allgather, then the bytes, as\n"
@@ -27,6 +27,9 @@ const char* const kScenarioUsage =
     "                   GPU, split by tensor parallelism (TP=2: an allreduce after the attention output and the\n"
     "                   MLP down projection) and by pipeline parallelism (PP=2: the activations sent to the second\n"
     "                   stage, its tokens back), for prefill (batch x seq tokens) and decode (batch tokens)\n"
+    "  switchml         seed 002: in-network aggregation as SwitchML does it, by pickle's software switch (a thread\n"
+    "                   of rank 0, UDP; backend `switch`), against pickle's and NCCL's allreduce: -n jobs of one\n"
+    "                   int32 sum of --numel elements, Duration and Goodput per job, min/max/median/mean/stddev\n"
     "Every scenario checks its results (#wrong must be 0) unless -c 0.\n"
     "\n"
     "  -n N           allreduce-bench: timed trials (5); flags: calls of each kind (1000); one-vs-many: repeats (3)\n"
@@ -39,8 +42,9 @@ const char* const kScenarioUsage =
     "  --layers N     tp-pp's layers (default: the model's; even, for the two pipeline stages)\n"
     "  --batch LIST   tp-pp's batch sizes (1,8)\n"
     "  --seq LIST     tp-pp's prompt lengths for the prefill rows (512,2048 on GPUs, 8,32 on host memory)\n"
+    "  --numel N      switchml's int32 elements per job (1048576 on GPUs as the seed, 262144 on host memory)\n"
     "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks)\n"
-    "  --backend LIST comma-separated backends, run one after the other (pickle,nccl)\n"
+    "  --backend LIST comma-separated backends, run one after the other (pickle,nccl; switchml: switch,pickle,nccl)\n"
     "  --json FILE    write the results, the environment and the topology as JSON (docs/bench.md)\n"
     "  --memory KIND  host or cuda (default: cuda when rank 0's host has a GPU per local rank)\n";
 
@@ -54,6 +58,8 @@ std::string_view scenario_name(Scenario scenario) noexcept {
       return "one-vs-many";
     case Scenario::TpPp:
       return "tp-pp";
+    case Scenario::SwitchMl:
+      return "switchml";
   }
   return "?";
 }
@@ -83,12 +89,13 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
     return options;
   }
   if (args.empty() || args[0].starts_with("-")) {
-    throw InvalidArgument("name a scenario: allreduce-bench, flags, one-vs-many or tp-pp");
+    throw InvalidArgument("name a scenario: allreduce-bench, flags, one-vs-many, tp-pp or switchml");
   }
-  constexpr Scenario kAll[] = {Scenario::AllreduceBench, Scenario::Flags, Scenario::OneVsMany, Scenario::TpPp};
+  constexpr Scenario kAll[] = {Scenario::AllreduceBench, Scenario::Flags, Scenario::OneVsMany, Scenario::TpPp,
+                               Scenario::SwitchMl};
   auto found = std::find_if(std::begin(kAll), std::end(kAll), [&](Scenario s) { return scenario_name(s) == args[0]; });
   if (found == std::end(kAll)) {
-    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many, tp-pp)"));
+    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many, tp-pp, switchml)"));
   }
   options.scenario = *found;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -115,10 +122,16 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
       options.batches = parse_int_list(in.value(), "--batch", 4096);
     } else if (flag == "--seq") {
       options.seqs = parse_int_list(in.value(), "--seq", 1 << 20);
+    } else if (flag == "--numel") {
+      options.numel = static_cast<std::size_t>(parse_int(in.value(), "--numel", 1, 1LL << 31));
     } else if (flag == "--ranks") {
       options.ranks = static_cast<int>(parse_int(in.value(), "--ranks", 1, 1024));
     } else if (flag == "--backend") {
-      options.backends = parse_coll_backends(in.value(), "--backend", kScenarioBackendNames);
+      if (options.scenario == Scenario::SwitchMl) {
+        options.backends = parse_coll_backends(in.value(), "--backend", kSwitchMlBackendNames);
+      } else {
+        options.backends = parse_coll_backends(in.value(), "--backend", kScenarioBackendNames);
+      }
     } else if (flag == "--memory") {
       options.memory = in.value();
       if (options.memory != "host" && options.memory != "cuda") {
@@ -132,13 +145,16 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
       in.unknown();
     }
   }
-  if (options.backends.empty()) {
+  if (options.backends.empty() && options.scenario == Scenario::SwitchMl) {
+    options.backends.assign(std::begin(kSwitchMlBackendNames), std::end(kSwitchMlBackendNames));
+  } else if (options.backends.empty()) {
     options.backends.assign(std::begin(kScenarioBackendNames), std::end(kScenarioBackendNames));
   }
   const bool bench = options.scenario == Scenario::AllreduceBench, flags = options.scenario == Scenario::Flags;
-  const bool tp_pp = options.scenario == Scenario::TpPp;
-  if (options.iterations == 0) options.iterations = bench || tp_pp ? 5 : flags ? 1000 : 3;
-  if (options.warmup < 0) options.warmup = flags ? 10 : 1;
+  const bool tp_pp = options.scenario == Scenario::TpPp, switchml = options.scenario == Scenario::SwitchMl;
+  if (options.iterations == 0) options.iterations = bench || tp_pp ? 5 : flags ? 1000 : switchml ? 10 : 3;
+  if (options.warmup < 0) options.warmup = flags ? 10 : switchml ? 5 : 1;  // switchml: the seed's 5 and 10 jobs
+  if (options.numel != 0 && !switchml) throw InvalidArgument("--numel applies to switchml only");
   if ((options.bytes != 0 && options.bytes < sizeof(float)) ||
       (options.small_bytes != 0 && options.small_bytes < sizeof(float))) {
     throw InvalidArgument("--bytes and --small must hold at least one float (4 bytes)");

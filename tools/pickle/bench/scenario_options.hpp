@@ -10,7 +10,8 @@ namespace pickle::bench {
 
 /// Seed 004's tools: all_reduce_bench.py, all_gather_object_vs_all_reduce.py, all_reduce_latency_comp.py; and seed
 /// 003's tensor- and pipeline-parallel overhead of LLM inference on two GPUs, measured on a layer proxy (tp-pp).
-enum class Scenario { AllreduceBench, Flags, OneVsMany, TpPp };
+/// And seed 002's comparison of in-network aggregation (SwitchML) with NCCL, through pickle's software switch.
+enum class Scenario { AllreduceBench, Flags, OneVsMany, TpPp, SwitchMl };
 
 /// A decoder-only model's shape as tp-pp's layer proxy uses it (Llama-2's: attention and MLP projections).
 struct ModelShape {
@@ -24,7 +25,7 @@ struct ModelShape {
 /// the host-memory default. InvalidArgument naming the choices for any other name.
 ModelShape model_shape(const std::string& name);
 
-/// "allreduce-bench", "flags", "one-vs-many", "tp-pp".
+/// "allreduce-bench", "flags", "one-vs-many", "tp-pp", "switchml".
 std::string_view scenario_name(Scenario scenario) noexcept;
 
 struct ScenarioOptions {
@@ -53,6 +54,9 @@ struct ScenarioOptions {
   int layers = 0;
   std::vector<int> batches;
   std::vector<int> seqs;
+  /// switchml: int32 elements per job (--numel: the seed's --tensor-numel, 1048576 = 4 MiB; 262144 on host memory;
+  /// 0 until settled).
+  std::size_t numel = 0;
 };
 
 /// The seed's payloads: 500000 x 2000 floats, and a thousandth of it.

@@ -56,6 +56,9 @@ ScenarioPlan allocate_plan(Lockstep& lockstep, CollContext& ctx, const ScenarioO
     case Scenario::TpPp:
       wanted = floor = plan.bytes = tp_pp_buffer_bytes(options);
       break;
+    case Scenario::SwitchMl:
+      wanted = floor = plan.bytes = options.numel * sizeof(std::int32_t);
+      break;
   }
   const std::size_t tried =
       first_buffer_bytes(ctx.kind(), floor, wanted, buffers + (extra > 0 ? 1 : 0), ctx.store().self().local_world_size);
@@ -108,6 +111,11 @@ json::Value plan_json(const ScenarioOptions& options, const ScenarioPlan& plan) 
       v["buffer_bytes"] = plan.bytes;
       break;
     }
+    case Scenario::SwitchMl:
+      v["numel"] = options.numel;
+      v["bytes"] = plan.bytes;
+      v["dtype"] = "int32";
+      break;
   }
   return v;
 }
@@ -123,15 +131,18 @@ ScenarioRun run_one(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, 
       return run_one_vs_many(ctx, backend, lockstep, options, plan);
     case Scenario::TpPp:
       return run_tp_pp(ctx, backend, lockstep, options, plan);
+    case Scenario::SwitchMl:
+      return run_switchml(ctx, backend, lockstep, options, plan);
   }
   throw Error(ErrorCode::Internal, "unknown scenario");
 }
 
-/// tp-pp's defaults that depend on the memory kind (the GPU model, or the tiny one on host memory), and its rank
-/// count: TP=2 and PP=2 take exactly two.
+/// The defaults that depend on the memory kind: tp-pp's model (the GPU one, or the tiny one on host memory) and
+/// prompt lengths, switchml's tensor; and tp-pp's rank count: TP=2 and PP=2 take exactly two.
 ScenarioOptions settled(ScenarioOptions options, MemoryKind kind, const RankInfo& self) {
-  if (options.scenario != Scenario::TpPp) return options;
   const bool cuda = kind == MemoryKind::Cuda;
+  if (options.scenario == Scenario::SwitchMl && options.numel == 0) options.numel = cuda ? 1048576 : 262144;
+  if (options.scenario != Scenario::TpPp) return options;
   if (options.model.empty()) options.model = cuda ? "llama2-7b" : "tiny";
   if (options.layers == 0) options.layers = model_shape(options.model).layers;
   if (options.seqs.empty()) options.seqs = cuda ? std::vector<int>{512, 2048} : std::vector<int>{8, 32};

@@ -37,6 +37,9 @@ ScenarioRun run_flags(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
 ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
                       const ScenarioPlan& plan);
 std::size_t tp_pp_buffer_bytes(const ScenarioOptions& options);
+/// switchml (scenario_switchml.cpp): one buffer of options.numel int32 (options settled).
+ScenarioRun run_switchml(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                         const ScenarioPlan& plan);
 ScenarioRun run_one_vs_many(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
                             const ScenarioPlan& plan);
 
