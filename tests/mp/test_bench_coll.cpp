@@ -189,6 +189,8 @@ void expect_the_corrupted_input_counted_exactly(const std::string& size, std::ve
   // checked as well as the separate call's, so each is counted twice.
   const std::map<std::string, std::int64_t> expected = {
       {"allreduce", 3}, {"allgather", 3}, {"broadcast", 3}, {"alltoall", 1}, {"reduce_scatter", 1}};
+  EXPECT_NE(run.err.find("pickle bench coll: FAILED: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" in the data checks of 10 rows ("), std::string::npos) << run.err;
   const auto& results = root.at("results").as_array();
   ASSERT_EQ(results.size(), 10u);
   for (const auto& r : results) {
@@ -534,6 +536,9 @@ TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
     EXPECT_TRUE(run.status.exited && run.status.code == 1) << name << ": " << run.describe();
     EXPECT_EQ(root.at("exit_code").as_int(), 1) << name;
     EXPECT_EQ(root.at("results").at(0).at("wrong").as_int(), wrong.at(name)) << name;
+    EXPECT_NE(run.err.find("pickle bench scenario: FAILED: " + std::to_string(wrong.at(name)) + " wrong "),
+              std::string::npos)
+        << name << ": " << run.err;
   }
 }
 

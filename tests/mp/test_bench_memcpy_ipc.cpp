@@ -91,6 +91,9 @@ TEST(BenchMemcpy, ACorruptedSourceByteIsCountedInEveryColumnAndFailsTheRun) {
   json::Value root = json::parse(read_file(json_path));
   EXPECT_EQ(root.at("exit_code").as_int(), 1);
   EXPECT_EQ(root.at("results").at(0).at("sync_overhead").at("wrong").as_int(), 1);
+  EXPECT_NE(run.err.find("pickle bench memcpy: FAILED: 6 wrong bytes in the data checks of 2 rows (4096 B; 16384 B)"),
+            std::string::npos)
+      << run.err;
 }
 
 TEST(BenchIpc, HostMemoryMeasuresImportsAndTheCacheOpensOnceThenNever) {

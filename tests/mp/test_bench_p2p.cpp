@@ -339,6 +339,10 @@ TEST(BenchP2p, ACorruptedByteIsCountedAndFailsTheRun) {
     EXPECT_EQ(r.at("wrong").as_int(), expected)
         << r.at("backend").as_string() << " " << r.at("mode").as_string() << " " << r.at("bytes").as_int();
   }
+  // Said once at the end, on both streams: 6 uni rows of 1 byte, 6 lat rows of 2.
+  const std::string said = "FAILED: 18 wrong bytes in the data checks of 12 rows (ce uni 1024 B; ";
+  EXPECT_NE(run.err.find("pickle bench p2p: " + said), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("# " + said), std::string::npos) << run.out;
 }
 
 }  // namespace

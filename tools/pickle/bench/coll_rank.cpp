@@ -172,6 +172,13 @@ int run(const CollOptions& options, const std::vector<std::string>& args, const 
   const auto write_report = [&] {
     print_coll_table(report, stdout);
     if (!options.json_path.empty()) write_result_file(coll_to_json(report), options.json_path);
+    WrongData wrong;
+    for (const auto& r : report.results) {
+      wrong.add(r.wrong.value_or(0), cat(r.backend, " ", collective_name(r.point.coll), " ",
+                                         datatype_name(r.point.type), " ", r.point.shape.bytes, " B",
+                                         r.in_place ? " in place" : ""));
+    }
+    say_wrong_data("coll", wrong, "elements", stdout);
   };
   run_backends(ctx, lockstep, "coll", options.backends, measure, report.backends, write_report);
   return report.exit_code();

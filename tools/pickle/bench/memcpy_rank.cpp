@@ -22,6 +22,7 @@
 #include "device/export.hpp"
 #include "device/fd_channel.hpp"
 #include "device/memory.hpp"
+#include "p2p_report.hpp"
 #include "device/stream.hpp"
 #include "environment.hpp"
 #include "memcpy_buffers.hpp"
@@ -229,6 +230,9 @@ void write_report(const MemcpyReport& report) {
   print_memcpy_table(report, stdout);
   if (!report.options.csv_path.empty()) write_memcpy_csv(report, report.options.csv_path);
   if (!report.options.json_path.empty()) write_result_file(memcpy_to_json(report), report.options.json_path);
+  WrongData wrong;
+  for (const auto& row : report.rows) wrong.add(row.wrong(), cat(row.bytes, " B"));
+  say_wrong_data("memcpy", wrong, "bytes", stdout);
 }
 
 }  // namespace

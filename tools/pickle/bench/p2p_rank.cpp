@@ -262,6 +262,11 @@ int run(const P2pOptions& options, const std::vector<std::string>& args, const R
 void write_report(const P2pReport& report, const P2pOptions& options) {
   print_table(report, stdout);
   if (!options.json_path.empty()) write_result_file(to_json(report), options.json_path);
+  WrongData wrong;
+  for (const auto& step : report.steps) {
+    wrong.add(step.wrong.value_or(0), cat(step.backend, " ", mode_name(step.mode), " ", step.bytes, " B"));
+  }
+  say_wrong_data("p2p", wrong, "bytes", stdout);
 }
 
 }  // namespace

@@ -29,6 +29,26 @@ void print_backends_and_notes(const std::vector<BackendRun>& backends, const std
   for (const auto& note : notes) std::fprintf(out, "# note: %s\n", note.c_str());
 }
 
+void WrongData::add(std::uint64_t count, std::string row) {
+  if (count == 0) return;
+  wrong += count;
+  rows.push_back(std::move(row));
+}
+
+void say_wrong_data(std::string_view suite, const WrongData& data, std::string_view unit, std::FILE* out) {
+  if (data.wrong == 0) return;
+  constexpr std::size_t kNamed = 4;
+  std::string where;
+  for (std::size_t i = 0; i < data.rows.size() && i < kNamed; ++i) where += cat(i == 0 ? "" : "; ", data.rows[i]);
+  if (data.rows.size() > kNamed) where += cat("; and ", data.rows.size() - kNamed, " more");
+  const std::string text = cat(data.wrong, " wrong ", unit, " in the data checks of ", data.rows.size(), " row",
+                               data.rows.size() == 1 ? "" : "s", " (", where, "): the #wrong column says which");
+  std::fprintf(out, "# FAILED: %s\n", text.c_str());
+  std::fflush(out);
+  std::fprintf(stderr, "pickle bench %.*s: FAILED: %s\n", static_cast<int>(suite.size()), suite.data(), text.c_str());
+  std::fflush(stderr);
+}
+
 json::Value backends_json(const std::vector<BackendRun>& backends) {
   json::Value all = json::Value::array();
   for (const auto& run : backends) {

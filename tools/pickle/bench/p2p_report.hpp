@@ -43,6 +43,18 @@ struct BackendRun {
 };
 const char* status_name(BackendRun::Status status) noexcept;
 
+/// What failed its data check, said once at the end of a run (helper-reviewed 2026-11-30: a run with wrong data
+/// exited 1 with nothing but a number in a table column): `wrong` units (bytes, elements) over the rows named in
+/// `rows` (the first few, then how many more). Rank 0 prints "# FAILED: <text>" on `out` and "pickle bench <suite>:
+/// FAILED: <text>" on stderr; nothing when `wrong` is 0.
+struct WrongData {
+  std::uint64_t wrong = 0;
+  std::vector<std::string> rows;
+  /// Adds a checked row's count (nothing for 0).
+  void add(std::uint64_t count, std::string row);
+};
+void say_wrong_data(std::string_view suite, const WrongData& data, std::string_view unit, std::FILE* out);
+
 /// The head that every suite's table of several backends starts with: "# <name> <status>[: <detail>]" for each
 /// backend, then "# note: <note>" for each note.
 void print_backends_and_notes(const std::vector<BackendRun>& backends, const std::vector<std::string>& notes,

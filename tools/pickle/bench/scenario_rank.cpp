@@ -187,6 +187,10 @@ int run(const ScenarioOptions& given, const std::vector<std::string>& args, cons
   const auto write_report = [&] {
     print_scenario(report, stdout);
     if (!options.json_path.empty()) write_result_file(scenario_to_json(report), options.json_path);
+    WrongData wrong;
+    for (const auto& run : report.runs) wrong.add(run.wrong.value_or(0), cat("backend ", run.backend));
+    say_wrong_data("scenario", wrong, options.scenario == Scenario::Flags ? "elements or objects" : "elements",
+                   stdout);
   };
   run_backends(ctx, lockstep, "scenario", options.backends, measure, report.backends, write_report);
   return report.exit_code();
