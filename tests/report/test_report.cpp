@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -92,6 +93,44 @@ TEST(Report, HostRunAndDeviceRunGiveTablesAndPlots) {
 
   // Every linked plot is a real PNG of non-trivial size: per file, bandwidth + ratio per mode and latency for lat.
   EXPECT_EQ(check_plots(out, md), 14);
+}
+
+// A row whose data check failed (`wrong` > 0) is no result, although the bench still records its backend `ok`: the
+// report says WRONG DATA at the top and in the Backends list, keeps the row in the table with its #wrong in bold and
+// leaves it out of the ratios (and of the plots' lines and bars). Until 2026-11-30 it read "pickle: **ok**" and the
+// row's ratios 1.30 and 0.55 as if the figures were good.
+TEST(Report, RowsOfWrongDataAreSaidAndLeftOutOfTheRatios) {
+  TempDir dir("report-wrong");
+  json::Value root = json::parse(read_file(kDeviceRun));
+  for (auto& row : root["results"].as_array()) {
+    if (row.at("backend").as_string() == "pickle" && row.at("mode").as_string() == "uni" &&
+        row.at("bytes").as_int() == (1 << 20)) {
+      row["wrong"] = 5;
+    }
+  }
+  root["exit_code"] = 1;
+  const std::string wrong = dir / "wrong.json";
+  write_file(wrong, root.dump(2));
+  const std::string out = dir / "out";
+  Result r = run_pickle(dir, {"report", "-o", out, wrong}, std::chrono::seconds(90));
+  ASSERT_TRUE(r.status.ok()) << r.status.describe() << "\n" << r.err;
+  const std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("**WRONG DATA**: the data check failed in pickle: 1 row (#wrong 5 in all)."), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- pickle: **WRONG DATA** in 1 row (#wrong 5 in all; recorded status **ok**)\n"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("- pickle: **ok**"), std::string::npos) << md;
+  EXPECT_NE(md.find("- NCCL: **ok**: NCCL 2.28.9"), std::string::npos) << md;  // the other backends' rows are right
+  std::vector<Table> found = sized_tables(md);
+  ASSERT_EQ(found.size(), 3u) << md;
+  // Unidirectional 1 MiB (the fifth size): pickle's figure stays, beside its #wrong in bold; no ratio.
+  ASSERT_EQ(found[0].rows.size(), 10u) << md;
+  EXPECT_EQ(found[0].rows[4], (std::vector<std::string>{"1 MiB", "113.6", "87.39", "—", "206.4", "—", "**pickle: 5**"}))
+      << md;
+  EXPECT_EQ(found[0].rows[3][3], "1.16") << md;  // 256 KiB, and 1 MiB of the other modes, keep theirs
+  EXPECT_EQ(found[1].rows[4][3], "1.02") << md;
+  EXPECT_EQ(check_plots(out, md), 7);
 }
 
 // This session's committed runs (2026-11-28c), where several runs share a command or a file name.
@@ -208,6 +247,38 @@ TEST(Report, MemcpyAndIpcRunsGiveTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 9);
 }
 
+// The committed call3 run stopped before pickle's mapping cache, which the bench writes as method "", first_us null,
+// error null and its counters at 0. That is a step that did not run, not one that passed: until 2026-11-30 the report
+// read "into one ? allocation", "FAILED | 0" with no reason, and "Received bytes checked: 0 wrong over all transfers".
+TEST(Report, AMappingCacheThatNeverRanIsNotRunAndNotChecked) {
+  const std::string never_ran = std::string(PICKLE_SOURCE_DIR) + "/docs/results/2026-11-30-h200x2/call3/ipc.json";
+  TempDir dir("report-ipc-cache");
+  Result r = run_pickle(dir, {"report", "-o", dir / "out", never_ran}, std::chrono::seconds(90));
+  ASSERT_TRUE(r.status.ok()) << r.status.describe() << "\n" << r.err;
+  std::string md = read_file(dir / "out/report.md");
+  EXPECT_NE(md.find("**Not run** (the result file gives no reason)."), std::string::npos) << md;
+  EXPECT_NE(md.find("A 4 KiB Communicator send/recv into one allocation,"), std::string::npos) << md;
+  EXPECT_EQ(md.find("one ? allocation"), std::string::npos) << md;
+  EXPECT_NE(md.find("Received bytes: — (not checked: the cache step did not run)."), std::string::npos) << md;
+  EXPECT_EQ(md.find("Received bytes checked"), std::string::npos) << md;
+  std::vector<Table> cache = sized_tables(md, kCacheHeader);
+  ASSERT_EQ(cache.size(), 1u) << md;
+  ASSERT_EQ(cache[0].rows.size(), 2u) << md;
+  EXPECT_EQ(cache[0].rows[0], (std::vector<std::string>{"first (maps the allocation)", "not run", "—"}));
+  EXPECT_EQ(cache[0].rows[1], (std::vector<std::string>{"steady state (cache hit)", "not run", "—"}));
+
+  // Where the file says why (`error`), the reason is given, once.
+  json::Value root = json::parse(read_file(never_ran));
+  root["cache"]["error"] = "rank 1 of 2 never arrived";
+  const std::string reason = dir / "reason.json";
+  write_file(reason, root.dump(2));
+  r = run_pickle(dir, {"report", "-o", dir / "reason", reason}, std::chrono::seconds(90));
+  ASSERT_TRUE(r.status.ok()) << r.status.describe() << "\n" << r.err;
+  md = read_file(dir / "reason/report.md");
+  EXPECT_NE(md.find("**Not run**: rank 1 of 2 never arrived."), std::string::npos) << md;
+  EXPECT_EQ(md.find("cache measurement FAILED"), std::string::npos) << md;
+}
+
 // A Python that fails before the script says anything (PICKLE_PYTHON naming something else) left `pickle report`
 // exiting 1 with no word at all.
 TEST(Report, APythonThatFailsSilentlyIsNamedWithItsStatus) {
@@ -275,6 +346,56 @@ TEST(Report, MalformedJsonFailsNamingTheFile) {
   r = run_pickle(dir, {"report", "-o", dir / "out", missing}, std::chrono::seconds(60));
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+}
+
+// A report that fails partway writes nothing: no output folder where there was none, and an output folder that
+// existed keeps its old content, without the plots of the files before the bad one (until 2026-11-30 they were left
+// there, beside an untyped "TypeError: 'int' object is not iterable"). A key of the wrong type is named.
+TEST(Report, AFailedReportLeavesNoPartialOutput) {
+  TempDir dir("report-partial");
+  json::Value root = json::parse(read_file(kDeviceRun));
+  root["environment"] = 5;
+  const std::string environment = dir / "environment.json";
+  write_file(environment, root.dump(2));
+  const std::string fresh = dir / "fresh";
+  Result r = run_pickle(dir, {"report", "-o", fresh, kDeviceRun, environment}, std::chrono::seconds(90));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(environment + ": the key 'environment' is not an object (it is a number)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("TypeError"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+
+  // A failure while the report is drawn (a link list that is not a list: no input check looks that deep), after the
+  // first file's seven plots were made.
+  root = json::parse(read_file(kDeviceRun));
+  root["topology"]["links"] = 5;
+  const std::string links = dir / "links.json";
+  write_file(links, root.dump(2));
+  const std::string kept = dir / "kept";
+  std::filesystem::create_directory(kept);
+  write_file(kept + "/report.md", "the old report\n");
+  r = run_pickle(dir, {"report", "-o", kept, kDeviceRun, links}, std::chrono::seconds(90));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(links + ": cannot report this file"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(kept + "/report.md"), "the old report\n");
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(kept)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"report.md"});
+  r = run_pickle(dir, {"report", "-o", fresh, kDeviceRun, links}, std::chrono::seconds(90));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  // Nor is the folder the report was drawn in left beside them.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.str())) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".pickle-report-")) << entry.path();
+  }
+
+  // An output "folder" that is a file: said so, not "File exists".
+  r = run_pickle(dir, {"report", "-o", "/dev/null", kDeviceRun}, std::chrono::seconds(60));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find("cannot create the output folder /dev/null: it exists and is not a directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("File exists"), std::string::npos) << r.err;
 }
 
 TEST(Report, APythonThatWritesNothingIsNotASuccess) {

@@ -65,7 +65,9 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   const std::vector<std::vector<std::string>> scenarios = {
       {"allreduce-bench", "--bytes", "64K", "-n", "2"},
       {"flags", "-n", "20", "-w", "1"},
-      {"one-vs-many", "--small", "4K", "--count", "10", "-n", "2"}};
+      {"one-vs-many", "--small", "4K", "--count", "10", "-n", "2"},
+      {"tp-pp", "--batch", "1,2", "--seq", "4", "-n", "1"},
+      {"switchml", "--numel", "5000", "-n", "3", "-w", "1"}};
   for (const auto& scenario : scenarios) {
     std::string path = dir / (scenario[0] + ".json");
     std::vector<std::string> args = {"bench", "scenario"};
@@ -110,12 +112,13 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   auto found = tables(md, kCollHeader);
   ASSERT_EQ(found.size(), 3u) << md;
   EXPECT_NE(md.find("**Out-of-place**\n\nNot measured."), std::string::npos) << md;
-  // The synthetic file's allreduce: out-of-place 1 MiB 300 vs 150 GB/s -> 2.00; in-place 4 MiB 100 vs 200 -> 0.50,
-  // with NCCL's 3 wrong elements shown; its alltoall in place: NCCL unsupported.
+  // The synthetic file's allreduce: out-of-place 1 MiB 300 vs 150 GB/s -> 2.00; in-place 4 MiB 100 vs 200, with
+  // NCCL's 3 wrong elements shown and no ratio (wrong data is no result; until 2026-11-30 it read 0.50); its alltoall
+  // in place: NCCL unsupported.
   ASSERT_EQ(found[0].size(), 1u);
   EXPECT_EQ(found[0][0], (std::vector<std::string>{"1 MiB", "300.0", "150.0", "2.00", "0"}));
   ASSERT_EQ(found[1].size(), 1u);
-  EXPECT_EQ(found[1][0], (std::vector<std::string>{"4 MiB", "100.0", "200.0", "0.50", "**NCCL: 3**"}));
+  EXPECT_EQ(found[1][0], (std::vector<std::string>{"4 MiB", "100.0", "200.0", "—", "**NCCL: 3**"}));
   ASSERT_EQ(found[2].size(), 1u);
   EXPECT_EQ(found[2][0], (std::vector<std::string>{"1 MiB", "50.00", "unsupported", "—", "0"}));
 
@@ -137,9 +140,79 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
                           "| #wrong |");
   ASSERT_EQ(many_rows.size(), 1u) << md;
   EXPECT_EQ(many_rows[0][0][6], "0");
+  // tp-pp (seed 003): a row per backend and pass (2 prefill, 2 decode), the seed's ratios; its bar chart.
+  auto tp_pp_rows = tables(md, "| Backend | Row | Tokens | TP=1 ms | TP=2 compute ms | TP=2 ms | TP comm % | TP eff % | "
+                               "PP=2 ms | PP % | #wrong |");
+  ASSERT_EQ(tp_pp_rows.size(), 1u) << md;
+  ASSERT_EQ(tp_pp_rows[0].size(), 4u) << md;
+  EXPECT_EQ(tp_pp_rows[0][0][1], "prefill 1 x 4");
+  EXPECT_EQ(tp_pp_rows[0][3][1], "decode 2");
+  for (const auto& row : tp_pp_rows[0]) EXPECT_EQ(row[10], "0");
+  EXPECT_NE(md.find("Model: tiny (2 layers, h 128, i 256)"), std::string::npos) << md;
+  // switchml (seed 002): SwitchML's summary per backend (the software switch, pickle); the goodput chart.
+  auto switch_rows = tables(md, "| Backend | Tensor | Jobs | Min ns | Max ns | Median ns | Mean ns | Std dev ns | "
+                                "Goodput at the median Gbps | #wrong |");
+  ASSERT_EQ(switch_rows.size(), 1u) << md;
+  ASSERT_EQ(switch_rows[0].size(), 2u) << md;
+  EXPECT_EQ(switch_rows[0][0][0], "software switch");
+  EXPECT_EQ(switch_rows[0][1][0], "pickle");
+  for (const auto& row : switch_rows[0]) {
+    EXPECT_EQ(row[1], "5000 int32 (20000 B)");
+    EXPECT_EQ(row[2], "3");
+    EXPECT_EQ(row[9], "0");
+  }
 
-  // A plot per collective x datatype x operator: 2 for the host run, 2 for the synthetic file.
-  EXPECT_EQ(check_plots(out, md), 4);
+  // A plot per collective x datatype x operator: 2 for the host run, 2 for the synthetic file; tp-pp's and switchml's
+  // bar charts.
+  EXPECT_EQ(check_plots(out, md), 6);
+}
+
+// Rows whose data check failed (`wrong` > 0; the bench still records the backend `ok`) are no results: the report says
+// WRONG DATA at the top and in the Backends list (until 2026-11-30: "NCCL: **ok**"), and takes the average busbw
+// again without them, beside the bench's own over every row (which counts them). A real scenario run with
+// PICKLE_BENCH_CORRUPT=1 gives its backend the same words.
+TEST(ReportColl, RowsOfWrongDataAreSaidAndLeftOutOfTheAverages) {
+  TempDir dir("report-coll-wrong");
+  std::string text = kTwoBackends;
+  const std::string results = "\"results\": [";
+  const std::size_t at = text.find(results);
+  ASSERT_NE(at, std::string::npos);
+  // NCCL's allreduce rows: 150 GB/s (right) and 200 GB/s (3 wrong elements); the bench averaged both.
+  text.insert(at, R"("avg_busbw": [{"backend": "pickle", "collective": "allreduce", "busbw_gbps": 200},
+                {"backend": "nccl", "collective": "allreduce", "busbw_gbps": 175}], )");
+  const std::string synthetic = dir / "two.json";
+  std::ofstream(synthetic) << text;
+  const std::string flags = dir / "flags.json";
+  Result bench = run_pickle(dir, {"bench", "scenario", "flags", "-n", "20", "-w", "1", "--memory", "host", "--json",
+                                  flags},
+                            std::chrono::seconds(60), {"PICKLE_BENCH_CORRUPT=1"});
+  ASSERT_TRUE(bench.status.exited && bench.status.code == 1) << bench.status.describe() << "\n" << bench.err;
+
+  const std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", "-o", out, synthetic, flags}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  const std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("**WRONG DATA**: the data check failed in NCCL: 1 row (#wrong 3 in all)."), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- NCCL: **WRONG DATA** in 1 row (#wrong 3 in all; recorded status **ok**: NCCL 2.28.9)\n"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("- NCCL: **ok**"), std::string::npos) << md;
+  EXPECT_NE(md.find("- pickle: **ok**\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("- pickle, allreduce: 200.0 GB/s\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("- NCCL, allreduce: 150.0 GB/s over 1 row with right data (1 with **WRONG DATA** left out; the "
+                    "bench's average over all of them: 175.0 GB/s)\n"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("- NCCL, allreduce: 175.0 GB/s"), std::string::npos) << md;
+  // The scenario: its one row keeps its figures and its #wrong in bold, and pickle is not "ok".
+  auto flag_rows = tables(md, "| Backend | all_gather_object us/call | all_reduce us/call | ratio | #wrong |");
+  ASSERT_EQ(flag_rows.size(), 1u) << md;
+  ASSERT_EQ(flag_rows[0].size(), 1u) << md;
+  EXPECT_TRUE(flag_rows[0][0][4].starts_with("**")) << flag_rows[0][0][4];
+  EXPECT_NE(md.find("**WRONG DATA**: the data check failed in pickle: 1 row (#wrong "), std::string::npos) << md;
+  EXPECT_NE(md.find("- pickle: **WRONG DATA** in 1 row (#wrong "), std::string::npos) << md;
+  EXPECT_EQ(check_plots(out, md), 2);  // the synthetic file's allreduce and alltoall
 }
 
 TEST(ReportColl, AResultWithoutItsPlacementIsNamed) {

@@ -78,6 +78,12 @@ def load(paths):
                              % (path, schema, SUPPORTED_SCHEMA))
         if not isinstance(data.get("suite"), str) or not data["suite"]:
             raise InputError("%s: the key 'suite' is missing or not a string" % path)
+        # Keys every suite's section reads: a wrong type here would fail halfway through the report with a bare
+        # "TypeError: 'int' object is not iterable" that names no key.
+        for key, kind, words in (("environment", dict, "an object"), ("options", dict, "an object"),
+                                 ("notes", list, "a list")):
+            if data.get(key) is not None and not isinstance(data[key], kind):
+                raise InputError("%s: the key '%s' is not %s (it is %s)" % (path, key, words, _json_type(data[key])))
         files.append(BenchFile(path, data, _stem(path, taken)))
     # Inputs of one name from different folders (call1/coll.json, call4/coll.json) are headed by their paths as given.
     names = [bench.name for bench in files]
@@ -155,6 +161,19 @@ def ordered(preferred, seen):
         if x not in order:
             order.append(x)
     return order
+
+
+def _json_type(value):
+    """The JSON name of a parsed value's type, for messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 def _as_tuple(kinds):

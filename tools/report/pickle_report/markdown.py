@@ -27,13 +27,51 @@ def notes(data):
     return ["", "**Notes**:"] + ["- %s" % n for n in items] if items else []
 
 
-def backend_lines(backends, status, display):
-    """One list line per backend: its display name, **status** and the detail when there is one."""
+def backend_lines(backends, status, display, wrong=None):
+    """One list line per backend: its display name, **status** and the detail when there is one. A backend with rows
+    of wrong data (`wrong`: {backend: (rows, #wrong summed)}) reads **WRONG DATA** whatever its recorded status: the
+    bench records `ok` for a backend that ran to the end, even when its check found wrong bytes."""
     lines = []
     for b in backends:
         state, detail = status.get(b, ("not recorded", ""))
+        count, total = (wrong or {}).get(b, (0, 0))
+        if count:
+            lines.append("- %s: **WRONG DATA** in %s (#wrong %d in all; recorded status **%s**%s)"
+                         % (display(b), rows(count), total, state, (": " + detail) if detail else ""))
+            continue
         lines.append("- %s: **%s**%s" % (display(b), state, (": " + detail) if detail else ""))
     return lines
+
+
+def rows(n):
+    """'1 row', '3 rows'."""
+    return "%d row%s" % (n, "" if n == 1 else "s")
+
+
+def count_wrong(items):
+    """{backend: (rows, #wrong summed)} over (backend, wrong) pairs, for the backends with a row of wrong data."""
+    found = {}
+    for backend, wrong in items:
+        if is_wrong(wrong):
+            count, total = found.get(backend, (0, 0))
+            found[backend] = (count + 1, total + wrong)
+    return found
+
+
+def is_wrong(wrong):
+    """A #wrong that says the data check failed (None: not checked)."""
+    return isinstance(wrong, int) and not isinstance(wrong, bool) and wrong > 0
+
+
+def wrong_data_lines(wrong, display, left_out="the plots, speed-up ratios and averages"):
+    """A prominent paragraph for the top of a section when rows carry wrong data ({backend: (rows, #wrong)}), or
+    nothing: their figures stay in the tables, with #wrong in bold, but are no results (left out of `left_out`)."""
+    if not wrong:
+        return []
+    named = "; ".join("%s: %s (#wrong %d in all)" % (display(b), rows(count), total)
+                      for b, (count, total) in wrong.items())
+    return ["**WRONG DATA**: the data check failed in %s. Those rows stay in the tables (their #wrong in bold) but are "
+            "no results%s." % (named, "; they are left out of " + left_out if left_out else ""), ""]
 
 
 def absent_cell(state):

@@ -59,7 +59,18 @@ class Point:
 
     @property
     def ok(self):
+        """Measured: the table shows its figures (and its #wrong)."""
         return self.error is None and self.unsupported is None and self.busbw is not None
+
+    @property
+    def wrong_data(self):
+        """Measured, but its data check failed: its figures are no result."""
+        return self.ok and markdown.is_wrong(self.wrong)
+
+    @property
+    def good(self):
+        """A result: measured and not wrong. Only these are drawn as lines and enter the ratios and averages."""
+        return self.ok and not markdown.is_wrong(self.wrong)
 
 
 class Run:
@@ -96,7 +107,7 @@ class Run:
     def speedup(self, other, group, size, in_place):
         """pickle's busbw over `other`'s at one size (= other's time / pickle's), or None."""
         mine, theirs = self.point(REFERENCE, group, size, in_place), self.point(other, group, size, in_place)
-        if mine is None or theirs is None or not mine.ok or not theirs.ok or theirs.busbw[0] <= 0:
+        if mine is None or theirs is None or not mine.good or not theirs.good or theirs.busbw[0] <= 0:
             return None
         return mine.busbw[0] / theirs.busbw[0]
 
@@ -183,9 +194,11 @@ def _plot(run, group, out):
         colour, marker = plotting.style(b, i)
         state = run.status.get(b, ("", ""))[0]
         for in_place, words in PLACEMENTS:
-            good = sorted((p for p in run.points if p.backend == b and p.group == group and p.in_place == in_place
-                           and p.ok), key=lambda p: p.bytes)
-            label = "%s %s" % (display(b), words)
+            mine = [p for p in run.points if p.backend == b and p.group == group and p.in_place == in_place]
+            good = sorted((p for p in mine if p.good), key=lambda p: p.bytes)
+            bad = [p for p in mine if p.wrong_data]
+            plotting.wrong_marks(ax, [p.bytes for p in bad], [p.busbw[0] for p in bad])
+            label = "%s %s%s" % (display(b), words, plotting.wrong_suffix(len(bad)))
             style = "--" if in_place else "-"
             if not good:
                 reason = "unavailable" if state == "unavailable" else "no data"
@@ -216,17 +229,34 @@ def _averages(run):
     lines = []
     for a in averages:
         if isinstance(a, dict) and isinstance(a.get("busbw_gbps"), (int, float)):
-            lines.append("- %s, %s: %s GB/s" % (display(a.get("backend", "?")), a.get("collective", "?"),
-                                                number(a["busbw_gbps"])))
+            line = "- %s, %s: %s GB/s" % (display(a.get("backend", "?")), a.get("collective", "?"),
+                                          number(a["busbw_gbps"]))
+            # The bench averages every measured row, wrong data included: where there is some, the mean is taken
+            # again here over the rows whose check passed, and the bench's figure is given beside it.
+            rows = [p for p in run.points if p.backend == a.get("backend") and p.group[0] == a.get("collective")]
+            bad = sum(1 for p in rows if p.wrong_data)
+            if bad:
+                good = [p.busbw[0] for p in rows if p.good]
+                name = "- %s, %s: " % (display(a["backend"]), a["collective"])
+                if good:
+                    line = name + "%s GB/s over %s with right data (%d with **WRONG DATA** left out; the bench's " \
+                        "average over all of them: %s GB/s)" % (number(sum(good) / len(good)), markdown.rows(len(good)),
+                                                                 bad, number(a["busbw_gbps"]))
+                else:
+                    line = name + "n/a: %s, all with **WRONG DATA** (the bench's average over them: %s GB/s)" % (
+                        markdown.rows(bad), number(a["busbw_gbps"]))
+            lines.append(line)
     return lines
 
 
 def render(bench, out):
     run = Run(bench)
-    lines = ["**Method**: %s (docs/bench.md). Bus bandwidth (busbw) = algbw x nccl-tests' factor: allreduce "
-             "2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast 1." % _method(run), "",
-             "**Backends**:"]
-    lines += markdown.backend_lines(run.backends, run.status, display)
+    wrong = markdown.count_wrong((p.backend, p.wrong) for p in run.points if p.ok)
+    lines = markdown.wrong_data_lines(wrong, display)
+    lines += ["**Method**: %s (docs/bench.md). Bus bandwidth (busbw) = algbw x nccl-tests' factor: allreduce "
+              "2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast 1." % _method(run), "",
+              "**Backends**:"]
+    lines += markdown.backend_lines(run.backends, run.status, display, wrong)
     lines += markdown.notes(bench.data)
     averages = _averages(run)
     if averages:

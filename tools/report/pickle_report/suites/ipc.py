@@ -139,9 +139,18 @@ def _call_plot(bench, method, entries, out):
     return link
 
 
+def _cache_ran(cache):
+    """Whether the cache step ran. The bench writes a step that never started (the run stopped before it) with an
+    empty method, first_us null and its counters at 0 (wrong 0, ipc_opens 0), error null or why: nothing was
+    measured or checked, so none of those zeros is a result."""
+    return cache.get("first_us") is not None or bool(cache.get("method"))
+
+
 def _cache_rows(cache):
     steady = cache.get("steady_us")
     first = cache.get("first_us")
+    if not _cache_ran(cache):
+        return [["first (maps the allocation)", "not run", "—"], ["steady state (cache hit)", "not run", "—"]]
     return [
         ["first (maps the allocation)", number(first) if first is not None else "FAILED",
          str(cache.get("first_ipc_opens", "—"))],
@@ -151,6 +160,8 @@ def _cache_rows(cache):
 
 def _cache_wrong(cache):
     wrong = cache.get("wrong")
+    if not _cache_ran(cache):
+        return "Received bytes: — (not checked: the cache step did not run)."
     if wrong is None:
         return "Received bytes: not checked."
     return "Received bytes checked: %s wrong over all transfers%s." % (
@@ -180,7 +191,7 @@ def _cache_plot(bench, cache, out):
     ax.set_xticklabels(labels)
     ax.set_ylabel("receive-to-completion time (us, log scale)")
     plotting.title(ax, "%s: ipc mapping cache, %s recv (%s)" % (
-        machine.short(bench.data), size_words(cache.get("bytes") or 0), cache.get("method") or "?"),
+        machine.short(bench.data), size_words(cache.get("bytes") or 0), cache.get("method") or "method not recorded"),
         "%s (%s); whisker = min..max of the steady transfers" % (os.path.basename(bench.path),
                                                                  machine.date(bench.data)))
     path, link = out.plot_path(bench.stem, "cache")
@@ -212,13 +223,17 @@ def render(bench, out):
     if not cache:
         lines.append("Not measured in this run.")
         return lines
-    lines.append("A %s Communicator send/recv into one %s allocation, timed on the receiver from `recv()` to "
+    if not _cache_ran(cache):
+        reason = cache.get("error")
+        lines += ["**Not run**%s." % (": %s" % reason if reason else " (the result file gives no reason)"), ""]
+    method = cache.get("method")
+    lines.append("A %s Communicator send/recv into one %sallocation, timed on the receiver from `recv()` to "
                  "completion; `ipc_opens` counts the mappings both ranks opened during the transfer(s)."
-                 % (size_words(cache.get("bytes") or 0), cache.get("method") or "?"))
+                 % (size_words(cache.get("bytes") or 0), method + " " if method else ""))
     lines.append("")
     lines += markdown.table(CACHE_HEADER, _cache_rows(cache))
     lines += ["", _cache_wrong(cache)]
-    if cache.get("error"):
+    if cache.get("error") and _cache_ran(cache):  # else it is the reason given under "Not run"
         lines += ["", "- cache measurement FAILED: %s" % cache["error"]]
     link = _cache_plot(bench, cache, out)
     if link:

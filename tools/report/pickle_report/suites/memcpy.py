@@ -81,11 +81,28 @@ def _rate(value):
     return "%.3g" % value if value < 1 else number(value)
 
 
+def _count(wrong):
+    return "—" if wrong is None else ("0" if wrong == 0 else "**%d**" % wrong)
+
+
 def _wrong(entry):
-    wrong = entry.get("wrong")
-    if wrong is None:
+    columns = [entry[key] for key, _, _ in COLUMNS]
+    if all(c is None for c in columns):
         return "—"
-    return "0" if wrong == 0 else "**%d**" % wrong
+    if any(c is None for c in columns):
+        # The row's sum covers only the columns that ran: a bare "0" read as if all three had been checked. Per
+        # column, then, with "—" for one that failed or did not run.
+        return ", ".join("%s %s" % (heading, _count(None if c is None else c.get("wrong")))
+                         for (_, heading, _), c in zip(COLUMNS, columns))
+    return _count(entry.get("wrong"))
+
+
+def _column_wrong(entry, key):
+    """The #wrong of one column; the row's when the column does not give its own (a file of one column's check)."""
+    column = entry[key]
+    if column is not None and column.get("wrong") is not None:
+        return column["wrong"]
+    return entry.get("wrong")
 
 
 def _row(entry):
@@ -125,8 +142,8 @@ def _series(results, key, value):
     xs, ys, lows, highs = [], [], [], []
     for entry in results:
         column = entry[key]
-        if column is None or not column["ms"]:
-            continue
+        if column is None or not column["ms"] or markdown.is_wrong(_column_wrong(entry, key)):
+            continue  # not measured, or its data check failed: no result (_wrong_points marks those)
         size = entry["bytes"]
         fast = column.get("min_ms") if _number(column.get("min_ms")) else column["ms"]
         slow = column.get("max_ms") if _number(column.get("max_ms")) else column["ms"]
@@ -142,12 +159,26 @@ def _series(results, key, value):
     return xs, ys, lows, highs
 
 
+def _wrong_points(results, key, value):
+    """(sizes, values) of one column's copies whose data check failed."""
+    xs, ys = [], []
+    for entry in results:
+        column = entry[key]
+        if column is not None and column["ms"] and markdown.is_wrong(_column_wrong(entry, key)):
+            xs.append(entry["bytes"])
+            ys.append(_column_gbps(entry, key) if value == "gbps" else column["ms"])
+    return xs, ys
+
+
 def _plot(bench, results, out, value):
     fig, ax = plotting.figure()
     sizes = [e["bytes"] for e in results]
     for i, (key, _, label) in enumerate(COLUMNS):
         colour, marker = STYLE.get(key) or plotting.style(key, i)
         xs, ys, lows, highs = _series(results, key, value)
+        bad_xs, bad_ys = _wrong_points(results, key, value)
+        plotting.wrong_marks(ax, bad_xs, bad_ys)
+        label += plotting.wrong_suffix(len(bad_xs))
         if not xs:
             ax.plot([], [], linestyle=":", color=colour, label="%s: no data" % label)
             continue
@@ -172,7 +203,10 @@ def _plot(bench, results, out, value):
 
 def render(bench, out):
     results = sorted(bench.data["results"], key=lambda e: e["bytes"])
-    lines = ["**Method**: %s (docs/bench.md)." % _method(bench)]
+    # No backends here: the copies are the one "backend"; a row counts once, with its #wrong over the three columns.
+    wrong = markdown.count_wrong(("the copies", e.get("wrong")) for e in results)
+    lines = markdown.wrong_data_lines(wrong, lambda name: name, "the plots")
+    lines += ["**Method**: %s (docs/bench.md)." % _method(bench)]
     lines += markdown.notes(bench.data)
     lines += ["", "### Plain copies into the peer's mapped buffer (seed 001's cudaMemcpyAsync table)", ""]
     if not results:

@@ -50,7 +50,18 @@ class Point:
 
     @property
     def ok(self):
+        """Measured: the table shows its figures (and its #wrong)."""
         return self.error is None and self.time is not None and self.time[0] is not None
+
+    @property
+    def wrong_data(self):
+        """Measured, but its data check failed: its figures are no result."""
+        return self.ok and markdown.is_wrong(self.wrong)
+
+    @property
+    def good(self):
+        """A result: measured and not wrong. Only these are drawn as lines and bars and enter the ratios."""
+        return self.ok and not markdown.is_wrong(self.wrong)
 
 
 def check(bench):
@@ -103,9 +114,14 @@ class Run:
     def speedup(self, other, mode, size):
         """pickle's speed-up over `other` at one size: other's time / pickle's time, or None."""
         mine, theirs = self.point(REFERENCE, mode, size), self.point(other, mode, size)
-        if mine is None or theirs is None or not mine.ok or not theirs.ok:
+        if mine is None or theirs is None or not mine.good or not theirs.good:
             return None
         return theirs.time[0] / mine.time[0]
+
+    def wrong_at(self, other, mode, size):
+        """Whether pickle's or `other`'s point at this size has wrong data (its ratio is then left out)."""
+        return any(p is not None and p.wrong_data for p in (self.point(REFERENCE, mode, size),
+                                                             self.point(other, mode, size)))
 
     def wrong(self, mode, size):
         counts = [(b, self.point(b, mode, size).wrong) for b in self.backends
@@ -174,13 +190,14 @@ def _legend_label(run, backend, mode):
     state, _ = run.status.get(backend, ("", ""))
     points = [p for p in run.points if p.backend == backend and p.mode == mode]
     failed = [p for p in points if not p.ok]
+    wrong = plotting.wrong_suffix(sum(1 for p in points if p.wrong_data))
     if state == "unavailable":
         return "%s: unavailable" % display(backend)
     if failed:
-        return "%s (FAILED at %s)" % (display(backend), size_label(min(p.bytes for p in failed)))
+        return "%s (FAILED at %s)%s" % (display(backend), size_label(min(p.bytes for p in failed)), wrong)
     if not points:
         return "%s: %s, no data" % (display(backend), state or "not run")
-    return display(backend)
+    return display(backend) + wrong
 
 
 def _line_plot(run, mode, out, kind):
@@ -188,8 +205,12 @@ def _line_plot(run, mode, out, kind):
     fig, ax = plotting.figure()
     for i, b in enumerate(run.backends):
         colour, marker = plotting.style(b, i)
-        good = sorted((p for p in run.points if p.backend == b and p.mode == mode and p.ok), key=lambda p: p.bytes)
+        good = sorted((p for p in run.points if p.backend == b and p.mode == mode and p.good), key=lambda p: p.bytes)
         label = _legend_label(run, b, mode)
+        bad = [(p.bytes, p.bw if kind == "bandwidth" else p.time) for p in run.points
+               if p.backend == b and p.mode == mode and p.wrong_data]
+        bad = [(x, v[0]) for x, v in bad if v and v[0] is not None]
+        plotting.wrong_marks(ax, [x for x, _ in bad], [y for _, y in bad])
         if not good:
             ax.plot([], [], linestyle=":", color=colour, label=label)
             continue
@@ -223,27 +244,30 @@ def _ratio_plot(run, mode, out):
     for b in run.others():
         values = [run.speedup(b, mode, s) for s in sizes]
         if any(v is not None for v in values):
-            series.append((b, values))
+            series.append((b, values, [run.wrong_at(b, mode, s) for s in sizes]))
     if not series:
         return None
     fig, ax = plotting.figure()
     width = 0.8 / len(series)
-    for k, (b, values) in enumerate(series):
+    for k, (b, values, wrong) in enumerate(series):
         colour, _ = plotting.style(b, run.backends.index(b))
         xs = [i - 0.4 + width * (k + 0.5) for i in range(len(sizes))]
         heights = [v if v is not None else 0.0 for v in values]
-        bars = ax.bar(xs, heights, width=width * 0.95, color=colour, label="%s/%s" % (display(REFERENCE), display(b)))
-        for bar, v in zip(bars, values):
-            text = "%.2f" % v if v is not None else "n/a"
+        label = "%s/%s%s" % (display(REFERENCE), display(b), plotting.wrong_suffix(sum(wrong)))
+        bars = ax.bar(xs, heights, width=width * 0.95, color=colour, label=label)
+        for bar, v, bad in zip(bars, values, wrong):
+            # ratio() as the tables: "%.2f" printed 0.0073 as 0.01 and anything below 0.005 as 0.00.
+            text = ratio(v) if v is not None else ("wrong data" if bad else "n/a")
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=6,
-                        rotation=90 if len(sizes) * len(series) > 12 else 0)
+                        color=plotting.WRONG_COLOUR if bad else "black",
+                        rotation=90 if bad or len(sizes) * len(series) > 12 else 0)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="parity")
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([size_label(s) for s in sizes])
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("speed-up of pickle (x; > 1: pickle faster)")
-    top = max(v for _, values in series for v in values if v is not None)
+    top = max(v for _, values, _ in series for v in values if v is not None)
     ax.set_ylim(0, max(1.3, top * 1.4))  # headroom: the legend sits above the tallest bar, not on one
     plotting.title(ax, "%s: p2p %s, pickle's speed-up per size" % (machine.short(run.bench.data), _short_mode(mode)),
                    "%s (%s); ratio of median times" % (os.path.basename(run.bench.path),
@@ -256,8 +280,10 @@ def _ratio_plot(run, mode, out):
 
 def render(bench, out):
     run = Run(bench)
-    lines = ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Backends**:"]
-    lines += markdown.backend_lines(run.backends, run.status, display)
+    wrong = markdown.count_wrong((p.backend, p.wrong) for p in run.points if p.ok)
+    lines = markdown.wrong_data_lines(wrong, display)
+    lines += ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Backends**:"]
+    lines += markdown.backend_lines(run.backends, run.status, display, wrong)
     lines += markdown.notes(bench.data)
     for mode in run.modes:
         title, unit = MODE_TITLES.get(mode, ("Mode %s" % mode, "GB/s"))
@@ -276,7 +302,8 @@ def render(bench, out):
         if link:
             lines += ["", markdown.image("%s speed-up of pickle per size" % mode, link)]
         else:
-            lines += ["", "No speed-up chart: pickle and no other backend both have measurements in this mode."]
+            lines += ["", "No speed-up chart: pickle and no other backend both have measurements%s in this mode."
+                      % (" with right data" if any(p.wrong_data for p in run.points if p.mode == mode) else "")]
     return lines
 
 

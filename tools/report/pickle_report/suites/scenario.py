@@ -1,4 +1,5 @@
-"""`pickle bench scenario`: seed 004's three tools, one table per file with a row per backend.
+"""`pickle bench scenario`: seed 004's three tools, one table per file with a row per backend (seeds 003's tp-pp and
+002's switchml: scenario_seeds.py).
 
 allreduce-bench: the seed's average algbw and busbw in GB/s and Gbps; flags: all_gather_object vs one-element
 all_reduce per call, and their ratio (the seed saw 23x); one-vs-many: one big allreduce vs many small ones of the
@@ -7,9 +8,10 @@ from .. import markdown
 from ..inputs import require
 from ..units import number, ratio
 from .registry import Suite, register
+from . import scenario_seeds
 
-DISPLAY = {"pickle": "pickle", "nccl": "NCCL"}
-KNOWN = ("allreduce-bench", "flags", "one-vs-many")
+DISPLAY = {"pickle": "pickle", "nccl": "NCCL", "switch": "software switch"}
+KNOWN = ("allreduce-bench", "flags", "one-vs-many", "tp-pp", "switchml")
 
 
 def display(name):
@@ -38,6 +40,10 @@ def check(bench):
             require(bench, entry, "bytes", int, where)
             require(bench, entry, "algbw_gbps", dict, where)
             require(bench, entry, "busbw_gbps", dict, where)
+        elif name == "tp-pp":
+            scenario_seeds.check_tp_pp(bench, entry, where)
+        elif name == "switchml":
+            scenario_seeds.check_switchml(bench, entry, where)
         elif name == "flags":
             require(bench, entry, "gather_object", dict, where)
             require(bench, entry, "allreduce", dict, where)
@@ -101,22 +107,37 @@ WORDS = {
              "one-element allreduce read back, per call (all_gather_object_vs_all_reduce.py; the seed saw 23x)",
     "one-vs-many": "one allreduce of the whole payload vs many of a fraction of it, back to back "
                    "(all_reduce_latency_comp.py); median of the repeats",
+    "tp-pp": "seed 003's tensor- and pipeline-parallel overhead of LLM inference on two ranks, on a proxy of a Llama-2 "
+             "forward pass (each layer's four projections, bf16): TP=1 on one rank, TP=2 without and with its "
+             "allreduces, PP=2 with its stage transfers, for prefill and decode rows; mean of the passes, slowest rank",
+    "switchml": "seed 002's in-network aggregation: SwitchML's protocol on pickle's software switch (a thread of "
+                "rank 0, UDP) against pickle's and NCCL's allreduce, jobs of one int32 sum each, summarized as "
+                "SwitchML's allreduce_benchmark does",
 }
 
 
 def render(bench, out):
     name = bench.data["scenario"]
     options = bench.data.get("options") or {}
-    lines = ["**Scenario** `%s`: %s (docs/bench.md)." % (name, WORDS[name]), "", "**Backends**:"]
-    for b in bench.data.get("backends", []):
-        detail = b.get("detail") or ""
-        lines.append("- %s: **%s**%s" % (display(b["name"]), b["status"], (": " + detail) if detail else ""))
-    lines += markdown.notes(bench.data)
     results = bench.data["results"]
+    # The bench records `ok` for a backend whose check found wrong data; its means and ratio are then no result.
+    wrong = markdown.count_wrong((r["backend"], r.get("wrong")) for r in results if r.get("error") is None)
+    lines = markdown.wrong_data_lines(wrong, display, None)
+    lines += ["**Scenario** `%s`: %s (docs/bench.md)." % (name, WORDS[name]), "", "**Backends**:"]
+    backends = [b["name"] for b in bench.data.get("backends", [])]
+    status = {b["name"]: (b["status"], b.get("detail") or "") for b in bench.data.get("backends", [])}
+    lines += markdown.backend_lines(backends, status, display, wrong)
+    lines += markdown.notes(bench.data)
     lines.append("")
     if not results:
         lines.append("No measurements: every backend was unavailable or failed.")
         return lines
+    if name == "tp-pp":
+        return (lines + scenario_seeds.tp_pp_tables(bench, results, display)
+                + scenario_seeds.tp_pp_plot(bench, results, out, display))
+    if name == "switchml":
+        return (lines + scenario_seeds.switchml_tables(bench, results, display)
+                + scenario_seeds.switchml_plot(bench, results, out, display))
     header = _header(name, options)
     rows = [row + [""] * (len(header) - len(row)) for row in _rows(name, results)]
     return lines + markdown.table(header, rows)
