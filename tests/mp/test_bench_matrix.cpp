@@ -108,6 +108,10 @@ TEST(BenchMatrix, HostMemoryFillsEveryPairAndMarksNcclUnavailable) {
     const json::Value& nccl = matrix_of(root, mode, "nccl");
     EXPECT_EQ(nccl.at("status").as_string(), "unavailable");
     EXPECT_NE(nccl.at("detail").as_string().find("nccl needs GPU memory"), std::string::npos);
+    // Nothing was checked there: no 0 that reads as "checked, nothing wrong" (until 2026-11-30).
+    for (const auto& row : nccl.at("wrong").as_array()) {
+      for (const auto& cell : row.as_array()) EXPECT_TRUE(cell.is_null()) << mode;
+    }
     EXPECT_NE(run.out.find("# nccl unavailable: "), std::string::npos) << run.out;
     EXPECT_EQ(printed_matrix(run.out, mode + ", pickle/ce").size(), 3u) << run.out;
   }

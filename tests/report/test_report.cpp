@@ -3,6 +3,8 @@
 // real PNG. Bad inputs must fail with the file named (exit 1); a missing argument is a usage error (exit 2).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -346,6 +348,12 @@ TEST(Report, MalformedJsonFailsNamingTheFile) {
   r = run_pickle(dir, {"report", "-o", dir / "out", missing}, std::chrono::seconds(60));
   EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+
+  std::string fifo = dir / "fifo.json";  // opening it to read waited for a writer until 2026-11-30 (found by review)
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = run_pickle(dir, {"report", "-o", dir / "out", fifo}, std::chrono::seconds(20));
+  EXPECT_TRUE(r.status.exited && r.status.code == 1) << r.status.describe();
+  EXPECT_NE(r.err.find(fifo + " is not a regular file"), std::string::npos) << r.err;
 }
 
 // A report that fails partway writes nothing: no output folder where there was none, and an output folder that

@@ -190,7 +190,8 @@ int cmd_report(const Args& args) {
   }
   // Unreadable inputs fail here, before a Python is even looked for; their contents are the script's to judge.
   for (const auto& file : parsed.files) {
-    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO would wait for a writer (found by review); it is refused below as no regular file.
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) throw SystemError(cat("cannot read the result file ", file), errno);
     if (!is_regular_file(file)) throw InvalidArgument(cat(file, " is not a regular file"));
   }

@@ -114,10 +114,13 @@ json::Value ipc_to_json(const IpcReport& report) {
   cache["method"] = c.method;
   cache["first_us"] = c.ran && c.error.empty() ? json::Value(c.first_us) : json::Value();
   cache["steady_us"] = samples_json(c.steady_us);
-  cache["first_ipc_opens"] = c.first_opens;
-  cache["steady_ipc_opens"] = c.steady_opens;
-  cache["wrong"] = c.wrong;
-  cache["error"] = c.error.empty() ? json::Value() : json::Value(c.error);
+  // A cache step that never ran (the run ended before it) has no counts: null, not 0 (found by review: "0 wrong" read
+  // as checked), and says so.
+  cache["ran"] = c.ran;
+  cache["first_ipc_opens"] = c.ran ? json::Value(c.first_opens) : json::Value();
+  cache["steady_ipc_opens"] = c.ran ? json::Value(c.steady_opens) : json::Value();
+  cache["wrong"] = c.ran ? json::Value(c.wrong) : json::Value();
+  cache["error"] = !c.error.empty() ? json::Value(c.error) : c.ran ? json::Value() : json::Value("did not run");
   root["cache"] = std::move(cache);
   root["exit_code"] = report.exit_code();
   return root;

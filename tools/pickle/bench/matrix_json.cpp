@@ -24,7 +24,13 @@ json::Value matrix_json(const Matrix& matrix) {
   m["status"] = matrix_status_name(matrix.status());
   m["detail"] = matrix.detail();
   m["gbps"] = grid(matrix, [](const MatrixCell& cell) { return cell.gbps ? json::Value(*cell.gbps) : json::Value(); });
-  m["wrong"] = grid(matrix, [](const MatrixCell& cell) { return json::Value(cell.wrong); });
+  // The wrong bytes a child found, 0 where it measured the cell and found none, null where no check says anything
+  // (the diagonal, an unavailable backend, a child that failed before its check): a 0 there read as "checked,
+  // nothing wrong" (found by review).
+  m["wrong"] = grid(matrix, [](const MatrixCell& cell) {
+    const bool checked = cell.wrong > 0 || (cell.run && cell.status == RunResult::Status::Ok);
+    return checked ? json::Value(cell.wrong) : json::Value();
+  });
   // Why each cell that did not measure did not ("" for measured cells), so that a failed cell names its child.
   m["cell_details"] = grid(matrix, [](const MatrixCell& cell) { return json::Value(cell.detail); });
   return m;

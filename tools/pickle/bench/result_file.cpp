@@ -1,8 +1,11 @@
 #include "result_file.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <optional>
@@ -60,6 +63,12 @@ json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes,
 
 void require_writable(const std::string& path, std::string_view flag) {
   if (path.empty()) return;
+  // Only a regular file (or none yet): opening a FIFO for writing waits for a reader (a run that hung before it
+  // began: found by review), and the result is written beside the path and renamed over it (write_result_file).
+  struct stat info {};
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    throw InvalidArgument(cat("cannot write the ", flag, " file ", path, ": it exists and is not a regular file"));
+  }
   // A file the probe makes is removed again: a run that fails later must not leave an empty result file behind,
   // which `pickle report` would then refuse as not JSON.
   const bool existed = access(path.c_str(), F_OK) == 0;
@@ -89,11 +98,28 @@ void write_result_file(json::Value root, const std::string& path) {
   }
   root["environment"] = environment_json();
   root["topology"] = topology::to_json(topology::discover(topology::DiscoverOptions{.memory_free = false}));
-  std::ofstream file(path, std::ios::trunc);
-  if (!file) throw SystemError(cat("cannot write the --json file ", path), errno);
+  // Written beside the file and renamed over it once complete: a disk that fills up midway leaves no truncated
+  // result, and an earlier result at that path stays whole (found by review: the file was truncated first). A link
+  // is followed, so that the file it names is the one replaced.
+  std::error_code ignored;
+  const std::filesystem::path target = std::filesystem::is_symlink(path, ignored)
+                                           ? std::filesystem::weakly_canonical(path, ignored)
+                                           : std::filesystem::path(path);
+  const std::string partial = cat(target.string(), ".partial-", getpid());
+  std::ofstream file(partial, std::ios::trunc);
+  if (!file) throw SystemError(cat("cannot write the --json file ", path, " (its partial copy ", partial, ")"), errno);
   file << root.dump(2) << "\n";
   file.close();
-  if (!file) throw SystemError(cat("cannot write the --json file ", path, " to its end"), errno);
+  if (!file) {
+    const int error = errno;
+    unlink(partial.c_str());
+    throw SystemError(cat("cannot write the --json file ", path, " to its end"), error);
+  }
+  if (std::rename(partial.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    unlink(partial.c_str());
+    throw SystemError(cat("cannot write the --json file ", path, " (renaming its complete copy over it)"), error);
+  }
 }
 
 }  // namespace pickle::bench

@@ -29,13 +29,15 @@ json::Value result_head(std::string_view suite, const std::vector<std::string>& 
 json::Value sweep_options_json(const SweepOptions& sweep, std::size_t max_bytes, std::string_view count_key);
 
 /// Opens `path` for appending (a file it had to create is removed again) and throws a SystemError "cannot write the
-/// <flag> file <path>" when that fails: called before a run, so that a folder that does not exist or a file that
+/// <flag> file <path>" when that fails, or an InvalidArgument when `path` exists and is no regular file (a FIFO, a
+/// device, a folder): called before a run, so that a folder that does not exist or a file that
 /// cannot be written fails at once, not after a sweep whose results could then not be saved. An empty `path` (the
 /// flag not given) passes.
 void require_writable(const std::string& path, std::string_view flag = "--json");
 
-/// Adds "environment" and "topology" to `root` and writes it to `path` (SystemError "cannot write the --json file
-/// <path>" when it cannot).
+/// Adds "environment" and "topology" to `root` and writes it to `path`: into "<path>.partial-<pid>" first, renamed
+/// over `path` once complete (SystemError "cannot write the --json file <path>" when it cannot; no partial file is
+/// left, and an earlier file at `path` stays whole).
 void write_result_file(json::Value root, const std::string& path);
 
 /// The run ended early, with this error (Lockstep::end_broken_run: a rank stopped or died). Every result file written

@@ -140,9 +140,12 @@ def _call_plot(bench, method, entries, out):
 
 
 def _cache_ran(cache):
-    """Whether the cache step ran. The bench writes a step that never started (the run stopped before it) with an
-    empty method, first_us null and its counters at 0 (wrong 0, ipc_opens 0), error null or why: nothing was
-    measured or checked, so none of those zeros is a result."""
+    """Whether the cache step ran: its `ran` key since 2026-11-30 (with null counters and error "did not run" when it
+    did not). Before, the bench wrote a step that never started (the run stopped before it) with an empty method,
+    first_us null and its counters at 0 (wrong 0, ipc_opens 0), error null: nothing was measured or checked, so none
+    of those zeros is a result."""
+    if "ran" in cache:
+        return bool(cache["ran"])
     return cache.get("first_us") is not None or bool(cache.get("method"))
 
 
@@ -153,9 +156,13 @@ def _cache_rows(cache):
         return [["first (maps the allocation)", "not run", "—"], ["steady state (cache hit)", "not run", "—"]]
     return [
         ["first (maps the allocation)", number(first) if first is not None else "FAILED",
-         str(cache.get("first_ipc_opens", "—"))],
-        ["steady state (cache hit)", _spread(steady) or "FAILED", str(cache.get("steady_ipc_opens", "—"))],
+         _count(cache.get("first_ipc_opens"))],
+        ["steady state (cache hit)", _spread(steady) or "FAILED", _count(cache.get("steady_ipc_opens"))],
     ]
+
+
+def _count(value):
+    return "—" if value is None else str(value)
 
 
 def _cache_wrong(cache):
@@ -225,6 +232,8 @@ def render(bench, out):
         return lines
     if not _cache_ran(cache):
         reason = cache.get("error")
+        if reason == "did not run":  # the bench's word for a step the run ended before
+            reason = "the run ended before it (see the exit code and the rows above)"
         lines += ["**Not run**%s." % (": %s" % reason if reason else " (the result file gives no reason)"), ""]
     method = cache.get("method")
     lines.append("A %s Communicator send/recv into one %sallocation, timed on the receiver from `recv()` to "
