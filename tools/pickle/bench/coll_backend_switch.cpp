@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include <pickle/error.hpp>
@@ -41,15 +42,24 @@ class SwitchCollBackend final : public CollBackend {
   }
 
   void setup(CollContext& ctx) override {
-    const std::string port_key = key_ + "/switch/port";
+    // Rank 0's switch: its port, and the slots and packet size every worker must use (each rank reads its own
+    // environment; a worker that differs would have its packets ignored as malformed and wait for nothing).
+    const std::string key = key_ + "/switch/port-slots-numel";
     if (ctx.rank() == 0) {
       switch_ = std::make_unique<switchml::SoftwareSwitch>(switchml::SoftwareSwitch::Options{
           .workers = ctx.world_size(),
           .slots = slots_,
           .drop_every = static_cast<int>(env::get_int("PICKLE_TEST_SWITCH_DROP"))});
-      ctx.store().set(port_key, std::to_string(switch_->port()));
+      receive_buffer_ = switch_->receive_buffer_bytes();
+      ctx.store().set(key, cat(switch_->port(), " ", slots_, " ", numel_));
     }
-    const int port = std::stoi(ctx.store().get_string(port_key));
+    int port = 0, slots = 0, numel = 0;
+    std::istringstream(ctx.store().get_string(key)) >> port >> slots >> numel;
+    if (slots != slots_ || numel != numel_) {
+      throw InvalidArgument(cat(describe({.rank = ctx.rank(), .op = "software switch set-up"}),
+                                ": PICKLE_SWITCH_SLOTS=", slots_, " and PICKLE_SWITCH_PACKET_NUMEL=", numel_,
+                                " here, ", slots, " and ", numel, " on rank 0: every rank must use the same"));
+    }
     host_ = ctx.store().self().master_addr;
     worker_.emplace(host_, port, switchml::SwitchWorker::Options{.worker = ctx.rank(), .slots = slots_,
                                                                  .numel = numel_});
@@ -58,7 +68,8 @@ class SwitchCollBackend final : public CollBackend {
 
   std::string detail() const override {
     return cat("a thread of rank 0 at ", host_, ":", port_, " (UDP), ", slots_, " slots of ", numel_,
-               " int32 per packet");
+               " int32 per packet", receive_buffer_ > 0 ? cat("; its receive buffer ", receive_buffer_ / 1024, " KiB")
+                                                        : std::string());
   }
 
   void enqueue(CollContext& ctx, const CollCall& call) override {
@@ -108,6 +119,7 @@ class SwitchCollBackend final : public CollBackend {
  private:
   std::string key_;
   int slots_ = 0, numel_ = 0, port_ = 0;
+  int receive_buffer_ = 0;  // rank 0's switch socket's, as granted
   std::string host_;
   std::unique_ptr<switchml::SoftwareSwitch> switch_;  // rank 0's
   std::optional<switchml::SwitchWorker> worker_;

@@ -107,7 +107,7 @@ void write_result_file(json::Value root, const std::string& path) {
                                            : std::filesystem::path(path);
   const std::string partial = cat(target.string(), ".partial-", getpid());
   std::ofstream file(partial, std::ios::trunc);
-  if (!file) throw SystemError(cat("cannot write the --json file ", path, " (its partial copy ", partial, ")"), errno);
+  if (!file) throw SystemError(cat("cannot write the --json file ", path), errno);
   file << root.dump(2) << "\n";
   file.close();
   if (!file) {

@@ -11,9 +11,9 @@
 //   PP=2           rank 0 runs the first half of the layers and sends its activations to rank 1, which runs the
 //                  second half and sends the batch's next tokens back (the next step starts on stage 0).
 // Each configuration is timed as the mean of -n forward passes (the slowest rank; events around the enqueues, as
-// `bench coll`), after untimed ones whose output is kept: every timed pass must give the same bits (#wrong counts
-// the differences), and the communication is checked with known data first (the allreduce's sums, the stages'
-// activations and tokens).
+// `bench coll`), after untimed ones, the last of whose output is kept: the last timed pass must give the same bits
+// (#wrong counts the differences; the passes share one output buffer, so the ones between are not compared), and the
+// communication is checked with known data first (the allreduce's sums, the stages' activations and tokens).
 #include <algorithm>
 #include <cmath>
 
@@ -308,7 +308,7 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
                           pad_left("TP eff %", 9), pad_left("PP=2", 10), pad_left("PP %", 8), pad_left("#wrong", 8)));
   json::Value rows = json::Value::array();
   std::uint64_t wrong_total = 0;
-  const int untimed = std::max(1, options.warmup);  // at least one: it gives the output every timed pass must match
+  const int untimed = std::max(1, options.warmup);  // at least one: it gives the output the last timed pass must match
   std::uint64_t salt = step_salt(0x7070, std::hash<std::string>{}(run.backend), 0, 0);
   for (const Row& row : rows_of(options)) {
     double ms[4] = {0, 0, 0, 0};

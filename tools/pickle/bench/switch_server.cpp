@@ -80,6 +80,13 @@ SoftwareSwitch::~SoftwareSwitch() {
   if (thread_.joinable()) thread_.join();
 }
 
+int SoftwareSwitch::receive_buffer_bytes() const {
+  int size = 0;
+  socklen_t length = sizeof size;
+  ::getsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, &length);
+  return size;
+}
+
 SoftwareSwitch::Counters SoftwareSwitch::counters() const {
   return {.received = received_, .sent = sent_, .dropped = dropped_, .duplicates = duplicates_, .stale = stale_,
           .malformed = malformed_};

@@ -38,6 +38,9 @@ class SoftwareSwitch {
   SoftwareSwitch& operator=(const SoftwareSwitch&) = delete;
 
   int port() const noexcept { return port_; }
+  /// The socket's receive buffer as the kernel granted it (Linux caps the 16 MiB asked at net.core.rmem_max): a burst
+  /// of every slot's packets beyond it is lost and resent after a while.
+  int receive_buffer_bytes() const;
   Counters counters() const;
 
  private:

@@ -26,12 +26,16 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-SwitchWorker::SwitchWorker(const std::string& host, int port, const Options& options)
-    : options_(options), rounds_(static_cast<std::size_t>(options.slots), 0) {
+const SwitchWorker::Options& validated(const SwitchWorker::Options& options) {
   if (options.numel < 1 || static_cast<std::size_t>(options.numel) > kMaxNumel || options.slots < 1) {
     throw InvalidArgument(cat("software switch worker: ", options.numel, " elements per packet and ", options.slots,
                               " slots (1 to ", kMaxNumel, " elements, at least 1 slot)"));
   }
+  return options;
+}
+
+SwitchWorker::SwitchWorker(const std::string& host, int port, const Options& options)
+    : options_(validated(options)), rounds_(static_cast<std::size_t>(options.slots), 0) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
@@ -50,13 +54,11 @@ SwitchWorker::SwitchWorker(const std::string& host, int port, const Options& opt
   }
   fd_ = UniqueFd(::socket(pick->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   const int error = errno;
-  const bool connected = fd_.valid() && ::connect(fd_.get(), pick->ai_addr, pick->ai_addrlen) == 0;
+  std::memcpy(&switch_, pick->ai_addr, pick->ai_addrlen);
+  switch_length_ = static_cast<socklen_t>(pick->ai_addrlen);
   ::freeaddrinfo(found);
   switch_address_ = cat(host, ":", port);
-  if (!connected) {
-    throw SystemError(cat("software switch worker: no UDP socket towards ", switch_address_),
-                      fd_.valid() ? errno : error);
-  }
+  if (!fd_.valid()) throw SystemError(cat("software switch worker: no UDP socket for ", switch_address_), error);
   int size = 16 << 20;
   ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
@@ -85,7 +87,8 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
     std::memcpy(packet.data(), &h, sizeof h);
     std::memcpy(packet.data() + sizeof h, data + h.offset, h.numel * sizeof(std::int32_t));
     // A full socket buffer drops it as a network would: the resend below covers it.
-    (void)::send(fd_.get(), packet.data(), sizeof h + h.numel * sizeof(std::int32_t), MSG_DONTWAIT);
+    (void)::sendto(fd_.get(), packet.data(), sizeof h + h.numel * sizeof(std::int32_t), MSG_DONTWAIT,
+                   reinterpret_cast<const sockaddr*>(&switch_), switch_length_);
     flight[slot].sent = Clock::now();
   };
 
@@ -94,14 +97,15 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
     send_chunk(s);
   }
   std::size_t finished = 0;
-  const auto start = Clock::now();
+  auto progress = Clock::now();  // the last sum that came back
   std::vector<unsigned char> datagram(packet.size() + 1);
   while (finished < chunks) {
     pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
     const int waiting = ::poll(&ready, 1, 1);
     while (waiting > 0) {
       const ssize_t got = ::recv(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT);
-      if (got < static_cast<ssize_t>(sizeof(Header))) break;  // drained (or an ICMP error: the resends cover it)
+      if (got < 0) break;  // drained
+      if (got < static_cast<ssize_t>(sizeof(Header))) continue;  // not the switch's
       Header h;
       std::memcpy(&h, datagram.data(), sizeof h);
       if (h.magic != kMagic || h.slot >= slots || !flight[h.slot].active || h.round != rounds_[h.slot] ||
@@ -111,6 +115,7 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
       }
       std::memcpy(data + h.offset, datagram.data() + sizeof h, h.numel * sizeof(std::int32_t));
       ++finished;
+      progress = Clock::now();
       ++rounds_[h.slot];
       flight[h.slot].chunk += slots;
       if (flight[h.slot].chunk < chunks) {
@@ -125,9 +130,9 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
         send_chunk(s);
       }
     }
-    if (finished < chunks && seconds_since(start) > timeout_s) {
-      throw TimeoutError(cat(what, ": the software switch at ", switch_address_, " returned the sums of ", finished,
-                             " of ", chunks, " chunks in ", timeout_s, " s (", resends_,
+    if (finished < chunks && seconds_since(progress) > timeout_s) {
+      throw TimeoutError(cat(what, ": the software switch at ", switch_address_, " returned no sum for ", timeout_s,
+                             " s, with the sums of ", finished, " of ", chunks, " chunks in (", resends_,
                              " resends): the switch or another worker is gone or never came"));
     }
   }
