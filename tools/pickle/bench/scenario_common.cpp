@@ -30,16 +30,22 @@ json::Value stats_json(const std::vector<double>& values) {
   return v;
 }
 
-CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt) {
+CollPattern scenario_pattern(const CollContext& ctx, Collective coll, DataType type, std::size_t elements, int root,
+                             std::uint64_t salt) {
   CollPattern p;
-  p.coll = Collective::AllReduce;
-  p.type = DataType::F32;
+  p.coll = coll;
+  p.type = type;
   p.op = ReduceOp::Sum;
+  p.root = root;
   p.nranks = ctx.world_size();
-  p.shape = coll_shape(Collective::AllReduce, elements * sizeof(float), sizeof(float), ctx.world_size());
+  p.shape = coll_shape(coll, elements * datatype_size(type), datatype_size(type), ctx.world_size());
   p.salt = salt;
   p.corrupt = ctx.corrupt();
   return p;
+}
+
+CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt) {
+  return scenario_pattern(ctx, Collective::AllReduce, DataType::F32, elements, 0, salt);
 }
 
 std::string decimal_size(std::size_t bytes) {

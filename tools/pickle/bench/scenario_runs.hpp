@@ -54,6 +54,10 @@ json::Value stats_json(const std::vector<double>& values);
 /// The mean of `values` (0 for none).
 double mean_of(const std::vector<double>& values);
 
+/// coll's checked data for a `coll` of `elements` of `type` (sum where it reduces; `root` for a broadcast), as the
+/// scenario checks use it: tp-pp's allreduce, stage activations and tokens, switchml's int32 sums.
+CollPattern scenario_pattern(const CollContext& ctx, Collective coll, DataType type, std::size_t elements, int root,
+                             std::uint64_t salt);
 /// A float allreduce (sum) pattern over `elements` for the scenario checks.
 CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt);
 

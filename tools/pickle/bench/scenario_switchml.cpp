@@ -22,19 +22,6 @@ std::string general(double value) {
   return text;
 }
 
-CollPattern int32_sum_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt) {
-  CollPattern p;
-  p.coll = Collective::AllReduce;
-  p.type = DataType::I32;
-  p.op = ReduceOp::Sum;
-  p.nranks = ctx.world_size();
-  p.shape = coll_shape(Collective::AllReduce, elements * sizeof(std::int32_t), sizeof(std::int32_t),
-                       ctx.world_size());
-  p.salt = salt;
-  p.corrupt = ctx.corrupt();
-  return p;
-}
-
 }  // namespace
 
 ScenarioRun run_switchml(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
@@ -51,7 +38,7 @@ ScenarioRun run_switchml(CollContext& ctx, CollBackend& backend, Lockstep& locks
                       .op = ReduceOp::Sum};
   lockstep.begin_step();
   lockstep.phase("load", [&] {
-    ctx.load_inputs(int32_sum_pattern(ctx, elements, 1), buffer, 0, elements);
+    ctx.load_inputs(scenario_pattern(ctx, Collective::AllReduce, DataType::I32, elements, 0, 1), buffer, 0, elements);
     return std::string();
   });
   run.lines.push_back(cat("Submitting ", options.warmup, " warmup jobs."));
@@ -74,7 +61,7 @@ ScenarioRun run_switchml(CollContext& ctx, CollBackend& backend, Lockstep& locks
   }
   if (options.check && !lockstep.failed()) {
     run.wrong = summed(lockstep, "check", [&] {
-      const CollPattern pattern = int32_sum_pattern(ctx, elements, 2);
+      const CollPattern pattern = scenario_pattern(ctx, Collective::AllReduce, DataType::I32, elements, 0, 2);
       ctx.load_inputs(pattern, buffer, 0, elements);
       backend.enqueue(ctx, call);
       ctx.stream().synchronize();

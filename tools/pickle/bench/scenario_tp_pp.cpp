@@ -206,27 +206,13 @@ class Proxy {
   std::byte* base_;
 };
 
-CollPattern tp_pp_pattern(const CollContext& ctx, Collective coll, DataType type, std::size_t elements, int root,
-                          std::uint64_t salt) {
-  CollPattern p;
-  p.coll = coll;
-  p.type = type;
-  p.op = ReduceOp::Sum;
-  p.root = root;
-  p.nranks = ctx.world_size();
-  p.shape = coll_shape(coll, elements * datatype_size(type), datatype_size(type), ctx.world_size());
-  p.salt = salt;
-  p.corrupt = ctx.corrupt();
-  return p;
-}
-
 /// The communication of `config` checked with known data: the allreduce's sums (TP=2), the activations rank 0
 /// sends and the tokens rank 1 sends back (PP=2). Wrong elements on this rank.
 std::uint64_t check_communication(CollContext& ctx, CollBackend& backend, Proxy& proxy, Config config,
                                   const Row& row, std::uint64_t salt) {
   const std::size_t elements = row.tokens * proxy.activation_bytes(1) / kBf16;
   if (config == Config::Tp2) {
-    const CollPattern sums = tp_pp_pattern(ctx, Collective::AllReduce, DataType::BF16, elements, 0, salt);
+    const CollPattern sums = scenario_pattern(ctx, Collective::AllReduce, DataType::BF16, elements, 0, salt);
     std::byte* buffer = proxy.at(proxy.layout().partial);
     ctx.load_inputs(sums, buffer, 0, elements);
     backend.enqueue(ctx, {.coll = Collective::AllReduce,
@@ -240,8 +226,8 @@ std::uint64_t check_communication(CollContext& ctx, CollBackend& backend, Proxy&
   }
   if (config != Config::Pp2) return 0;
   const auto batch = static_cast<std::size_t>(row.batch);
-  const CollPattern activations = tp_pp_pattern(ctx, Collective::Broadcast, DataType::BF16, elements, 0, salt);
-  const CollPattern tokens = tp_pp_pattern(ctx, Collective::Broadcast, DataType::I32, batch, 1, salt + 1);
+  const CollPattern activations = scenario_pattern(ctx, Collective::Broadcast, DataType::BF16, elements, 0, salt);
+  const CollPattern tokens = scenario_pattern(ctx, Collective::Broadcast, DataType::I32, batch, 1, salt + 1);
   std::byte* token_buffer = proxy.at(proxy.layout().tokens);
   if (ctx.rank() == 0) {
     std::byte* sent = proxy.at(proxy.layout().out_a);

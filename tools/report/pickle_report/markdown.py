@@ -63,6 +63,21 @@ def is_wrong(wrong):
     return isinstance(wrong, int) and not isinstance(wrong, bool) and wrong > 0
 
 
+class CheckedPoint:
+    """`wrong_data` and `good` of a measured point, for a class that has `ok` (measured: the table shows its figures)
+    and `wrong` (its #wrong)."""
+
+    @property
+    def wrong_data(self):
+        """Measured, but its data check failed: its figures are no result."""
+        return self.ok and is_wrong(self.wrong)
+
+    @property
+    def good(self):
+        """A result: measured and not wrong. Only these are drawn as lines and bars and enter ratios and averages."""
+        return self.ok and not is_wrong(self.wrong)
+
+
 def wrong_data_lines(wrong, display, left_out="the plots, speed-up ratios and averages"):
     """A prominent paragraph for the top of a section when rows carry wrong data ({backend: (rows, #wrong)}), or
     nothing: their figures stay in the tables, with #wrong in bold, but are no results (left out of `left_out`)."""

@@ -42,7 +42,7 @@ def check(bench):
     check_backends_and_options(bench)
 
 
-class Point:
+class Point(markdown.CheckedPoint):
     """One measured backend x collective x datatype x operator x size x placement."""
 
     def __init__(self, entry):
@@ -61,16 +61,6 @@ class Point:
     def ok(self):
         """Measured: the table shows its figures (and its #wrong)."""
         return self.error is None and self.unsupported is None and self.busbw is not None
-
-    @property
-    def wrong_data(self):
-        """Measured, but its data check failed: its figures are no result."""
-        return self.ok and markdown.is_wrong(self.wrong)
-
-    @property
-    def good(self):
-        """A result: measured and not wrong. Only these are drawn as lines and enter the ratios and averages."""
-        return self.ok and not markdown.is_wrong(self.wrong)
 
 
 class Run:

@@ -33,7 +33,7 @@ def display(name):
     return DISPLAY.get(name, name)
 
 
-class Point:
+class Point(markdown.CheckedPoint):
     """One measured (backend, mode, size): medians and spreads, or the failure."""
 
     def __init__(self, entry):
@@ -52,16 +52,6 @@ class Point:
     def ok(self):
         """Measured: the table shows its figures (and its #wrong)."""
         return self.error is None and self.time is not None and self.time[0] is not None
-
-    @property
-    def wrong_data(self):
-        """Measured, but its data check failed: its figures are no result."""
-        return self.ok and markdown.is_wrong(self.wrong)
-
-    @property
-    def good(self):
-        """A result: measured and not wrong. Only these are drawn as lines and bars and enter the ratios."""
-        return self.ok and not markdown.is_wrong(self.wrong)
 
 
 def check(bench):
