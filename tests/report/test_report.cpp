@@ -628,6 +628,25 @@ TEST(Report, InterferenceRunGivesSeedTablesAndPlots) {
   EXPECT_EQ(check_plots(out, md), 2);
 }
 
+// A row whose background data (or the foreground's output) came out wrong is no result (helper-reviewed, 2026-11-30:
+// it was plotted as one): the section says WRONG DATA, the cell keeps its count in bold.
+TEST(Report, InterferenceRowsOfWrongDataAreSaidAndNotPlotted) {
+  TempDir dir("report-interference-wrong");
+  json::Value root = interference_result();
+  root["results"].as_array()[1]["background_wrong"] = 7;  // gemm, 1 MiB, pickle
+  const std::string measured = dir / "interference.json";
+  write_file(measured, root.dump(2));
+  const std::string out = dir / "out";
+  Result report = run_pickle(dir, {"report", measured, "-o", out}, std::chrono::seconds(90));
+  ASSERT_TRUE(report.status.ok()) << report.status.describe() << "\n" << report.err;
+  const std::string md = read_file(out + "/report.md");
+  EXPECT_NE(md.find("**WRONG DATA**: the data check failed in pickle: 1 row (#wrong 7 in all)"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("they are left out of the plots"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 MiB | 0.998 (45.30 GB/s) **7 wrong** |"), std::string::npos) << md;
+  EXPECT_EQ(check_plots(out, md), 2);
+}
+
 /// interference_result() as seed 001 item 6 writes it: attention under an allgather of 8 ranks, 1 GiB each (8 GiB
 /// gathered), pickle and NCCL; each row the mean over the 8 ranks that timed the foreground, with their range.
 json::Value allgather_result() {

@@ -111,7 +111,7 @@ def clock_cell(alone, with_traffic):
                                                        alone["power_w"], with_traffic["power_w"])
 
 
-class Row:
+class Row(markdown.CheckedPoint):
     def __init__(self, entry):
         self.foreground = entry["foreground"]
         self.background = entry["background"]
@@ -273,8 +273,9 @@ def _plot(run, foreground, background, out):
     sizes = run.sizes(foreground, background)
 
     def rows_of(backend):
+        # Rows of wrong data (background or foreground) are no result: the table shows them with their count.
         return sorted((r for r in run.rows if r.foreground == foreground and r.background == background
-                       and r.backend == backend and r.ok), key=lambda r: r.bytes)
+                       and r.backend == backend and r.good), key=lambda r: r.bytes)
 
     relatives = interference_plot.draw_series(ax, bw_axis, run.backends, rows_of, lambda r: r.bytes, display, 4)
     plotting.size_axis(ax, sizes)
@@ -294,7 +295,9 @@ def render(bench, out):
     if data.get("waived"):
         return ["**Waived**: %s; nothing was measured." % data["waived"]]
     run = Run(bench)
-    lines = ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Foregrounds**:"]
+    wrong = markdown.count_wrong((r.backend, r.wrong) for r in run.rows if r.ok)
+    lines = markdown.wrong_data_lines(wrong, display, "the plots")
+    lines += ["**Method**: %s (docs/bench.md)." % _method(run), "", "**Foregrounds**:"]
     lines += _foreground_lines(run)
     lines += ["", "**Background traffic**:"] + _traffic_lines(run)
     lines += markdown.notes(data)

@@ -17,7 +17,7 @@ BACKGROUND = "p2p"  # --lanes runs the p2p background only
 def _good(run, foreground, backend, size):
     """The measured rows of one backend at one size, by lane count."""
     return sorted((r for r in run.rows if r.foreground == foreground and r.background == BACKGROUND
-                   and r.backend == backend and r.bytes == size and r.lanes and r.ok), key=lambda r: r.lanes)
+                   and r.backend == backend and r.bytes == size and r.lanes and r.good), key=lambda r: r.lanes)
 
 
 def _ratio(run, foreground, size, lanes):
