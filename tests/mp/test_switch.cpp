@@ -43,8 +43,7 @@ void sum_through(SoftwareSwitch& sw, int workers, int slots, int numel, std::siz
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
       try {
-        SwitchWorker worker(host, sw.port(), {.worker = w, .slots = slots, .numel = numel,
-                                                     .resend_after_s = 0.005});
+        SwitchWorker worker(host, sw.port(), {.worker = w, .slots = slots, .numel = numel, .resend_after_s = 0.005});
         for (int c = 0; c < calls; ++c) {
           worker.allreduce(outputs[static_cast<std::size_t>(c)][static_cast<std::size_t>(w)].data(), count, 20,
                            "test allreduce");
@@ -66,8 +65,8 @@ void sum_through(SoftwareSwitch& sw, int workers, int slots, int numel, std::siz
       std::uint32_t expected = 0;
       for (int w = 0; w < workers; ++w) expected += static_cast<std::uint32_t>(inputs[c][w][i]);
       for (int w = 0; w < workers; ++w) {
-        ASSERT_EQ(static_cast<std::uint32_t>(outputs[c][w][i]), expected) << "call " << c << " worker " << w
-                                                                           << " element " << i;
+        ASSERT_EQ(static_cast<std::uint32_t>(outputs[c][w][i]), expected)
+            << "call " << c << " worker " << w << " element " << i;
       }
     }
   }

@@ -141,8 +141,9 @@ TEST(ReportColl, CollAndScenarioRunsGiveTablesAndPlots) {
   ASSERT_EQ(many_rows.size(), 1u) << md;
   EXPECT_EQ(many_rows[0][0][6], "0");
   // tp-pp (seed 003): a row per backend and pass (2 prefill, 2 decode), the seed's ratios; its bar chart.
-  auto tp_pp_rows = tables(md, "| Backend | Row | Tokens | TP=1 ms | TP=2 compute ms | TP=2 ms | TP comm % | TP eff % | "
-                               "PP=2 ms | PP % | #wrong |");
+  auto tp_pp_rows = tables(md,
+                           "| Backend | Row | Tokens | TP=1 ms | TP=2 compute ms | TP=2 ms | TP comm % | TP eff % | "
+                           "PP=2 ms | PP % | #wrong |");
   ASSERT_EQ(tp_pp_rows.size(), 1u) << md;
   ASSERT_EQ(tp_pp_rows[0].size(), 4u) << md;
   EXPECT_EQ(tp_pp_rows[0][0][1], "prefill 1 x 4");

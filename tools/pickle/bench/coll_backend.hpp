@@ -85,8 +85,9 @@ class CollBackend {
   CollBackend() = default;
 };
 
-/// The backend called `name` ("pickle", "nccl", "nccl-zero", "switch"). Constructing one does nothing that can fail. `key`
-/// names this instance's keys in the store (a run that creates several instances of a backend gives each its own).
+/// The backend called `name` ("pickle", "nccl", "nccl-zero", "switch"). Constructing one does nothing that can
+/// fail. `key` names this instance's keys in the store (a run that creates several instances of a backend gives each
+/// its own).
 std::unique_ptr<CollBackend> make_coll_backend(std::string_view name, const std::string& key);
 
 std::unique_ptr<CollBackend> make_pickle_coll_backend(const std::string& key);

@@ -36,8 +36,8 @@ class SwitchCollBackend final : public CollBackend {
                                 ": use 1 to 65536 slots and 1 to ", switchml::kMaxNumel, " elements per packet"));
     }
     if (ctx.world_size() > switchml::kMaxWorkers) {
-      throw UnavailableError(cat("the software switch serves at most ", switchml::kMaxWorkers, " workers; this run has ",
-                                 ctx.world_size(), " ranks"));
+      throw UnavailableError(cat("the software switch serves at most ", switchml::kMaxWorkers,
+                                 " workers; this run has ", ctx.world_size(), " ranks"));
     }
   }
 
@@ -46,10 +46,10 @@ class SwitchCollBackend final : public CollBackend {
     // environment; a worker that differs would have its packets ignored as malformed and wait for nothing).
     const std::string key = key_ + "/switch/port-slots-numel";
     if (ctx.rank() == 0) {
-      switch_ = std::make_unique<switchml::SoftwareSwitch>(switchml::SoftwareSwitch::Options{
-          .workers = ctx.world_size(),
-          .slots = slots_,
-          .drop_every = static_cast<int>(env::get_int("PICKLE_TEST_SWITCH_DROP"))});
+      switch_ = std::make_unique<switchml::SoftwareSwitch>(
+          switchml::SoftwareSwitch::Options{.workers = ctx.world_size(),
+                                            .slots = slots_,
+                                            .drop_every = static_cast<int>(env::get_int("PICKLE_TEST_SWITCH_DROP"))});
       receive_buffer_ = switch_->receive_buffer_bytes();
       ctx.store().set(key, cat(switch_->port(), " ", slots_, " ", numel_));
     }
@@ -57,19 +57,19 @@ class SwitchCollBackend final : public CollBackend {
     std::istringstream(ctx.store().get_string(key)) >> port >> slots >> numel;
     if (slots != slots_ || numel != numel_) {
       throw InvalidArgument(cat(describe({.rank = ctx.rank(), .op = "software switch set-up"}),
-                                ": PICKLE_SWITCH_SLOTS=", slots_, " and PICKLE_SWITCH_PACKET_NUMEL=", numel_,
-                                " here, ", slots, " and ", numel, " on rank 0: every rank must use the same"));
+                                ": PICKLE_SWITCH_SLOTS=", slots_, " and PICKLE_SWITCH_PACKET_NUMEL=", numel_, " here, ",
+                                slots, " and ", numel, " on rank 0: every rank must use the same"));
     }
     host_ = ctx.store().self().master_addr;
-    worker_.emplace(host_, port, switchml::SwitchWorker::Options{.worker = ctx.rank(), .slots = slots_,
-                                                                 .numel = numel_});
+    worker_.emplace(host_, port,
+                    switchml::SwitchWorker::Options{.worker = ctx.rank(), .slots = slots_, .numel = numel_});
     port_ = port;
   }
 
   std::string detail() const override {
     return cat("a thread of rank 0 at ", host_, ":", port_, " (UDP), ", slots_, " slots of ", numel_,
-               " int32 per packet", receive_buffer_ > 0 ? cat("; its receive buffer ", receive_buffer_ / 1024, " KiB")
-                                                        : std::string());
+               " int32 per packet",
+               receive_buffer_ > 0 ? cat("; its receive buffer ", receive_buffer_ / 1024, " KiB") : std::string());
   }
 
   void enqueue(CollContext& ctx, const CollCall& call) override {

@@ -32,8 +32,9 @@ const char* const kScenarioUsage =
     "                   int32 sum of --numel elements, Duration and Goodput per job, min/max/median/mean/stddev\n"
     "Every scenario checks its results (#wrong must be 0) unless -c 0.\n"
     "\n"
-    "  -n N           allreduce-bench: timed trials (5); flags: calls of each kind (1000); one-vs-many: repeats (3)\n"
-    "  -w N           untimed rounds first (allreduce-bench 1, flags 10, one-vs-many 1)\n"
+    "  -n N           allreduce-bench: timed trials (5); flags: calls of each kind (1000); one-vs-many: repeats (3);\n"
+    "                 tp-pp: timed passes per configuration (5); switchml: jobs (10)\n"
+    "  -w N           untimed rounds first (allreduce-bench 1, flags 10, one-vs-many 1, tp-pp 1, switchml 5)\n"
     "  -c 0|1         check the results (1)\n"
     "  --bytes SIZE   allreduce-bench's payload (4000000000 on GPUs, 16000000 on host memory; capped by memory)\n"
     "  --small SIZE   one-vs-many's small allreduce (4000000 on GPUs, 16000 on host memory)\n"
@@ -43,7 +44,7 @@ const char* const kScenarioUsage =
     "  --batch LIST   tp-pp's batch sizes (1,8)\n"
     "  --seq LIST     tp-pp's prompt lengths for the prefill rows (512,2048 on GPUs, 8,32 on host memory)\n"
     "  --numel N      switchml's int32 elements per job (1048576 on GPUs as the seed, 262144 on host memory)\n"
-    "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks)\n"
+    "  --ranks N      ranks to launch when started alone (one per GPU, or 2 host ranks; tp-pp: always 2)\n"
     "  --backend LIST comma-separated backends, run one after the other (pickle,nccl; switchml: switch,pickle,nccl)\n"
     "  --json FILE    write the results, the environment and the topology as JSON (docs/bench.md)\n"
     "  --memory KIND  host or cuda (default: cuda when rank 0's host has a GPU per local rank)\n";
@@ -95,7 +96,8 @@ ScenarioOptions parse_scenario_options(const std::vector<std::string>& args) {
                                Scenario::SwitchMl};
   auto found = std::find_if(std::begin(kAll), std::end(kAll), [&](Scenario s) { return scenario_name(s) == args[0]; });
   if (found == std::end(kAll)) {
-    throw InvalidArgument(cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many, tp-pp, switchml)"));
+    throw InvalidArgument(
+        cat("unknown scenario '", args[0], "' (choose from allreduce-bench, flags, one-vs-many, tp-pp, switchml)"));
   }
   options.scenario = *found;
   const std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -34,9 +34,7 @@ constexpr int kRanks = 2;  // TP=2, PP=2
 std::size_t align_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 /// Weights of one layer with TP=1 (elements): qkv h x 3h, o h x h, gate/up h x 2i, down i x h.
-std::size_t layer_elements(const ModelShape& m) {
-  return 4 * m.hidden * m.hidden + 3 * m.hidden * m.intermediate;
-}
+std::size_t layer_elements(const ModelShape& m) { return 4 * m.hidden * m.hidden + 3 * m.hidden * m.intermediate; }
 
 int settled_layers(const ScenarioOptions& o) { return o.layers != 0 ? o.layers : model_shape(o.model).layers; }
 
@@ -100,8 +98,13 @@ struct Row {
 class Proxy {
  public:
   Proxy(CollContext& ctx, CollBackend& backend, ProxyCompute& compute, const ScenarioOptions& o)
-      : ctx_(ctx), backend_(backend), compute_(compute), m_(model_shape(o.model)), layers_(settled_layers(o)),
-        layout_(make_layout(o)), base_(ctx.buffer(0)) {}
+      : ctx_(ctx),
+        backend_(backend),
+        compute_(compute),
+        m_(model_shape(o.model)),
+        layers_(settled_layers(o)),
+        layout_(make_layout(o)),
+        base_(ctx.buffer(0)) {}
 
   /// Random weights (uniform, scaled by 1/sqrt(h) so that the activations stay finite through the layers) and
   /// input; the same on both ranks.
@@ -208,8 +211,8 @@ class Proxy {
 
 /// The communication of `config` checked with known data: the allreduce's sums (TP=2), the activations rank 0
 /// sends and the tokens rank 1 sends back (PP=2). Wrong elements on this rank.
-std::uint64_t check_communication(CollContext& ctx, CollBackend& backend, Proxy& proxy, Config config,
-                                  const Row& row, std::uint64_t salt) {
+std::uint64_t check_communication(CollContext& ctx, CollBackend& backend, Proxy& proxy, Config config, const Row& row,
+                                  std::uint64_t salt) {
   const std::size_t elements = row.tokens * proxy.activation_bytes(1) / kBf16;
   if (config == Config::Tp2) {
     const CollPattern sums = scenario_pattern(ctx, Collective::AllReduce, DataType::BF16, elements, 0, salt);
@@ -251,11 +254,14 @@ std::vector<Row> rows_of(const ScenarioOptions& o) {
   std::vector<Row> rows;
   for (int batch : o.batches) {
     for (int seq : o.seqs) {
-      rows.push_back({.prefill = true, .batch = batch, .seq = seq,
+      rows.push_back({.prefill = true,
+                      .batch = batch,
+                      .seq = seq,
                       .tokens = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq)});
     }
   }
-  for (int batch : o.batches) rows.push_back({.prefill = false, .batch = batch, .tokens = static_cast<std::size_t>(batch)});
+  for (int batch : o.batches)
+    rows.push_back({.prefill = false, .batch = batch, .tokens = static_cast<std::size_t>(batch)});
   return rows;
 }
 
@@ -289,9 +295,10 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
   run.lines.push_back(cat("# ms per forward pass (mean of ", options.iterations,
                           ", slowest rank); TP comm % = TP=2 / TP=2 compute - 1; TP eff % = TP=1 / (2 x TP=2); ",
                           "PP % = PP=2 / TP=1 - 1"));
-  run.lines.push_back(cat(pad_right("# phase", 9), pad_left("batch", 6), pad_left("seq", 7), pad_left("tokens", 8), pad_left("activations", 12),
-                          pad_left("TP=1", 10), pad_left("TP=2 comp", 10), pad_left("TP=2", 10), pad_left("TP comm %", 10),
-                          pad_left("TP eff %", 9), pad_left("PP=2", 10), pad_left("PP %", 8), pad_left("#wrong", 8)));
+  run.lines.push_back(cat(pad_right("# phase", 9), pad_left("batch", 6), pad_left("seq", 7), pad_left("tokens", 8),
+                          pad_left("activations", 12), pad_left("TP=1", 10), pad_left("TP=2 comp", 10),
+                          pad_left("TP=2", 10), pad_left("TP comm %", 10), pad_left("TP eff %", 9),
+                          pad_left("PP=2", 10), pad_left("PP %", 8), pad_left("#wrong", 8)));
   json::Value rows = json::Value::array();
   std::uint64_t wrong_total = 0;
   const int untimed = std::max(1, options.warmup);  // at least one: it gives the output the last timed pass must match
@@ -318,9 +325,8 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
         ctx.stream().synchronize();
         return std::string();
       });
-      auto timed = slowest_ms(lockstep, name, [&] {
-        return time_calls(ctx, options.iterations, [&] { proxy->forward(config, row); });
-      });
+      auto timed = slowest_ms(
+          lockstep, name, [&] { return time_calls(ctx, options.iterations, [&] { proxy->forward(config, row); }); });
       if (!timed) break;
       ms[c] = *timed / options.iterations;
       if (options.check) {
@@ -334,9 +340,9 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
       }
     }
     if (lockstep.failed()) {
-      run.error = cat(describe({.op = cat("tp-pp ", where, " with ", run.backend),
-                                .bytes = proxy->activation_bytes(row.tokens)}),
-                      ": ", lockstep.error());
+      run.error = cat(
+          describe({.op = cat("tp-pp ", where, " with ", run.backend), .bytes = proxy->activation_bytes(row.tokens)}),
+          ": ", lockstep.error());
       break;
     }
     wrong_total += wrong;
@@ -361,8 +367,9 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
                             pad_left(row.prefill ? cat(row.seq) : std::string("-"), 7), pad_left(cat(row.tokens), 8),
                             pad_left(decimal_size(proxy->activation_bytes(row.tokens)), 12),
                             pad_left(fixed(ms[0], 3), 10), pad_left(fixed(ms[1], 3), 10), pad_left(fixed(ms[2], 3), 10),
-                            pad_left(percent(tp_comm), 10), pad_left(percent(tp_efficiency), 9), pad_left(fixed(ms[3], 3), 10),
-                            pad_left(percent(pp_overhead), 8), pad_left(options.check ? cat(wrong) : "N/A", 8)));
+                            pad_left(percent(tp_comm), 10), pad_left(percent(tp_efficiency), 9),
+                            pad_left(fixed(ms[3], 3), 10), pad_left(percent(pp_overhead), 8),
+                            pad_left(options.check ? cat(wrong) : "N/A", 8)));
   }
   json::Value shape = json::Value::object();
   shape["name"] = model.name;

@@ -45,8 +45,7 @@ class CudaProxyCompute final : public ProxyCompute {
                "cublasLtMatmulDescSetAttribute(TRANSB)", what);
     api_.check(api_.preference_create(&preference_), "cublasLtMatmulPreferenceCreate", what);
     const std::uint64_t workspace = kWorkspaceBytes;
-    api_.check(api_.preference_set(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                   sizeof workspace),
+    api_.check(api_.preference_set(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace),
                "cublasLtMatmulPreferenceSetAttribute", what);
   }
 

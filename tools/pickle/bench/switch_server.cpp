@@ -58,8 +58,8 @@ int bound_port(int fd) {
 
 const SoftwareSwitch::Options& validated(const SoftwareSwitch::Options& options) {
   if (options.workers < 1 || options.workers > kMaxWorkers || options.slots < 1) {
-    throw InvalidArgument(cat("software switch: ", options.workers, " workers and ", options.slots,
-                              " slots (1 to ", kMaxWorkers, " workers, at least 1 slot)"));
+    throw InvalidArgument(cat("software switch: ", options.workers, " workers and ", options.slots, " slots (1 to ",
+                              kMaxWorkers, " workers, at least 1 slot)"));
   }
   return options;
 }
@@ -88,7 +88,11 @@ int SoftwareSwitch::receive_buffer_bytes() const {
 }
 
 SoftwareSwitch::Counters SoftwareSwitch::counters() const {
-  return {.received = received_, .sent = sent_, .dropped = dropped_, .duplicates = duplicates_, .stale = stale_,
+  return {.received = received_,
+          .sent = sent_,
+          .dropped = dropped_,
+          .duplicates = duplicates_,
+          .stale = stale_,
           .malformed = malformed_};
 }
 
@@ -104,7 +108,7 @@ void SoftwareSwitch::serve() {
   while (!stop_) {
     pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
     if (::poll(&ready, 1, 50) <= 0) continue;  // wakes up to see stop_
-    for (;;) {  // every datagram that is there, then poll again
+    for (;;) {                                 // every datagram that is there, then poll again
       sockaddr_storage from{};
       socklen_t from_length = sizeof from;
       const ssize_t got = ::recvfrom(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT,

@@ -42,8 +42,8 @@ SwitchWorker::SwitchWorker(const std::string& host, int port, const Options& opt
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0 || found == nullptr) {
-    throw InvalidArgument(cat("software switch worker: cannot resolve the switch's host '", host, "': ",
-                              gai_strerror(rc)));
+    throw InvalidArgument(
+        cat("software switch worker: cannot resolve the switch's host '", host, "': ", gai_strerror(rc)));
   }
   const addrinfo* pick = found;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -104,7 +104,7 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
     const int waiting = ::poll(&ready, 1, 1);
     while (waiting > 0) {
       const ssize_t got = ::recv(fd_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT);
-      if (got < 0) break;  // drained
+      if (got < 0) break;                                        // drained
       if (got < static_cast<ssize_t>(sizeof(Header))) continue;  // not the switch's
       Header h;
       std::memcpy(&h, datagram.data(), sizeof h);
