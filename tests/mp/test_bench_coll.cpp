@@ -519,6 +519,39 @@ TEST(BenchScenario, SwitchMlRecoversDroppedDatagrams) {
   EXPECT_GT(r.at("stats").at("resends").as_int(), 0);
 }
 
+// Ranks whose PICKLE_SWITCH_* settings differ (each reads its own environment) fail the switch's set-up, named by
+// the rank that differs, instead of having its packets ignored as malformed until a timeout; the run goes on with
+// the next backend. Ranks started by hand: a launcher gives them all one environment.
+TEST(BenchScenario, SwitchMlRanksWithOtherSwitchSettingsFailItsSetUpNamingThem) {
+  TempDir dir("bench-switchml-settings");
+  const std::string json_path = dir / "result.json";
+  const int port = free_tcp_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    std::vector<std::string> env = {"RANK=" + r,         "WORLD_SIZE=2",
+                                    "LOCAL_RANK=" + r,   "LOCAL_WORLD_SIZE=2",
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                    "PICKLE_TIMEOUT=20"};
+    if (rank == 1) env.push_back("PICKLE_SWITCH_SLOTS=128");
+    pids.push_back(spawn_program({PICKLE_CLI_PATH, "bench", "scenario", "switchml", "--memory", "host", "--numel",
+                                  "4096", "-n", "1", "-w", "0", "--backend", "switch,pickle", "--json", json_path},
+                                 env, dir / ("out" + r), dir / ("err" + r)));
+  }
+  const ExitStatus rank0 = wait_pid_or_kill(pids[0], std::chrono::seconds(60));
+  wait_pid_or_kill(pids[1], std::chrono::seconds(10));
+  const std::string out = read_file(dir / "out0");
+  EXPECT_TRUE(rank0.exited && rank0.code == 1) << rank0.describe() << "\n" << out << read_file(dir / "err0");
+  const json::Value root = json::parse(read_file(json_path));
+  EXPECT_EQ(find_backend(root, "switch")->at("status").as_string(), "failed");
+  const std::string detail = find_backend(root, "switch")->at("detail").as_string();
+  EXPECT_NE(detail.find("rank 1: software switch set-up: PICKLE_SWITCH_SLOTS=128 and PICKLE_SWITCH_PACKET_NUMEL=64 "
+                        "here, 256 and 64 on rank 0"),
+            std::string::npos)
+      << detail;
+  EXPECT_EQ(find_backend(root, "pickle")->at("status").as_string(), "ok");
+}
+
 TEST(BenchScenario, CorruptedDataIsCountedInEveryScenario) {
   // One corrupted input per checked call: 2 ranks see it in an allreduce; flags corrupts one object and one flag;
   // tp-pp, per row, its TP allreduce (2) and its PP stages' activations and tokens (1 each), two rows here.
