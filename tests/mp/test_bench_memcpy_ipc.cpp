@@ -249,6 +249,11 @@ TEST(BenchIpc, ARankThatStopsMidSweepEndsTheRunWithWhatWasMeasured) {
   const std::string detail = cut.at("detail").as_string();
   EXPECT_NE(detail.find("could not exchange"), std::string::npos) << detail;
   EXPECT_TRUE(root.at("cache").at("first_us").is_null());
+  // It did not run: no counts that read as measured (until 2026-11-30 they were 0), and the file says so.
+  EXPECT_FALSE(root.at("cache").at("ran").as_bool());
+  EXPECT_TRUE(root.at("cache").at("wrong").is_null());
+  EXPECT_TRUE(root.at("cache").at("steady_ipc_opens").is_null());
+  EXPECT_EQ(root.at("cache").at("error").as_string(), "did not run");
   // Every size on stdout, the one cut off FAILED with its error; the cache says it did not run.
   EXPECT_EQ(table_rows(run.out).size(), results.size()) << run.out;
   EXPECT_NE(run.out.find("FAILED"), std::string::npos) << run.out;
