@@ -36,8 +36,6 @@ std::size_t align_up(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign *
 /// Weights of one layer with TP=1 (elements): qkv h x 3h, o h x h, gate/up h x 2i, down i x h.
 std::size_t layer_elements(const ModelShape& m) { return 4 * m.hidden * m.hidden + 3 * m.hidden * m.intermediate; }
 
-int settled_layers(const ScenarioOptions& o) { return o.layers != 0 ? o.layers : model_shape(o.model).layers; }
-
 std::size_t max_tokens(const ScenarioOptions& o) {
   const auto batch = static_cast<std::size_t>(*std::max_element(o.batches.begin(), o.batches.end()));
   const auto seq = static_cast<std::size_t>(*std::max_element(o.seqs.begin(), o.seqs.end()));
@@ -56,7 +54,7 @@ Layout make_layout(const ScenarioOptions& o) {
   const std::size_t tokens = max_tokens(o);
   const std::size_t activation = align_up(tokens * m.hidden * kBf16);
   Layout l;
-  std::size_t at = align_up(static_cast<std::size_t>(settled_layers(o)) * layer_elements(m) * kBf16);
+  std::size_t at = align_up(static_cast<std::size_t>(o.layers) * layer_elements(m) * kBf16);
   for (std::size_t* part : {&l.input, &l.received, &l.out_a, &l.out_b, &l.partial, &l.reference}) {
     *part = at;
     at += activation;
@@ -102,7 +100,7 @@ class Proxy {
         backend_(backend),
         compute_(compute),
         m_(model_shape(o.model)),
-        layers_(settled_layers(o)),
+        layers_(o.layers),
         layout_(make_layout(o)),
         base_(ctx.buffer(0)) {}
 
@@ -152,6 +150,16 @@ class Proxy {
     return out_of(end - 1 - first);
   }
 
+  /// Enqueues TP's in-place bf16 sum of `count` elements at `data` over both ranks.
+  void allreduce(std::byte* data, std::size_t count) {
+    backend_.enqueue(ctx_, {.coll = Collective::AllReduce,
+                            .send = data,
+                            .recv = data,
+                            .count = count,
+                            .type = DataType::BF16,
+                            .op = ReduceOp::Sum});
+  }
+
   std::byte* at(std::size_t offset) const { return base_ + offset; }
   std::size_t activation_bytes(std::size_t tokens) const { return tokens * m_.hidden * kBf16; }
   const Layout& layout() const { return layout_; }
@@ -191,15 +199,6 @@ class Proxy {
     if (communicate) allreduce(out, t * h);
   }
 
-  void allreduce(std::byte* data, std::size_t count) {
-    backend_.enqueue(ctx_, {.coll = Collective::AllReduce,
-                            .send = data,
-                            .recv = data,
-                            .count = count,
-                            .type = DataType::BF16,
-                            .op = ReduceOp::Sum});
-  }
-
   CollContext& ctx_;
   CollBackend& backend_;
   ProxyCompute& compute_;
@@ -218,12 +217,7 @@ std::uint64_t check_communication(CollContext& ctx, CollBackend& backend, Proxy&
     const CollPattern sums = scenario_pattern(ctx, Collective::AllReduce, DataType::BF16, elements, 0, salt);
     std::byte* buffer = proxy.at(proxy.layout().partial);
     ctx.load_inputs(sums, buffer, 0, elements);
-    backend.enqueue(ctx, {.coll = Collective::AllReduce,
-                          .send = buffer,
-                          .recv = buffer,
-                          .count = elements,
-                          .type = DataType::BF16,
-                          .op = ReduceOp::Sum});
+    proxy.allreduce(buffer, elements);
     ctx.stream().synchronize();
     return ctx.count_wrong(sums, buffer, elements);
   }
@@ -276,7 +270,7 @@ ScenarioRun run_tp_pp(CollContext& ctx, CollBackend& backend, Lockstep& lockstep
   ScenarioRun run;
   run.backend = std::string(backend.name());
   const ModelShape model = model_shape(options.model);
-  const int layers = settled_layers(options);
+  const int layers = options.layers;
   std::unique_ptr<ProxyCompute> compute;
   std::unique_ptr<Proxy> proxy;
   lockstep.begin_step();

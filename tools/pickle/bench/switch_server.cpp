@@ -70,7 +70,9 @@ SoftwareSwitch::SoftwareSwitch(const Options& options)
     : options_(validated(options)),
       fd_(bind_any()),
       port_(bound_port(fd_.get())),
+      all_workers_(options.workers == kMaxWorkers ? ~std::uint64_t{0} : (std::uint64_t{1} << options.workers) - 1),
       aggregates_(static_cast<std::size_t>(2 * options.slots)),
+      sum_datagram_(sizeof(Header) + kMaxNumel * sizeof(std::uint32_t)),
       workers_(static_cast<std::size_t>(options.workers)) {
   thread_ = std::thread([this] { serve(); });
 }
@@ -96,7 +98,7 @@ SoftwareSwitch::Counters SoftwareSwitch::counters() const {
           .malformed = malformed_};
 }
 
-bool SoftwareSwitch::drop_now(std::atomic<std::uint64_t>& counter) {
+bool SoftwareSwitch::drop_now(std::uint64_t& counter) {
   if (options_.drop_every <= 0) return false;
   if (++counter % static_cast<std::uint64_t>(options_.drop_every) != 0) return false;
   ++dropped_;
@@ -142,7 +144,7 @@ void SoftwareSwitch::handle(const unsigned char* datagram, std::size_t bytes, co
   if (a.round == static_cast<std::int64_t>(h.round)) {
     if (a.done) {  // its sum was lost on the way back: send it again
       ++duplicates_;
-      send_sum(a, h.slot, h.worker);
+      send_sum(pack_sum(a, h.slot), h.worker);
       return;
     }
     if ((a.arrived & bit) != 0 || a.numel != h.numel || a.offset != h.offset) {
@@ -168,29 +170,31 @@ void SoftwareSwitch::handle(const unsigned char* datagram, std::size_t bytes, co
     return;
   }
   a.arrived |= bit;
-  if (a.arrived != (options_.workers == kMaxWorkers ? ~std::uint64_t{0} : (std::uint64_t{1} << options_.workers) - 1)) {
-    return;
-  }
+  if (a.arrived != all_workers_) return;
   a.done = true;
-  for (int w = 0; w < options_.workers; ++w) send_sum(a, h.slot, w);
+  const std::size_t length = pack_sum(a, h.slot);  // once, for every worker
+  for (int w = 0; w < options_.workers; ++w) send_sum(length, w);
 }
 
-void SoftwareSwitch::send_sum(const Aggregate& a, std::uint32_t slot, int worker) {
-  const Address& to = workers_[static_cast<std::size_t>(worker)];
-  if (to.length == 0) return;  // cannot happen once it contributed; a resend will find it
-  if (drop_now(send_drop_count_)) return;
+std::size_t SoftwareSwitch::pack_sum(const Aggregate& a, std::uint32_t slot) {
   Header h;
   h.slot = slot;
   h.round = static_cast<std::uint32_t>(a.round);
   h.offset = a.offset;
   h.worker = static_cast<std::uint16_t>(options_.workers);
   h.numel = a.numel;
-  unsigned char datagram[sizeof(Header) + kMaxNumel * sizeof(std::uint32_t)];
-  std::memcpy(datagram, &h, sizeof h);
-  std::memcpy(datagram + sizeof h, a.sum.data(), a.numel * sizeof(std::uint32_t));
+  std::memcpy(sum_datagram_.data(), &h, sizeof h);
+  std::memcpy(sum_datagram_.data() + sizeof h, a.sum.data(), a.numel * sizeof(std::uint32_t));
+  return sizeof h + a.numel * sizeof(std::uint32_t);
+}
+
+void SoftwareSwitch::send_sum(std::size_t bytes, int worker) {
+  const Address& to = workers_[static_cast<std::size_t>(worker)];
+  if (to.length == 0) return;  // cannot happen once it contributed; a resend will find it
+  if (drop_now(send_drop_count_)) return;
   // A full socket buffer loses the datagram as the network would: the worker resends and gets it again.
-  if (::sendto(fd_.get(), datagram, sizeof h + a.numel * sizeof(std::uint32_t), MSG_DONTWAIT,
-               reinterpret_cast<const sockaddr*>(&to.address), to.length) > 0) {
+  if (::sendto(fd_.get(), sum_datagram_.data(), bytes, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to.address),
+               to.length) > 0) {
     ++sent_;
   }
 }

@@ -56,13 +56,18 @@ class SoftwareSwitch {
 
   void serve();
   void handle(const unsigned char* datagram, std::size_t bytes, const sockaddr_storage& from, socklen_t from_length);
-  void send_sum(const Aggregate& aggregate, std::uint32_t slot, int worker);
-  bool drop_now(std::atomic<std::uint64_t>& counter);
+  /// Writes the sum datagram of `aggregate` (slot `slot`) into sum_datagram_; returns its length.
+  std::size_t pack_sum(const Aggregate& aggregate, std::uint32_t slot);
+  /// Sends the first `bytes` of sum_datagram_ to `worker` (unless the test hook drops it).
+  void send_sum(std::size_t bytes, int worker);
+  bool drop_now(std::uint64_t& counter);
 
   Options options_;
   UniqueFd fd_;
   int port_ = 0;
+  std::uint64_t all_workers_;          // the `arrived` mask of a finished aggregate
   std::vector<Aggregate> aggregates_;  // slot s, generation g at 2 s + g
+  std::vector<unsigned char> sum_datagram_;
   struct Address {
     sockaddr_storage address{};
     socklen_t length = 0;  // 0: not heard from yet
@@ -70,7 +75,7 @@ class SoftwareSwitch {
   std::vector<Address> workers_;  // where each worker's last datagram came from
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> received_{0}, sent_{0}, dropped_{0}, duplicates_{0}, stale_{0}, malformed_{0};
-  std::atomic<std::uint64_t> receive_drop_count_{0}, send_drop_count_{0};
+  std::uint64_t receive_drop_count_ = 0, send_drop_count_ = 0;  // the serving thread's alone
   std::thread thread_;
 };
 

@@ -22,8 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 }  // namespace
 
 const SwitchWorker::Options& validated(const SwitchWorker::Options& options) {
@@ -69,8 +67,7 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
   const std::size_t chunks = (count + numel - 1) / numel;
   const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(options_.slots), chunks);
   struct InFlight {
-    std::size_t chunk = 0;
-    bool active = false;
+    std::size_t chunk = 0;  // the slot is done once this passes the last chunk
     Clock::time_point sent;
   };
   std::vector<InFlight> flight(slots);
@@ -93,7 +90,7 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
   };
 
   for (std::size_t s = 0; s < slots; ++s) {
-    flight[s] = {.chunk = s, .active = true, .sent = {}};
+    flight[s] = {.chunk = s, .sent = {}};
     send_chunk(s);
   }
   std::size_t finished = 0;
@@ -108,7 +105,7 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
       if (got < static_cast<ssize_t>(sizeof(Header))) continue;  // not the switch's
       Header h;
       std::memcpy(&h, datagram.data(), sizeof h);
-      if (h.magic != kMagic || h.slot >= slots || !flight[h.slot].active || h.round != rounds_[h.slot] ||
+      if (h.magic != kMagic || h.slot >= slots || flight[h.slot].chunk >= chunks || h.round != rounds_[h.slot] ||
           static_cast<std::size_t>(got) != sizeof h + h.numel * sizeof(std::int32_t) ||
           h.offset != flight[h.slot].chunk * numel) {
         continue;  // a repeated sum of a chunk this worker has finished
@@ -118,19 +115,17 @@ void SwitchWorker::allreduce(std::int32_t* data, std::size_t count, double timeo
       progress = Clock::now();
       ++rounds_[h.slot];
       flight[h.slot].chunk += slots;
-      if (flight[h.slot].chunk < chunks) {
-        send_chunk(h.slot);
-      } else {
-        flight[h.slot].active = false;
-      }
+      if (flight[h.slot].chunk < chunks) send_chunk(h.slot);
     }
+    const auto now = Clock::now();
+    const auto resend_after = std::chrono::duration<double>(options_.resend_after_s);
     for (std::size_t s = 0; s < slots; ++s) {
-      if (flight[s].active && seconds_since(flight[s].sent) > options_.resend_after_s) {
+      if (flight[s].chunk < chunks && now - flight[s].sent > resend_after) {
         ++resends_;
         send_chunk(s);
       }
     }
-    if (finished < chunks && seconds_since(progress) > timeout_s) {
+    if (finished < chunks && std::chrono::duration<double>(now - progress).count() > timeout_s) {
       throw TimeoutError(cat(what, ": the software switch at ", switch_address_, " returned no sum for ", timeout_s,
                              " s, with the sums of ", finished, " of ", chunks, " chunks in (", resends_,
                              " resends): the switch or another worker is gone or never came"));
