@@ -58,6 +58,13 @@ def count_wrong(items):
     return found
 
 
+def count_cell(wrong, absent):
+    """A #wrong table cell: `absent` when not checked (None), **N** in bold when the check failed, else 0."""
+    if wrong is None:
+        return absent
+    return "**%d**" % wrong if is_wrong(wrong) else "0"
+
+
 def is_wrong(wrong):
     """A #wrong that says the data check failed (None: not checked)."""
     return isinstance(wrong, int) and not isinstance(wrong, bool) and wrong > 0

@@ -88,7 +88,7 @@ def _row(entry):
     row = [size_words(entry["bytes"])]
     row += [_spread(entry.get(key)) or missing for key, _, _, _ in CALLS]
     wrong = entry.get("wrong")
-    row.append("—" if wrong is None else ("0" if wrong == 0 else "**%d**" % wrong))
+    row.append(markdown.count_cell(wrong, "—"))
     return row
 
 

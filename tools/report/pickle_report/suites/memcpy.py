@@ -82,7 +82,7 @@ def _rate(value):
 
 
 def _count(wrong):
-    return "—" if wrong is None else ("0" if wrong == 0 else "**%d**" % wrong)
+    return markdown.count_cell(wrong, "—")
 
 
 def _wrong(entry):

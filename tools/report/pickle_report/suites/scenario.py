@@ -57,10 +57,7 @@ def check(bench):
 
 
 def _wrong(entry):
-    wrong = entry.get("wrong")
-    if wrong is None:
-        return "N/A"
-    return "0" if wrong == 0 else "**%d**" % wrong
+    return markdown.count_cell(entry.get("wrong"), "N/A")
 
 
 def _rows(name, results):

@@ -38,12 +38,6 @@ def _row_label(row):
     return "decode %d" % row["batch"]
 
 
-def _wrong_cell(wrong):
-    if wrong is None:
-        return "N/A"
-    return "**%d**" % wrong if markdown.is_wrong(wrong) else "0"
-
-
 def tp_pp_tables(bench, results, display):
     header = ["Backend", "Row", "Tokens", "TP=1 ms", "TP=2 compute ms", "TP=2 ms", "TP comm %", "TP eff %", "PP=2 ms",
               "PP %", "#wrong"]
@@ -56,7 +50,7 @@ def tp_pp_tables(bench, results, display):
             rows.append([display(r["backend"]), _row_label(row), str(row["tokens"]), number(row["tp1_ms"]),
                          number(row["tp2_compute_ms"]), number(row["tp2_ms"]), number(row["tp_comm_pct"]),
                          number(row["tp_efficiency_pct"]), number(row["pp2_ms"]), number(row["pp_overhead_pct"]),
-                         _wrong_cell(row.get("wrong"))])
+                         markdown.count_cell(row.get("wrong"), "N/A")])
     model = next((r["model"] for r in results if r.get("error") is None), None)
     lines = []
     if model:
@@ -108,7 +102,7 @@ def switchml_tables(bench, results, display):
         rows.append([display(r["backend"]), "%d int32 (%s B)" % (r.get("numel", r["bytes"] // 4), r["bytes"]),
                      str(len(r["jobs"])), "%d" % d.get("min", 0), "%d" % d.get("max", 0), "%d" % d.get("median", 0),
                      "%d" % d.get("mean", 0), number(d.get("stddev")), number(r["goodput_gbps"]),
-                     _wrong_cell(r.get("wrong"))])
+                     markdown.count_cell(r.get("wrong"), "N/A")])
     return markdown.table(header, rows)
 
 
