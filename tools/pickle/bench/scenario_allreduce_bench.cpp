@@ -2,7 +2,6 @@
 // after a barrier, timed like `pickle bench coll` (events from the enqueue to the end of the call on GPUs, host
 // clock on host memory), the slowest rank's time; algbw = payload / time and busbw = algbw x 2(n-1)/n, in GB/s and
 // Gbps (x 8), per trial and averaged over the trials as the seed prints them. Then one checked allreduce.
-#include "coll_step.hpp"
 #include "core/format.hpp"
 #include "scenario_runs.hpp"
 
@@ -14,41 +13,14 @@ ScenarioRun run_allreduce_bench(CollContext& ctx, CollBackend& backend, Lockstep
   run.backend = std::string(backend.name());
   const std::size_t elements = plan.bytes / sizeof(float), bytes = elements * sizeof(float);
   const int n = ctx.world_size();
-  std::byte* buffer = ctx.buffer(0);
-  const CollCall call{.coll = Collective::AllReduce,
-                      .send = buffer,
-                      .recv = buffer,
-                      .count = elements,
-                      .type = DataType::F32,
-                      .op = ReduceOp::Sum};
-
-  lockstep.begin_step();
-  lockstep.phase("load", [&] {
-    ctx.load_inputs(allreduce_pattern(ctx, elements, 1), buffer, 0, elements);
-    return std::string();
-  });
-  lockstep.phase("warm-up", [&] {
-    for (int i = 0; i < options.warmup; ++i) backend.enqueue(ctx, call);
-    ctx.stream().synchronize();
-    return std::string();
-  });
+  const SumTrials trials_ms = run_sum_trials(ctx, backend, lockstep, options, DataType::F32, elements, "trial");
+  run.wrong = trials_ms.wrong;
   std::vector<double> times_us, algbw, busbw;
   const double factor = busbw_factor(Collective::AllReduce, n);
-  for (int trial = 0; trial < options.iterations && !lockstep.failed(); ++trial) {
-    auto ms = slowest_ms(lockstep, "trial", [&] { return time_calls(ctx, 1, [&] { backend.enqueue(ctx, call); }); });
-    if (!ms) break;
-    times_us.push_back(*ms * 1e3);
-    algbw.push_back(static_cast<double>(bytes) / (*ms * 1e6));
+  for (double ms : trials_ms.ms) {
+    times_us.push_back(ms * 1e3);
+    algbw.push_back(static_cast<double>(bytes) / (ms * 1e6));
     busbw.push_back(algbw.back() * factor);
-  }
-  if (options.check && !lockstep.failed()) {
-    run.wrong = summed(lockstep, "check", [&] {
-      CollPattern pattern = allreduce_pattern(ctx, elements, 2);
-      ctx.load_inputs(pattern, buffer, 0, elements);
-      backend.enqueue(ctx, call);
-      ctx.stream().synchronize();
-      return ctx.count_wrong(pattern, buffer, elements);
-    });
   }
   if (lockstep.failed()) {
     run.error =

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "coll_step.hpp"
 #include "core/format.hpp"
 #include "p2p_report.hpp"
 #include "scenario_runs.hpp"
@@ -42,6 +43,44 @@ CollPattern scenario_pattern(const CollContext& ctx, Collective coll, DataType t
   p.salt = salt;
   p.corrupt = ctx.corrupt();
   return p;
+}
+
+SumTrials run_sum_trials(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                         DataType type, std::size_t elements, std::string_view trial_phase) {
+  std::byte* buffer = ctx.buffer(0);
+  const CollCall call{.coll = Collective::AllReduce,
+                      .send = buffer,
+                      .recv = buffer,
+                      .count = elements,
+                      .type = type,
+                      .op = ReduceOp::Sum};
+  SumTrials out;
+  lockstep.begin_step();
+  lockstep.phase("load", [&] {
+    ctx.load_inputs(scenario_pattern(ctx, Collective::AllReduce, type, elements, 0, 1), buffer, 0, elements);
+    return std::string();
+  });
+  lockstep.phase("warm-up", [&] {
+    for (int i = 0; i < options.warmup; ++i) backend.enqueue(ctx, call);
+    ctx.stream().synchronize();
+    return std::string();
+  });
+  for (int trial = 0; trial < options.iterations && !lockstep.failed(); ++trial) {
+    auto ms =
+        slowest_ms(lockstep, trial_phase, [&] { return time_calls(ctx, 1, [&] { backend.enqueue(ctx, call); }); });
+    if (!ms) break;
+    out.ms.push_back(*ms);
+  }
+  if (options.check && !lockstep.failed()) {
+    out.wrong = summed(lockstep, "check", [&] {
+      const CollPattern pattern = scenario_pattern(ctx, Collective::AllReduce, type, elements, 0, 2);
+      ctx.load_inputs(pattern, buffer, 0, elements);
+      backend.enqueue(ctx, call);
+      ctx.stream().synchronize();
+      return ctx.count_wrong(pattern, buffer, elements);
+    });
+  }
+  return out;
 }
 
 CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt) {

@@ -58,6 +58,19 @@ double mean_of(const std::vector<double>& values);
 /// scenario checks use it: tp-pp's allreduce, stage activations and tokens, switchml's int32 sums.
 CollPattern scenario_pattern(const CollContext& ctx, Collective coll, DataType type, std::size_t elements, int root,
                              std::uint64_t salt);
+/// What run_sum_trials measured: the slowest rank's ms of each trial (fewer than asked when a phase failed), and
+/// the checked call's wrong elements (unset with -c 0 or after a failure).
+struct SumTrials {
+  std::vector<double> ms;
+  std::optional<std::uint64_t> wrong;
+};
+/// allreduce-bench's and switchml's shared measurement, one step on every rank: buffer 0 of `ctx` loaded with coll's
+/// data, options.warmup untimed in-place sum allreduces of `elements` of `type`, options.iterations trials of one
+/// call each (each an agreed phase `trial_phase`, timed like coll), then one checked call unless -c 0. The caller
+/// reads lockstep.failed() for the step's outcome.
+SumTrials run_sum_trials(CollContext& ctx, CollBackend& backend, Lockstep& lockstep, const ScenarioOptions& options,
+                         DataType type, std::size_t elements, std::string_view trial_phase);
+
 /// A float allreduce (sum) pattern over `elements` for the scenario checks.
 CollPattern allreduce_pattern(const CollContext& ctx, std::size_t elements, std::uint64_t salt);
 

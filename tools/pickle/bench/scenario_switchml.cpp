@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "coll_step.hpp"
 #include "core/format.hpp"
 #include "scenario_runs.hpp"
 
@@ -29,44 +28,18 @@ ScenarioRun run_switchml(CollContext& ctx, CollBackend& backend, Lockstep& locks
   ScenarioRun run;
   run.backend = std::string(backend.name());
   const std::size_t elements = plan.bytes / sizeof(std::int32_t), bytes = elements * sizeof(std::int32_t);
-  std::byte* buffer = ctx.buffer(0);
-  const CollCall call{.coll = Collective::AllReduce,
-                      .send = buffer,
-                      .recv = buffer,
-                      .count = elements,
-                      .type = DataType::I32,
-                      .op = ReduceOp::Sum};
-  lockstep.begin_step();
-  lockstep.phase("load", [&] {
-    ctx.load_inputs(scenario_pattern(ctx, Collective::AllReduce, DataType::I32, elements, 0, 1), buffer, 0, elements);
-    return std::string();
-  });
+  const SumTrials jobs_ms = run_sum_trials(ctx, backend, lockstep, options, DataType::I32, elements, "job");
+  run.wrong = jobs_ms.wrong;
   run.lines.push_back(cat("Submitting ", options.warmup, " warmup jobs."));
-  lockstep.phase("warm-up", [&] {
-    for (int i = 0; i < options.warmup; ++i) backend.enqueue(ctx, call);
-    ctx.stream().synchronize();
-    return std::string();
-  });
   run.lines.push_back("Warmup finished.");
   run.lines.push_back(cat("Submitting ", options.iterations, " jobs."));
   std::vector<double> durations_ns;
   const double bits = static_cast<double>(bytes) * 8;
-  for (int job = 0; job < options.iterations && !lockstep.failed(); ++job) {
-    auto ms = slowest_ms(lockstep, "job", [&] { return time_calls(ctx, 1, [&] { backend.enqueue(ctx, call); }); });
-    if (!ms) break;
-    durations_ns.push_back(*ms * 1e6);
+  for (double ms : jobs_ms.ms) {
+    durations_ns.push_back(ms * 1e6);
     const long long whole_ns = std::llround(std::trunc(durations_ns.back()));  // as the summary below prints it
-    run.lines.push_back(cat("Job(s) #", job, "# finished. Duration: #", whole_ns, "# ns Goodput: #",
+    run.lines.push_back(cat("Job(s) #", durations_ns.size() - 1, "# finished. Duration: #", whole_ns, "# ns Goodput: #",
                             general(bits / durations_ns.back()), "# Gbps."));
-  }
-  if (options.check && !lockstep.failed()) {
-    run.wrong = summed(lockstep, "check", [&] {
-      const CollPattern pattern = scenario_pattern(ctx, Collective::AllReduce, DataType::I32, elements, 0, 2);
-      ctx.load_inputs(pattern, buffer, 0, elements);
-      backend.enqueue(ctx, call);
-      ctx.stream().synchronize();
-      return ctx.count_wrong(pattern, buffer, elements);
-    });
   }
   run.result["stats"] = backend.stats();  // this rank's (rank 0's in the report: the switch runs there)
   if (lockstep.failed()) {
