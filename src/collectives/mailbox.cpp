@@ -59,12 +59,19 @@ std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t
   return box.cells_offset + (slot * kMailboxDepth + cell) * box.cell_bytes;
 }
 
+/// Where this rank's own cell of `call` is in its mailbox memory (the loads form: the peers read it).
+std::size_t outbox_offset(const Mailbox& box, std::uint64_t call) {
+  return box.outbox_offset + static_cast<std::size_t>(call % kMailboxDepth) * box.outbox_cell_bytes;
+}
+
 /// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
-/// cells it filled (written by that rank's stream beside the host word), then the gated reduction's CTA count.
+/// cells it filled (written by that rank's stream, or its kernel in the loads form, beside the host word), then the
+/// gated reduction's two CTA counts (read its inputs; published its own cell).
 std::size_t filled_word_offset(int sender) { return 4 * static_cast<std::size_t>(sender); }
 std::size_t ctas_done_offset(int world) { return 4 * static_cast<std::size_t>(world); }
+std::size_t ctas_published_offset(int world) { return ctas_done_offset(world) + 4; }
 /// The device words' bytes, rounded up so that the cells stay 256-byte aligned.
-std::size_t device_words_bytes(int world) { return (ctas_done_offset(world) + 4 + 255) / 256 * 256; }
+std::size_t device_words_bytes(int world) { return (ctas_published_offset(world) + 4 + 255) / 256 * 256; }
 
 std::uint32_t* own_device_word(const Mailbox& box, std::size_t offset) {
   return reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset);
@@ -196,13 +203,14 @@ void finish_call(Mailbox& box, device::Stream& stream) {
   box.last_stream_serial = stream.serial();
 }
 
-/// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate).
-void enqueue_gated_call_end(Call& call, const Mailbox& box, const std::vector<comm::SignalTarget>& filled_waits,
-                            void* recv, const std::vector<const void*>& inputs, std::size_t count, DataType type,
-                            ReduceOp op, std::uint32_t count_after) {
+/// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate), with `gate`'s
+/// publication (the loads form) if the caller set one.
+void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
+                            const std::vector<comm::SignalTarget>& filled_waits, void* recv,
+                            const std::vector<const void*>& inputs, std::size_t count, DataType type, ReduceOp op,
+                            std::uint32_t count_after) {
   Communicator::Impl& c = call.comm();
   const int world = call.world();
-  ReduceGate gate;
   for (const comm::SignalTarget& wait : filled_waits) {
     gate.wait_device[gate.waits] = own_device_word(box, filled_word_offset(wait.peer));
     gate.wait_host[gate.waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxFilledSlot);
@@ -219,6 +227,40 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, const std::vector<co
   }
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
   enqueue_gated_reduce(call, type, op, recv, inputs, count, gate);
+}
+
+/// The loads form of a gated call (Mailbox::outbox_cell_bytes): one kernel that copies the input into this rank's own
+/// cell, announces it in the peers' filled words, waits for the peers' announcements, reduces this rank's input and
+/// the peers' cells, read where they lie (over NVLink), and raises the peers' emptied words. No copy engine and no
+/// stream operation between the emptied wait and the next call: on two H200s the copy engine's hop and the stream's
+/// flag operations were most of a small call's 21 us (docs/collectives.md, "Mailboxes").
+void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
+                        ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& filled_waits) {
+  Communicator::Impl& c = call.comm();
+  const int rank = call.rank(), world = call.world();
+  const std::size_t bytes = count * datatype_size(type);
+  const auto count_after = static_cast<std::uint32_t>(number + 1);
+  ReduceGate gate;
+  gate.publish_from = send;
+  gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
+  gate.publish_bytes = bytes;
+  gate.announce_value = count_after;
+  gate.ctas_published = own_device_word(box, ctas_published_offset(world));
+  std::vector<const void*> inputs(static_cast<std::size_t>(world));
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) {
+      inputs[static_cast<std::size_t>(peer)] = send;
+      continue;
+    }
+    c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
+    inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
+    // The peer's GPU word, which its kernel polls, and its host word, which its host and a failed pair's release use.
+    gate.announce_word[gate.announces++] =
+        static_cast<std::uint32_t*>(in_peer_mailbox(call, box, peer, filled_word_offset(rank), sizeof(std::uint32_t)));
+    gate.announce_word[gate.announces++] = c.signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot);
+  }
+  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
+  enqueue_gated_call_end(call, box, gate, filled_waits, recv, inputs, count, type, op, count_after);
 }
 
 void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
@@ -244,6 +286,16 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     }
   }
   call.await_on_stream_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
+  std::vector<comm::SignalTarget> filled_waits;
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer != rank) filled_waits.push_back({peer, count_after});
+  }
+  if (box.outbox_cell_bytes != 0 && bytes <= box.outbox_cell_bytes) {
+    enqueue_loads_call(call, box, send, recv, count, type, op, number, filled_waits);
+    finish_call(box, stream);
+    box.calls = number + 1;
+    return;
+  }
   // The copies as one batch too: the driver may run them at once (one after another on the stream, each peer added
   // a copy's latency to every call).
   std::vector<device::Stream::Copy> copies;
@@ -263,19 +315,13 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     }
   }
   expect_counts(call, call.raise_on_stream_for_all(comm::kMailboxFilledSlot, filled_device), count_after, "filled");
-  std::vector<comm::SignalTarget> filled_waits;
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
-    if (peer == rank) {
-      inputs[static_cast<std::size_t>(peer)] = send;
-      continue;
-    }
-    filled_waits.push_back({peer, count_after});
     inputs[static_cast<std::size_t>(peer)] =
-        static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
+        peer == rank ? send : static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
   }
   if (box.gated) {
-    enqueue_gated_call_end(call, box, filled_waits, recv, inputs, count, type, op, count_after);
+    enqueue_gated_call_end(call, box, ReduceGate{}, filled_waits, recv, inputs, count, type, op, count_after);
   } else {
     call.await_on_stream_for_all(comm::kMailboxFilledSlot, filled_waits);
     enqueue_reduce(call, type, op, recv, inputs, count);
@@ -344,8 +390,13 @@ bool mailbox_ready(Call& call) {
   box.gated = call.kind() == MemoryKind::Cuda && call.world() - 1 <= kMaxGatePeers &&
               std::all_of(rows.begin(), rows.end(), [](const std::string& row) { return row == "2"; });
   box.cells_offset = box.gated ? device_words_bytes(call.world()) : 0;
-  const std::size_t bytes =
-      box.cells_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
+  box.outbox_offset = box.cells_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.cell_bytes;
+  // The loads form needs the gated kernel (it announces and waits itself). Its cells lie apart from the copy form's:
+  // a peer's copy into this rank's cells waits for this rank's emptied count only, not for the other peers' reads of
+  // this rank's own cell (three ranks or more, calls of both forms).
+  const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
+  box.outbox_cell_bytes = box.gated ? (loads_max + 255) / 256 * 256 : 0;
+  const std::size_t bytes = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes;
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
   if (box.gated) zero_device_words(box, call.world(), call.kind(), std::max(0, call.device()));
   box.window = c.register_window(box.memory->data(), bytes);

@@ -66,8 +66,13 @@ struct Mailbox {
   /// counts into words at the start of the mailboxes' memory too (then the cells), where the kernel polls them.
   bool gated = false;
   std::size_t cells_offset = 0;  ///< where the cells begin in `memory`
+  /// The loads form (gated only; PICKLE_ALLREDUCE_LOADS_MAX): calls of up to outbox_cell_bytes (0: none) copy their
+  /// input into this rank's own cell n % kMailboxDepth, at outbox_offset in `memory`, and the peers' kernels read it
+  /// there over NVLink: the reduction's CTAs move the data instead of copy engines (enqueue_loads_call).
+  std::size_t outbox_offset = 0;
+  std::size_t outbox_cell_bytes = 0;
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth
-  /// cells of cell_bytes.
+  /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes.
   std::shared_ptr<device::Allocation> memory;
   std::shared_ptr<const WindowState> window;  ///< where the peers' mailboxes are
   std::uint64_t calls = 0;                    ///< calls made through them (the same number on every rank)

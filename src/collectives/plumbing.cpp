@@ -59,6 +59,12 @@ std::size_t read_chunk_bytes() {
   return static_cast<std::size_t>(bytes);
 }
 
+std::size_t read_allreduce_loads_max() {
+  const long long bytes = env::get_int("PICKLE_ALLREDUCE_LOADS_MAX");
+  if (bytes < 0) throw InvalidArgument(cat("PICKLE_ALLREDUCE_LOADS_MAX=", bytes, " must be 0 or more bytes"));
+  return static_cast<std::size_t>(bytes);
+}
+
 int read_reduce_ctas() {
   long long ctas = env::get_int("PICKLE_REDUCE_CTAS");
   if (ctas < 1 || ctas > 1024) {
@@ -111,6 +117,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->allgather_relay_own = read_either("PICKLE_ALLGATHER_OWN_COPY", "relay", "local");
     read_pipeline_schedule(*state, comm.info.world_size);
     state->allreduce_schedule = read_allreduce_schedule();
+    state->allreduce_loads_max = read_allreduce_loads_max();
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     state->tokens_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);

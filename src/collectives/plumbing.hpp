@@ -157,6 +157,7 @@ struct CollectiveState {
   /// the token of the rank that copies into that peer just before it in the schedule (pipeline.cpp).
   bool pipeline_ordered = false;
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
+  std::size_t allreduce_loads_max = 0;                             ///< PICKLE_ALLREDUCE_LOADS_MAX (mailbox.hpp)
   std::uint64_t calls_made = 0;  ///< collective calls so far (run_collective): the next call's Call::sequence
   /// The allreduce mailboxes (mailbox.hpp), made by the first call that would use them.
   std::shared_ptr<Mailbox> mailbox;

@@ -252,6 +252,19 @@ struct ReduceGate {
   /// CTAs that have read their inputs (GPU memory, 0 between gated launches; the last CTA resets it). Gated launches
   /// that share it must not overlap (the mailbox's calls are ordered).
   std::uint32_t* ctas_done = nullptr;
+
+  /// Publication, before the waits (the mailboxes' loads form, where the peers read this rank's input over NVLink
+  /// rather than receive it from copy engines): every CTA copies its share of publish_bytes from publish_from to
+  /// publish_to (this rank's own cell), and once all have, with a system-wide fence, the last writes announce_value
+  /// into each announce word (the peers' filled words, in their GPU memory and their host signal areas).
+  const void* publish_from = nullptr;
+  void* publish_to = nullptr;
+  std::size_t publish_bytes = 0;
+  int announces = 0;
+  std::uint32_t* announce_word[2 * kMaxGatePeers] = {};
+  std::uint32_t announce_value = 0;
+  /// CTAs that have published (as ctas_done; another word). Needed when announces > 0.
+  std::uint32_t* ctas_published = nullptr;
 };
 
 /// Runs `task` on the calling thread (host memory); `inputs` may hold more than kMaxReduceInputs pointers.

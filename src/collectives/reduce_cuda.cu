@@ -75,10 +75,42 @@ __device__ void raise_gate(const ReduceGate& gate) {
   }
 }
 
+__host__ __device__ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+/// ReduceGate's publication: this rank's input into its own cell, by every CTA, then (once all have, behind a
+/// system-wide fence) the announcements by the last CTA. No CTA waits for another here: a CTA that is not resident
+/// yet publishes when it gets an SM, and only the peers' kernels wait for the announcement.
+__device__ void publish(const ReduceGate& gate) {
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const auto* from = static_cast<const unsigned char*>(gate.publish_from);
+  auto* to = static_cast<unsigned char*>(gate.publish_to);
+  std::size_t tail = 0;
+  if (aligned16(from) && aligned16(to)) {
+    const std::size_t vectors = gate.publish_bytes / sizeof(uint4);
+#pragma unroll 4
+    for (std::size_t i = thread; i < vectors; i += threads) {
+      reinterpret_cast<uint4*>(to)[i] = __ldcs(reinterpret_cast<const uint4*>(from) + i);
+    }
+    tail = vectors * sizeof(uint4);
+  }
+  for (std::size_t i = tail + thread; i < gate.publish_bytes; i += threads) to[i] = from[i];
+  __syncthreads();  // this CTA's stores are issued
+  if (threadIdx.x != 0 || gate.announces == 0) return;
+  __threadfence_system();  // ... and visible to the peers before the count says so
+  if (atomicAdd(gate.ctas_published, 1u) != gridDim.x - 1) return;
+  *gate.ctas_published = 0;  // the next gated launch comes after this kernel
+  __threadfence_system();    // every CTA's stores before the announcements
+  for (int i = 0; i < gate.announces; ++i) {
+    *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
+  }
+}
+
 template <class E, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
                                                           std::size_t count, int nranks, bool vectorized,
                                                           ReduceGate gate) {
+  if (gate.publish_bytes > 0 || gate.announces > 0) publish(gate);
   if (gate.waits > 0) await_gate(gate);
   using S = typename E::Storage;
   using A = typename E::Acc;
@@ -155,8 +187,6 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
   }
   if (gate.ctas_done != nullptr) raise_gate(gate);
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 template <class E, ReduceOp Op>
 cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, const ReduceGate& gate) {
@@ -236,10 +266,11 @@ void load_reduce_kernels(int device) {
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
                         const ReduceGate* gate) {
   if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
-  if (gate != nullptr && (gate->waits > kMaxGatePeers || gate->raises > kMaxGatePeers ||
-                          (gate->raises > 0 && gate->ctas_done == nullptr))) {
+  if (gate != nullptr &&
+      (gate->waits > kMaxGatePeers || gate->raises > kMaxGatePeers || gate->announces > 2 * kMaxGatePeers ||
+       (gate->raises > 0 && gate->ctas_done == nullptr) || (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
-                                         " waits or raises, or raises without a CTA count");
+                                         " waits or raises, or raises or announcements without a CTA count");
   }
   if (task.ninputs > kMaxReduceInputs) {
     throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) +

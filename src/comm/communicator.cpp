@@ -54,8 +54,10 @@ void Communicator::Impl::check_settings_agree() const {
   // partway (a size mismatch breaks the communicator's collectives), so they are compared once, here.
   // PICKLE_PIPELINE_SCHEDULE: ordered ranks await tokens that only ordered ranks raise.
   // PICKLE_ALLGATHER_OWN_COPY: relaying ranks expect their block back from rank + 1.
-  constexpr const char* kMustAgree[] = {"PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK",
-                                        "PICKLE_COLL_HIERARCHY", "PICKLE_PIPELINE_SCHEDULE"};
+  // PICKLE_ALLREDUCE_LOADS_MAX: the loads form reads the peer's own cell, the copy form waits for the peer's copy.
+  constexpr const char* kMustAgree[] = {"PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_LOADS_MAX",
+                                        "PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK",
+                                        "PICKLE_COLL_HIERARCHY",     "PICKLE_PIPELINE_SCHEDULE"};
   std::string mine;
   // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
   // leaves it unset.

@@ -60,16 +60,23 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
                             std::chrono::seconds(400)));
   }
 }
-// Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs and on three ranks
-// sharing them (its small counts go through the mailboxes), and 150 calls back to back on two streams with one
-// rank's host late.
+// Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its small counts in
+// the loads form, the default up to 1 MiB) and on three ranks sharing them (copy engines: not gated), and 150 calls
+// back to back on two streams with one rank's host late, in the loads form, in the copy form
+// (PICKLE_ALLREDUCE_LOADS_MAX=0), and in both (16 KiB: the calls of 20000 floats go by copy engines, the rest by
+// loads, so that a cell's next call may take the other form).
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   for (int ranks : {2, 3}) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"},
                             std::chrono::seconds(400)));
   }
-  expect_all_ok(run_ranks("coll_mailbox_back_to_back", 2, {"cuda"},
-                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(120)));
+  for (const char* loads :
+       {"PICKLE_ALLREDUCE_LOADS_MAX=1048576", "PICKLE_ALLREDUCE_LOADS_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"}) {
+    SCOPED_TRACE(loads);
+    expect_all_ok(run_ranks("coll_mailbox_back_to_back", 2, {"cuda"},
+                            {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox", loads},
+                            std::chrono::seconds(120)));
+  }
 }
 // Through the mailboxes, what the host waits of the two-sided path used to catch: counts that differ between the
 // ranks, a peer that skips a call (its partners' GPU streams wait on a count that never comes) and one that dies.
@@ -78,6 +85,8 @@ TEST_F(CollCuda, MailboxAllreducesFailCleanlyOnEveryRank) {
   const std::vector<std::string> env{"PICKLE_TIMEOUT=10", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"cuda"}, env, std::chrono::seconds(60)));
   expect_all_ok(run_ranks("coll_absent_peer", 3, {"cuda", "small"}, env, std::chrono::seconds(90)));
+  // Two ranks, one per GPU: the loads form, whose kernel waits for the absent rank's announcement itself.
+  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, env, std::chrono::seconds(90)));
   auto statuses = run_ranks("coll_peer_death", 2, {"cuda", "small"}, env, std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();

@@ -1,10 +1,13 @@
 // The gated reduction (ReduceGate, src/collectives/reduce.hpp) on one GPU, as the allreduce mailboxes use it: the
 // kernel reads nothing before its wait passes, passes on either word (GPU memory or the host word a failed pair
-// releases), compares cyclically, and writes its raise word once every CTA has read its inputs.
+// releases), compares cyclically, and writes its raise word once every CTA has read its inputs; in the mailboxes'
+// loads form it first copies its input into its own cell and announces it, before it waits.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -64,8 +67,9 @@ class GatedReduce : public testing::Test {
   }
 
   /// One wait (word 0 of each kind, for `expected`) and one raise (host word 1, of `raised`); device word 2 counts
-  /// CTAs. On the fixture's stream, or on `on`.
-  void launch(std::uint32_t expected, std::uint32_t raised, cudaStream_t on = nullptr) {
+  /// CTAs. On the fixture's stream, or on `on`; with `publish`'s publication when given.
+  void launch(std::uint32_t expected, std::uint32_t raised, cudaStream_t on = nullptr,
+              const ReduceGate* publish = nullptr) {
     ReduceTask task;
     task.type = DataType::F32;
     task.op = ReduceOp::Sum;
@@ -75,7 +79,7 @@ class GatedReduce : public testing::Test {
     task.inputs[1] = buffers_[1];
     task.ninputs = 2;
     task.count = kCount;
-    ReduceGate gate;
+    ReduceGate gate = publish != nullptr ? *publish : ReduceGate{};
     gate.waits = 1;
     gate.wait_device[0] = device_words_;
     gate.wait_host[0] = host_words_on_device_;
@@ -210,6 +214,69 @@ TEST_F(GatedReduce, ASynchronizeThatTimesOutNamesTheKernelsWaitNotAnOlderStreamW
   stream->synchronize_until(Deadline::after_seconds(10));
   EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
   EXPECT_EQ(host_word(1), 9u);
+}
+
+// The loads form's publication: every CTA copies its share of the input into the cell, and the last announces it
+// (a device word and a host word, as the peers' filled words), all before the kernel waits for its own word; then a
+// publication of odd bytes from an odd address (the byte path).
+TEST_F(GatedReduce, PublishesItsInputAndAnnouncesItBeforeItWaits) {
+  constexpr std::size_t kBytes = kCount * sizeof(float);
+  char* cell = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&cell), kBytes), "cudaMalloc");
+  cuda_ok(cudaMemset(cell, 0, kBytes), "cudaMemset");
+  std::vector<char> seen(kBytes);
+  char* staging = nullptr;  // pinned before any kernel waits (see write_device_word)
+  cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&staging), kBytes), "cudaMallocHost");
+  const auto read_cell = [&] {
+    cuda_ok(cudaMemcpyAsync(staging, cell, kBytes, cudaMemcpyDeviceToHost, side_), "cudaMemcpyAsync");
+    cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
+    std::copy(staging, staging + kBytes, seen.begin());
+  };
+  ReduceGate publish;
+  publish.publish_from = buffers_[0];  // ones
+  publish.publish_to = cell;
+  publish.publish_bytes = kBytes;
+  publish.announces = 2;
+  publish.announce_word[0] = device_words_ + 1;
+  publish.announce_word[1] = host_words_on_device_ + 2;
+  publish.announce_value = 11;
+  publish.ctas_published = device_words_ + 3;
+  launch(7, 9, nullptr, &publish);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (host_word(2) != 11u && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(host_word(2), 11u) << "no announcement in the host word while the kernel waits";
+  EXPECT_EQ(device_word(1), 11u) << "no announcement in the device word";
+  EXPECT_EQ(device_word(3), 0u) << "the publication's CTA count must be back at 0 for the next gated launch";
+  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the reduction did not wait for its word";
+  read_cell();
+  const std::vector<float> ones(kCount, 1.0f);
+  EXPECT_EQ(std::memcmp(seen.data(), ones.data(), kBytes), 0) << "the cell does not hold the input";
+  write_device_word(7);
+  ASSERT_TRUE(finished_within(10));
+  EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
+  EXPECT_EQ(host_word(1), 9u);
+
+  // 1001 bytes of the 2s from one byte in, to three bytes into the cell.
+  publish.publish_from = reinterpret_cast<const char*>(buffers_[1]) + 1;
+  publish.publish_to = cell + 3;
+  publish.publish_bytes = 1001;
+  publish.announce_value = 12;
+  launch(8, 10, nullptr, &publish);
+  write_device_word(8);
+  ASSERT_TRUE(finished_within(10));
+  EXPECT_EQ(host_word(2), 12u);
+  read_cell();
+  std::vector<char> twos(kBytes);
+  const std::vector<float> two_floats(kCount, 2.0f);
+  std::memcpy(twos.data(), two_floats.data(), kBytes);
+  EXPECT_EQ(std::memcmp(seen.data() + 3, twos.data() + 1, 1001), 0) << "the odd publication's bytes differ";
+  EXPECT_EQ(std::memcmp(seen.data(), ones.data(), 3), 0) << "the odd publication wrote before its start";
+  EXPECT_EQ(std::memcmp(seen.data() + 1004, reinterpret_cast<const char*>(ones.data()) + 1004, 16), 0)
+      << "the odd publication wrote past its end";
+  cudaFree(cell);
+  cudaFreeHost(staging);
 }
 
 }  // namespace
