@@ -11,6 +11,8 @@
 // checked element by element (allgather: rank r's block holds r + 1; allreduce: every element is 1 + 2 = 3), and a
 // mismatch fails the probe.
 //
+// PROBE_PROFILE=FILE samples the hosts' enqueue loops (host_sampler.hpp; symbolize_samples.py reads FILE).
+//
 // Usage: coll_time_probe [calls=20] [repeats=7] [collectives=allgather,allreduce] [bytes...=1M 16M 64M 256M]
 // (bytes: the output size, as nccl-tests' size column). On one GPU the copies are device-to-device within one HBM:
 // the figures are not link figures; they compare per-call overheads between builds.
@@ -27,6 +29,7 @@
 #include <pickle/bootstrap.hpp>
 #include <pickle/communicator.hpp>
 
+#include "host_sampler.hpp"
 #include "two_rank_threads.hpp"
 #include "probe_args.hpp"
 
@@ -88,7 +91,10 @@ double run_once(double& host_us, pickle::Communicator& comm, pickle::Stream& str
   while (shared.gate.load(std::memory_order_acquire) < round) bounded_wait("the other rank");
   check(cudaEventRecord(start, native), "cudaEventRecord");
   const auto enqueue_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < shared.calls; ++i) call(comm, stream, collective, bytes, send, recv);
+  {
+    probe::HostSampler::Scope sampled;  // PROBE_PROFILE: where the host's enqueue time goes
+    for (int i = 0; i < shared.calls; ++i) call(comm, stream, collective, bytes, send, recv);
+  }
   host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - enqueue_start).count() /
             shared.calls;
   check(cudaEventRecord(stop, native), "cudaEventRecord");
@@ -178,9 +184,12 @@ int main(int argc, char** argv) {
               "PICKLE_REDUCE_CTAS=%s\n",
               shared.gpus == 1 ? "GPU 0" : "GPUs 0 and 1", shared.calls, shared.repeats,
               std::getenv("PICKLE_REDUCE_CTAS") ? std::getenv("PICKLE_REDUCE_CTAS") : "(unset)");
+  probe::HostSampler sampler;
+  sampler.start();
   std::thread t0(rank_main, 0, std::ref(shared));
   std::thread t1(rank_main, 1, std::ref(shared));
   t0.join();
   t1.join();
+  sampler.stop();
   return shared.wrong.load() == 0 ? 0 : 1;
 }
