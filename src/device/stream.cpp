@@ -56,6 +56,11 @@ void Stream::synchronize_until(const Deadline& deadline) {
 namespace {
 /// Events of checks that ran, kept per stream for later checks: as many as a benchmark loop has collectives in flight.
 constexpr std::size_t kSpareEvents = 64;
+/// check_when_passed looks for passed checks only once this many are queued: the scan's event query of a point not
+/// passed yet cost about 2.4 us of a small allreduce's 11 us of host time (two H200s, coll_time_probe with
+/// PROBE_PROFILE, docs/results/2026-11-30e-h200x2.md), and the stream is usually a call or more behind its host. A
+/// query or synchronize of the stream still runs every check it has passed first.
+constexpr std::size_t kChecksBeforeScan = 16;
 }  // namespace
 
 std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> check) {
@@ -72,8 +77,10 @@ std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> che
   record(*passed);
   auto entry = std::make_shared<PassedCheck>(std::move(passed), std::move(check));
   checks_.push_back(entry);
-  // Checks the stream has passed run now, so that a stream that is never queried holds only the checks still in
-  // flight; what they threw (or a failed event query) waits for the next query or synchronize.
+  // Checks the stream has passed run from time to time, so that a stream that is never queried holds only about
+  // kChecksBeforeScan checks besides those still in flight; what they threw (or a failed event query) waits for the
+  // next query or synchronize.
+  if (checks_.size() < kChecksBeforeScan) return entry;
   try {
     run_passed_checks_locked();
   } catch (...) {

@@ -142,9 +142,9 @@ TEST(HostStream, ChecksRunOnceTheStreamPassedThem) {
   EXPECT_EQ(ran.load(), 111);
 }
 
-// A stream nobody queries does not pile up checks: each new one runs those already passed, and keeps what they threw
-// for the next query or synchronize.
-TEST(HostStream, ANewCheckRunsThePassedOnesAndKeepsTheirError) {
+// A stream nobody queries does not pile up checks: new ones run those already passed (not at every call: once a few
+// are queued, since looking costs an event query), and keep what they threw for the next query or synchronize.
+TEST(HostStream, NewChecksRunThePassedOnesAndKeepTheirError) {
   auto stream = make_stream(MemoryKind::Host);
   auto captured = std::make_shared<int>(0);
   std::weak_ptr<int> watch = captured;
@@ -153,11 +153,14 @@ TEST(HostStream, ANewCheckRunsThePassedOnesAndKeepsTheirError) {
   auto event = make_event(MemoryKind::Host);
   stream->record(*event);
   event->synchronize();
-  bool second_ran = false;
-  stream->check_when_passed([&] { second_ran = true; });
-  EXPECT_TRUE(watch.expired());  // the first check ran, and what it captured is gone
+  int later_ran = 0, added = 0;
+  while (!watch.expired() && added < 64) {
+    stream->check_when_passed([&] { ++later_ran; });
+    ++added;
+  }
+  EXPECT_TRUE(watch.expired()) << "64 checks queued and the first, passed long ago, has not run";
   EXPECT_THROW(stream->synchronize(), TimeoutError);
-  EXPECT_TRUE(second_ran);
+  EXPECT_EQ(later_ran, added);
   stream->synchronize();
 }
 
