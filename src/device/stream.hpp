@@ -55,6 +55,13 @@ class PassedCheck {
 
   /// Runs the check if the stream has passed its point and it has not run yet; true once it has run.
   bool run_if_passed();
+  /// Whether the stream has passed the check's point: seen before, or an event query now (which throws what a failed
+  /// query throws). False for a check that settle gave up on.
+  bool reached();
+  /// Runs the check, which must have reached() (or come before one that has, on its stream), if it has not run yet.
+  void run_reached();
+  /// Whether the check has run or settle gave up on it.
+  bool has_run();
   /// Waits (bounded) for the stream to pass the point, then runs the check. Past `deadline` the check is not run
   /// (what it looks at is about to go): its outcome becomes a TimeoutError that starts with `unsettled`.
   /// Afterwards the check holds nothing of what it captured.
@@ -72,6 +79,7 @@ class PassedCheck {
   std::shared_ptr<Event> passed_;  // shared: handed on to the stream for a later check once the check ran
   std::function<void()> check_;
   bool ran_ = false;
+  bool reached_ = false;  // the stream passed the point (ran_ without it: settle gave up)
   std::exception_ptr error_;
 };
 
