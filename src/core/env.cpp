@@ -33,14 +33,15 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "1048576",
+    Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
              "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
              "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (at most 8) "
              "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
              "over NVLink, instead of copy engines writing every peer's cell. Small calls cost the copy engine's hop "
              "and the stream's flag operations more than their bytes. 0: copy engines only. At most a mailbox cell "
-             "(4 MiB / (n - 1)). Every rank must set the same value (compared at creation). See "
-             "docs/collectives.md, \"Mailboxes\"."},
+             "(4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form was the faster or "
+             "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
+             "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_SCHEDULE", "auto",
              "How allreduce runs: fused (reduce_scatter, then allgather of the reduced blocks, in one pipeline: "
              "each reduced chunk goes on to the peers while later chunks still arrive), phased (a whole "

@@ -61,7 +61,7 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
   }
 }
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its small counts in
-// the loads form, the default up to 1 MiB) and on three ranks sharing them (copy engines: not gated), and 150 calls
+// the loads form, the default for a whole cell) and on three ranks sharing them (copy engines: not gated), and 150 calls
 // back to back on two streams with one rank's host late, in the loads form, in the copy form
 // (PICKLE_ALLREDUCE_LOADS_MAX=0), and in both (16 KiB: the calls of 20000 floats go by copy engines, the rest by
 // loads, so that a cell's next call may take the other form).
