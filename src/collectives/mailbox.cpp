@@ -65,13 +65,17 @@ std::size_t outbox_offset(const Mailbox& box, std::uint64_t call) {
 }
 
 /// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
-/// cells it filled (written by that rank's stream, or its kernel in the loads form, beside the host word), then the
-/// gated reduction's two CTA counts (read its inputs; published its own cell).
+/// cells it filled (written by that rank's stream, or its kernel in the loads form, beside the host word), the
+/// gated reduction's two CTA counts (read its inputs; published its own cell), then per rank the count of calls it
+/// has reduced (its kernel writes it beside the host word: the loads form's kernel waits on it before it publishes).
 std::size_t filled_word_offset(int sender) { return 4 * static_cast<std::size_t>(sender); }
 std::size_t ctas_done_offset(int world) { return 4 * static_cast<std::size_t>(world); }
 std::size_t ctas_published_offset(int world) { return ctas_done_offset(world) + 4; }
+std::size_t emptied_word_offset(int world, int reader) {
+  return ctas_published_offset(world) + 4 + 4 * static_cast<std::size_t>(reader);
+}
 /// The device words' bytes, rounded up so that the cells stay 256-byte aligned.
-std::size_t device_words_bytes(int world) { return (ctas_published_offset(world) + 4 + 255) / 256 * 256; }
+std::size_t device_words_bytes(int world) { return (emptied_word_offset(world, world) + 255) / 256 * 256; }
 
 std::uint32_t* own_device_word(const Mailbox& box, std::size_t offset) {
   return reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset);
@@ -221,9 +225,13 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
   expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot), count_after, "emptied");
   for (int peer = 0; peer < world; ++peer) {
     if (peer == call.rank()) continue;
+    // The peer's host word (its host and a failed pair's release read it) and its GPU word (its loads form's kernel
+    // polls it).
     gate.raise_word[gate.raises] = c.signals->remote_word_for_streams(peer, comm::kMailboxEmptiedSlot);
-    gate.raise_value[gate.raises] = count_after;
-    ++gate.raises;
+    gate.raise_value[gate.raises++] = count_after;
+    gate.raise_word[gate.raises] = static_cast<std::uint32_t*>(
+        in_peer_mailbox(call, box, peer, emptied_word_offset(world, call.rank()), sizeof(std::uint32_t)));
+    gate.raise_value[gate.raises++] = count_after;
   }
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
   enqueue_gated_reduce(call, type, op, recv, inputs, count, gate);
@@ -235,12 +243,21 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
 /// stream operation between the emptied wait and the next call: on two H200s the copy engine's hop and the stream's
 /// flag operations were most of a small call's 21 us (docs/collectives.md, "Mailboxes").
 void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
-                        ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& filled_waits) {
+                        ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& emptied_waits,
+                        const std::vector<comm::SignalTarget>& filled_waits) {
   Communicator::Impl& c = call.comm();
   const int rank = call.rank(), world = call.world();
   const std::size_t bytes = count * datatype_size(type);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
   ReduceGate gate;
+  // The wait for the peers' reads of the cell kMailboxDepth calls ago is the kernel's too: a stream wait before it
+  // cost a call about 5 us whenever the host ran ahead of the stream (a TP step's allreduces between its GEMMs).
+  for (const comm::SignalTarget& wait : emptied_waits) {
+    gate.pre_wait_device[gate.pre_waits] = own_device_word(box, emptied_word_offset(world, wait.peer));
+    gate.pre_wait_host[gate.pre_waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxEmptiedSlot);
+    gate.pre_wait_value[gate.pre_waits++] = wait.expected;
+  }
+  call.awaited_by_kernel_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
   gate.publish_from = send;
   gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   gate.publish_bytes = bytes;
@@ -285,17 +302,17 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
       }
     }
   }
-  call.await_on_stream_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
   std::vector<comm::SignalTarget> filled_waits;
   for (int peer = 0; peer < world; ++peer) {
     if (peer != rank) filled_waits.push_back({peer, count_after});
   }
   if (box.outbox_cell_bytes != 0 && bytes <= box.outbox_cell_bytes) {
-    enqueue_loads_call(call, box, send, recv, count, type, op, number, filled_waits);
+    enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
     finish_call(box, stream);
     box.calls = number + 1;
     return;
   }
+  call.await_on_stream_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
   // The copies as one batch too: the driver may run them at once (one after another on the stream, each peer added
   // a copy's latency to every call).
   std::vector<device::Stream::Copy> copies;

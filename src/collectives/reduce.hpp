@@ -242,13 +242,19 @@ inline constexpr int kMaxGatedCtas = 8;
 /// passes when either word reaches its value, compared cyclically as cuStreamWaitValue32's GEQ does; the host word is
 /// read every 64th poll. A raise writes one word (any address the device can write: the peer's host word).
 struct ReduceGate {
+  /// Waits before the publication (below), as the waits are before the inputs are read: the mailboxes' loads form
+  /// waits here until the peers have read what this rank published in the cell kMailboxDepth calls ago.
+  int pre_waits = 0;
+  const std::uint32_t* pre_wait_device[kMaxGatePeers] = {};
+  const std::uint32_t* pre_wait_host[kMaxGatePeers] = {};
+  std::uint32_t pre_wait_value[kMaxGatePeers] = {};
   int waits = 0;
   const std::uint32_t* wait_device[kMaxGatePeers] = {};
   const std::uint32_t* wait_host[kMaxGatePeers] = {};
   std::uint32_t wait_value[kMaxGatePeers] = {};
   int raises = 0;
-  std::uint32_t* raise_word[kMaxGatePeers] = {};
-  std::uint32_t raise_value[kMaxGatePeers] = {};
+  std::uint32_t* raise_word[2 * kMaxGatePeers] = {};  ///< a peer's GPU word and its host word, say
+  std::uint32_t raise_value[2 * kMaxGatePeers] = {};
   /// CTAs that have read their inputs (GPU memory, 0 between gated launches; the last CTA resets it). Gated launches
   /// that share it must not overlap (the mailbox's calls are ordered).
   std::uint32_t* ctas_done = nullptr;

@@ -44,13 +44,13 @@ class GatedReduce : public testing::Test {
     cuda_ok(cudaMemcpy(buffers_[0], ones.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     cuda_ok(cudaMemcpy(buffers_[1], twos.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     cuda_ok(cudaMemset(buffers_[2], 0, kCount * sizeof(float)), "cudaMemset");
-    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&device_words_), 4 * sizeof(std::uint32_t)), "cudaMalloc");
-    cuda_ok(cudaMemset(device_words_, 0, 4 * sizeof(std::uint32_t)), "cudaMemset");
-    cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&host_words_), 4 * sizeof(std::uint32_t), cudaHostAllocMapped),
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&device_words_), kWords * sizeof(std::uint32_t)), "cudaMalloc");
+    cuda_ok(cudaMemset(device_words_, 0, kWords * sizeof(std::uint32_t)), "cudaMemset");
+    cuda_ok(cudaHostAlloc(reinterpret_cast<void**>(&host_words_), kWords * sizeof(std::uint32_t), cudaHostAllocMapped),
             "cudaHostAlloc");
     cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&fives_), kCount * sizeof(float)), "cudaMallocHost");
     for (std::size_t i = 0; i < kCount; ++i) fives_[i] = 5.0f;
-    for (int i = 0; i < 4; ++i) host_words_[i] = 0;
+    for (int i = 0; i < kWords; ++i) host_words_[i] = 0;
     cuda_ok(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_words_on_device_), host_words_, 0),
             "cudaHostGetDevicePointer");
   }
@@ -106,6 +106,7 @@ class GatedReduce : public testing::Test {
   }
 
   void release_everything() {
+    __atomic_store_n(&host_words_[4], host_words_[4] + (1u << 30), __ATOMIC_RELEASE);  // a pre-wait's
     __atomic_store_n(&host_words_[0], host_words_[0] + (1u << 30), __ATOMIC_RELEASE);
     cudaStreamSynchronize(stream_);
   }
@@ -113,9 +114,9 @@ class GatedReduce : public testing::Test {
   /// Sets device word 0 to `value` from the side stream (as a peer's stream write does), and waits for that. Through
   /// host word 3, allocated beforehand: allocating or freeing pinned memory now would wait for the whole device, the
   /// waiting kernel included.
-  void write_device_word(std::uint32_t value) {
+  void write_device_word(std::uint32_t value, int index = 0) {
     host_words_[3] = value;
-    cuda_ok(cudaMemcpyAsync(device_words_, &host_words_[3], sizeof value, cudaMemcpyHostToDevice, side_),
+    cuda_ok(cudaMemcpyAsync(device_words_ + index, &host_words_[3], sizeof value, cudaMemcpyHostToDevice, side_),
             "cudaMemcpyAsync");
     cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
   }
@@ -146,6 +147,7 @@ class GatedReduce : public testing::Test {
     return wrong;
   }
 
+  static constexpr int kWords = 8;
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_ = nullptr;
   float* buffers_[3] = {};  // two inputs, the output
@@ -277,6 +279,48 @@ TEST_F(GatedReduce, PublishesItsInputAndAnnouncesItBeforeItWaits) {
       << "the odd publication wrote past its end";
   cudaFree(cell);
   cudaFreeHost(staging);
+}
+
+// The loads form's pre-wait (the peers have read this rank's cell of kMailboxDepth calls ago): nothing is published
+// or announced before it passes, on the device word (device word 4) or, as a failed pair releases it, on the host
+// word (host word 4).
+TEST_F(GatedReduce, PublishesNothingBeforeItsPreWaitPasses) {
+  char* cell = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&cell), 4096), "cudaMalloc");
+  ReduceGate publish;
+  publish.pre_waits = 1;
+  publish.pre_wait_device[0] = device_words_ + 4;
+  publish.pre_wait_host[0] = host_words_on_device_ + 4;
+  publish.pre_wait_value[0] = 3;
+  publish.publish_from = buffers_[0];
+  publish.publish_to = cell;
+  publish.publish_bytes = 4096;
+  publish.announces = 1;
+  publish.announce_word[0] = host_words_on_device_ + 2;
+  publish.announce_value = 21;
+  publish.ctas_published = device_words_ + 3;
+  for (bool through_host : {false, true}) {
+    SCOPED_TRACE(through_host ? "released through the host word" : "the device word");
+    launch(through_host ? 5 : 4, 9, nullptr, &publish);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_NE(host_word(2), publish.announce_value) << "announced before the pre-wait passed";
+    ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady);
+    if (through_host) {
+      __atomic_store_n(&host_words_[4], publish.pre_wait_value[0], __ATOMIC_RELEASE);
+    } else {
+      write_device_word(publish.pre_wait_value[0], 4);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (host_word(2) != publish.announce_value && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(host_word(2), publish.announce_value) << "no announcement after the pre-wait passed";
+    write_device_word(through_host ? 5 : 4);  // the main wait
+    ASSERT_TRUE(finished_within(10));
+    publish.pre_wait_value[0] = 6;  // the second round waits for a later count
+    publish.announce_value = 22;
+  }
+  cudaFree(cell);
 }
 
 }  // namespace
