@@ -121,7 +121,11 @@ void run_exchange(Call& call, const Exchange& x) {
     }
     return;
   }
-  const std::size_t chunk = chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
+  const bool two_rank_allreduce =
+      x.gather && world == 2 && call.kind() == MemoryKind::Cuda && call.state().chunk_bytes == 0;
+  const std::size_t chunk = two_rank_allreduce
+                                ? two_rank_allreduce_chunk_elements(longest, element)
+                                : chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
   const std::size_t chunks = ceil_div(longest, chunk);
   // pipeline_ordered: three ranks or more, and it implies staggered (shared side streams, below).
   const bool ordered = call.state().pipeline_ordered && !x.without_tokens;

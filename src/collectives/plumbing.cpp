@@ -745,6 +745,21 @@ std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t e
   return bytes / element_size;
 }
 
+std::size_t two_rank_allreduce_chunk_elements(std::size_t max_block, std::size_t element_size) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t block_bytes = max_block * element_size;
+  std::size_t bytes = 0;
+  if (block_bytes >= 8 * kMiB && block_bytes <= 16 * kMiB) {
+    bytes = block_bytes / 2;
+  } else if (block_bytes > 16 * kMiB && block_bytes < 64 * kMiB) {
+    bytes = 8 * kMiB;
+  } else {
+    return chunk_elements(MemoryKind::Cuda, max_block, element_size, 2);
+  }
+  bytes = ceil_div(bytes, kChunkAlign) * kChunkAlign;
+  return std::max<std::size_t>(1, bytes / element_size);
+}
+
 AllreduceAlgorithm allreduce_algorithm(AllreduceSchedule schedule, std::size_t count, std::size_t element_size,
                                        int world, bool one_host) {
   if (world < 2) return AllreduceAlgorithm::Fused;

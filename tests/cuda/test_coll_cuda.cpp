@@ -138,6 +138,14 @@ TEST_F(CollCuda, TheOrderedPipelineScheduleMatchesTheReference) {
 TEST_F(CollCuda, LargeAllreducesOnThreeRanksGoInPhasesAndAreExact) {
   expect_all_ok(run_ranks("coll_large", 3, {"cuda", "384"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
+// Two ranks' fused allreduces of 16-96 MiB: blocks of 8-48 MiB, which go in the finer chunks of
+// two_rank_allreduce_chunk_elements (halves, then 8 MiB), f32 out of place and bf16 in place, exact.
+TEST_F(CollCuda, TwoRankAllreducesInFinerChunksAreExact) {
+  for (const char* mib : {"16", "24", "32", "96"}) {
+    SCOPED_TRACE(mib);
+    expect_all_ok(run_ranks("coll_large", 2, {"cuda", mib}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(120)));
+  }
+}
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
