@@ -212,7 +212,7 @@ void finish_call(Mailbox& box, device::Stream& stream) {
 void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
                             const std::vector<comm::SignalTarget>& filled_waits, void* recv,
                             const std::vector<const void*>& inputs, std::size_t count, DataType type, ReduceOp op,
-                            std::uint32_t count_after) {
+                            std::uint32_t count_after, int max_ctas = kMaxGatedCtas) {
   Communicator::Impl& c = call.comm();
   const int world = call.world();
   for (const comm::SignalTarget& wait : filled_waits) {
@@ -234,7 +234,7 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
     gate.raise_value[gate.raises++] = count_after;
   }
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
-  enqueue_gated_reduce(call, type, op, recv, inputs, count, gate);
+  enqueue_gated_reduce(call, type, op, recv, inputs, count, gate, max_ctas);
 }
 
 /// The loads form of a gated call (Mailbox::outbox_cell_bytes): one kernel that copies the input into this rank's own
@@ -251,7 +251,7 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   const auto count_after = static_cast<std::uint32_t>(number + 1);
   ReduceGate gate;
   // The wait for the peers' reads of the cell kMailboxDepth calls ago is the kernel's too: a stream wait before it
-  // cost a call about 5 us whenever the host ran ahead of the stream (a TP step's allreduces between its GEMMs).
+  // cost a call about 2 us whenever the host ran ahead of the stream (a TP step's allreduces between its GEMMs).
   for (const comm::SignalTarget& wait : emptied_waits) {
     gate.pre_wait_device[gate.pre_waits] = own_device_word(box, emptied_word_offset(world, wait.peer));
     gate.pre_wait_host[gate.pre_waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxEmptiedSlot);
@@ -277,7 +277,13 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
     gate.announce_word[gate.announces++] = c.signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
   expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
-  enqueue_gated_call_end(call, box, gate, filled_waits, recv, inputs, count, type, op, count_after);
+  // In place, the reduction overwrites the input that the kernel publishes. Where the input is 16-byte aligned, the
+  // thread that publishes a vector (or a tail element, all in CTA 0) is the one that reduces it, after its own copy;
+  // elsewhere the byte-wise copy and the element-wise reduction map to different threads, and across CTAs nothing
+  // orders one's copy before the other's store: one CTA then (found by review).
+  const bool in_place_unaligned = send == recv && reinterpret_cast<std::uintptr_t>(send) % 16 != 0;
+  enqueue_gated_call_end(call, box, gate, filled_waits, recv, inputs, count, type, op, count_after,
+                         in_place_unaligned ? 1 : kMaxGatedCtas);
 }
 
 void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
@@ -306,7 +312,7 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   for (int peer = 0; peer < world; ++peer) {
     if (peer != rank) filled_waits.push_back({peer, count_after});
   }
-  if (box.outbox_cell_bytes != 0 && bytes <= box.outbox_cell_bytes) {
+  if (box.outbox_cell_bytes != 0 && bytes <= box.loads_max_bytes) {
     enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
     finish_call(box, stream);
     box.calls = number + 1;
@@ -412,7 +418,8 @@ bool mailbox_ready(Call& call) {
   // a peer's copy into this rank's cells waits for this rank's emptied count only, not for the other peers' reads of
   // this rank's own cell (three ranks or more, calls of both forms).
   const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
-  box.outbox_cell_bytes = box.gated ? (loads_max + 255) / 256 * 256 : 0;
+  box.loads_max_bytes = box.gated ? loads_max : 0;
+  box.outbox_cell_bytes = (box.loads_max_bytes + 255) / 256 * 256;
   const std::size_t bytes = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes;
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
   if (box.gated) zero_device_words(box, call.world(), call.kind(), std::max(0, call.device()));

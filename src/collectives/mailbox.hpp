@@ -78,6 +78,7 @@ struct Mailbox {
   /// there over NVLink: the reduction's CTAs move the data instead of copy engines (enqueue_loads_call).
   std::size_t outbox_offset = 0;
   std::size_t outbox_cell_bytes = 0;
+  std::size_t loads_max_bytes = 0;  ///< the largest call in the loads form (outbox_cell_bytes is it in whole 256s)
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth
   /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes.
   std::shared_ptr<device::Allocation> memory;

@@ -7,6 +7,7 @@
 #include <pickle/error.hpp>
 
 #include "collectives/reduce.hpp"
+#include "comm/comm_impl.hpp"
 
 namespace pickle::coll {
 
@@ -48,17 +49,17 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
 }
 
 void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
-                          std::size_t count, const ReduceGate& gate) {
+                          std::size_t count, const ReduceGate& gate, int max_ctas) {
 #if PICKLE_HAVE_CUDA
   // A gated kernel holds its CTAs while it waits for the peers: at most kMaxGatedCtas of them, whatever
   // PICKLE_REDUCE_CTAS allows (a mailbox cell is at most 4 MiB).
   launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
-                     std::min(call.state().reduce_ctas, kMaxGatedCtas), &gate);
+                     std::min({call.state().reduce_ctas, kMaxGatedCtas, max_ctas}), &gate);
   // A synchronize that times out names the kernel's wait (its last peer's word), not an older stream wait.
   const int last = gate.waits - 1;
   if (last >= 0) call.stream().note_wait_in_kernel(gate.wait_device[last], gate.wait_value[last], gate.waits);
 #else
-  (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate;
+  (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate, (void)max_ctas;
   throw UnavailableError(cat(describe(call.ctx()), ": a gated reduction in a build without CUDA"));
 #endif
 }
@@ -121,8 +122,11 @@ void run_exchange(Call& call, const Exchange& x) {
     }
     return;
   }
-  const bool two_rank_allreduce =
-      x.gather && world == 2 && call.kind() == MemoryKind::Cuda && call.state().chunk_bytes == 0;
+  // Two ranks whose pair is over ipc (the only pairs measured): the fused allreduce's finer mid-size chunks.
+  const int only_peer = 1 - call.rank();
+  const bool two_rank_allreduce = x.gather && world == 2 && call.kind() == MemoryKind::Cuda &&
+                                  call.state().chunk_bytes == 0 && call.comm().same_host[only_peer] &&
+                                  !call.comm().uses_shm(only_peer) && !call.comm().uses_net(only_peer);
   const std::size_t chunk = two_rank_allreduce
                                 ? two_rank_allreduce_chunk_elements(longest, element)
                                 : chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);

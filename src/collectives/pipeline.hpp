@@ -10,6 +10,7 @@
 #include <pickle/collectives.hpp>
 
 #include "collectives/plumbing.hpp"
+#include "collectives/reduce.hpp"
 
 namespace pickle::coll {
 
@@ -66,8 +67,9 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
                     std::size_t count);
 /// enqueue_reduce on CUDA memory, gated: the kernel waits for `gate`'s words before reading the inputs and raises its
 /// words once it has read them (ReduceGate, reduce.hpp); runs with `count` 0 too. CUDA memory only.
+/// `max_ctas` lowers the CTA budget further (the loads form's in-place calls at unaligned addresses run on one CTA).
 void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
-                          std::size_t count, const ReduceGate& gate);
+                          std::size_t count, const ReduceGate& gate, int max_ctas = kMaxGatedCtas);
 
 /// Runs the exchange as part of `call` (the caller then calls call.finish()).
 void run_exchange(Call& call, const Exchange& exchange);

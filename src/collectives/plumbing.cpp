@@ -751,8 +751,8 @@ std::size_t two_rank_allreduce_chunk_elements(std::size_t max_block, std::size_t
   std::size_t bytes = 0;
   if (block_bytes >= 8 * kMiB && block_bytes <= 16 * kMiB) {
     bytes = block_bytes / 2;
-  } else if (block_bytes > 16 * kMiB && block_bytes < 64 * kMiB) {
-    bytes = 8 * kMiB;
+  } else if (block_bytes > 16 * kMiB && block_bytes < 64 * kMiB && element_size <= 2) {
+    bytes = ceil_div(block_bytes, ceil_div(block_bytes, 8 * kMiB));  // about 8 MiB, in equal parts: no small last one
   } else {
     return chunk_elements(MemoryKind::Cuda, max_block, element_size, 2);
   }

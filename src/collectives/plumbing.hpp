@@ -405,11 +405,12 @@ constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a
 std::size_t chunk_elements(MemoryKind kind, std::size_t max_block, std::size_t element_size, int world,
                            std::size_t fixed_bytes = 0);
 /// Elements per chunk of the fused allreduce of two ranks on CUDA memory (PICKLE_COLL_CHUNK unset): its last chunk's
-/// reduction and its copy back overlap nothing, so blocks of 8-64 MiB go in smaller chunks than chunk_elements cuts
-/// (whole under 16 MiB, 16 MiB from there): halves up to 16 MiB, 8 MiB below 64 MiB; chunk_elements' elsewhere. Two
-/// H200s, bf16 (docs/results/2026-11-30e-h200x2.md, call 10): 16 MiB messages 112 -> 98 us with 4 MiB chunks, 32 MiB
-/// 192 -> 155 with 8 MiB, 64 MiB 263 -> 253 with 8 MiB; from 128 MiB the default's 16 MiB and larger were faster.
-/// Three ranks or more were not measured (they keep chunk_elements).
+/// reduction and its copy back overlap nothing, so some blocks go in smaller chunks than chunk_elements cuts (whole
+/// under 16 MiB, 16 MiB from there): blocks of 8-16 MiB in halves; blocks of 16-64 MiB of 2-byte types (whose
+/// reduction is the slower) in 8 MiB; chunk_elements' elsewhere. Two H200s (docs/results/2026-11-30e-h200x2.md, call
+/// 10, chunks forced with PICKLE_COLL_CHUNK): bf16 16 MiB messages 112 -> 98 us with 4 MiB chunks, 32 MiB 192 -> 155
+/// with 8 MiB, 64 MiB 263 -> 253 with 8 MiB; f32 64 MiB 244 -> 254 with 8 MiB (so not for 4-byte types); from 128
+/// MiB the default's 16 MiB and larger were faster. Three ranks or more were not measured (they keep chunk_elements).
 std::size_t two_rank_allreduce_chunk_elements(std::size_t max_block, std::size_t element_size);
 /// How an allreduce of `count` elements runs under `schedule` (PICKLE_ALLREDUCE_SCHEDULE); a world of one always
 /// Fused (nothing to exchange). Auto: through the mailboxes where the ranks are on one host and the message fits a

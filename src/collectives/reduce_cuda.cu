@@ -274,7 +274,8 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
        gate->announces > 2 * kMaxGatePeers || (gate->raises > 0 && gate->ctas_done == nullptr) ||
        (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
-                                         " waits or raises, or raises or announcements without a CTA count");
+                                         " waits or pre-waits, more than " + std::to_string(2 * kMaxGatePeers) +
+                                         " raises or announcements, or raises or announcements without a CTA count");
   }
   if (task.ninputs > kMaxReduceInputs) {
     throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) +

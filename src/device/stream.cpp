@@ -117,6 +117,14 @@ void Stream::run_passed_checks_locked() {
   std::size_t passed = 0, not_passed = checks_.size();  // checks_[0, passed) passed; checks_[not_passed, ...) not
   bool searched = true;
   try {
+    // The oldest first: a host far ahead of its stream then pays one query per scan, not one per halving.
+    if (!checks_.empty()) {
+      if (checks_.front()->reached()) {
+        passed = 1;
+      } else {
+        not_passed = 0;
+      }
+    }
     while (passed < not_passed) {
       const std::size_t middle = passed + (not_passed - passed) / 2;
       if (checks_[middle]->reached()) {

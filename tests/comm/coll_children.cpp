@@ -896,6 +896,38 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
   return h.failures() == 0 ? 0 : 1;
 }
 
+// In-place allreduces through the mailboxes at addresses that are not 16-byte aligned, large enough for several CTAs
+// (bf16, f32 and u8 sums of up to about 1 MiB at offsets of 2, 4 and 1 bytes): the loads form publishes the input that
+// the in-place reduction overwrites, and must not let a peer read an element this rank has already reduced.
+// args: memory.
+PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
+  Communicator comm = make_comm(args.at(0));
+  struct Case {
+    DataType type;
+    std::size_t count;
+    std::size_t offset;
+  };
+  const Case cases[] = {{DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4}, {DataType::U8, 1000003, 1}};
+  Harness h(comm, (std::size_t{1} << 20) + 4096);
+  std::uint64_t salt = 7000;
+  for (const Case& one : cases) {
+    const std::size_t bytes = one.count * datatype_size(one.type);
+    const std::string name =
+        cat("in-place ", datatype_name(one.type), " allreduce of ", one.count, " at offset ", one.offset);
+    try {
+      // Kept until the download: the upload is a copy on the stream.
+      const auto input = reduction_input(one.type, ReduceOp::Sum, comm.rank(), 0, one.count, ++salt);
+      h.upload(h.b(one.offset), input);
+      comm.allreduce(h.stream(), h.b(one.offset), h.b(one.offset), one.count, one.type, ReduceOp::Sum);
+      h.check_reduced(name, one.type, ReduceOp::Sum, h.download(h.b(one.offset), bytes), 0, salt);
+    } catch (const Error& e) {
+      h.fail(name, e);
+    }
+  }
+  comm.barrier();
+  return h.failures() == 0 ? 0 : 1;
+}
+
 // Ranks that pass different counts to allreduces through the mailboxes (both small enough for them): the labels
 // tell, in the first call (each rank writes its label before it reads the others'). A rank that sees the mismatch
 // names the peer and both sizes and tells the others, whose streams may wait on it: every rank fails well within

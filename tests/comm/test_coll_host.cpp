@@ -125,6 +125,8 @@ TEST(Coll, TheMailboxAllreduceMatchesTheReference) {
     expect_all_ok(run_ranks("coll_mailbox_back_to_back", ranks, {"host"},
                             {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(120)));
   }
+  expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"host"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(120)));
 }
 
 // Counts that differ between the ranks, both small enough for the mailboxes: the labels show it in that very call.

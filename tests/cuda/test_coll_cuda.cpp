@@ -61,15 +61,18 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
   }
 }
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its small counts in
-// the loads form, the default for a whole cell) and on three ranks sharing them (copy engines: not gated), and 150 calls
-// back to back on two streams with one rank's host late, in the loads form, in the copy form
+// the loads form, the default for a whole cell) and on three ranks sharing them (copy engines: not gated), and 150
+// calls back to back on two streams with one rank's host late, in the loads form, in the copy form
 // (PICKLE_ALLREDUCE_LOADS_MAX=0), and in both (16 KiB: the calls of 20000 floats go by copy engines, the rest by
-// loads, so that a cell's next call may take the other form).
+// loads, so that a cell's next call may take the other form); and in place at unaligned addresses, on several CTAs'
+// worth of elements.
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   for (int ranks : {2, 3}) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"},
                             std::chrono::seconds(400)));
   }
+  expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"cuda"},
+                          {"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"}, std::chrono::seconds(120)));
   for (const char* loads :
        {"PICKLE_ALLREDUCE_LOADS_MAX=1048576", "PICKLE_ALLREDUCE_LOADS_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"}) {
     SCOPED_TRACE(loads);
@@ -139,7 +142,7 @@ TEST_F(CollCuda, LargeAllreducesOnThreeRanksGoInPhasesAndAreExact) {
   expect_all_ok(run_ranks("coll_large", 3, {"cuda", "384"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
 // Two ranks' fused allreduces of 16-96 MiB: blocks of 8-48 MiB, which go in the finer chunks of
-// two_rank_allreduce_chunk_elements (halves, then 8 MiB), f32 out of place and bf16 in place, exact.
+// two_rank_allreduce_chunk_elements (halves; bf16 in 8 MiB), f32 out of place and bf16 in place, exact.
 TEST_F(CollCuda, TwoRankAllreducesInFinerChunksAreExact) {
   for (const char* mib : {"16", "24", "32", "96"}) {
     SCOPED_TRACE(mib);

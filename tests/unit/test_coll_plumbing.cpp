@@ -101,9 +101,9 @@ TEST(CollPlumbing, CudaChunksAreAQuarterOfALargeBlockWithin16And64MiB) {
   EXPECT_EQ(chunk_bytes(512 * MiB, 2, 8 * MiB), 8 * MiB);  // PICKLE_COLL_CHUNK wins
 }
 
-// The fused allreduce of two ranks on CUDA cuts blocks of 8-64 MiB finer (its last chunk's reduction is exposed), and
-// keeps chunk_elements' chunks elsewhere.
-TEST(CollPlumbing, TwoRankAllreduceChunksAreFinerFor8To64MiBBlocks) {
+// The fused allreduce of two ranks on CUDA cuts blocks of 8-16 MiB, and 2-byte types' blocks up to 64 MiB, finer (its
+// last chunk's reduction is exposed), and keeps chunk_elements' chunks elsewhere.
+TEST(CollPlumbing, TwoRankAllreduceChunksAreFinerForMidSizeBlocks) {
   constexpr std::size_t MiB = 1u << 20;
   auto chunk_bytes = [](std::size_t block_bytes, std::size_t element = 4) {
     return two_rank_allreduce_chunk_elements(block_bytes / element, element) * element;
@@ -112,10 +112,16 @@ TEST(CollPlumbing, TwoRankAllreduceChunksAreFinerFor8To64MiBBlocks) {
   EXPECT_EQ(chunk_bytes(8 * MiB), 4 * MiB);  // halves
   EXPECT_EQ(chunk_bytes(16 * MiB), 8 * MiB);
   EXPECT_EQ(chunk_bytes(16 * MiB, 2), 8 * MiB);  // bf16 alike
-  EXPECT_EQ(chunk_bytes(32 * MiB), 8 * MiB);     // 8 MiB below 64 MiB
-  EXPECT_EQ(chunk_bytes(48 * MiB), 8 * MiB);
+  EXPECT_EQ(chunk_bytes(32 * MiB, 2), 8 * MiB);  // 2-byte types: 8 MiB below 64 MiB
+  EXPECT_EQ(chunk_bytes(48 * MiB, 2), 8 * MiB);
+  EXPECT_EQ(chunk_bytes(32 * MiB), 16 * MiB);  // 4-byte types: chunk_elements' 16 MiB
+  EXPECT_EQ(chunk_bytes(64 * MiB, 2), 16 * MiB);
   EXPECT_EQ(chunk_bytes(64 * MiB), 16 * MiB);  // chunk_elements' quarter from 64 MiB
   EXPECT_EQ(chunk_bytes(256 * MiB), 64 * MiB);
+  // Just over 16 MiB: three equal parts, not two of 8 MiB and a small last one.
+  const std::size_t odd = chunk_bytes(16 * MiB + 4096, 2);
+  EXPECT_EQ((16 * MiB + 4096 + odd - 1) / odd, 3u);
+  EXPECT_LT(odd, 8 * MiB);
   // Odd blocks: whole pages, never less than one element.
   EXPECT_EQ(two_rank_allreduce_chunk_elements(((10 * MiB) + 12) / 4, 4) * 4 % 4096, 0u);
   EXPECT_GE(two_rank_allreduce_chunk_elements(1, 8), 1u);
