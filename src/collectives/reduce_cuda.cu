@@ -80,8 +80,12 @@ __device__ void raise_gate(const ReduceGate& gate) {
 __host__ __device__ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 /// ReduceGate's publication: this rank's input into its own cell, by every CTA, then (once all have, behind a
-/// system-wide fence) the announcements by the last CTA. No CTA waits for another here: a CTA that is not resident
-/// yet publishes when it gets an SM, and only the peers' kernels wait for the announcement.
+/// system-wide fence) the announcements by the last CTA. The announcement thus needs every CTA of the kernel to get
+/// an SM while the first ones wait for the peers' announcements: with fewer SMs free to the process than CTAs (an MPS
+/// thread limit, green contexts) two ranks could wait for each other's missing CTAs (docs/collectives.md,
+/// "Mailboxes": PICKLE_ALLREDUCE_LOADS_MAX=0 there). Vector i is copied by the thread that reduces it, so an in-place
+/// call reads its element before it overwrites it; the byte-wise copy of unaligned inputs is not (mailbox.cpp runs
+/// those in-place calls on one CTA).
 __device__ void publish(const ReduceGate& gate) {
   const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;

@@ -38,8 +38,10 @@ constexpr std::array kTable = {
              "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (at most 8) "
              "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
              "over NVLink, instead of copy engines writing every peer's cell. Small calls cost the copy engine's hop "
-             "and the stream's flag operations more than their bytes. 0: copy engines only. At most a mailbox cell "
-             "(4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form was the faster or "
+             "and the stream's flag operations more than their bytes (measured over NVLink only; under an MPS thread "
+             "limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy engines only. At "
+             "most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form "
+             "was the faster or "
              "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
              "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_SCHEDULE", "auto",
