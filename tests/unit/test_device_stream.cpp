@@ -164,6 +164,39 @@ TEST(HostStream, NewChecksRunThePassedOnesAndKeepTheirError) {
   stream->synchronize();
 }
 
+// The scan for passed checks (by halving, once a few are queued) runs nothing the stream has not passed, also past a
+// check that settle gave up on, and runs everything once the stream gets there; the given-up check reports its error
+// once.
+TEST(HostStream, TheScanRunsNoCheckEarlyAndGetsPastOneThatWasGivenUp) {
+  ScopedTimeout timeout("5");
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 0;
+  auto stream = make_stream(MemoryKind::Host);
+  int ran_before = 0;
+  for (int i = 0; i < 5; ++i) stream->check_when_passed([&] { ++ran_before; });
+  stream->synchronize();
+  EXPECT_EQ(ran_before, 5);
+  stream->wait_value(flag, 1);
+  auto given_up = stream->check_when_passed([] {});
+  given_up->settle(Deadline::after_seconds(0.05), "rank 1: allreduce of 8 bytes: given up");
+  constexpr int kLater = 40;  // past the scan's threshold, several times
+  std::atomic<int> ran_after{0};
+  for (int i = 0; i < kLater; ++i) stream->check_when_passed([&] { ran_after.fetch_add(1); });
+  EXPECT_EQ(ran_after.load(), 0) << "a check ran before the stream passed it";
+  // The next query reports the given-up check (it leaves the queue first) and runs nothing else.
+  try {
+    stream->query();
+    FAIL() << "the given-up check's error was not reported";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("given up"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ran_after.load(), 0);
+  std::atomic_ref<std::uint32_t>(*flag).store(1);
+  stream->synchronize();  // reported once
+  EXPECT_EQ(ran_after.load(), kLater);
+}
+
 // Whoever owns what a check looks at settles it before that goes: after the stream passed, the check runs then; if
 // the stream does not pass in time, the check never runs, lets go of what it captured, and the stream reports why.
 TEST(HostStream, SettlingRunsAPassedCheckOrReportsOneThatWasNotReached) {
