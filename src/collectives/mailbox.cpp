@@ -207,6 +207,18 @@ void finish_call(Mailbox& box, device::Stream& stream) {
   box.last_stream_serial = stream.serial();
 }
 
+/// `waits` (counts of signal `slot`) as the gated kernel's own, in `into`: each peer's GPU word, at
+/// device_offset(peer) in this rank's mailbox memory, and its host word; noted for the watch and the end check.
+template <class DeviceOffset>
+void await_in_kernel(Call& call, GateWaits& into, const Mailbox& box, int slot,
+                     const std::vector<comm::SignalTarget>& waits, DeviceOffset device_offset) {
+  for (const comm::SignalTarget& wait : waits) {
+    into.add(own_device_word(box, device_offset(wait.peer)),
+             call.comm().signals->local_word_for_streams(wait.peer, slot), wait.expected);
+  }
+  call.awaited_by_kernel_for_all(slot, waits);
+}
+
 /// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate), with `gate`'s
 /// publication (the loads form) if the caller set one.
 void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
@@ -215,13 +227,7 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
                             std::uint32_t count_after, int max_ctas = kMaxGatedCtas) {
   Communicator::Impl& c = call.comm();
   const int world = call.world();
-  for (const comm::SignalTarget& wait : filled_waits) {
-    gate.wait_device[gate.waits] = own_device_word(box, filled_word_offset(wait.peer));
-    gate.wait_host[gate.waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxFilledSlot);
-    gate.wait_value[gate.waits] = wait.expected;
-    ++gate.waits;
-  }
-  call.awaited_by_kernel_for_all(comm::kMailboxFilledSlot, filled_waits);
+  await_in_kernel(call, gate.waits, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot), count_after, "emptied");
   for (int peer = 0; peer < world; ++peer) {
     if (peer == call.rank()) continue;
@@ -252,12 +258,8 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   ReduceGate gate;
   // The wait for the peers' reads of the cell kMailboxDepth calls ago is the kernel's too: a stream wait before it
   // cost a call about 2 us whenever the host ran ahead of the stream (a TP step's allreduces between its GEMMs).
-  for (const comm::SignalTarget& wait : emptied_waits) {
-    gate.pre_wait_device[gate.pre_waits] = own_device_word(box, emptied_word_offset(world, wait.peer));
-    gate.pre_wait_host[gate.pre_waits] = c.signals->local_word_for_streams(wait.peer, comm::kMailboxEmptiedSlot);
-    gate.pre_wait_value[gate.pre_waits++] = wait.expected;
-  }
-  call.awaited_by_kernel_for_all(comm::kMailboxEmptiedSlot, emptied_waits);
+  await_in_kernel(call, gate.pre_waits, box, comm::kMailboxEmptiedSlot, emptied_waits,
+                  [world](int peer) { return emptied_word_offset(world, peer); });
   gate.publish_from = send;
   gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   gate.publish_bytes = bytes;

@@ -56,8 +56,8 @@ void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, con
   launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
                      std::min({call.state().reduce_ctas, kMaxGatedCtas, max_ctas}), &gate);
   // A synchronize that times out names the kernel's wait (its last peer's word), not an older stream wait.
-  const int last = gate.waits - 1;
-  if (last >= 0) call.stream().note_wait_in_kernel(gate.wait_device[last], gate.wait_value[last], gate.waits);
+  const int last = gate.waits.count - 1;
+  if (last >= 0) call.stream().note_wait_in_kernel(gate.waits.device[last], gate.waits.value[last], gate.waits.count);
 #else
   (void)type, (void)op, (void)out, (void)inputs, (void)count, (void)gate, (void)max_ctas;
   throw UnavailableError(cat(describe(call.ctx()), ": a gated reduction in a build without CUDA"));

@@ -241,17 +241,28 @@ inline constexpr int kMaxGatedCtas = 8;
 /// that a failed pair releases (Communicator::Impl::fail_peer_locked writes a value 2^30 ahead into it). A wait
 /// passes when either word reaches its value, compared cyclically as cuStreamWaitValue32's GEQ does; the host word is
 /// read every 64th poll. A raise writes one word (any address the device can write: the peer's host word).
+struct GateWaits {
+  int count = 0;
+  const std::uint32_t* device[kMaxGatePeers] = {};
+  const std::uint32_t* host[kMaxGatePeers] = {};
+  std::uint32_t value[kMaxGatePeers] = {};
+
+  /// One more wait (the caller keeps to kMaxGatePeers; launch_reduce_cuda refuses more).
+  void add(const std::uint32_t* device_word, const std::uint32_t* host_word, std::uint32_t expected) {
+    if (count < kMaxGatePeers) {
+      device[count] = device_word;
+      host[count] = host_word;
+      value[count] = expected;
+    }
+    ++count;
+  }
+};
+
 struct ReduceGate {
-  /// Waits before the publication (below), as the waits are before the inputs are read: the mailboxes' loads form
+  /// Waits before the publication (below), as `waits` are before the inputs are read: the mailboxes' loads form
   /// waits here until the peers have read what this rank published in the cell kMailboxDepth calls ago.
-  int pre_waits = 0;
-  const std::uint32_t* pre_wait_device[kMaxGatePeers] = {};
-  const std::uint32_t* pre_wait_host[kMaxGatePeers] = {};
-  std::uint32_t pre_wait_value[kMaxGatePeers] = {};
-  int waits = 0;
-  const std::uint32_t* wait_device[kMaxGatePeers] = {};
-  const std::uint32_t* wait_host[kMaxGatePeers] = {};
-  std::uint32_t wait_value[kMaxGatePeers] = {};
+  GateWaits pre_waits;
+  GateWaits waits;
   int raises = 0;
   std::uint32_t* raise_word[2 * kMaxGatePeers] = {};  ///< a peer's GPU word and its host word, say
   std::uint32_t raise_value[2 * kMaxGatePeers] = {};

@@ -49,13 +49,12 @@ __device__ std::uint32_t load_volatile(const std::uint32_t* word) {
 
 /// ReduceGate's waits (or its pre-waits): thread i of every CTA polls wait i (a handful of words; the CTAs stay in
 /// step).
-__device__ void await_words(int waits, const std::uint32_t* const* device_words, const std::uint32_t* const* host_words,
-                            const std::uint32_t* values) {
-  if (static_cast<int>(threadIdx.x) < waits) {
+__device__ void await_words(const GateWaits& waits) {
+  if (static_cast<int>(threadIdx.x) < waits.count) {
     const int i = static_cast<int>(threadIdx.x);
     for (unsigned poll = 1;; ++poll) {
-      if (reached(load_volatile(device_words[i]), values[i])) break;
-      if (poll % 64 == 0 && reached(load_volatile(host_words[i]), values[i])) break;
+      if (reached(load_volatile(waits.device[i]), waits.value[i])) break;
+      if (poll % 64 == 0 && reached(load_volatile(waits.host[i]), waits.value[i])) break;
     }
     // The writer's word came after its data, behind a system-wide fence (cuStreamWriteValue32's barrier); the thread
     // that saw the word fences before the barrier, which orders every thread's reads of the inputs after it.
@@ -116,9 +115,9 @@ template <class E, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
                                                           std::size_t count, int nranks, bool vectorized,
                                                           ReduceGate gate) {
-  if (gate.pre_waits > 0) await_words(gate.pre_waits, gate.pre_wait_device, gate.pre_wait_host, gate.pre_wait_value);
+  if (gate.pre_waits.count > 0) await_words(gate.pre_waits);
   if (gate.publish_bytes > 0 || gate.announces > 0) publish(gate);
-  if (gate.waits > 0) await_words(gate.waits, gate.wait_device, gate.wait_host, gate.wait_value);
+  if (gate.waits.count > 0) await_words(gate.waits);
   using S = typename E::Storage;
   using A = typename E::Acc;
   constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
@@ -274,7 +273,7 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
                         const ReduceGate* gate) {
   if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
   if (gate != nullptr &&
-      (gate->waits > kMaxGatePeers || gate->pre_waits > kMaxGatePeers || gate->raises > 2 * kMaxGatePeers ||
+      (gate->waits.count > kMaxGatePeers || gate->pre_waits.count > kMaxGatePeers || gate->raises > 2 * kMaxGatePeers ||
        gate->announces > 2 * kMaxGatePeers || (gate->raises > 0 && gate->ctas_done == nullptr) ||
        (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +

@@ -80,10 +80,7 @@ class GatedReduce : public testing::Test {
     task.ninputs = 2;
     task.count = kCount;
     ReduceGate gate = publish != nullptr ? *publish : ReduceGate{};
-    gate.waits = 1;
-    gate.wait_device[0] = device_words_;
-    gate.wait_host[0] = host_words_on_device_;
-    gate.wait_value[0] = expected;
+    gate.waits.add(device_words_, host_words_on_device_, expected);
     gate.raises = 1;
     gate.raise_word[0] = host_words_on_device_ + 1;
     gate.raise_value[0] = raised;
@@ -288,10 +285,7 @@ TEST_F(GatedReduce, PublishesNothingBeforeItsPreWaitPasses) {
   char* cell = nullptr;
   cuda_ok(cudaMalloc(reinterpret_cast<void**>(&cell), 4096), "cudaMalloc");
   ReduceGate publish;
-  publish.pre_waits = 1;
-  publish.pre_wait_device[0] = device_words_ + 4;
-  publish.pre_wait_host[0] = host_words_on_device_ + 4;
-  publish.pre_wait_value[0] = 3;
+  publish.pre_waits.add(device_words_ + 4, host_words_on_device_ + 4, 3);
   publish.publish_from = buffers_[0];
   publish.publish_to = cell;
   publish.publish_bytes = 4096;
@@ -306,9 +300,9 @@ TEST_F(GatedReduce, PublishesNothingBeforeItsPreWaitPasses) {
     EXPECT_NE(host_word(2), publish.announce_value) << "announced before the pre-wait passed";
     ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady);
     if (through_host) {
-      __atomic_store_n(&host_words_[4], publish.pre_wait_value[0], __ATOMIC_RELEASE);
+      __atomic_store_n(&host_words_[4], publish.pre_waits.value[0], __ATOMIC_RELEASE);
     } else {
-      write_device_word(publish.pre_wait_value[0], 4);
+      write_device_word(publish.pre_waits.value[0], 4);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (host_word(2) != publish.announce_value && std::chrono::steady_clock::now() < deadline) {
@@ -317,7 +311,7 @@ TEST_F(GatedReduce, PublishesNothingBeforeItsPreWaitPasses) {
     EXPECT_EQ(host_word(2), publish.announce_value) << "no announcement after the pre-wait passed";
     write_device_word(through_host ? 5 : 4);  // the main wait
     ASSERT_TRUE(finished_within(10));
-    publish.pre_wait_value[0] = 6;  // the second round waits for a later count
+    publish.pre_waits.value[0] = 6;  // the second round waits for a later count
     publish.announce_value = 22;
   }
   cudaFree(cell);
