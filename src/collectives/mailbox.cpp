@@ -61,7 +61,7 @@ std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t
 
 /// Where this rank's own cell of `call` is in its mailbox memory (the loads form: the peers read it).
 std::size_t outbox_offset(const Mailbox& box, std::uint64_t call) {
-  return box.outbox_offset + static_cast<std::size_t>(call % kMailboxDepth) * box.outbox_cell_bytes;
+  return box.outbox_offset + static_cast<std::size_t>(call % kMailboxDepth) * box.outbox_cell_bytes();
 }
 
 /// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
@@ -243,7 +243,7 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
   enqueue_gated_reduce(call, type, op, recv, inputs, count, gate, max_ctas);
 }
 
-/// The loads form of a gated call (Mailbox::outbox_cell_bytes): one kernel that copies the input into this rank's own
+/// The loads form of a gated call (Mailbox::loads_max_bytes): one kernel that copies the input into this rank's own
 /// cell, announces it in the peers' filled words, waits for the peers' announcements, reduces this rank's input and
 /// the peers' cells, read where they lie (over NVLink), and raises the peers' emptied words. No copy engine and no
 /// stream operation between the emptied wait and the next call: on two H200s the copy engine's hop and the stream's
@@ -314,7 +314,7 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   for (int peer = 0; peer < world; ++peer) {
     if (peer != rank) filled_waits.push_back({peer, count_after});
   }
-  if (box.outbox_cell_bytes != 0 && bytes <= box.loads_max_bytes) {
+  if (bytes <= box.loads_max_bytes) {  // 0 bytes never get here (Communicator::allreduce)
     enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
     finish_call(box, stream);
     box.calls = number + 1;
@@ -421,8 +421,7 @@ bool mailbox_ready(Call& call) {
   // this rank's own cell (three ranks or more, calls of both forms).
   const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
   box.loads_max_bytes = box.gated ? loads_max : 0;
-  box.outbox_cell_bytes = (box.loads_max_bytes + 255) / 256 * 256;
-  const std::size_t bytes = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes;
+  const std::size_t bytes = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes();
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
   if (box.gated) zero_device_words(box, call.world(), call.kind(), std::max(0, call.device()));
   box.window = c.register_window(box.memory->data(), bytes);

@@ -73,12 +73,13 @@ struct Mailbox {
   /// counts into words at the start of the mailboxes' memory too (then the cells), where the kernel polls them.
   bool gated = false;
   std::size_t cells_offset = 0;  ///< where the cells begin in `memory`
-  /// The loads form (gated only; PICKLE_ALLREDUCE_LOADS_MAX): calls of up to outbox_cell_bytes (0: none) copy their
+  /// The loads form (gated only; PICKLE_ALLREDUCE_LOADS_MAX): calls of up to loads_max_bytes copy their
   /// input into this rank's own cell n % kMailboxDepth, at outbox_offset in `memory`, and the peers' kernels read it
   /// there over NVLink: the reduction's CTAs move the data instead of copy engines (enqueue_loads_call).
   std::size_t outbox_offset = 0;
-  std::size_t outbox_cell_bytes = 0;
-  std::size_t loads_max_bytes = 0;  ///< the largest call in the loads form (outbox_cell_bytes is it in whole 256s)
+  std::size_t loads_max_bytes = 0;  ///< the largest call in the loads form (0: none)
+  /// The bytes of one of this rank's own cells: loads_max_bytes in whole 256s, so that the cells stay aligned.
+  std::size_t outbox_cell_bytes() const { return (loads_max_bytes + 255) / 256 * 256; }
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth
   /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes.
   std::shared_ptr<device::Allocation> memory;

@@ -126,7 +126,7 @@ void run_exchange(Call& call, const Exchange& x) {
   const int only_peer = 1 - call.rank();
   const bool two_rank_allreduce = x.gather && world == 2 && call.kind() == MemoryKind::Cuda &&
                                   call.state().chunk_bytes == 0 && call.comm().same_host[only_peer] &&
-                                  !call.comm().uses_shm(only_peer) && !call.comm().uses_net(only_peer);
+                                  call.comm().uses_ipc(only_peer);
   const std::size_t chunk = two_rank_allreduce
                                 ? two_rank_allreduce_chunk_elements(longest, element)
                                 : chunk_elements(call.kind(), longest, element, world, call.state().chunk_bytes);
