@@ -38,13 +38,18 @@ def _row_label(row):
     return "decode %d" % row["batch"]
 
 
+def _failed_row(result, header, display):
+    """A backend's row of a table with `header` where its run failed: the error, the other cells empty."""
+    return [display(result["backend"]), "FAILED: %s" % result["error"]] + [""] * (len(header) - 2)
+
+
 def tp_pp_tables(bench, results, display):
     header = ["Backend", "Row", "Tokens", "TP=1 ms", "TP=2 compute ms", "TP=2 ms", "TP comm %", "TP eff %", "PP=2 ms",
               "PP %", "#wrong"]
     rows = []
     for r in results:
         if r.get("error") is not None:
-            rows.append([display(r["backend"]), "FAILED: %s" % r["error"]] + [""] * (len(header) - 2))
+            rows.append(_failed_row(r, header, display))
             continue
         for row in r["rows"]:
             rows.append([display(r["backend"]), _row_label(row), str(row["tokens"]), number(row["tp1_ms"]),
@@ -96,7 +101,7 @@ def switchml_tables(bench, results, display):
     rows = []
     for r in results:
         if r.get("error") is not None:
-            rows.append([display(r["backend"]), "FAILED: %s" % r["error"]] + [""] * (len(header) - 2))
+            rows.append(_failed_row(r, header, display))
             continue
         d = r["duration_ns"]
         rows.append([display(r["backend"]), "%d int32 (%s B)" % (r.get("numel", r["bytes"] // 4), r["bytes"]),
