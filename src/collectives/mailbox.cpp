@@ -8,6 +8,7 @@
 
 #include <pickle/error.hpp>
 
+#include "collectives/ll_allreduce.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/reduce.hpp"
 #include "comm/comm_impl.hpp"
@@ -64,6 +65,13 @@ std::size_t outbox_offset(const Mailbox& box, std::uint64_t call) {
   return box.outbox_offset + static_cast<std::size_t>(call % kMailboxDepth) * box.outbox_cell_bytes();
 }
 
+/// Where `sender`'s LL cell of `call` is in `owner`'s mailboxes (one set per peer, in peer_slot order).
+std::size_t ll_cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
+  const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
+  const std::size_t slot = static_cast<std::size_t>(peer_slot(sender, owner));
+  return box.ll_offset + (slot * kMailboxDepth + cell) * box.ll_cell_bytes();
+}
+
 /// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
 /// cells it filled (written by that rank's stream, or its kernel in the loads form, beside the host word), the
 /// gated reduction's two CTA counts (read its inputs; published its own cell), then per rank the count of calls it
@@ -99,15 +107,19 @@ void expect_counts(const Call& call, const std::vector<std::uint32_t>& counts, s
   }
 }
 
-/// Zeroes a gated mailbox's device words on a stream of its own, before the window is registered (no peer writes
-/// them before), and waits for it.
-void zero_device_words(const Mailbox& box, int world, MemoryKind kind, int device) {
+/// Zeroes a gated mailbox's device words and LL cells on a stream of its own, before the window is registered (no
+/// peer writes them before), and waits for it. The LL cells too: memory that an earlier communicator's LL cells had
+/// holds lines flagged 1, 2, ..., which this one's first calls would take for their own.
+void zero_gated_memory(const Mailbox& box, int world, MemoryKind kind, int device) {
   std::vector<device::Stream::Flag> zeros;
   for (std::size_t offset = 0; offset < device_words_bytes(world); offset += 4) {
     zeros.push_back({own_device_word(box, offset), 0});
   }
   const std::unique_ptr<device::Stream> stream = device::make_stream(kind, device);
   stream->write_values(zeros);
+  const std::size_t ll_bytes = box.memory->bytes() - box.ll_offset;
+  const std::vector<char> zero_cells(ll_bytes, 0);
+  stream->copy(static_cast<char*>(box.memory->data()) + box.ll_offset, zero_cells.data(), ll_bytes);
   stream->synchronize();
 }
 
@@ -219,20 +231,15 @@ void await_in_kernel(Call& call, GateWaits& into, const Mailbox& box, int slot,
   call.awaited_by_kernel_for_all(slot, waits);
 }
 
-/// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate), with `gate`'s
-/// publication (the loads form) if the caller set one.
-void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
-                            const std::vector<comm::SignalTarget>& filled_waits, void* recv,
-                            const std::vector<const void*>& inputs, std::size_t count, DataType type, ReduceOp op,
-                            std::uint32_t count_after, int max_ctas = kMaxGatedCtas) {
+/// The emptied raises of a gated call, written by its kernel's last CTA once every CTA has read its inputs: each
+/// peer's host word (its host and a failed pair's release read it) and its GPU word (its loads and LL forms' kernels
+/// wait on it before they write into what this call read).
+void raise_emptied_in_kernel(Call& call, const Mailbox& box, ReduceGate& gate, std::uint32_t count_after) {
   Communicator::Impl& c = call.comm();
   const int world = call.world();
-  await_in_kernel(call, gate.waits, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxEmptiedSlot), count_after, "emptied");
   for (int peer = 0; peer < world; ++peer) {
     if (peer == call.rank()) continue;
-    // The peer's host word (its host and a failed pair's release read it) and its GPU word (its loads form's kernel
-    // polls it).
     gate.raise_word[gate.raises] = c.signals->remote_word_for_streams(peer, comm::kMailboxEmptiedSlot);
     gate.raise_value[gate.raises++] = count_after;
     gate.raise_word[gate.raises] = static_cast<std::uint32_t*>(
@@ -240,7 +247,81 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
     gate.raise_value[gate.raises++] = count_after;
   }
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
+}
+
+/// The filled announcements of a loads or LL call, written by its kernel's last CTA once every CTA has published:
+/// each peer's GPU word, which its loads form's kernel polls, and its host word, which its host, its LL kernel (every
+/// 64th poll) and a failed pair's release use.
+void announce_filled_in_kernel(Call& call, const Mailbox& box, ReduceGate& gate, std::uint32_t count_after) {
+  Communicator::Impl& c = call.comm();
+  for (int peer = 0; peer < call.world(); ++peer) {
+    if (peer == call.rank()) continue;
+    gate.announce_word[gate.announces++] =
+        static_cast<std::uint32_t*>(in_peer_mailbox(call, box, peer, filled_word_offset(call.rank()), 4));
+    gate.announce_word[gate.announces++] = c.signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot);
+  }
+  gate.announce_value = count_after;
+  gate.ctas_published = own_device_word(box, ctas_published_offset(call.world()));
+  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
+}
+
+/// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate), with `gate`'s
+/// publication (the loads form) if the caller set one.
+void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
+                            const std::vector<comm::SignalTarget>& filled_waits, void* recv,
+                            const std::vector<const void*>& inputs, std::size_t count, DataType type, ReduceOp op,
+                            std::uint32_t count_after, int max_ctas = kMaxGatedCtas) {
+  await_in_kernel(call, gate.waits, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
+  raise_emptied_in_kernel(call, box, gate, count_after);
   enqueue_gated_reduce(call, type, op, recv, inputs, count, gate, max_ctas);
+}
+
+/// The LL form of a gated call (Mailbox::ll_max_bytes, ll_allreduce.hpp): one kernel that waits (GPU words) until
+/// the peers have emptied this rank's LL cells of kMailboxDepth calls ago, writes its input into them as flagged
+/// lines, announces it (the filled words, for the host and the other forms), polls the peers' lines in its own
+/// memory, reduces, and raises the emptied words.
+void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
+                     ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& emptied_waits,
+                     const std::vector<comm::SignalTarget>& filled_waits) {
+  Communicator::Impl& c = call.comm();
+  const int rank = call.rank(), world = call.world();
+  const std::size_t bytes = count * datatype_size(type);
+  const auto count_after = static_cast<std::uint32_t>(number + 1);
+  ReduceGate gate;
+  await_in_kernel(call, gate.pre_waits, box, comm::kMailboxEmptiedSlot, emptied_waits,
+                  [world](int peer) { return emptied_word_offset(world, peer); });
+  LlAllreduce ll;
+  ll.type = type;
+  ll.op = op;
+  ll.nranks = world;
+  ll.rank = rank;
+  ll.send = send;
+  ll.recv = recv;
+  ll.count = count;
+  ll.flag = count_after;
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank) continue;
+    c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
+    const auto at = static_cast<std::size_t>(peer);
+    ll.push_to[at] =
+        in_peer_mailbox(call, box, peer, ll_cell_offset(box, rank, peer, number), ll_cell_bytes_for(bytes));
+    ll.pull_from[at] = static_cast<const char*>(box.memory->data()) + ll_cell_offset(box, peer, rank, number);
+    ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
+  }
+  announce_filled_in_kernel(call, box, gate, count_after);
+  // The kernel polls the peers' lines, not their filled words; the watch and a timeout's message name the filled
+  // counts all the same (the peers' kernels raise them once their lines are out), as for the other forms.
+  GateWaits named;
+  await_in_kernel(call, named, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
+  raise_emptied_in_kernel(call, box, gate, count_after);
+#if PICKLE_HAVE_CUDA
+  launch_ll_allreduce_cuda(ll, call.stream().native_handle(), call.device(),
+                           std::min(call.state().reduce_ctas, kMaxGatedCtas), gate);
+  const int last = named.count - 1;
+  if (last >= 0) call.stream().note_wait_in_kernel(named.device[last], named.value[last], named.count);
+#else
+  throw UnavailableError(cat(describe(call.ctx()), ": the LL form in a build without CUDA"));
+#endif
 }
 
 /// The loads form of a gated call (Mailbox::loads_max_bytes): one kernel that copies the input into this rank's own
@@ -263,8 +344,6 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   gate.publish_from = send;
   gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   gate.publish_bytes = bytes;
-  gate.announce_value = count_after;
-  gate.ctas_published = own_device_word(box, ctas_published_offset(world));
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) {
@@ -273,12 +352,8 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
     }
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
     inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
-    // The peer's GPU word, which its kernel polls, and its host word, which its host and a failed pair's release use.
-    gate.announce_word[gate.announces++] =
-        static_cast<std::uint32_t*>(in_peer_mailbox(call, box, peer, filled_word_offset(rank), sizeof(std::uint32_t)));
-    gate.announce_word[gate.announces++] = c.signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
-  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
+  announce_filled_in_kernel(call, box, gate, count_after);
   // In place, the reduction overwrites the input that the kernel publishes. Where the input is 16-byte aligned, the
   // thread that publishes a vector (or a tail element, all in CTA 0) is the one that reduces it, after its own copy;
   // elsewhere the byte-wise copy and the element-wise reduction map to different threads, and across CTAs nothing
@@ -314,8 +389,13 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   for (int peer = 0; peer < world; ++peer) {
     if (peer != rank) filled_waits.push_back({peer, count_after});
   }
-  if (bytes <= box.loads_max_bytes) {  // 0 bytes never get here (Communicator::allreduce)
-    enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
+  // 0 bytes never get here (Communicator::allreduce).
+  if (bytes <= box.ll_max_bytes || bytes <= box.loads_max_bytes) {
+    if (bytes <= box.ll_max_bytes) {
+      enqueue_ll_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
+    } else {
+      enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
+    }
     finish_call(box, stream);
     box.calls = number + 1;
     return;
@@ -421,9 +501,12 @@ bool mailbox_ready(Call& call) {
   // this rank's own cell (three ranks or more, calls of both forms).
   const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
   box.loads_max_bytes = box.gated ? loads_max : 0;
-  const std::size_t bytes = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes();
+  box.ll_offset = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes();
+  box.ll_max_bytes = box.gated ? std::min(call.state().allreduce_ll_max, box.cell_bytes) : 0;
+  const std::size_t bytes =
+      box.ll_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.ll_cell_bytes();
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));
-  if (box.gated) zero_device_words(box, call.world(), call.kind(), std::max(0, call.device()));
+  if (box.gated) zero_gated_memory(box, call.world(), call.kind(), std::max(0, call.device()));
   box.window = c.register_window(box.memory->data(), bytes);
   box.checked.assign(static_cast<std::size_t>(call.world()), 0);
   box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least

@@ -12,6 +12,10 @@
 //   raise every peer's "emptied" count (n + 1): the peers may fill the cell again
 //   record the call's end (a call on another stream waits for it)
 //
+// The LL form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LL_MAX bytes) is one kernel too: it waits (on GPU
+// words) until the peers have emptied this rank's LL cell n % depth of theirs, writes its input there as flagged
+// lines, polls the peers' lines in its own memory, reduces, and raises the emptied counts (ll_allreduce.hpp).
+//
 // The loads form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LOADS_MAX bytes, by default a whole cell) moves no
 // byte by copy engine and enqueues nothing but one kernel and the call's end: the kernel waits (on GPU words) until
 // the peers have read this rank's own cell n % depth of kMailboxDepth calls ago, copies the input into it, raises
@@ -49,6 +53,7 @@
 
 #include <pickle/collectives.hpp>
 
+#include "collectives/ll_allreduce.hpp"
 #include "collectives/plumbing.hpp"
 #include "comm/signal_area.hpp"
 #include "device/memory.hpp"
@@ -80,8 +85,15 @@ struct Mailbox {
   std::size_t loads_max_bytes = 0;  ///< the largest call in the loads form (0: none)
   /// The bytes of one of this rank's own cells: loads_max_bytes in whole 256s, so that the cells stay aligned.
   std::size_t outbox_cell_bytes() const { return (loads_max_bytes + 255) / 256 * 256; }
+  /// The LL form (gated only; PICKLE_ALLREDUCE_LL_MAX): calls of up to ll_max_bytes go as flagged lines into the
+  /// peers' LL cells (per peer kMailboxDepth of them, at ll_offset; enqueue_ll_call, ll_allreduce.hpp). Cells of
+  /// their own: a flag compared with what another form left in a cell could match its data.
+  std::size_t ll_offset = 0;
+  std::size_t ll_max_bytes = 0;  ///< the largest call in the LL form (0: none)
+  std::size_t ll_cell_bytes() const { return (ll_cell_bytes_for(ll_max_bytes) + 255) / 256 * 256; }
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth
-  /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes.
+  /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes, then per peer kMailboxDepth LL cells
+  /// of ll_cell_bytes.
   std::shared_ptr<device::Allocation> memory;
   std::shared_ptr<const WindowState> window;  ///< where the peers' mailboxes are
   std::uint64_t calls = 0;                    ///< calls made through them (the same number on every rank)

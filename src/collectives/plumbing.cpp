@@ -59,9 +59,9 @@ std::size_t read_chunk_bytes() {
   return static_cast<std::size_t>(bytes);
 }
 
-std::size_t read_allreduce_loads_max() {
-  const long long bytes = env::get_int("PICKLE_ALLREDUCE_LOADS_MAX");
-  if (bytes < 0) throw InvalidArgument(cat("PICKLE_ALLREDUCE_LOADS_MAX=", bytes, " must be 0 or more bytes"));
+std::size_t read_bytes_limit(const char* name) {
+  const long long bytes = env::get_int(name);
+  if (bytes < 0) throw InvalidArgument(cat(name, "=", bytes, " must be 0 or more bytes"));
   return static_cast<std::size_t>(bytes);
 }
 
@@ -117,7 +117,8 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->allgather_relay_own = read_either("PICKLE_ALLGATHER_OWN_COPY", "relay", "local");
     read_pipeline_schedule(*state, comm.info.world_size);
     state->allreduce_schedule = read_allreduce_schedule();
-    state->allreduce_loads_max = read_allreduce_loads_max();
+    state->allreduce_loads_max = read_bytes_limit("PICKLE_ALLREDUCE_LOADS_MAX");
+    state->allreduce_ll_max = read_bytes_limit("PICKLE_ALLREDUCE_LL_MAX");
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     state->tokens_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);

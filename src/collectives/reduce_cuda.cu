@@ -10,6 +10,8 @@
 
 #include <pickle/error.hpp>
 
+#include "collectives/gate_device.cuh"
+#include "collectives/launch_device.cuh"
 #include "collectives/reduce.hpp"
 
 namespace pickle::coll {
@@ -40,43 +42,7 @@ union Vector {
   S element[sizeof(uint4) / sizeof(S)];
 };
 
-/// a reached b as cuStreamWaitValue32's GEQ compares: cyclically, so that counts may wrap.
-__device__ bool reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) >= 0; }
-
-__device__ std::uint32_t load_volatile(const std::uint32_t* word) {
-  return *reinterpret_cast<const volatile std::uint32_t*>(word);
-}
-
-/// ReduceGate's waits (or its pre-waits): thread i of every CTA polls wait i (a handful of words; the CTAs stay in
-/// step).
-__device__ void await_words(const GateWaits& waits) {
-  if (static_cast<int>(threadIdx.x) < waits.count) {
-    const int i = static_cast<int>(threadIdx.x);
-    for (unsigned poll = 1;; ++poll) {
-      if (reached(load_volatile(waits.device[i]), waits.value[i])) break;
-      if (poll % 64 == 0 && reached(load_volatile(waits.host[i]), waits.value[i])) break;
-    }
-    // The writer's word came after its data, behind a system-wide fence (cuStreamWriteValue32's barrier); the thread
-    // that saw the word fences before the barrier, which orders every thread's reads of the inputs after it.
-    __threadfence_system();
-  }
-  __syncthreads();
-}
-
-/// ReduceGate's raises, once every CTA has read its inputs: the last CTA to get here writes them.
-__device__ void raise_gate(const ReduceGate& gate) {
-  __syncthreads();  // this CTA's loads have returned: their values went into its stores
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(gate.ctas_done, 1u) != gridDim.x - 1) return;
-  *gate.ctas_done = 0;  // the next gated launch comes after this kernel
-  __threadfence_system();
-  for (int i = 0; i < gate.raises; ++i) {
-    *reinterpret_cast<volatile std::uint32_t*>(gate.raise_word[i]) = gate.raise_value[i];
-  }
-}
-
-__host__ __device__ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+using gated::aligned16;
 
 /// ReduceGate's publication: this rank's input into its own cell, by every CTA, then (once all have, behind a
 /// system-wide fence) the announcements by the last CTA. The announcement thus needs every CTA of the kernel to get
@@ -100,24 +66,16 @@ __device__ void publish(const ReduceGate& gate) {
     tail = vectors * sizeof(uint4);
   }
   for (std::size_t i = tail + thread; i < gate.publish_bytes; i += threads) to[i] = from[i];
-  __syncthreads();  // this CTA's stores are issued
-  if (threadIdx.x != 0 || gate.announces == 0) return;
-  __threadfence_system();  // ... and visible to the peers before the count says so
-  if (atomicAdd(gate.ctas_published, 1u) != gridDim.x - 1) return;
-  *gate.ctas_published = 0;  // the next gated launch comes after this kernel
-  __threadfence_system();    // every CTA's stores before the announcements
-  for (int i = 0; i < gate.announces; ++i) {
-    *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
-  }
+  gated::announce(gate);
 }
 
 template <class E, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
                                                           std::size_t count, int nranks, bool vectorized,
                                                           ReduceGate gate) {
-  if (gate.pre_waits.count > 0) await_words(gate.pre_waits);
+  if (gate.pre_waits.count > 0) gated::await_words(gate.pre_waits);
   if (gate.publish_bytes > 0 || gate.announces > 0) publish(gate);
-  if (gate.waits.count > 0) await_words(gate.waits);
+  if (gate.waits.count > 0) gated::await_words(gate.waits);
   using S = typename E::Storage;
   using A = typename E::Acc;
   constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
@@ -191,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
     for (int j = 1; j < ninputs; ++j) acc = combine<Op>(acc, E::load(static_cast<const S*>(in.ptr[j])[i]));
     out[i] = E::store(finish<Op>(acc, nranks));
   }
-  if (gate.ctas_done != nullptr) raise_gate(gate);
+  if (gate.ctas_done != nullptr) gated::raise(gate);
 }
 
 template <class E, ReduceOp Op>
@@ -212,36 +170,6 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
                                                       vectorized, gate);
   return cudaGetLastError();
 }
-
-/// Makes `device` current for the launch and restores the caller's device afterwards.
-class LaunchDevice {
- public:
-  explicit LaunchDevice(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      cudaGetLastError();
-      previous_ = -1;
-    }
-    if (previous_ != device) {
-      cudaError_t status = cudaSetDevice(device);
-      if (status != cudaSuccess) {
-        cudaGetLastError();
-        throw CudaError(std::string("reduction: cudaSetDevice(") + std::to_string(device) +
-                            ") failed: " + cudaGetErrorString(status),
-                        static_cast<int>(status));
-      }
-      restore_ = previous_ >= 0;
-    }
-  }
-  ~LaunchDevice() {
-    if (restore_ && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
-  }
-  LaunchDevice(const LaunchDevice&) = delete;
-  LaunchDevice& operator=(const LaunchDevice&) = delete;
-
- private:
-  int previous_ = -1;
-  bool restore_ = false;
-};
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <pickle/communicator.hpp>
 #include <pickle/error.hpp>
 
+#include "collectives/ll_allreduce.hpp"
 #include "collectives/reduce.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/host_identity.hpp"
@@ -55,9 +56,10 @@ void Communicator::Impl::check_settings_agree() const {
   // PICKLE_PIPELINE_SCHEDULE: ordered ranks await tokens that only ordered ranks raise.
   // PICKLE_ALLGATHER_OWN_COPY: relaying ranks expect their block back from rank + 1.
   // PICKLE_ALLREDUCE_LOADS_MAX: the loads form reads the peer's own cell, the copy form waits for the peer's copy.
-  constexpr const char* kMustAgree[] = {"PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_LOADS_MAX",
-                                        "PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK",
-                                        "PICKLE_COLL_HIERARCHY",     "PICKLE_PIPELINE_SCHEDULE"};
+  // PICKLE_ALLREDUCE_LL_MAX: the LL form polls flagged lines that only the LL form writes.
+  constexpr const char* kMustAgree[] = {
+      "PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_LL_MAX", "PICKLE_ALLREDUCE_LOADS_MAX", "PICKLE_ALLREDUCE_SCHEDULE",
+      "PICKLE_COLL_CHUNK",         "PICKLE_COLL_HIERARCHY",   "PICKLE_PIPELINE_SCHEDULE"};
   std::string mine;
   // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
   // leaves it unset.
@@ -138,7 +140,10 @@ Communicator::Impl::Impl(Options options, const SplitFrom* split_from)
   // Now, while nothing of this communicator is in flight, rather than at the first collective's first reduction:
   // loading a kernel may synchronize the context, and by then this rank's streams may wait for peers that wait for
   // this rank (two ranks as threads of one process deadlocked there on one H100).
-  if (kind == MemoryKind::Cuda) coll::load_reduce_kernels(device);
+  if (kind == MemoryKind::Cuda) {
+    coll::load_reduce_kernels(device);
+    coll::load_ll_allreduce_kernels(device);
+  }
 #endif
   if (split_from != nullptr) {
     store = split_from->store;

@@ -1,0 +1,59 @@
+#pragma once
+// The mailboxes' LL form (after NCCL's LL protocol, "low latency"): a small allreduce as one kernel whose stores carry
+// their own flags. Each thread writes its 8 bytes of the input into every peer's LL cell as one 16-byte line (data,
+// flag, data, flag) and then polls its lines of the peers' cells in its own GPU memory until both flags of each are
+// the call's: a line whose flags it sees holds the data beside them (a 16-byte store may land as two 8-byte halves,
+// never torn within one), so no fence, announcement or remote load stands between a peer's stores and the
+// reduction. The data travels twice its size. Which calls take it, and the cells' layout: mailbox.hpp.
+//
+// C++17 (nvcc compiles it too).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/reduce.hpp"
+
+namespace pickle::coll {
+
+/// An LL line: 16 bytes, of which 8 are data.
+inline constexpr std::size_t kLlLineBytes = 16;
+inline constexpr std::size_t kLlLineData = 8;
+
+/// The bytes of an LL cell that carries `bytes` of data.
+constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) {
+  return (bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes;
+}
+
+/// Most ranks of an LL call: a gated mailbox's (kMaxGatePeers peers and this rank).
+inline constexpr int kMaxLlRanks = kMaxGatePeers + 1;
+
+/// One LL call of a rank. The flag is the call's count after it (the mailbox call's number + 1): a cell's previous
+/// call, kMailboxDepth calls before, wrote another one.
+struct LlAllreduce {
+  DataType type = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int nranks = 0;
+  int rank = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;  ///< may be send (in place)
+  std::size_t count = 0;
+  std::uint32_t flag = 0;
+  /// Indexed by rank (this rank's entries unused): this rank's cell in the peer's mailbox memory (the peer's mapping
+  /// here), the peer's cell in this rank's, and the peer's filled host word here, through which a failed pair
+  /// releases the poll (as it releases ReduceGate's waits; the reduction then holds whatever the cell held, and the
+  /// call's end check reports the failure).
+  void* push_to[kMaxLlRanks] = {};
+  const void* pull_from[kMaxLlRanks] = {};
+  const std::uint32_t* release[kMaxLlRanks] = {};
+};
+
+/// Enqueues `call` on the CUDA stream `cuda_stream` of `device`, on at most `max_ctas` CTAs, with `gate`'s pre-waits
+/// (the peers have emptied the cells this call fills), announcements (the peers' filled words, once every CTA has
+/// pushed its lines: the host's watch and the other forms read them) and raises (the peers' emptied words).
+/// CudaError on a launch failure. Only in CUDA builds.
+void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, int max_ctas,
+                              const ReduceGate& gate);
+/// Loads every LL kernel on `device` (as load_reduce_kernels, and for the same reason). Only in CUDA builds.
+void load_ll_allreduce_kernels(int device);
+
+}  // namespace pickle::coll
