@@ -39,9 +39,11 @@ inline __device__ void announce(const ReduceGate& gate) {
   __syncthreads();  // this CTA's stores are issued
   if (threadIdx.x != 0 || gate.announces == 0) return;
   __threadfence_system();  // ... and visible to the peers before the count says so
-  if (atomicAdd(gate.ctas_published, 1u) != gridDim.x - 1) return;
-  *gate.ctas_published = 0;  // the next gated launch comes after this kernel
-  __threadfence_system();    // every CTA's stores before the announcements
+  if (gridDim.x > 1) {     // one CTA: the barrier above was the count
+    if (atomicAdd(gate.ctas_published, 1u) != gridDim.x - 1) return;
+    *gate.ctas_published = 0;  // the next gated launch comes after this kernel
+    __threadfence_system();    // every CTA's stores before the announcements
+  }
   for (int i = 0; i < gate.announces; ++i) {
     *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
   }
@@ -51,9 +53,11 @@ inline __device__ void announce(const ReduceGate& gate) {
 inline __device__ void raise(const ReduceGate& gate) {
   __syncthreads();  // this CTA's loads have returned: their values went into its stores
   if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(gate.ctas_done, 1u) != gridDim.x - 1) return;
-  *gate.ctas_done = 0;  // the next gated launch comes after this kernel
+  if (gridDim.x > 1) {  // one CTA: the barrier above was the count
+    __threadfence();
+    if (atomicAdd(gate.ctas_done, 1u) != gridDim.x - 1) return;
+    *gate.ctas_done = 0;  // the next gated launch comes after this kernel
+  }
   __threadfence_system();
   for (int i = 0; i < gate.raises; ++i) {
     *reinterpret_cast<volatile std::uint32_t*>(gate.raise_word[i]) = gate.raise_value[i];

@@ -48,8 +48,8 @@ struct LlAllreduce {
 };
 
 /// Enqueues `call` on the CUDA stream `cuda_stream` of `device`, on at most `max_ctas` CTAs, with `gate`'s pre-waits
-/// (the peers have emptied the cells this call fills), announcements (the peers' filled words, once every CTA has
-/// pushed its lines: the host's watch and the other forms read them) and raises (the peers' emptied words).
+/// (the peers have emptied the cells this call fills) and raises (the peers' filled words, which the host's watch and
+/// the other forms read, and their emptied words; written at the end), and no announcements.
 /// CudaError on a launch failure. Only in CUDA builds.
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, int max_ctas,
                               const ReduceGate& gate);

@@ -17,8 +17,10 @@ namespace pickle::coll {
 namespace {
 
 constexpr int kThreads = 1024;
-/// Lines per thread before another CTA is worth its launch and its share of the gate's counts.
-constexpr std::size_t kLinesPerThread = 4;
+/// Lines per thread before another CTA is taken: one, so that the stores into the peers spread over as many SMs as
+/// the budget allows (a few CTAs issue remote stores slowly: on two H200s 4 lines per thread made 64 KiB calls
+/// slower than the loads form, docs/results/2026-11-30f-h200x2.md).
+constexpr std::size_t kLinesPerThread = 1;
 
 /// Line `line` of `bytes` at `from`: one 8-byte load where the line is whole and aligned, else byte by byte with
 /// the bytes past the end zero (they are reduced, never stored).
@@ -71,8 +73,8 @@ __device__ uint4 load_flagged(const void* cell, std::size_t line) {
 }
 
 /// The data of line `line` of a peer's cell, once both its flags are `flag`. Every 64th poll also reads the peer's
-/// filled host word: the peer writes it once all its lines are out (behind a system-wide fence), and a failed pair
-/// releases it; either way the poll ends with the line as it then stands.
+/// filled host word: the peer's kernel writes it at its end (its lines long out, behind a system-wide fence), and a
+/// failed pair releases it; either way the poll ends with the line as it then stands.
 __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t flag, const std::uint32_t* release) {
   for (unsigned poll = 1;; ++poll) {
     uint4 v = load_flagged(cell, line);
@@ -110,8 +112,8 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
       if (r != call.rank) store_flagged(call.push_to[r], line, data, call.flag);
     }
   }
-  gated::announce(gate);
-
+  // No announcement here: the peers poll the lines, not the filled words, which go out with the emptied ones at the
+  // end (raises), off every thread's path to its polls.
   for (std::size_t line = thread; line < lines; line += threads) {
     // In rank order, as every other form reduces: every rank's result is the same bits.
     A acc[kPerLine];
@@ -160,12 +162,12 @@ void load_ll_allreduce_kernels(int device) {
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, int max_ctas,
                               const ReduceGate& gate) {
   if (call.nranks < 1 || call.nranks > kMaxLlRanks || call.rank < 0 || call.rank >= call.nranks ||
-      gate.pre_waits.count > kMaxGatePeers || gate.raises > 2 * kMaxGatePeers || gate.announces > 2 * kMaxGatePeers ||
-      (gate.raises > 0 && gate.ctas_done == nullptr) || (gate.announces > 0 && gate.ctas_published == nullptr)) {
+      gate.pre_waits.count > kMaxGatePeers || gate.raises > 4 * kMaxGatePeers || gate.announces > 0 ||
+      (gate.raises > 0 && gate.ctas_done == nullptr)) {
     throw Error(ErrorCode::Internal, "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " +
                                          std::to_string(kMaxLlRanks) + "), rank " + std::to_string(call.rank) +
-                                         ", or a gate with too many waits, raises or announcements, or without a "
-                                         "CTA count");
+                                         ", or a gate with too many pre-waits or raises, with announcements, or "
+                                         "without a CTA count");
   }
   const std::size_t lines = (call.count * datatype_size(call.type) + kLlLineData - 1) / kLlLineData;
   const std::size_t per_cta = static_cast<std::size_t>(kThreads) * kLinesPerThread;

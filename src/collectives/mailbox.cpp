@@ -249,20 +249,17 @@ void raise_emptied_in_kernel(Call& call, const Mailbox& box, ReduceGate& gate, s
   gate.ctas_done = own_device_word(box, ctas_done_offset(world));
 }
 
-/// The filled announcements of a loads or LL call, written by its kernel's last CTA once every CTA has published:
-/// each peer's GPU word, which its loads form's kernel polls, and its host word, which its host, its LL kernel (every
-/// 64th poll) and a failed pair's release use.
-void announce_filled_in_kernel(Call& call, const Mailbox& box, ReduceGate& gate, std::uint32_t count_after) {
-  Communicator::Impl& c = call.comm();
+/// The filled counts that a loads or LL call's kernel raises: each peer's GPU word, which its loads form's kernel
+/// polls, and its host word, which its host, its LL kernel (every 64th poll) and a failed pair's release read.
+std::vector<std::uint32_t*> filled_words_raised_in_kernel(Call& call, const Mailbox& box, std::uint32_t count_after) {
+  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
+  std::vector<std::uint32_t*> words;
   for (int peer = 0; peer < call.world(); ++peer) {
     if (peer == call.rank()) continue;
-    gate.announce_word[gate.announces++] =
-        static_cast<std::uint32_t*>(in_peer_mailbox(call, box, peer, filled_word_offset(call.rank()), 4));
-    gate.announce_word[gate.announces++] = c.signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot);
+    words.push_back(static_cast<std::uint32_t*>(in_peer_mailbox(call, box, peer, filled_word_offset(call.rank()), 4)));
+    words.push_back(call.comm().signals->remote_word_for_streams(peer, comm::kMailboxFilledSlot));
   }
-  gate.announce_value = count_after;
-  gate.ctas_published = own_device_word(box, ctas_published_offset(call.world()));
-  expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
+  return words;
 }
 
 /// A gated call's wait for the filled counts, reduction and emptied raise: one kernel (ReduceGate), with `gate`'s
@@ -308,9 +305,12 @@ void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* rec
     ll.pull_from[at] = static_cast<const char*>(box.memory->data()) + ll_cell_offset(box, peer, rank, number);
     ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
-  announce_filled_in_kernel(call, box, gate, count_after);
-  // The kernel polls the peers' lines, not their filled words; the watch and a timeout's message name the filled
-  // counts all the same (the peers' kernels raise them once their lines are out), as for the other forms.
+  // The kernel polls the peers' lines, not their filled words, so it raises those at its end with the emptied ones:
+  // off every thread's path to its polls. The watch and a timeout's message name the filled counts all the same.
+  for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
+    gate.raise_word[gate.raises] = word;
+    gate.raise_value[gate.raises++] = count_after;
+  }
   GateWaits named;
   await_in_kernel(call, named, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   raise_emptied_in_kernel(call, box, gate, count_after);
@@ -353,7 +353,12 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
     inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
   }
-  announce_filled_in_kernel(call, box, gate, count_after);
+  // The peers' kernels poll these words before they read this rank's cell: the last CTA to publish writes them.
+  for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
+    gate.announce_word[gate.announces++] = word;
+  }
+  gate.announce_value = count_after;
+  gate.ctas_published = own_device_word(box, ctas_published_offset(world));
   // In place, the reduction overwrites the input that the kernel publishes. Where the input is 16-byte aligned, the
   // thread that publishes a vector (or a tail element, all in CTA 0) is the one that reduces it, after its own copy;
   // elsewhere the byte-wise copy and the element-wise reduction map to different threads, and across CTAs nothing
