@@ -24,6 +24,12 @@ constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) {
   return (bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes;
 }
 
+/// The LL kernel is one CTA of 1024 threads with up to 4 lines each, so an LL call carries at most 32 KiB: with
+/// more CTAs (one line per thread, 2-8 CTAs from 16 to 256 KiB) calls took 20-160 us on two H200s where one CTA's
+/// took 13 (docs/results/2026-11-30f-h200x2.md, call 4), and a single CTA needs no count of CTAs at its end.
+inline constexpr std::size_t kLlLinesPerThread = 4;
+inline constexpr std::size_t kLlMaxBytes = 1024 * kLlLinesPerThread * kLlLineData;
+
 /// Most ranks of an LL call: a gated mailbox's (kMaxGatePeers peers and this rank).
 inline constexpr int kMaxLlRanks = kMaxGatePeers + 1;
 
@@ -47,12 +53,11 @@ struct LlAllreduce {
   const std::uint32_t* release[kMaxLlRanks] = {};
 };
 
-/// Enqueues `call` on the CUDA stream `cuda_stream` of `device`, on at most `max_ctas` CTAs, with `gate`'s pre-waits
-/// (the peers have emptied the cells this call fills) and raises (the peers' filled words, which the host's watch and
-/// the other forms read, and their emptied words; written at the end), and no announcements.
-/// CudaError on a launch failure. Only in CUDA builds.
-void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, int max_ctas,
-                              const ReduceGate& gate);
+/// Enqueues `call` (at most kLlMaxBytes) on the CUDA stream `cuda_stream` of `device`, on one CTA, with `gate`'s
+/// pre-waits (the peers have emptied the cells this call fills), announcements (the peers' filled words, right
+/// after the lines and without a fence: their hosts' watch and the other forms read them, not the LL polls) and raises
+/// (the peers' emptied words, at the end). CudaError on a launch failure. Only in CUDA builds.
+void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate);
 /// Loads every LL kernel on `device` (as load_reduce_kernels, and for the same reason). Only in CUDA builds.
 void load_ll_allreduce_kernels(int device);
 

@@ -1,7 +1,7 @@
-// The mailboxes' LL form (ll_allreduce.hpp): one kernel per call that pushes the input into the peers' LL cells as
-// flagged lines, polls the peers' lines in its own GPU memory, and reduces. Thread t owns lines t, t + threads, ...
-// throughout: it pushes them, reduces them and stores them, so an in-place call reads each byte before it
-// overwrites it, at any alignment.
+// The mailboxes' LL form (ll_allreduce.hpp): one kernel of one CTA per call that pushes the input into the peers' LL
+// cells as flagged lines, polls the peers' lines in its own GPU memory, and reduces. Thread t owns lines t,
+// t + threads, ... throughout: it pushes them, reduces them and stores them, so an in-place call reads each byte before
+// it overwrites it, at any alignment.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,10 +17,7 @@ namespace pickle::coll {
 namespace {
 
 constexpr int kThreads = 1024;
-/// Lines per thread before another CTA is taken: one, so that the stores into the peers spread over as many SMs as
-/// the budget allows (a few CTAs issue remote stores slowly: on two H200s 4 lines per thread made 64 KiB calls
-/// slower than the loads form, docs/results/2026-11-30f-h200x2.md).
-constexpr std::size_t kLinesPerThread = 1;
+static_assert(kLlMaxBytes == kThreads * kLlLinesPerThread * kLlLineData, "one CTA carries the largest LL call");
 
 /// Line `line` of `bytes` at `from`: one 8-byte load where the line is whole and aligned, else byte by byte with
 /// the bytes past the end zero (they are reduced, never stored).
@@ -72,16 +69,19 @@ __device__ uint4 load_flagged(const void* cell, std::size_t line) {
   return v;
 }
 
+/// A released host word is this far ahead of the count it was released at (Communicator::Impl::fail_peer_locked:
+/// 2^30); the peer's own raises never are. Half of it tells the two apart.
+constexpr std::uint32_t kReleasedAhead = 1u << 29;
+
 /// The data of line `line` of a peer's cell, once both its flags are `flag`. Every 64th poll also reads the peer's
-/// filled host word: the peer's kernel writes it at its end (its lines long out, behind a system-wide fence), and a
-/// failed pair releases it; either way the poll ends with the line as it then stands.
+/// filled host word, which a failed pair releases: then the poll ends with the line as it stands (the reduction is
+/// garbage, and the call's end check reports the failure). The peer's own announcement in that word does not end
+/// it: nothing orders the announcement after the peer's lines.
 __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t flag, const std::uint32_t* release) {
   for (unsigned poll = 1;; ++poll) {
-    uint4 v = load_flagged(cell, line);
+    const uint4 v = load_flagged(cell, line);
     if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
-    if (poll % 64 == 0 && gated::reached(gated::load_volatile(release), flag)) {
-      __threadfence_system();  // the line is read after the word
-      v = load_flagged(cell, line);
+    if (poll % 64 == 0 && gated::reached(gated::load_volatile(release), flag + kReleasedAhead)) {
       return make_uint2(v.x, v.z);
     }
   }
@@ -112,8 +112,15 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
       if (r != call.rank) store_flagged(call.push_to[r], line, data, call.flag);
     }
   }
-  // No announcement here: the peers poll the lines, not the filled words, which go out with the emptied ones at the
-  // end (raises), off every thread's path to its polls.
+  // The announcement (the peers' filled words) right after the lines, without a fence: the peers' kernels poll the
+  // lines, not these words, which their hosts' watch reads (it times a stalled wait only once this rank's stream
+  // has got there) and which later calls of the other forms count on. One thread, no barrier: the others go on to
+  // their polls.
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < gate.announces; ++i) {
+      *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
+    }
+  }
   for (std::size_t line = thread; line < lines; line += threads) {
     // In rank order, as every other form reduces: every rank's result is the same bits.
     A acc[kPerLine];
@@ -159,26 +166,23 @@ void load_ll_allreduce_kernels(int device) {
   }
 }
 
-void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, int max_ctas,
-                              const ReduceGate& gate) {
+void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate) {
+  const std::size_t bytes = call.count * datatype_size(call.type);
   if (call.nranks < 1 || call.nranks > kMaxLlRanks || call.rank < 0 || call.rank >= call.nranks ||
-      gate.pre_waits.count > kMaxGatePeers || gate.raises > 4 * kMaxGatePeers || gate.announces > 0 ||
-      (gate.raises > 0 && gate.ctas_done == nullptr)) {
+      bytes > kLlMaxBytes || gate.pre_waits.count > kMaxGatePeers || gate.raises > 2 * kMaxGatePeers ||
+      gate.announces > 2 * kMaxGatePeers || (gate.raises > 0 && gate.ctas_done == nullptr)) {
     throw Error(ErrorCode::Internal, "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " +
-                                         std::to_string(kMaxLlRanks) + "), rank " + std::to_string(call.rank) +
-                                         ", or a gate with too many pre-waits or raises, with announcements, or "
+                                         std::to_string(kMaxLlRanks) + "), rank " + std::to_string(call.rank) + ", " +
+                                         std::to_string(bytes) + " bytes (at most " + std::to_string(kLlMaxBytes) +
+                                         "), or a gate with too many pre-waits, raises or announcements, or raises "
                                          "without a CTA count");
   }
-  const std::size_t lines = (call.count * datatype_size(call.type) + kLlLineData - 1) / kLlLineData;
-  const std::size_t per_cta = static_cast<std::size_t>(kThreads) * kLinesPerThread;
-  const int ctas = static_cast<int>(
-      std::clamp<std::size_t>((lines + per_cta - 1) / per_cta, 1, static_cast<std::size_t>(std::max(1, max_ctas))));
   LaunchDevice current(device);
   cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);
   cudaError_t status = cudaSuccess;
   dispatch_type(call.type, [&](auto element) {
     dispatch_op(call.op, [&](auto which) {
-      ll_allreduce_kernel<decltype(element), decltype(which)::value><<<ctas, kThreads, 0, stream>>>(call, gate);
+      ll_allreduce_kernel<decltype(element), decltype(which)::value><<<1, kThreads, 0, stream>>>(call, gate);
       status = cudaGetLastError();
     });
   });

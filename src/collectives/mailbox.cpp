@@ -305,18 +305,17 @@ void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* rec
     ll.pull_from[at] = static_cast<const char*>(box.memory->data()) + ll_cell_offset(box, peer, rank, number);
     ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
-  // The kernel polls the peers' lines, not their filled words, so it raises those at its end with the emptied ones:
-  // off every thread's path to its polls. The watch and a timeout's message name the filled counts all the same.
+  // Written right after the lines, without a fence or a count of CTAs (the kernel's polls read the lines, not these
+  // words). The watch and a timeout's message name the filled counts, as for the other forms.
   for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
-    gate.raise_word[gate.raises] = word;
-    gate.raise_value[gate.raises++] = count_after;
+    gate.announce_word[gate.announces++] = word;
   }
+  gate.announce_value = count_after;
   GateWaits named;
   await_in_kernel(call, named, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   raise_emptied_in_kernel(call, box, gate, count_after);
 #if PICKLE_HAVE_CUDA
-  launch_ll_allreduce_cuda(ll, call.stream().native_handle(), call.device(),
-                           std::min(call.state().reduce_ctas, kMaxGatedCtas), gate);
+  launch_ll_allreduce_cuda(ll, call.stream().native_handle(), call.device(), gate);
   const int last = named.count - 1;
   if (last >= 0) call.stream().note_wait_in_kernel(named.device[last], named.value[last], named.count);
 #else
@@ -507,7 +506,7 @@ bool mailbox_ready(Call& call) {
   const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
   box.loads_max_bytes = box.gated ? loads_max : 0;
   box.ll_offset = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes();
-  box.ll_max_bytes = box.gated ? std::min(call.state().allreduce_ll_max, box.cell_bytes) : 0;
+  box.ll_max_bytes = box.gated ? std::min({call.state().allreduce_ll_max, box.cell_bytes, kLlMaxBytes}) : 0;
   const std::size_t bytes =
       box.ll_offset + static_cast<std::size_t>(call.world() - 1) * kMailboxDepth * box.ll_cell_bytes();
   box.memory = device::allocate(call.kind(), bytes, std::max(0, call.device()));

@@ -264,9 +264,8 @@ struct ReduceGate {
   GateWaits pre_waits;
   GateWaits waits;
   int raises = 0;
-  /// A peer's GPU word and its host word, say (the LL form: its emptied and its filled words, four per peer).
-  std::uint32_t* raise_word[4 * kMaxGatePeers] = {};
-  std::uint32_t raise_value[4 * kMaxGatePeers] = {};
+  std::uint32_t* raise_word[2 * kMaxGatePeers] = {};  ///< a peer's GPU word and its host word, say
+  std::uint32_t raise_value[2 * kMaxGatePeers] = {};
   /// CTAs that have read their inputs (GPU memory, 0 between gated launches; the last CTA resets it). Gated launches
   /// that share it must not overlap (the mailbox's calls are ordered).
   std::uint32_t* ctas_done = nullptr;

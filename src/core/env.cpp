@@ -33,12 +33,13 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LL_MAX", "65536",
+    Variable{"PICKLE_ALLREDUCE_LL_MAX", "32768",
              "Allreduces through the mailboxes of up to this many bytes, on GPUs where no two ranks share one, take "
              "the LL form (after NCCL's LL protocol) before the loads form: one kernel writes the rank's input into "
              "every peer's cell as 16-byte lines of 8 data bytes beside two copies of the call's flag, and polls "
              "the peers' lines in its own memory, so that no fence, announcement or remote load comes between a "
-             "peer's stores and the reduction; the data travels twice its size. 0: none. At most a mailbox cell. "
+             "peer's stores and the reduction; the data travels twice its size. 0: none. At most 32768 (the kernel is "
+             "one CTA; with more, calls were slower). "
              "The same limits on SMs as the loads form. Every rank must set the same value (compared at creation). "
              "See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",

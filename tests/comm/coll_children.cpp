@@ -896,9 +896,10 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
   return h.failures() == 0 ? 0 : 1;
 }
 
-// In-place allreduces through the mailboxes at addresses that are not 16-byte aligned, large enough for several CTAs
-// (bf16, f32 and u8 sums of up to about 1 MiB at offsets of 2, 4 and 1 bytes): the loads form publishes the input that
-// the in-place reduction overwrites, and must not let a peer read an element this rank has already reduced.
+// In-place allreduces through the mailboxes at addresses that are not 16-byte aligned (bf16, f32 and u8 sums at
+// offsets of 2, 4 and 1 bytes): up to 32 KiB, the LL form's largest, with tails of a partial line; and up to about
+// 1 MiB, large enough for several CTAs of the loads form. Both publish the input that the in-place reduction
+// overwrites, and must not let a peer read an element this rank has already reduced.
 // args: memory.
 PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
   Communicator comm = make_comm(args.at(0));
@@ -907,7 +908,8 @@ PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
     std::size_t count;
     std::size_t offset;
   };
-  const Case cases[] = {{DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4}, {DataType::U8, 1000003, 1}};
+  const Case cases[] = {{DataType::BF16, 16383, 2},  {DataType::F32, 8191, 4},   {DataType::U8, 32765, 1},
+                        {DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4}, {DataType::U8, 1000003, 1}};
   Harness h(comm, (std::size_t{1} << 20) + 4096);
   std::uint64_t salt = 7000;
   for (const Case& one : cases) {

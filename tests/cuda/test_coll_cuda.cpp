@@ -61,12 +61,12 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
   }
 }
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its counts of 1 and
-// 1003 elements in the LL form, the default up to 64 KiB; then in the loads form) and on three ranks sharing them
+// 1003 elements in the LL form, the default up to 32 KiB; then in the loads form) and on three ranks sharing them
 // (copy engines: not gated); 150 calls back to back on two streams with one rank's host late, with the default (LL,
 // then loads for the calls of 20000 floats), in the loads form alone, in the copy form alone, in loads and copy
 // (16 KiB: the calls of 20000 floats by copy engines), and in all three forms (LL up to 4 KiB, loads up to 16 KiB),
-// so that a cell's next call may take another form; and in place at unaligned addresses on several CTAs' worth of
-// elements, in the loads form and in the LL form.
+// so that a cell's next call may take another form; and in place at unaligned addresses, the small calls in the LL
+// form (the default) or the loads form, the large ones on several CTAs of the loads form.
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   const std::vector<std::string> mailbox{"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   auto with = [&](std::vector<std::string> more) {
@@ -77,7 +77,7 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"cuda"}, mailbox, std::chrono::seconds(400)));
   }
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, with({"PICKLE_ALLREDUCE_LL_MAX=0"}), std::chrono::seconds(400)));
-  for (const char* ll : {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LL_MAX=4194304"}) {
+  for (const char* ll : {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LL_MAX=0"}) {
     SCOPED_TRACE(ll);
     expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"cuda"}, with({ll}), std::chrono::seconds(120)));
   }
