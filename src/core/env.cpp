@@ -33,14 +33,17 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LL_MAX", "32768",
+    Variable{"PICKLE_ALLREDUCE_LL_MAX", "0",
              "Allreduces through the mailboxes of up to this many bytes, on GPUs where no two ranks share one, take "
              "the LL form (after NCCL's LL protocol) before the loads form: one kernel writes the rank's input into "
              "every peer's cell as 16-byte lines of 8 data bytes beside two copies of the call's flag, and polls "
              "the peers' lines in its own memory, so that no fence, announcement or remote load comes between a "
              "peer's stores and the reduction; the data travels twice its size. 0: none. At most 32768 (the kernel is "
-             "one CTA; with more, calls were slower). "
-             "The same limits on SMs as the loads form. Every rank must set the same value (compared at creation). "
+             "one CTA; with more, calls were slower). Off by default: on two H200s it took a Llama-2 7B decode step's "
+             "allreduces (8 KB) from 10.8 to 9.0 us (NCCL 8.5), but back-to-back calls with the hosts as the "
+             "bottleneck (bench coll) ran whole repeats at 20-30 us where the loads form kept 12-14 "
+             "(docs/results/2026-11-30f-h200x2.md). The same limits on SMs as the loads form. Every rank must set "
+             "the same value (compared at creation). "
              "See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
              "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "

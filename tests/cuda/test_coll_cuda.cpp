@@ -61,12 +61,12 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
   }
 }
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its counts of 1 and
-// 1003 elements in the LL form, the default up to 32 KiB; then in the loads form) and on three ranks sharing them
-// (copy engines: not gated); 150 calls back to back on two streams with one rank's host late, with the default (LL,
-// then loads for the calls of 20000 floats), in the loads form alone, in the copy form alone, in loads and copy
+// 1003 elements in the loads form, the default; then in the LL form, PICKLE_ALLREDUCE_LL_MAX=32768) and on three
+// ranks sharing them (copy engines: not gated); 150 calls back to back on two streams with one rank's host late, in
+// the loads form alone, in LL then loads (the calls of 20000 floats), in the copy form alone, in loads and copy
 // (16 KiB: the calls of 20000 floats by copy engines), and in all three forms (LL up to 4 KiB, loads up to 16 KiB),
 // so that a cell's next call may take another form; and in place at unaligned addresses, the small calls in the LL
-// form (the default) or the loads form, the large ones on several CTAs of the loads form.
+// form or the loads form, the large ones on several CTAs of the loads form.
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   const std::vector<std::string> mailbox{"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   auto with = [&](std::vector<std::string> more) {
@@ -76,19 +76,20 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   for (int ranks : {2, 3}) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"cuda"}, mailbox, std::chrono::seconds(400)));
   }
-  expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, with({"PICKLE_ALLREDUCE_LL_MAX=0"}), std::chrono::seconds(400)));
+  expect_all_ok(
+      run_ranks("coll_matrix", 2, {"cuda"}, with({"PICKLE_ALLREDUCE_LL_MAX=32768"}), std::chrono::seconds(400)));
   for (const char* ll : {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LL_MAX=0"}) {
     SCOPED_TRACE(ll);
     expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"cuda"}, with({ll}), std::chrono::seconds(120)));
   }
   const std::vector<std::vector<std::string>> forms{
-      {},
+      {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=1048576"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"},
       {"PICKLE_ALLREDUCE_LL_MAX=4096", "PICKLE_ALLREDUCE_LOADS_MAX=16384"}};
   for (const auto& form : forms) {
-    SCOPED_TRACE(form.empty() ? std::string("defaults") : form[0] + " " + form[1]);
+    SCOPED_TRACE(form[0] + " " + form[1]);
     expect_all_ok(run_ranks("coll_mailbox_back_to_back", 2, {"cuda"}, with(form), std::chrono::seconds(120)));
   }
 }
@@ -99,12 +100,12 @@ TEST_F(CollCuda, MailboxAllreducesFailCleanlyOnEveryRank) {
   const std::vector<std::string> env{"PICKLE_TIMEOUT=10", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"cuda"}, env, std::chrono::seconds(60)));
   expect_all_ok(run_ranks("coll_absent_peer", 3, {"cuda", "small"}, env, std::chrono::seconds(90)));
-  // Two ranks, one per GPU: the LL form, whose kernel polls for the absent rank's lines itself, and the loads form,
-  // whose kernel waits for its announcement.
+  // Two ranks, one per GPU: the loads form (the default), whose kernel waits for the absent rank's announcement
+  // itself, and the LL form, whose kernel polls for its lines.
   expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, env, std::chrono::seconds(90)));
-  std::vector<std::string> loads_env = env;
-  loads_env.push_back("PICKLE_ALLREDUCE_LL_MAX=0");
-  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, loads_env, std::chrono::seconds(90)));
+  std::vector<std::string> ll_env = env;
+  ll_env.push_back("PICKLE_ALLREDUCE_LL_MAX=32768");
+  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, ll_env, std::chrono::seconds(90)));
   auto statuses = run_ranks("coll_peer_death", 2, {"cuda", "small"}, env, std::chrono::seconds(60));
   EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
   EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
