@@ -1,11 +1,14 @@
 #pragma once
-// LaunchDevice: the device current for a kernel launch, the caller's restored afterwards. nvcc only (the reduction
-// kernels of reduce_cuda.cu and ll_allreduce_cuda.cu).
+// What the reduction kernels of reduce_cuda.cu and ll_allreduce_cuda.cu share around a launch: the device current
+// for it (LaunchDevice), loading every instance ahead of the first launch (load_kernels), and the error of a failed
+// launch (throw_launch_error). nvcc only.
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include <pickle/error.hpp>
+
+#include "collectives/reduce.hpp"
 
 namespace pickle::coll {
 
@@ -38,5 +41,35 @@ class LaunchDevice {
   int previous_ = -1;
   bool restore_ = false;
 };
+
+/// Loads the instance `kernel_of(Element<...>{}, std::integral_constant<ReduceOp, ...>{})` (a kernel's address) of
+/// every datatype and operator on `device`, so that no first launch loads one (which may synchronize the context);
+/// `what` names the kernel in the CudaError of a failure.
+template <class KernelOf>
+void load_kernels(int device, const char* what, KernelOf kernel_of) {
+  LaunchDevice current(device);
+  for (DataType type : kReduceTypes) {
+    for (ReduceOp op : kReduceOps) {
+      dispatch_type(type, [&](auto element) {
+        dispatch_op(op, [&](auto which) {
+          cudaFuncAttributes attributes{};
+          const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel_of(element, which));
+          if (status != cudaSuccess) {
+            cudaGetLastError();
+            throw CudaError(std::string("loading the ") + what + " (" + datatype_name(type) + " " + reduce_op_name(op) +
+                                ") on device " + std::to_string(device) + ": " + cudaGetErrorName(status) + ": " +
+                                cudaGetErrorString(status),
+                            static_cast<int>(status));
+          }
+        });
+      });
+    }
+  }
+}
+
+/// The CudaError of a launch that failed with `status`; `what` describes the launch.
+[[noreturn]] inline void throw_launch_error(cudaError_t status, const std::string& what) {
+  throw CudaError(what + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status), static_cast<int>(status));
+}
 
 }  // namespace pickle::coll

@@ -144,26 +144,9 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
 }  // namespace
 
 void load_ll_allreduce_kernels(int device) {
-  LaunchDevice current(device);
-  for (DataType type : kReduceTypes) {
-    for (ReduceOp op : kReduceOps) {
-      dispatch_type(type, [&](auto element) {
-        dispatch_op(op, [&](auto which) {
-          cudaFuncAttributes attributes{};
-          const cudaError_t status = cudaFuncGetAttributes(
-              &attributes,
-              reinterpret_cast<const void*>(&ll_allreduce_kernel<decltype(element), decltype(which)::value>));
-          if (status != cudaSuccess) {
-            cudaGetLastError();
-            throw CudaError(std::string("loading the LL allreduce kernel (") + datatype_name(type) + " " +
-                                reduce_op_name(op) + ") on device " + std::to_string(device) + ": " +
-                                cudaGetErrorName(status) + ": " + cudaGetErrorString(status),
-                            static_cast<int>(status));
-          }
-        });
-      });
-    }
-  }
+  load_kernels(device, "LL allreduce kernel", [](auto element, auto which) {
+    return reinterpret_cast<const void*>(&ll_allreduce_kernel<decltype(element), decltype(which)::value>);
+  });
 }
 
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate) {
@@ -187,11 +170,9 @@ void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int de
     });
   });
   if (status != cudaSuccess) {
-    throw CudaError(std::string("LL allreduce kernel launch (") + datatype_name(call.type) + " " +
-                        reduce_op_name(call.op) + ", " + std::to_string(call.count) + " elements, " +
-                        std::to_string(call.nranks) + " ranks): " + cudaGetErrorName(status) + ": " +
-                        cudaGetErrorString(status),
-                    static_cast<int>(status));
+    throw_launch_error(status, std::string("LL allreduce kernel launch (") + datatype_name(call.type) + " " +
+                                   reduce_op_name(call.op) + ", " + std::to_string(call.count) + " elements, " +
+                                   std::to_string(call.nranks) + " ranks)");
   }
 }
 

@@ -273,6 +273,17 @@ void enqueue_gated_call_end(Call& call, const Mailbox& box, ReduceGate gate,
   enqueue_gated_reduce(call, type, op, recv, inputs, count, gate, max_ctas);
 }
 
+/// The gate of a loads or LL call, with its kernel's own wait until the peers have emptied what this call fills (a
+/// stream wait before the kernel cost a call about 2 us whenever the host ran ahead of the stream: a TP step's
+/// allreduces between its GEMMs).
+ReduceGate gate_after_emptied(Call& call, const Mailbox& box, const std::vector<comm::SignalTarget>& emptied_waits) {
+  ReduceGate gate;
+  const int world = call.world();
+  await_in_kernel(call, gate.pre_waits, box, comm::kMailboxEmptiedSlot, emptied_waits,
+                  [world](int peer) { return emptied_word_offset(world, peer); });
+  return gate;
+}
+
 /// The LL form of a gated call (Mailbox::ll_max_bytes, ll_allreduce.hpp): one kernel that waits (GPU words) until
 /// the peers have emptied this rank's LL cells of kMailboxDepth calls ago, writes its input into them as flagged
 /// lines, announces it (the filled words, for the host and the other forms), polls the peers' lines in its own
@@ -284,18 +295,15 @@ void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* rec
   const int rank = call.rank(), world = call.world();
   const std::size_t bytes = count * datatype_size(type);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
-  ReduceGate gate;
-  await_in_kernel(call, gate.pre_waits, box, comm::kMailboxEmptiedSlot, emptied_waits,
-                  [world](int peer) { return emptied_word_offset(world, peer); });
-  LlAllreduce ll;
-  ll.type = type;
-  ll.op = op;
-  ll.nranks = world;
-  ll.rank = rank;
-  ll.send = send;
-  ll.recv = recv;
-  ll.count = count;
-  ll.flag = count_after;
+  ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
+  LlAllreduce ll{.type = type,
+                 .op = op,
+                 .nranks = world,
+                 .rank = rank,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .flag = count_after};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
@@ -335,11 +343,7 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   const int rank = call.rank(), world = call.world();
   const std::size_t bytes = count * datatype_size(type);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
-  ReduceGate gate;
-  // The wait for the peers' reads of the cell kMailboxDepth calls ago is the kernel's too: a stream wait before it
-  // cost a call about 2 us whenever the host ran ahead of the stream (a TP step's allreduces between its GEMMs).
-  await_in_kernel(call, gate.pre_waits, box, comm::kMailboxEmptiedSlot, emptied_waits,
-                  [world](int peer) { return emptied_word_offset(world, peer); });
+  ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
   gate.publish_from = send;
   gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   gate.publish_bytes = bytes;

@@ -174,27 +174,9 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
 }  // namespace
 
 void load_reduce_kernels(int device) {
-  LaunchDevice current(device);
-  for (DataType type : kReduceTypes) {
-    for (ReduceOp op : kReduceOps) {
-      dispatch_type(type, [&](auto element) {
-        dispatch_op(op, [&](auto which) {
-          cudaFuncAttributes attributes{};
-          using E = decltype(element);
-          constexpr ReduceOp kOp = decltype(which)::value;
-          const cudaError_t status =
-              cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&reduce_kernel<E, kOp>));
-          if (status != cudaSuccess) {
-            cudaGetLastError();
-            throw CudaError(std::string("loading the reduction kernel (") + datatype_name(type) + " " +
-                                reduce_op_name(op) + ") on device " + std::to_string(device) + ": " +
-                                cudaGetErrorName(status) + ": " + cudaGetErrorString(status),
-                            static_cast<int>(status));
-          }
-        });
-      });
-    }
-  }
+  load_kernels(device, "reduction kernel", [](auto element, auto which) {
+    return reinterpret_cast<const void*>(&reduce_kernel<decltype(element), decltype(which)::value>);
+  });
 }
 
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
@@ -222,11 +204,9 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
     });
   });
   if (status != cudaSuccess) {
-    throw CudaError(std::string("reduction kernel launch (") + datatype_name(task.type) + " " +
-                        reduce_op_name(task.op) + ", " + std::to_string(task.count) + " elements, " +
-                        std::to_string(task.ninputs) + " inputs): " + cudaGetErrorName(status) + ": " +
-                        cudaGetErrorString(status),
-                    static_cast<int>(status));
+    throw_launch_error(status, std::string("reduction kernel launch (") + datatype_name(task.type) + " " +
+                                   reduce_op_name(task.op) + ", " + std::to_string(task.count) + " elements, " +
+                                   std::to_string(task.ninputs) + " inputs)");
   }
 }
 
