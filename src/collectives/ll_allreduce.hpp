@@ -1,10 +1,11 @@
 #pragma once
 // The mailboxes' LL form (after NCCL's LL protocol, "low latency"): a small allreduce as one kernel whose stores carry
-// their own flags. Each thread writes its 8 bytes of the input into every peer's LL cell as one 16-byte line (data,
-// flag, data, flag) and then polls its lines of the peers' cells in its own GPU memory until both flags of each are
-// the call's: a line whose flags it sees holds the data beside them (a 16-byte store may land as two 8-byte halves,
-// never torn within one), so no fence, announcement or remote load stands between a peer's stores and the
-// reduction. The data travels twice its size. Which calls take it, and the cells' layout: mailbox.hpp.
+// their own flags. Each worker thread writes its 8 bytes of the input into every peer's LL cell as one 16-byte line
+// (data, flag, data, flag) and then polls its lines of the peers' cells in its own GPU memory until both flags of
+// each are the call's: a line whose flags it sees holds the data beside them (a 16-byte store may land as two 8-byte
+// halves, never torn within one), so no fence, announcement or remote load stands between a peer's stores and the
+// reduction. The data travels twice its size. Which calls take it, and the cells' layout: mailbox.hpp; the kernel's
+// warps: ll_allreduce_cuda.cu.
 //
 // C++17 (nvcc compiles it too).
 
@@ -24,17 +25,24 @@ constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) {
   return (bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes;
 }
 
-/// The LL kernel is one CTA of 1024 threads with up to 4 lines each, so an LL call carries at most 32 KiB: with
-/// more CTAs (one line per thread, 2-8 CTAs from 16 to 256 KiB) calls took 20-160 us on two H200s where one CTA's
-/// took 13 (docs/results/2026-11-30f-h200x2.md, call 4), and a single CTA needs no count of CTAs at its end.
-inline constexpr std::size_t kLlLinesPerThread = 4;
-inline constexpr std::size_t kLlMaxBytes = 1024 * kLlLinesPerThread * kLlLineData;
+/// The LL kernel is one CTA (31 warps of workers, one watcher), so an LL call carries at most 32 KiB: with more CTAs
+/// (2-8 CTAs from 16 KiB, the watcher's work then on every thread) calls took 20-160 us on two H200s where one CTA's
+/// took 13 (docs/results/2026-11-30f-h200x2.md, call 4).
+inline constexpr std::size_t kLlMaxBytes = std::size_t{32} << 10;
+
+/// Every LL cell is written in full (all of kLlMaxBytes' lines, or the mailbox's limit's) at least once per this many
+/// of its calls, so that no line of it is older than that: a line 2^32 - 1 calls old would carry the flag of the
+/// current call. A cell's first LL call writes it in full too.
+inline constexpr std::uint64_t kLlRefreshCalls = std::uint64_t{1} << 30;
+
+/// The flag of mailbox call `number`: 1 to 2^32 - 1, never 0, which is what a cell's memory held before its first
+/// call (and differs from the flag of the cell's previous calls, kMailboxDepth and more calls before).
+constexpr std::uint32_t ll_flag(std::uint64_t number) { return static_cast<std::uint32_t>(number % 0xffffffffu) + 1; }
 
 /// Most ranks of an LL call: a gated mailbox's (kMaxGatePeers peers and this rank).
 inline constexpr int kMaxLlRanks = kMaxGatePeers + 1;
 
-/// One LL call of a rank. The flag is the call's count after it (the mailbox call's number + 1): a cell's previous
-/// call, kMailboxDepth calls before, wrote another one.
+/// One LL call of a rank.
 struct LlAllreduce {
   DataType type = DataType::F32;
   ReduceOp op = ReduceOp::Sum;
@@ -43,10 +51,13 @@ struct LlAllreduce {
   const void* send = nullptr;
   void* recv = nullptr;  ///< may be send (in place)
   std::size_t count = 0;
-  std::uint32_t flag = 0;
+  std::uint32_t flag = 0;          ///< ll_flag of the call
+  std::uint32_t filled_count = 0;  ///< the filled count the call raises (a released host word is 2^30 beyond it)
+  /// Lines written into each peer's cell: the data's, or more (zeros after the data) to write the cell in full.
+  std::size_t push_lines = 0;
   /// Indexed by rank (this rank's entries unused): this rank's cell in the peer's mailbox memory (the peer's mapping
   /// here), the peer's cell in this rank's, and the peer's filled host word here, through which a failed pair
-  /// releases the poll (as it releases ReduceGate's waits; the reduction then holds whatever the cell held, and the
+  /// releases the polls (the kernel's watcher reads it; the reduction then holds whatever the cell held, and the
   /// call's end check reports the failure).
   void* push_to[kMaxLlRanks] = {};
   const void* pull_from[kMaxLlRanks] = {};
@@ -54,9 +65,10 @@ struct LlAllreduce {
 };
 
 /// Enqueues `call` (at most kLlMaxBytes) on the CUDA stream `cuda_stream` of `device`, on one CTA, with `gate`'s
-/// pre-waits (the peers have emptied the cells this call fills), announcements (the peers' filled words, right
-/// after the lines and without a fence: their hosts' watch and the other forms read them, not the LL polls) and raises
-/// (the peers' emptied words, at the end). CudaError on a launch failure. Only in CUDA builds.
+/// pre-waits (the peers have emptied the cells this call fills), announcements (the peers' filled words, written by
+/// the kernel's watcher once every worker has pushed its lines, behind a system-wide fence: the peers' hosts and
+/// the other forms read them, the LL polls do not) and raises (the peers' emptied words, at the end). CudaError on a
+/// launch failure. Only in CUDA builds.
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate);
 /// Loads every LL kernel on `device` (as load_reduce_kernels, and for the same reason). Only in CUDA builds.
 void load_ll_allreduce_kernels(int device);

@@ -1,7 +1,9 @@
 // The mailboxes' LL form (ll_allreduce.hpp): one kernel of one CTA per call that pushes the input into the peers' LL
-// cells as flagged lines, polls the peers' lines in its own GPU memory, and reduces. Thread t owns lines t,
-// t + threads, ... throughout: it pushes them, reduces them and stores them, so an in-place call reads each byte before
-// it overwrites it, at any alignment.
+// cells as flagged lines, polls the peers' lines in its own GPU memory, and reduces. Warps 0-30 are the workers:
+// thread t owns lines t, t + 992, ... throughout (it pushes them, reduces them and stores them, so an in-place call
+// reads each byte before it overwrites it, at any alignment). Warp 31 is the watcher: once every worker has pushed
+// its lines it writes the announcement behind a system-wide fence, then reads the peers' host words that a failed
+// pair releases, about once a microsecond, so that no worker reads host memory while it polls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +19,10 @@ namespace pickle::coll {
 namespace {
 
 constexpr int kThreads = 1024;
-static_assert(kLlMaxBytes == kThreads * kLlLinesPerThread * kLlLineData, "one CTA carries the largest LL call");
+constexpr int kWorkers = kThreads - 32;  ///< warps 0-30; warp 31 watches
+/// The named barrier (0 is __syncthreads') at which the workers report their lines pushed and the watcher waits.
+constexpr int kPushedBarrier = 1;
+static_assert(kLlMaxBytes / kLlLineData <= 8 * kWorkers, "a worker has at most 8 lines");
 
 /// Line `line` of `bytes` at `from`: one 8-byte load where the line is whole and aligned, else byte by byte with
 /// the bytes past the end zero (they are reduced, never stored).
@@ -73,17 +78,34 @@ __device__ uint4 load_flagged(const void* cell, std::size_t line) {
 /// 2^30); the peer's own raises never are. Half of it tells the two apart.
 constexpr std::uint32_t kReleasedAhead = 1u << 29;
 
-/// The data of line `line` of a peer's cell, once both its flags are `flag`. Every 64th poll also reads the peer's
-/// filled host word, which a failed pair releases: then the poll ends with the line as it stands (the reduction is
-/// garbage, and the call's end check reports the failure). The peer's own announcement in that word does not end
-/// it: nothing orders the announcement after the peer's lines.
-__device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t flag, const std::uint32_t* release) {
-  for (unsigned poll = 1;; ++poll) {
+/// The data of line `line` of a peer's cell, once both its flags are `flag`, or as the line stands once the
+/// watcher has seen the pair with that peer released (`released`: the reduction is then garbage, and the call's end
+/// check reports the failure).
+__device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t flag, const volatile int& released) {
+  for (;;) {
     const uint4 v = load_flagged(cell, line);
-    if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
-    if (poll % 64 == 0 && gated::reached(gated::load_volatile(release), flag + kReleasedAhead)) {
-      return make_uint2(v.x, v.z);
+    if ((v.y == flag && v.w == flag) || released != 0) return make_uint2(v.x, v.z);
+  }
+}
+
+/// The watcher's work (one thread, after the barrier at which every worker reported its lines pushed): the
+/// announcement, behind a system-wide fence, so that a peer host that sees the filled count sees the lines too (a pair
+/// that fails after the count went out takes the call's data as delivered); then, until every worker is done, each
+/// peer's host word that a failed pair releases (kReleasedAhead), about once a microsecond, into `released`.
+__device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile int* released,
+                      const volatile int& workers_done) {
+  __threadfence_system();  // after the barrier: every worker's lines before the announcement
+  for (int i = 0; i < gate.announces; ++i) {
+    *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
+  }
+  while (workers_done < kWorkers) {
+    for (int r = 0; r < call.nranks; ++r) {
+      if (r != call.rank && released[r] == 0 &&
+          gated::reached(gated::load_volatile(call.release[r]), call.filled_count + kReleasedAhead)) {
+        released[r] = 1;
+      }
     }
+    __nanosleep(1000);
   }
 }
 
@@ -103,40 +125,44 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
   auto* recv = static_cast<unsigned char*>(call.recv);
   const std::size_t bytes = call.count * sizeof(S);
   const std::size_t lines = (bytes + kLlLineData - 1) / kLlLineData;
-  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
 
-  for (std::size_t line = thread; line < lines; line += threads) {
-    const uint2 data = load_line(send, bytes, line);
-    for (int r = 0; r < call.nranks; ++r) {
-      if (r != call.rank) store_flagged(call.push_to[r], line, data, call.flag);
-    }
-  }
-  // The announcement (the peers' filled words) right after the lines, without a fence: the peers' kernels poll the
-  // lines, not these words, which their hosts' watch reads (it times a stalled wait only once this rank's stream
-  // has got there) and which later calls of the other forms count on. One thread, no barrier: the others go on to
-  // their polls.
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < gate.announces; ++i) {
-      *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
-    }
-  }
-  for (std::size_t line = thread; line < lines; line += threads) {
-    // In rank order, as every other form reduces: every rank's result is the same bits.
-    A acc[kPerLine];
-    for (int r = 0; r < call.nranks; ++r) {
-      Line<S> in;
-      in.raw = r == call.rank ? load_line(send, bytes, line)
-                              : await_line(call.pull_from[r], line, call.flag, call.release[r]);
-#pragma unroll
-      for (int e = 0; e < kPerLine; ++e) {
-        acc[e] = r == 0 ? E::load(in.element[e]) : combine<Op>(acc[e], E::load(in.element[e]));
+  __shared__ int released[kMaxLlRanks];  // by the watcher, per peer: its pair was released
+  __shared__ int workers_done;
+  if (threadIdx.x < kMaxLlRanks) released[threadIdx.x] = 0;
+  if (threadIdx.x == 0) workers_done = 0;
+  __syncthreads();
+  // Barrier kPushedBarrier: non-aligned (every thread counts), the workers arrive without waiting, the watcher warp
+  // waits for them.
+  if (threadIdx.x >= kWorkers) {
+    asm volatile("barrier.sync %0, %1;" ::"r"(kPushedBarrier), "r"(kThreads) : "memory");
+    if (threadIdx.x == kWorkers) watch(call, gate, released, workers_done);
+  } else {
+    // Lines past the data (call.push_lines, a cell's refresh) carry the flag and zeros.
+    for (std::size_t line = threadIdx.x; line < call.push_lines; line += kWorkers) {
+      const uint2 data = load_line(send, bytes, line);
+      for (int r = 0; r < call.nranks; ++r) {
+        if (r != call.rank) store_flagged(call.push_to[r], line, data, call.flag);
       }
     }
-    Line<S> out;
+    asm volatile("barrier.arrive %0, %1;" ::"r"(kPushedBarrier), "r"(kThreads) : "memory");
+    for (std::size_t line = threadIdx.x; line < lines; line += kWorkers) {
+      // In rank order, as every other form reduces: every rank's result is the same bits.
+      A acc[kPerLine];
+      for (int r = 0; r < call.nranks; ++r) {
+        Line<S> in;
+        in.raw =
+            r == call.rank ? load_line(send, bytes, line) : await_line(call.pull_from[r], line, call.flag, released[r]);
 #pragma unroll
-    for (int e = 0; e < kPerLine; ++e) out.element[e] = E::store(finish<Op>(acc[e], call.nranks));
-    store_line(recv, bytes, line, out.raw);
+        for (int e = 0; e < kPerLine; ++e) {
+          acc[e] = r == 0 ? E::load(in.element[e]) : combine<Op>(acc[e], E::load(in.element[e]));
+        }
+      }
+      Line<S> out;
+#pragma unroll
+      for (int e = 0; e < kPerLine; ++e) out.element[e] = E::store(finish<Op>(acc[e], call.nranks));
+      store_line(recv, bytes, line, out.raw);
+    }
+    atomicAdd(&workers_done, 1);
   }
   gated::raise(gate);
 }
@@ -152,13 +178,16 @@ void load_ll_allreduce_kernels(int device) {
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate) {
   const std::size_t bytes = call.count * datatype_size(call.type);
   if (call.nranks < 1 || call.nranks > kMaxLlRanks || call.rank < 0 || call.rank >= call.nranks ||
-      bytes > kLlMaxBytes || gate.pre_waits.count > kMaxGatePeers || gate.raises > 2 * kMaxGatePeers ||
-      gate.announces > 2 * kMaxGatePeers || (gate.raises > 0 && gate.ctas_done == nullptr)) {
-    throw Error(ErrorCode::Internal, "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " +
-                                         std::to_string(kMaxLlRanks) + "), rank " + std::to_string(call.rank) + ", " +
-                                         std::to_string(bytes) + " bytes (at most " + std::to_string(kLlMaxBytes) +
-                                         "), or a gate with too many pre-waits, raises or announcements, or raises "
-                                         "without a CTA count");
+      bytes > kLlMaxBytes || call.push_lines < (bytes + kLlLineData - 1) / kLlLineData ||
+      call.push_lines > kLlMaxBytes / kLlLineData || gate.pre_waits.count > kMaxGatePeers ||
+      gate.raises > 2 * kMaxGatePeers || gate.announces > 2 * kMaxGatePeers ||
+      (gate.raises > 0 && gate.ctas_done == nullptr)) {
+    throw Error(ErrorCode::Internal,
+                "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " + std::to_string(kMaxLlRanks) +
+                    "), rank " + std::to_string(call.rank) + ", " + std::to_string(bytes) + " bytes (at most " +
+                    std::to_string(kLlMaxBytes) + ") in " + std::to_string(call.push_lines) +
+                    " lines, or a gate with too many pre-waits, raises or announcements, or raises "
+                    "without a CTA count");
   }
   LaunchDevice current(device);
   cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);

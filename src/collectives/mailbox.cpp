@@ -288,7 +288,7 @@ ReduceGate gate_after_emptied(Call& call, const Mailbox& box, const std::vector<
 /// the peers have emptied this rank's LL cells of kMailboxDepth calls ago, writes its input into them as flagged
 /// lines, announces it (the filled words, for the host and the other forms), polls the peers' lines in its own
 /// memory, reduces, and raises the emptied words.
-void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
+void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
                      ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& emptied_waits,
                      const std::vector<comm::SignalTarget>& filled_waits) {
   Communicator::Impl& c = call.comm();
@@ -296,6 +296,12 @@ void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* rec
   const std::size_t bytes = count * datatype_size(type);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
   ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
+  // A cell's first LL call, and one at least every kLlRefreshCalls of its calls, writes it in full: no line of it is
+  // then old enough to carry the flag of a later call (ll_allreduce.hpp).
+  std::uint64_t& refreshed = box.ll_refreshed[number % kMailboxDepth];
+  const bool refresh = refreshed == Mailbox::kNeverRefreshed || number - refreshed >= kLlRefreshCalls;
+  if (refresh) refreshed = number;
+  const std::size_t data_lines = (bytes + kLlLineData - 1) / kLlLineData;
   LlAllreduce ll{.type = type,
                  .op = op,
                  .nranks = world,
@@ -303,29 +309,31 @@ void enqueue_ll_call(Call& call, const Mailbox& box, const void* send, void* rec
                  .send = send,
                  .recv = recv,
                  .count = count,
-                 .flag = count_after};
+                 .flag = ll_flag(number),
+                 .filled_count = count_after,
+                 .push_lines = refresh ? (box.ll_max_bytes + kLlLineData - 1) / kLlLineData : data_lines};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
     const auto at = static_cast<std::size_t>(peer);
-    ll.push_to[at] =
-        in_peer_mailbox(call, box, peer, ll_cell_offset(box, rank, peer, number), ll_cell_bytes_for(bytes));
+    ll.push_to[at] = in_peer_mailbox(call, box, peer, ll_cell_offset(box, rank, peer, number), box.ll_cell_bytes());
     ll.pull_from[at] = static_cast<const char*>(box.memory->data()) + ll_cell_offset(box, peer, rank, number);
     ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
-  // Written right after the lines, without a fence or a count of CTAs (the kernel's polls read the lines, not these
-  // words). The watch and a timeout's message name the filled counts, as for the other forms.
+  // Written by the kernel's watcher once every worker's lines are out (the polls read the lines, not these words).
   for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
     gate.announce_word[gate.announces++] = word;
   }
   gate.announce_value = count_after;
+  // The watch and a timeout's message name the filled counts, as for the other forms; a synchronize that times out
+  // names the last peer's host word, which the kernel's watcher reads.
   GateWaits named;
   await_in_kernel(call, named, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   raise_emptied_in_kernel(call, box, gate, count_after);
 #if PICKLE_HAVE_CUDA
   launch_ll_allreduce_cuda(ll, call.stream().native_handle(), call.device(), gate);
   const int last = named.count - 1;
-  if (last >= 0) call.stream().note_wait_in_kernel(named.device[last], named.value[last], named.count);
+  if (last >= 0) call.stream().note_wait_in_kernel(named.host[last], named.value[last], named.count);
 #else
   throw UnavailableError(cat(describe(call.ctx()), ": the LL form in a build without CUDA"));
 #endif

@@ -42,7 +42,8 @@ constexpr std::array kTable = {
              "one CTA; with more, calls were slower). Off by default: on two H200s it took a Llama-2 7B decode step's "
              "allreduces (8 KB) from 10.8 to 9.0 us (NCCL 8.5), but back-to-back calls with the hosts as the "
              "bottleneck (bench coll) ran whole repeats at 20-30 us where the loads form kept 12-14 "
-             "(docs/results/2026-11-30f-h200x2.md). The same limits on SMs as the loads form. Every rank must set "
+             "(docs/results/2026-11-30f-h200x2.md; the kernel has changed since, not yet measured). The same limits on "
+             "SMs as the loads form. Every rank must set "
              "the same value (compared at creation). "
              "See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",

@@ -10,19 +10,24 @@
 // both flags are c, sums, stores, and raises the peer's "emptied" word to c. Variants, each at every size:
 //   threads   the CTA's threads (1024 as pickle's kernel, fewer with more lines each)
 //   backoff   nanoseconds of __nanosleep between a thread's polls of a line that has not arrived (0: spin)
+//   host      every polling thread also reads a word of pinned host memory every 64th poll (as pickle's kernel did
+//             until 2026-11-30f for a failed pair's release; since then one watcher thread reads it), or not
 // and two paces:
-//   gpu       calls queued back to back: the kernels' own time per call (a decode step's regime)
+//   gpu       calls queued back to back behind a gate that opens once all are queued: the kernels' own time per
+//             call (a decode step's regime)
 //   host      the host launches GPU 0's call, waits skew_us, launches GPU 1's, waits gap_us: the hosts set the pace
 //             (bench coll's regime); every 8 calls the order turns, so that each GPU is the early one in turn
 // Time per call = (last event - first event) / calls on the slower GPU, median of `repeats`; in the host pace a
-// healthy variant runs at about skew_us + gap_us plus the launches. Every call's last output is checked (3.0 in every
-// element) and a mismatch fails the probe; a run that does not finish within 10 s fails it. Not part of pickle: a
-// measurement tool (docs/results).
+// healthy variant runs at about skew_us + gap_us plus the launches. Each call's data carries its number (GPU g sends
+// g + 1 + c), so the last call's output (3 + 2 x calls in every element) shows a line taken from an older call; a
+// mismatch fails the probe, as does a run that does not finish within 10 s. Not part of pickle: a measurement tool
+// (docs/results).
 //
 // Usage: ll_poll_probe [calls=400] [repeats=5] [gap_us=12] [skew_us=3] [bytes...=8K 16K 32K]
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +54,7 @@ struct CallArgs {
   const unsigned* my_emptied;  // here, written by the peer
   unsigned flag;               // the call's number
   int backoff_ns;
+  const unsigned* host_word;  // pinned host memory (stays 0), or null: no host reads
 };
 
 __device__ void store_line(uint4* at, float a, float b, unsigned flag) {
@@ -73,17 +79,22 @@ __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
   }
   __syncthreads();
   const std::size_t lines = a.count / 2;
+  const float mine = static_cast<float>(a.flag);
   for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
-    store_line(a.push_cell + line, a.in[2 * line], a.in[2 * line + 1], a.flag);
+    store_line(a.push_cell + line, a.in[2 * line] + mine, a.in[2 * line + 1] + mine, a.flag);
   }
+  unsigned host_seen = 0;  // stays 0: read only so that the loads happen
   for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
     uint4 v = load_line(a.own_cell + line);
-    while (v.y != a.flag || v.w != a.flag) {
+    for (unsigned poll = 1; v.y != a.flag || v.w != a.flag; ++poll) {
       if (a.backoff_ns > 0) __nanosleep(a.backoff_ns);
+      if (a.host_word != nullptr && poll % 64 == 0) {
+        host_seen |= *reinterpret_cast<const volatile unsigned*>(a.host_word);
+      }
       v = load_line(a.own_cell + line);
     }
-    a.out[2 * line] = a.in[2 * line] + __uint_as_float(v.x);
-    a.out[2 * line + 1] = a.in[2 * line + 1] + __uint_as_float(v.z);
+    a.out[2 * line] = a.in[2 * line] + mine + __uint_as_float(v.x) + static_cast<float>(host_seen);
+    a.out[2 * line + 1] = a.in[2 * line + 1] + mine + __uint_as_float(v.z);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -107,8 +118,22 @@ void spin_us(double us) {
   }
 }
 
-/// One run of `calls` calls; the slower GPU's microseconds per call.
-double run(Gpu (&gpus)[kGpus], std::size_t bytes, std::size_t max_bytes, int threads, int backoff_ns, bool host_pace,
+/// Holds a stream until the host opens the gate (a word of pinned host memory).
+__global__ void gate_kernel(const unsigned* gate) {
+  while (*reinterpret_cast<const volatile unsigned*>(gate) == 0) {
+  }
+}
+
+struct Variant {
+  int threads;
+  int backoff_ns;
+  bool host_reads;
+  bool host_pace;
+};
+
+/// One run of `calls` calls; the slower GPU's microseconds per call. host_words[0] is the gate, host_words[1] the
+/// word the polls read.
+double run(Gpu (&gpus)[kGpus], unsigned* host_words, std::size_t bytes, std::size_t max_bytes, const Variant& v,
            double gap_us, double skew_us, int calls) {
   const std::size_t cell_lines = max_bytes / 8;
   for (int g = 0; g < kGpus; ++g) {
@@ -116,29 +141,54 @@ double run(Gpu (&gpus)[kGpus], std::size_t bytes, std::size_t max_bytes, int thr
     check(cudaMemset(gpus[g].cells, 0, kDepth * cell_lines * sizeof(uint4)), "clear the cells");
     check(cudaMemset(gpus[g].emptied, 0, sizeof(unsigned)), "clear the emptied word");
     check(cudaDeviceSynchronize(), "clear");
+  }
+  __atomic_store_n(&host_words[0], v.host_pace ? 1u : 0u, __ATOMIC_RELEASE);  // the host pace needs no gate
+  for (int g = 0; g < kGpus; ++g) {
+    check(cudaSetDevice(g), "cudaSetDevice");
+    gate_kernel<<<1, 1, 0, gpus[g].stream>>>(host_words);
+    check(cudaGetLastError(), "launch the gate");
     check(cudaEventRecord(gpus[g].start, gpus[g].stream), "record start");
   }
+  // Should the host block on a full launch queue behind the gate, this opens it after 2 s (the figure then includes
+  // enqueueing, as stderr says).
+  std::atomic<bool> queued{false};
+  std::thread watchdog([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!queued.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!queued.load()) {
+      std::fprintf(stderr,
+                   "ll_poll_probe: the launch queue filled before the gate opened: this figure includes "
+                   "enqueueing\n");
+      __atomic_store_n(&host_words[0], 1u, __ATOMIC_RELEASE);
+    }
+  });
   for (int c = 1; c <= calls; ++c) {
-    const bool turned = host_pace && (c / 8) % 2 == 1;
+    const bool turned = v.host_pace && (c / 8) % 2 == 1;
     for (int i = 0; i < kGpus; ++i) {
       const int g = turned ? kGpus - 1 - i : i, peer = 1 - g;
       const std::size_t cell = static_cast<std::size_t>(c % kDepth) * cell_lines;
-      CallArgs a{gpus[g].in,
-                 gpus[g].out,
-                 bytes / sizeof(float),
-                 gpus[peer].cells + cell,
-                 gpus[g].cells + cell,
-                 gpus[peer].emptied,
-                 gpus[g].emptied,
-                 static_cast<unsigned>(c),
-                 backoff_ns};
+      const CallArgs a{gpus[g].in,
+                       gpus[g].out,
+                       bytes / sizeof(float),
+                       gpus[peer].cells + cell,
+                       gpus[g].cells + cell,
+                       gpus[peer].emptied,
+                       gpus[g].emptied,
+                       static_cast<unsigned>(c),
+                       v.backoff_ns,
+                       v.host_reads ? host_words + 1 : nullptr};
       check(cudaSetDevice(g), "cudaSetDevice");
-      ll_call<<<1, threads, 0, gpus[g].stream>>>(a);
+      ll_call<<<1, v.threads, 0, gpus[g].stream>>>(a);
       check(cudaGetLastError(), "launch");
-      if (host_pace && i == 0) spin_us(skew_us);
+      if (v.host_pace && i == 0) spin_us(skew_us);
     }
-    if (host_pace) spin_us(gap_us);
+    if (v.host_pace) spin_us(gap_us);
   }
+  queued.store(true);
+  __atomic_store_n(&host_words[0], 1u, __ATOMIC_RELEASE);
+  watchdog.join();
   double slowest = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (int g = 0; g < kGpus; ++g) {
@@ -148,7 +198,7 @@ double run(Gpu (&gpus)[kGpus], std::size_t bytes, std::size_t max_bytes, int thr
       if (std::chrono::steady_clock::now() > deadline) {
         std::fprintf(stderr, "ll_poll_probe: GPU %d did not finish %d calls of %zu bytes within 10 s\n", g, calls,
                      bytes);
-        std::exit(1);
+        std::_Exit(1);  // kernels still spin: no exit handlers
       }
     }
     float ms = 0;
@@ -156,10 +206,11 @@ double run(Gpu (&gpus)[kGpus], std::size_t bytes, std::size_t max_bytes, int thr
     slowest = std::max(slowest, 1000.0 * ms / calls);
     std::vector<float> out(bytes / sizeof(float));
     check(cudaMemcpy(out.data(), gpus[g].out, bytes, cudaMemcpyDeviceToHost), "download");
+    const float expected = 3.0f + 2.0f * static_cast<float>(calls);
     for (std::size_t i = 0; i < out.size(); ++i) {
-      if (out[i] != 3.0f) {
-        std::fprintf(stderr, "ll_poll_probe: GPU %d element %zu is %g, not 3 (%zu bytes, %d threads)\n", g, i,
-                     static_cast<double>(out[i]), bytes, threads);
+      if (out[i] != expected) {
+        std::fprintf(stderr, "ll_poll_probe: GPU %d element %zu is %g, not %g (%zu bytes, %d threads)\n", g, i,
+                     static_cast<double>(out[i]), static_cast<double>(expected), bytes, v.threads);
         std::exit(1);
       }
     }
@@ -171,7 +222,7 @@ double run(Gpu (&gpus)[kGpus], std::size_t bytes, std::size_t max_bytes, int thr
 
 int main(int argc, char** argv) {
   const int calls = argc > 1 ? std::atoi(argv[1]) : 400;
-  const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int repeats = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
   const double gap_us = argc > 3 ? std::atof(argv[3]) : 12;
   const double skew_us = argc > 4 ? std::atof(argv[4]) : 3;
   std::vector<std::size_t> sizes;
@@ -190,6 +241,15 @@ int main(int argc, char** argv) {
     }
     max_bytes = std::max(max_bytes, bytes);
   }
+  if (calls < 1 || calls > 1000) {
+    std::fprintf(stderr, "ll_poll_probe: calls must be 1 to 1000 (they queue behind a gate)\n");
+    return 1;
+  }
+  unsigned* host_words = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&host_words), 2 * sizeof(unsigned),
+                      cudaHostAllocMapped | cudaHostAllocPortable),
+        "cudaHostAlloc");
+  host_words[0] = host_words[1] = 0;
   Gpu gpus[kGpus];
   for (int g = 0; g < kGpus; ++g) {
     check(cudaSetDevice(g), "cudaSetDevice");
@@ -206,20 +266,24 @@ int main(int argc, char** argv) {
   }
   std::printf("# ll_poll_probe: GPUs 0 and 1, %d calls x %d repeats (median), host pace: %.1f us gap, %.1f us skew\n",
               calls, repeats, gap_us, skew_us);
-  std::printf("# %8s %8s %10s %6s %12s\n", "bytes", "threads", "backoff_ns", "pace", "us_per_call");
+  std::printf("# %8s %8s %10s %10s %6s %12s\n", "bytes", "threads", "backoff_ns", "host_reads", "pace", "us_per_call");
   for (std::size_t bytes : sizes) {
     for (int threads : {1024, 256, 64}) {
       if (bytes / 8 > static_cast<std::size_t>(threads) * 64) continue;  // at most 64 lines per thread
       for (int backoff_ns : {0, 100, 500}) {
-        for (bool host_pace : {false, true}) {
-          std::vector<double> times;
-          for (int r = 0; r < repeats; ++r) {
-            times.push_back(run(gpus, bytes, max_bytes, threads, backoff_ns, host_pace, gap_us, skew_us, calls));
+        for (bool host_reads : {false, true}) {
+          for (bool host_pace : {false, true}) {
+            const Variant v{threads, backoff_ns, host_reads, host_pace};
+            std::vector<double> times;
+            for (int r = 0; r < repeats; ++r) {
+              times.push_back(run(gpus, host_words, bytes, max_bytes, v, gap_us, skew_us, calls));
+            }
+            std::sort(times.begin(), times.end());
+            std::printf("  %8zu %8d %10d %10s %6s %12.2f   (min %.2f, max %.2f)\n", bytes, threads, backoff_ns,
+                        host_reads ? "yes" : "no", host_pace ? "host" : "gpu", times[times.size() / 2], times.front(),
+                        times.back());
+            std::fflush(stdout);
           }
-          std::sort(times.begin(), times.end());
-          std::printf("  %8zu %8d %10d %6s %12.2f   (min %.2f, max %.2f)\n", bytes, threads, backoff_ns,
-                      host_pace ? "host" : "gpu", times[times.size() / 2], times.front(), times.back());
-          std::fflush(stdout);
         }
       }
     }
