@@ -39,6 +39,17 @@ inline constexpr std::uint64_t kLlRefreshCalls = std::uint64_t{1} << 30;
 /// call (and differs from the flag of the cell's previous calls, kMailboxDepth and more calls before).
 constexpr std::uint32_t ll_flag(std::uint64_t number) { return static_cast<std::uint32_t>(number % 0xffffffffu) + 1; }
 
+/// `refreshed` of a cell that no LL call has written in full yet.
+inline constexpr std::uint64_t kLlNeverRefreshed = UINT64_MAX;
+
+/// Whether LL call `number` writes its cell in full (kLlRefreshCalls), given when the cell was last (`refreshed`, per
+/// cell), which it updates: the cell's first LL call, and the first at least kLlRefreshCalls after the last.
+inline bool take_ll_refresh(std::uint64_t& refreshed, std::uint64_t number) {
+  if (refreshed != kLlNeverRefreshed && number - refreshed < kLlRefreshCalls) return false;
+  refreshed = number;
+  return true;
+}
+
 /// Most ranks of an LL call: a gated mailbox's (kMaxGatePeers peers and this rank).
 inline constexpr int kMaxLlRanks = kMaxGatePeers + 1;
 

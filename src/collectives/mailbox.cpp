@@ -298,9 +298,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
   ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
   // A cell's first LL call, and one at least every kLlRefreshCalls of its calls, writes it in full: no line of it is
   // then old enough to carry the flag of a later call (ll_allreduce.hpp).
-  std::uint64_t& refreshed = box.ll_refreshed[number % kMailboxDepth];
-  const bool refresh = refreshed == Mailbox::kNeverRefreshed || number - refreshed >= kLlRefreshCalls;
-  if (refresh) refreshed = number;
+  const bool refresh = take_ll_refresh(box.ll_refreshed[number % kMailboxDepth], number);
   const std::size_t data_lines = (bytes + kLlLineData - 1) / kLlLineData;
   LlAllreduce ll{.type = type,
                  .op = op,

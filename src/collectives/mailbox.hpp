@@ -91,9 +91,9 @@ struct Mailbox {
   /// their own: a flag compared with what another form left in a cell could match its data.
   std::size_t ll_offset = 0;
   std::size_t ll_max_bytes = 0;  ///< the largest call in the LL form (0: none)
-  /// Per LL cell (of every peer alike): the mailbox call that last wrote it in full (kLlRefreshCalls).
-  static constexpr std::uint64_t kNeverRefreshed = UINT64_MAX;
-  std::uint64_t ll_refreshed[kMailboxDepth] = {kNeverRefreshed, kNeverRefreshed, kNeverRefreshed, kNeverRefreshed};
+  /// Per LL cell (of every peer alike): the mailbox call that last wrote it in full (take_ll_refresh).
+  std::uint64_t ll_refreshed[kMailboxDepth] = {kLlNeverRefreshed, kLlNeverRefreshed, kLlNeverRefreshed,
+                                               kLlNeverRefreshed};
   std::size_t ll_cell_bytes() const { return (ll_cell_bytes_for(ll_max_bytes) + 255) / 256 * 256; }
   /// This rank's mailboxes: [device words when gated] per peer (in slot order, this rank left out) kMailboxDepth
   /// cells of cell_bytes, then its own kMailboxDepth cells of outbox_cell_bytes, then per peer kMailboxDepth LL cells

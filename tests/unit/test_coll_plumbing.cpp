@@ -7,6 +7,7 @@
 
 #include <pickle/error.hpp>
 
+#include "collectives/ll_allreduce.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/plumbing.hpp"
 #include "collectives/reduce.hpp"
@@ -125,6 +126,36 @@ TEST(CollPlumbing, TwoRankAllreduceChunksAreFinerForMidSizeBlocks) {
   // Odd blocks: whole pages, never less than one element.
   EXPECT_EQ(two_rank_allreduce_chunk_elements(((10 * MiB) + 12) / 4, 4) * 4 % 4096, 0u);
   EXPECT_GE(two_rank_allreduce_chunk_elements(1, 8), 1u);
+}
+
+// The LL form's flags and refreshes (ll_allreduce.hpp): a flag is never 0 (a cell's memory before its first call) and
+// never repeats within 2^32 - 1 calls; a cell is written in full at its first LL call and then at least every
+// kLlRefreshCalls of its calls, so that no line of it is ever old enough to carry the flag of a later call.
+TEST(CollPlumbing, LlFlagsAreNeverZeroAndCellsAreWrittenInFullOftenEnough) {
+  for (std::uint64_t number : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{0xfffffffeu},
+                               std::uint64_t{0xffffffffu}, std::uint64_t{0x100000000u}, std::uint64_t{0x1fffffffdu}}) {
+    EXPECT_NE(ll_flag(number), 0u) << number;
+    EXPECT_NE(ll_flag(number), ll_flag(number + 4)) << number;
+    EXPECT_NE(ll_flag(number), ll_flag(number + kLlRefreshCalls + 4)) << number;
+  }
+  EXPECT_EQ(ll_flag(0), ll_flag(0xffffffffu)) << "flags repeat every 2^32 - 1 calls";
+
+  std::uint64_t refreshed = kLlNeverRefreshed;
+  EXPECT_TRUE(take_ll_refresh(refreshed, 10)) << "a cell's first LL call, whenever it comes";
+  EXPECT_EQ(refreshed, 10u);
+  EXPECT_FALSE(take_ll_refresh(refreshed, 14));
+  EXPECT_FALSE(take_ll_refresh(refreshed, 10 + kLlRefreshCalls - 4));
+  EXPECT_TRUE(take_ll_refresh(refreshed, 10 + kLlRefreshCalls + 2)) << "the first call at least 2^30 after";
+  EXPECT_EQ(refreshed, 10 + kLlRefreshCalls + 2);
+  EXPECT_FALSE(take_ll_refresh(refreshed, 10 + kLlRefreshCalls + 6));
+  // However the cell's calls are spaced (other forms between them), none of its lines is older than a refresh
+  // period plus the gap to the next LL call, far from the 2^32 - 1 at which a flag comes back.
+  std::uint64_t last_full = 0;
+  refreshed = kLlNeverRefreshed;
+  for (std::uint64_t number = 3; number < 5 * kLlRefreshCalls; number += 4 * 12345679) {
+    if (take_ll_refresh(refreshed, number)) last_full = number;
+    ASSERT_LT(number - last_full, kLlRefreshCalls + 4 * 12345679) << number;
+  }
 }
 
 TEST(CollPlumbing, HostChunksAreAnEighthOfTheBlockWithin64KiBAnd1MiB) {
