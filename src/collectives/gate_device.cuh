@@ -7,6 +7,14 @@
 
 namespace pickle::coll::gated {
 
+/// Whether `gate` keeps to what the kernels hold (kMaxGatePeers waits and pre-waits, twice as many raises and
+/// announcements) and has the CTA count that its raises need. Host side, before a launch.
+inline bool gate_fits(const ReduceGate& gate) {
+  return gate.waits.count <= kMaxGatePeers && gate.pre_waits.count <= kMaxGatePeers &&
+         gate.raises <= 2 * kMaxGatePeers && gate.announces <= 2 * kMaxGatePeers &&
+         (gate.raises == 0 || gate.ctas_done != nullptr);
+}
+
 /// a reached b as cuStreamWaitValue32's GEQ compares: cyclically, so that counts may wrap.
 inline __device__ bool reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) >= 0; }
 

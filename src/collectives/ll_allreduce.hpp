@@ -20,10 +20,11 @@ namespace pickle::coll {
 inline constexpr std::size_t kLlLineBytes = 16;
 inline constexpr std::size_t kLlLineData = 8;
 
+/// The lines that carry `bytes` of data (the last one partly, where bytes is not a multiple of 8); the kernel's too.
+PICKLE_HD constexpr std::size_t ll_lines(std::size_t bytes) { return (bytes + kLlLineData - 1) / kLlLineData; }
+
 /// The bytes of an LL cell that carries `bytes` of data.
-constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) {
-  return (bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes;
-}
+constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) { return ll_lines(bytes) * kLlLineBytes; }
 
 /// The LL kernel is one CTA (31 warps of workers, one watcher), so an LL call carries at most 32 KiB: with more CTAs
 /// (2-8 CTAs from 16 KiB, the watcher's work then on every thread) calls took 20-160 us on two H200s where one CTA's

@@ -13,6 +13,7 @@
 
 #include "collectives/gate_device.cuh"
 #include "collectives/launch_device.cuh"
+#include "collectives/ll_lines.cuh"
 #include "collectives/ll_allreduce.hpp"
 
 namespace pickle::coll {
@@ -53,25 +54,6 @@ __device__ void store_line(unsigned char* to, std::size_t bytes, std::size_t lin
   } u;
   u.v = value;
   for (std::size_t k = 0; k < kLlLineData && at + k < bytes; ++k) to[at + k] = u.b[k];
-}
-
-/// One 16-byte store of a flagged line, volatile so that it goes out now rather than sit in a cache (NCCL's LL
-/// stores the same way).
-__device__ void store_flagged(void* cell, std::size_t line, uint2 data, std::uint32_t flag) {
-  uint4* at = static_cast<uint4*>(cell) + line;
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(data.x), "r"(flag), "r"(data.y),
-               "r"(flag)
-               : "memory");
-}
-
-__device__ uint4 load_flagged(const void* cell, std::size_t line) {
-  const uint4* at = static_cast<const uint4*>(cell) + line;
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(at)
-               : "memory");
-  return v;
 }
 
 /// A released host word is this far ahead of the count it was released at (Communicator::Impl::fail_peer_locked:
@@ -124,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
   const auto* send = static_cast<const unsigned char*>(call.send);
   auto* recv = static_cast<unsigned char*>(call.recv);
   const std::size_t bytes = call.count * sizeof(S);
-  const std::size_t lines = (bytes + kLlLineData - 1) / kLlLineData;
+  const std::size_t lines = ll_lines(bytes);
 
   __shared__ int released[kMaxLlRanks];  // by the watcher, per peer: its pair was released
   __shared__ int workers_done;
@@ -178,10 +160,8 @@ void load_ll_allreduce_kernels(int device) {
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate) {
   const std::size_t bytes = call.count * datatype_size(call.type);
   if (call.nranks < 1 || call.nranks > kMaxLlRanks || call.rank < 0 || call.rank >= call.nranks ||
-      bytes > kLlMaxBytes || call.push_lines < (bytes + kLlLineData - 1) / kLlLineData ||
-      call.push_lines > kLlMaxBytes / kLlLineData || gate.pre_waits.count > kMaxGatePeers ||
-      gate.raises > 2 * kMaxGatePeers || gate.announces > 2 * kMaxGatePeers ||
-      (gate.raises > 0 && gate.ctas_done == nullptr)) {
+      bytes > kLlMaxBytes || call.push_lines < ll_lines(bytes) || call.push_lines > ll_lines(kLlMaxBytes) ||
+      !gated::gate_fits(gate)) {
     throw Error(ErrorCode::Internal,
                 "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " + std::to_string(kMaxLlRanks) +
                     "), rank " + std::to_string(call.rank) + ", " + std::to_string(bytes) + " bytes (at most " +

@@ -53,23 +53,25 @@ std::string describe_label(const Mailbox::Label& label) {
              reduce_op_name(static_cast<ReduceOp>(label.kind >> 8)), " (collective number ", label.sequence, ")");
 }
 
-/// Where `sender`'s cell of `call` is in `owner`'s mailboxes (one per peer, in peer_slot order).
-std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
+/// Where `sender`'s cell of `call` is in `owner`'s cells of `cell_bytes` from `begin` (kMailboxDepth per peer, in
+/// peer_slot order): the copy form's cells and the LL form's are laid out alike.
+std::size_t per_peer_cell_offset(std::size_t begin, std::size_t cell_bytes, int sender, int owner, std::uint64_t call) {
   const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
   const std::size_t slot = static_cast<std::size_t>(peer_slot(sender, owner));
-  return box.cells_offset + (slot * kMailboxDepth + cell) * box.cell_bytes;
+  return begin + (slot * kMailboxDepth + cell) * cell_bytes;
+}
+
+std::size_t cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
+  return per_peer_cell_offset(box.cells_offset, box.cell_bytes, sender, owner, call);
+}
+
+std::size_t ll_cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
+  return per_peer_cell_offset(box.ll_offset, box.ll_cell_bytes(), sender, owner, call);
 }
 
 /// Where this rank's own cell of `call` is in its mailbox memory (the loads form: the peers read it).
 std::size_t outbox_offset(const Mailbox& box, std::uint64_t call) {
   return box.outbox_offset + static_cast<std::size_t>(call % kMailboxDepth) * box.outbox_cell_bytes();
-}
-
-/// Where `sender`'s LL cell of `call` is in `owner`'s mailboxes (one set per peer, in peer_slot order).
-std::size_t ll_cell_offset(const Mailbox& box, int sender, int owner, std::uint64_t call) {
-  const std::size_t cell = static_cast<std::size_t>(call % kMailboxDepth);
-  const std::size_t slot = static_cast<std::size_t>(peer_slot(sender, owner));
-  return box.ll_offset + (slot * kMailboxDepth + cell) * box.ll_cell_bytes();
 }
 
 /// The device words at the start of a gated mailbox (Mailbox::gated), 32 bits each: per sender rank the count of
@@ -250,7 +252,7 @@ void raise_emptied_in_kernel(Call& call, const Mailbox& box, ReduceGate& gate, s
 }
 
 /// The filled counts that a loads or LL call's kernel raises: each peer's GPU word, which its loads form's kernel
-/// polls, and its host word, which its host, its LL kernel (every 64th poll) and a failed pair's release read.
+/// polls, and its host word, which its host (the watch) reads and a failed pair releases.
 std::vector<std::uint32_t*> filled_words_raised_in_kernel(Call& call, const Mailbox& box, std::uint32_t count_after) {
   expect_counts(call, call.count_raised_by_kernel_for_all(comm::kMailboxFilledSlot), count_after, "filled");
   std::vector<std::uint32_t*> words;
@@ -299,7 +301,6 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
   // A cell's first LL call, and one at least every kLlRefreshCalls of its calls, writes it in full: no line of it is
   // then old enough to carry the flag of a later call (ll_allreduce.hpp).
   const bool refresh = take_ll_refresh(box.ll_refreshed[number % kMailboxDepth], number);
-  const std::size_t data_lines = (bytes + kLlLineData - 1) / kLlLineData;
   LlAllreduce ll{.type = type,
                  .op = op,
                  .nranks = world,
@@ -309,7 +310,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
                  .count = count,
                  .flag = ll_flag(number),
                  .filled_count = count_after,
-                 .push_lines = refresh ? (box.ll_max_bytes + kLlLineData - 1) / kLlLineData : data_lines};
+                 .push_lines = ll_lines(refresh ? box.ll_max_bytes : bytes)};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});

@@ -182,10 +182,7 @@ void load_reduce_kernels(int device) {
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
                         const ReduceGate* gate) {
   if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
-  if (gate != nullptr &&
-      (gate->waits.count > kMaxGatePeers || gate->pre_waits.count > kMaxGatePeers || gate->raises > 2 * kMaxGatePeers ||
-       gate->announces > 2 * kMaxGatePeers || (gate->raises > 0 && gate->ctas_done == nullptr) ||
-       (gate->announces > 0 && gate->ctas_published == nullptr))) {
+  if (gate != nullptr && (!gated::gate_fits(*gate) || (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
                                          " waits or pre-waits, more than " + std::to_string(2 * kMaxGatePeers) +
                                          " raises or announcements, or raises or announcements without a CTA count");

@@ -25,13 +25,13 @@ namespace {
 using test::cuda_ok;
 
 constexpr int kRanks = 3, kRank = 1;
-constexpr std::size_t kCellBytes = kLlMaxBytes / kLlLineData * kLlLineBytes;
+constexpr std::size_t kCellBytes = ll_cell_bytes_for(kLlMaxBytes);
 constexpr std::uint32_t kFlag = 77, kFilled = 1000;
 constexpr std::uint32_t kOlderFlag = kFlag - 4;  // the flag of the cell's call kMailboxDepth calls before
 
 /// The lines that carry `data` with `flag`: {4 bytes, flag, 4 bytes, flag}, the last line's missing bytes zero.
 std::vector<std::uint8_t> flagged_lines(const std::vector<std::uint8_t>& data, std::uint32_t flag) {
-  const std::size_t lines = (data.size() + kLlLineData - 1) / kLlLineData;
+  const std::size_t lines = ll_lines(data.size());
   std::vector<std::uint8_t> image(lines * kLlLineBytes, 0);
   for (std::size_t line = 0; line < lines; ++line) {
     for (std::size_t half = 0; half < 2; ++half) {
@@ -160,17 +160,16 @@ class LlAllreduceKernel : public testing::Test {
 
   /// Rank 1's call on `send` into `recv` (count elements of type, op), pushing `push_lines` lines.
   void launch(DataType type, ReduceOp op, const void* send, void* recv, std::size_t count, std::size_t push_lines = 0) {
-    LlAllreduce call{
-        .type = type,
-        .op = op,
-        .nranks = kRanks,
-        .rank = kRank,
-        .send = send,
-        .recv = recv,
-        .count = count,
-        .flag = kFlag,
-        .filled_count = kFilled,
-        .push_lines = push_lines != 0 ? push_lines : (count * datatype_size(type) + kLlLineData - 1) / kLlLineData};
+    LlAllreduce call{.type = type,
+                     .op = op,
+                     .nranks = kRanks,
+                     .rank = kRank,
+                     .send = send,
+                     .recv = recv,
+                     .count = count,
+                     .flag = kFlag,
+                     .filled_count = kFilled,
+                     .push_lines = push_lines != 0 ? push_lines : ll_lines(count * datatype_size(type))};
     for (int r : {0, 2}) {
       call.push_to[r] = push_[r];
       call.pull_from[r] = pull_[r];
@@ -319,7 +318,7 @@ TEST_F(LlAllreduceKernel, ARefreshWritesEveryLineOfTheCell) {
   fill_peer_cell(0, data, kFlag);
   fill_peer_cell(2, data, kFlag);
   cuda_ok(cudaMemcpy(buffer_, data.data(), data.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  const std::size_t all_lines = kLlMaxBytes / kLlLineData;
+  const std::size_t all_lines = ll_lines(kLlMaxBytes);
   launch(DataType::F32, ReduceOp::Sum, buffer_, out_, 3, all_lines);
   ASSERT_TRUE(finished_within(10));
   std::vector<std::uint8_t> padded(kLlMaxBytes, 0);

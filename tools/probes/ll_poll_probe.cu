@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/ll_lines.cuh"
 #include "probe_args.hpp"
 #include "probe_check.hpp"
 
@@ -48,29 +49,14 @@ struct CallArgs {
   const float* in;
   float* out;
   std::size_t count;           // floats (even)
-  uint4* push_cell;            // this GPU's cell at the peer (peer memory)
-  const uint4* own_cell;       // the peer's cell here
+  void* push_cell;             // this GPU's cell at the peer (peer memory)
+  const void* own_cell;        // the peer's cell here
   unsigned* peer_emptied;      // in the peer's memory: "this GPU reduced the peer's call"
   const unsigned* my_emptied;  // here, written by the peer
   unsigned flag;               // the call's number
   int backoff_ns;
   const unsigned* host_word;  // pinned host memory (stays 0), or null: no host reads
 };
-
-__device__ void store_line(uint4* at, float a, float b, unsigned flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(__float_as_uint(a)), "r"(flag),
-               "r"(__float_as_uint(b)), "r"(flag)
-               : "memory");
-}
-
-__device__ uint4 load_line(const uint4* at) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(at)
-               : "memory");
-  return v;
-}
 
 __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
   if (threadIdx.x == 0 && a.flag > kDepth) {
@@ -81,17 +67,18 @@ __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
   const std::size_t lines = a.count / 2;
   const float mine = static_cast<float>(a.flag);
   for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
-    store_line(a.push_cell + line, a.in[2 * line] + mine, a.in[2 * line + 1] + mine, a.flag);
+    const uint2 data = make_uint2(__float_as_uint(a.in[2 * line] + mine), __float_as_uint(a.in[2 * line + 1] + mine));
+    pickle::coll::store_flagged(a.push_cell, line, data, a.flag);
   }
   unsigned host_seen = 0;  // stays 0: read only so that the loads happen
   for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
-    uint4 v = load_line(a.own_cell + line);
+    uint4 v = pickle::coll::load_flagged(a.own_cell, line);
     for (unsigned poll = 1; v.y != a.flag || v.w != a.flag; ++poll) {
       if (a.backoff_ns > 0) __nanosleep(a.backoff_ns);
       if (a.host_word != nullptr && poll % 64 == 0) {
         host_seen |= *reinterpret_cast<const volatile unsigned*>(a.host_word);
       }
-      v = load_line(a.own_cell + line);
+      v = pickle::coll::load_flagged(a.own_cell, line);
     }
     a.out[2 * line] = a.in[2 * line] + mine + __uint_as_float(v.x) + static_cast<float>(host_seen);
     a.out[2 * line + 1] = a.in[2 * line + 1] + mine + __uint_as_float(v.z);
