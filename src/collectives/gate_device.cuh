@@ -7,11 +7,11 @@
 
 namespace pickle::coll::gated {
 
-/// Whether `gate` keeps to what the kernels hold (kMaxGatePeers waits and pre-waits, twice as many raises and
-/// announcements) and has the CTA count that its raises need. Host side, before a launch.
+/// Whether `gate` keeps to what the kernels hold (kMaxGatePeers waits, pre-waits and publication destinations,
+/// twice as many raises and announcements) and has the CTA count that its raises need. Host side, before a launch.
 inline bool gate_fits(const ReduceGate& gate) {
-  return gate.waits.count <= kMaxGatePeers && gate.pre_waits.count <= kMaxGatePeers &&
-         gate.raises <= 2 * kMaxGatePeers && gate.announces <= 2 * kMaxGatePeers &&
+  return gate.waits.count <= kMaxGatePeers && gate.pre_waits.count <= kMaxGatePeers && gate.publishes >= 0 &&
+         gate.publishes <= kMaxGatePeers && gate.raises <= 2 * kMaxGatePeers && gate.announces <= 2 * kMaxGatePeers &&
          (gate.raises == 0 || gate.ctas_done != nullptr);
 }
 

@@ -338,11 +338,13 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
 #endif
 }
 
-/// The loads form of a gated call (Mailbox::loads_max_bytes): one kernel that copies the input into this rank's own
-/// cell, announces it in the peers' filled words, waits for the peers' announcements, reduces this rank's input and
-/// the peers' cells, read where they lie (over NVLink), and raises the peers' emptied words. No copy engine and no
-/// stream operation between the emptied wait and the next call: on two H200s the copy engine's hop and the stream's
-/// flag operations were most of a small call's 21 us (docs/collectives.md, "Mailboxes").
+/// The loads form of a gated call (Mailbox::loads_max_bytes): one kernel that publishes the input, announces it in
+/// the peers' filled words, waits for the peers' announcements, reduces, and raises the peers' emptied words. No copy
+/// engine and no stream operation between the emptied wait and the next call: on two H200s the copy engine's hop and
+/// the stream's flag operations were most of a small call's 21 us (docs/collectives.md, "Mailboxes"). Pulled (below
+/// Mailbox::push_min_bytes) it copies the input into this rank's own cell and reads the peers' own cells where they
+/// lie, over NVLink; pushed it stores the input into each peer's cell for this rank (the copy form's cells) and reads
+/// its own cells in local memory: stores cross NVLink without waiting for a reply, where each load waits for one.
 void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* recv, std::size_t count, DataType type,
                         ReduceOp op, std::uint64_t number, const std::vector<comm::SignalTarget>& emptied_waits,
                         const std::vector<comm::SignalTarget>& filled_waits) {
@@ -350,20 +352,26 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   const int rank = call.rank(), world = call.world();
   const std::size_t bytes = count * datatype_size(type);
   const auto count_after = static_cast<std::uint32_t>(number + 1);
+  const bool pushed = bytes >= box.push_min_bytes;
   ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
   gate.publish_from = send;
-  gate.publish_to = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   gate.publish_bytes = bytes;
+  if (!pushed) gate.publish_to[gate.publishes++] = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
-  for (int peer = 0; peer < world; ++peer) {
-    if (peer == rank) {
-      inputs[static_cast<std::size_t>(peer)] = send;
-      continue;
-    }
+  inputs[static_cast<std::size_t>(rank)] = send;
+  for (int step = 1; step < world; ++step) {  // rank + 1 first, as the copy form's copies
+    const int peer = (rank + step) % world;
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
-    inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
+    if (pushed) {
+      gate.publish_to[gate.publishes++] = in_peer_mailbox(call, box, peer, cell_offset(box, rank, peer, number), bytes);
+      inputs[static_cast<std::size_t>(peer)] =
+          static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
+    } else {
+      inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
+    }
   }
-  // The peers' kernels poll these words before they read this rank's cell: the last CTA to publish writes them.
+  // The peers' kernels poll these words before they read what this rank published: the last CTA to publish writes
+  // them.
   for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
     gate.announce_word[gate.announces++] = word;
   }
@@ -516,6 +524,7 @@ bool mailbox_ready(Call& call) {
   // this rank's own cell (three ranks or more, calls of both forms).
   const std::size_t loads_max = std::min(call.state().allreduce_loads_max, box.cell_bytes);
   box.loads_max_bytes = box.gated ? loads_max : 0;
+  box.push_min_bytes = call.state().allreduce_push_min;
   box.ll_offset = box.outbox_offset + kMailboxDepth * box.outbox_cell_bytes();
   box.ll_max_bytes = box.gated ? std::min({call.state().allreduce_ll_max, box.cell_bytes, kLlMaxBytes}) : 0;
   const std::size_t bytes =

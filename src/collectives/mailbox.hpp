@@ -12,7 +12,7 @@
 //   raise every peer's "emptied" count (n + 1): the peers may fill the cell again
 //   record the call's end (a call on another stream waits for it)
 //
-// The LL form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LL_MAX bytes, off by default and at most 32 KiB) is
+// The LL form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LL_MAX bytes, by default 16 KiB, at most 32 KiB) is
 // one kernel too: it waits (on GPU words) until the peers have emptied this rank's LL cell n % depth of theirs,
 // writes its input there as flagged lines, polls the peers' lines in its own memory, reduces, and raises the emptied
 // counts (ll_allreduce.hpp).
@@ -22,7 +22,8 @@
 // the peers have read this rank's own cell n % depth of kMailboxDepth calls ago, copies the input into it, raises
 // every peer's filled count, waits for theirs, reduces its input and the peers' own cells read where they lie (over
 // NVLink), and raises the emptied counts. On two H200s a small call went from about 21 us to 12-14 (NCCL 11-13;
-// docs/collectives.md, "Mailboxes").
+// docs/collectives.md, "Mailboxes"). From PICKLE_ALLREDUCE_PUSH_MIN bytes on (pushed) it stores the input into each
+// peer's cell for this rank instead, and reduces from its own cells in local memory.
 //
 // On CUDA memory the wait for the filled counts and the emptied raise are the reduction kernel's own (gated, up to
 // kMaxGatePeers peers, where no two ranks share a GPU): it polls the filled counts in GPU memory (words at the start
@@ -46,6 +47,7 @@
 // Only where every rank reaches every peer over ipc (copy engines into mapped memory, or host memory): decided once,
 // collectively, by the first call that would use it; otherwise the communicator takes the two-sided one-shot.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -82,10 +84,15 @@ struct Mailbox {
   /// The loads form (gated only; PICKLE_ALLREDUCE_LOADS_MAX): calls of up to loads_max_bytes copy their
   /// input into this rank's own cell n % kMailboxDepth, at outbox_offset in `memory`, and the peers' kernels read it
   /// there over NVLink: the reduction's CTAs move the data instead of copy engines (enqueue_loads_call).
+  /// Calls of at least push_min_bytes (PICKLE_ALLREDUCE_PUSH_MIN) store their input into each peer's cell for this
+  /// rank instead (the copy form's cells), and the kernel reads its own cells in local memory.
   std::size_t outbox_offset = 0;
   std::size_t loads_max_bytes = 0;  ///< the largest call in the loads form (0: none)
-  /// The bytes of one of this rank's own cells: loads_max_bytes in whole 256s, so that the cells stay aligned.
-  std::size_t outbox_cell_bytes() const { return (loads_max_bytes + 255) / 256 * 256; }
+  std::size_t push_min_bytes = 0;   ///< the smallest call in the loads form that is pushed
+  /// The largest call in the loads form that is pulled (through this rank's own cell; 0: none).
+  std::size_t pull_max_bytes() const { return push_min_bytes == 0 ? 0 : std::min(loads_max_bytes, push_min_bytes - 1); }
+  /// The bytes of one of this rank's own cells: pull_max_bytes in whole 256s, so that the cells stay aligned.
+  std::size_t outbox_cell_bytes() const { return (pull_max_bytes() + 255) / 256 * 256; }
   /// The LL form (gated only; PICKLE_ALLREDUCE_LL_MAX): calls of up to ll_max_bytes go as flagged lines into the
   /// peers' LL cells (per peer kMailboxDepth of them, at ll_offset; enqueue_ll_call, ll_allreduce.hpp). Cells of
   /// their own: a flag compared with what another form left in a cell could match its data.

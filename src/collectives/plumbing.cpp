@@ -119,6 +119,7 @@ CollectiveState& state_of(Communicator::Impl& comm) {
     state->allreduce_schedule = read_allreduce_schedule();
     state->allreduce_loads_max = read_bytes_limit("PICKLE_ALLREDUCE_LOADS_MAX");
     state->allreduce_ll_max = read_bytes_limit("PICKLE_ALLREDUCE_LL_MAX");
+    state->allreduce_push_min = read_bytes_limit("PICKLE_ALLREDUCE_PUSH_MIN");
     for (auto& lane : state->side) lane.resize(static_cast<std::size_t>(comm.info.world_size));
     state->ready_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);
     state->tokens_awaited.assign(static_cast<std::size_t>(comm.info.world_size), 0);

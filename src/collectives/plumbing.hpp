@@ -159,6 +159,7 @@ struct CollectiveState {
   AllreduceSchedule allreduce_schedule = AllreduceSchedule::Auto;  ///< PICKLE_ALLREDUCE_SCHEDULE
   std::size_t allreduce_loads_max = 0;                             ///< PICKLE_ALLREDUCE_LOADS_MAX (mailbox.hpp)
   std::size_t allreduce_ll_max = 0;                                ///< PICKLE_ALLREDUCE_LL_MAX (mailbox.hpp)
+  std::size_t allreduce_push_min = 0;                              ///< PICKLE_ALLREDUCE_PUSH_MIN (mailbox.hpp)
   std::uint64_t calls_made = 0;  ///< collective calls so far (run_collective): the next call's Call::sequence
   /// The allreduce mailboxes (mailbox.hpp), made by the first call that would use them.
   std::shared_ptr<Mailbox> mailbox;

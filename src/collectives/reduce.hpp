@@ -270,12 +270,14 @@ struct ReduceGate {
   /// that share it must not overlap (the mailbox's calls are ordered).
   std::uint32_t* ctas_done = nullptr;
 
-  /// Publication, before the waits (the mailboxes' loads form, where the peers read this rank's input over NVLink
-  /// rather than receive it from copy engines): every CTA copies its share of publish_bytes from publish_from to
-  /// publish_to (this rank's own cell), and once all have, with a system-wide fence, the last writes announce_value
-  /// into each announce word (the peers' filled words, in their GPU memory and their host signal areas).
+  /// Publication, before the waits (the mailboxes' loads form, where no copy engine moves the input): every CTA
+  /// copies its share of publish_bytes from publish_from to each of the `publishes` destinations (this rank's own
+  /// cell, which the peers read over NVLink; or, pushed, each peer's cell, which it reads in its own memory), and
+  /// once all have, with a system-wide fence, the last writes announce_value into each announce word (the peers'
+  /// filled words, in their GPU memory and their host signal areas).
   const void* publish_from = nullptr;
-  void* publish_to = nullptr;
+  int publishes = 0;
+  void* publish_to[kMaxGatePeers] = {};
   std::size_t publish_bytes = 0;
   int announces = 0;
   std::uint32_t* announce_word[2 * kMaxGatePeers] = {};

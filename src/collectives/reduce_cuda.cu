@@ -44,28 +44,46 @@ union Vector {
 
 using gated::aligned16;
 
-/// ReduceGate's publication: this rank's input into its own cell, by every CTA, then (once all have, behind a
-/// system-wide fence) the announcements by the last CTA. The announcement thus needs every CTA of the kernel to get
-/// an SM while the first ones wait for the peers' announcements: with fewer SMs free to the process than CTAs (an MPS
-/// thread limit, green contexts) two ranks could wait for each other's missing CTAs (docs/collectives.md,
-/// "Mailboxes": PICKLE_ALLREDUCE_LOADS_MAX=0 there). Vector i is copied by the thread that reduces it, so an in-place
-/// call reads its element before it overwrites it; the byte-wise copy of unaligned inputs is not (mailbox.cpp runs
-/// those in-place calls on one CTA).
+/// ReduceGate's publication: this rank's input into each destination (its own cell, or the peers' cells), by every
+/// CTA, then (once all have, behind a system-wide fence) the announcements by the last CTA. The announcement thus
+/// needs every CTA of the kernel to get an SM while the first ones wait for the peers' announcements: with fewer SMs
+/// free to the process than CTAs (an MPS thread limit, green contexts) two ranks could wait for each other's missing
+/// CTAs (docs/collectives.md, "Mailboxes": PICKLE_ALLREDUCE_LOADS_MAX=0 there). Vector i is copied by the thread
+/// that reduces it, so an in-place call reads its element before it overwrites it; the byte-wise copy of unaligned
+/// inputs is not (mailbox.cpp runs those in-place calls on one CTA). Each vector is loaded once and stored to every
+/// destination: pushed to several peers, the stores over NVLink go out together.
 __device__ void publish(const ReduceGate& gate) {
   const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto* from = static_cast<const unsigned char*>(gate.publish_from);
-  auto* to = static_cast<unsigned char*>(gate.publish_to);
+  bool vectorized = aligned16(from);
+  for (int d = 0; d < gate.publishes; ++d) vectorized = vectorized && aligned16(gate.publish_to[d]);
   std::size_t tail = 0;
-  if (aligned16(from) && aligned16(to)) {
+  if (vectorized) {
     const std::size_t vectors = gate.publish_bytes / sizeof(uint4);
-#pragma unroll 4
-    for (std::size_t i = thread; i < vectors; i += threads) {
-      reinterpret_cast<uint4*>(to)[i] = __ldcs(reinterpret_cast<const uint4*>(from) + i);
+    // Four vectors' loads in flight before their stores (which the compiler may not move above a later load: the
+    // destinations could alias the source, for all it knows); vector i stays with thread i % threads.
+    constexpr int kBatch = 4;
+    for (std::size_t base = thread; base < vectors; base += threads * kBatch) {
+      uint4 vector[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const std::size_t i = base + static_cast<std::size_t>(u) * threads;
+        if (i < vectors) vector[u] = __ldcs(reinterpret_cast<const uint4*>(from) + i);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const std::size_t i = base + static_cast<std::size_t>(u) * threads;
+        if (i >= vectors) continue;
+        for (int d = 0; d < gate.publishes; ++d) reinterpret_cast<uint4*>(gate.publish_to[d])[i] = vector[u];
+      }
     }
     tail = vectors * sizeof(uint4);
   }
-  for (std::size_t i = tail + thread; i < gate.publish_bytes; i += threads) to[i] = from[i];
+  for (std::size_t i = tail + thread; i < gate.publish_bytes; i += threads) {
+    const unsigned char byte = from[i];
+    for (int d = 0; d < gate.publishes; ++d) static_cast<unsigned char*>(gate.publish_to[d])[i] = byte;
+  }
   gated::announce(gate);
 }
 
@@ -74,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
                                                           std::size_t count, int nranks, bool vectorized,
                                                           ReduceGate gate) {
   if (gate.pre_waits.count > 0) gated::await_words(gate.pre_waits);
-  if (gate.publish_bytes > 0 || gate.announces > 0) publish(gate);
+  if (gate.publishes > 0 || gate.announces > 0) publish(gate);
   if (gate.waits.count > 0) gated::await_words(gate.waits);
   using S = typename E::Storage;
   using A = typename E::Acc;
@@ -184,7 +202,8 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
   if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
   if (gate != nullptr && (!gated::gate_fits(*gate) || (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
-                                         " waits or pre-waits, more than " + std::to_string(2 * kMaxGatePeers) +
+                                         " waits, pre-waits or publication destinations, more than " +
+                                         std::to_string(2 * kMaxGatePeers) +
                                          " raises or announcements, or raises or announcements without a CTA count");
   }
   if (task.ninputs > kMaxReduceInputs) {

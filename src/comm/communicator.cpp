@@ -57,9 +57,10 @@ void Communicator::Impl::check_settings_agree() const {
   // PICKLE_ALLGATHER_OWN_COPY: relaying ranks expect their block back from rank + 1.
   // PICKLE_ALLREDUCE_LOADS_MAX: the loads form reads the peer's own cell, the copy form waits for the peer's copy.
   // PICKLE_ALLREDUCE_LL_MAX: the LL form polls flagged lines that only the LL form writes.
+  // PICKLE_ALLREDUCE_PUSH_MIN: a pushed call reads its own cells, a pulled one the peer's own cell.
   constexpr const char* kMustAgree[] = {
-      "PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_LL_MAX", "PICKLE_ALLREDUCE_LOADS_MAX", "PICKLE_ALLREDUCE_SCHEDULE",
-      "PICKLE_COLL_CHUNK",         "PICKLE_COLL_HIERARCHY",   "PICKLE_PIPELINE_SCHEDULE"};
+      "PICKLE_ALLGATHER_OWN_COPY", "PICKLE_ALLREDUCE_LL_MAX", "PICKLE_ALLREDUCE_LOADS_MAX", "PICKLE_ALLREDUCE_PUSH_MIN",
+      "PICKLE_ALLREDUCE_SCHEDULE", "PICKLE_COLL_CHUNK",       "PICKLE_COLL_HIERARCHY",      "PICKLE_PIPELINE_SCHEDULE"};
   std::string mine;
   // Each as it takes effect (unset reads as its default), so that a rank that sets the default agrees with one that
   // leaves it unset.

@@ -33,30 +33,39 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LL_MAX", "0",
+    Variable{"PICKLE_ALLREDUCE_LL_MAX", "16384",
              "Allreduces through the mailboxes of up to this many bytes, on GPUs where no two ranks share one, take "
              "the LL form (after NCCL's LL protocol) before the loads form: one kernel writes the rank's input into "
              "every peer's cell as 16-byte lines of 8 data bytes beside two copies of the call's flag, and polls "
              "the peers' lines in its own memory, so that no fence, announcement or remote load comes between a "
              "peer's stores and the reduction; the data travels twice its size. 0: none. At most 32768 (the kernel is "
-             "one CTA; with more, calls were slower). Off by default: on two H200s it took a Llama-2 7B decode step's "
-             "allreduces (8 KB) from 10.8 to 9.0 us (NCCL 8.5), but back-to-back calls with the hosts as the "
-             "bottleneck (bench coll) ran whole repeats at 20-30 us where the loads form kept 12-14 "
-             "(docs/results/2026-11-30f-h200x2.md; the kernel has changed since, not yet measured). The same limits on "
-             "SMs as the loads form. Every rank must set "
-             "the same value (compared at creation). "
-             "See docs/collectives.md, \"Mailboxes\"."},
+             "one CTA; with more, calls were slower). On two H200s (docs/results/2026-11-30g-h200x2.md) back-to-back "
+             "calls of 4-16 KB (bench coll) took 7.8-11.2 us in three runs against the loads form's 11.4-11.6, and a "
+             "Llama-2 7B decode step with 8 KB allreduces 2.80 ms against the loads form's 2.86 (NCCL 2.76); at 16 KB "
+             "the two forms were equal, at 32 KB the loads form the faster (2.95-2.97 against 3.06 ms per step), "
+             "hence 16384. The same limits on SMs as the loads form. "
+             "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
              "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
              "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (at most 8) "
              "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
-             "over NVLink, instead of copy engines writing every peer's cell. Small calls cost the copy engine's hop "
+             "over NVLink (from PICKLE_ALLREDUCE_PUSH_MIN on it stores the input into the peers' cells instead), "
+             "rather than copy engines writing every peer's cell. Small calls cost the copy engine's hop "
              "and the stream's flag operations more than their bytes (measured over NVLink only; under an MPS thread "
              "limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy engines only. At "
              "most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form "
              "was the faster or "
              "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
              "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
+    Variable{"PICKLE_ALLREDUCE_PUSH_MIN", "65536",
+             "Allreduces in the loads form (PICKLE_ALLREDUCE_LOADS_MAX) of at least this many bytes are pushed: the "
+             "kernel stores the rank's input into each peer's cell for it, over NVLink, and reduces from its own "
+             "cells in local memory, instead of copying the input into its own cell and reading the peers' cells "
+             "where they lie (a store crosses NVLink without waiting for a reply; a load waits for one). On two "
+             "H200s (bf16, bench coll, docs/results/2026-11-30g-h200x2.md) pushed against pulled: 12.7 against 14.0 "
+             "us at 64 KB, 18.6 against 22.0 at 1 MB, 38.8 against 48.5 at 4 MB (NCCL 34.2); equal at 32 KB. 0: "
+             "every call in the loads form is pushed. Every rank must set the same value (compared at creation). "
+             "See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_SCHEDULE", "auto",
              "How allreduce runs: fused (reduce_scatter, then allgather of the reduced blocks, in one pipeline: "
              "each reduced chunk goes on to the peers while later chunks still arrive), phased (a whole "

@@ -246,10 +246,10 @@ TEST(Coll, APipelineScheduleSetOnOneRankAgreesOnlyWhenItIsTheDefault) {
 // The mailboxes' form limits: a rank in the LL or the loads form polls for what only that form writes, so they must
 // agree as well (spelled as the default, set on one rank only, they do).
 TEST(Coll, TheMailboxFormLimitsSetOnOneRankAgreeOnlyWhenTheyAreTheDefault) {
-  const std::pair<const char*, const char*> settings[] = {{"PICKLE_ALLREDUCE_LL_MAX", "0"},
-                                                          {"PICKLE_ALLREDUCE_LL_MAX", "32768"},
-                                                          {"PICKLE_ALLREDUCE_LOADS_MAX", "4194304"},
-                                                          {"PICKLE_ALLREDUCE_LOADS_MAX", "0"}};
+  const std::pair<const char*, const char*> settings[] = {
+      {"PICKLE_ALLREDUCE_LL_MAX", "16384"},      {"PICKLE_ALLREDUCE_LL_MAX", "0"},
+      {"PICKLE_ALLREDUCE_LOADS_MAX", "4194304"}, {"PICKLE_ALLREDUCE_LOADS_MAX", "0"},
+      {"PICKLE_ALLREDUCE_PUSH_MIN", "65536"},    {"PICKLE_ALLREDUCE_PUSH_MIN", "0"}};
   for (const auto& [variable, value] : settings) {
     SCOPED_TRACE(std::string(variable) + "=" + value);
     expect_all_ok(run_ranks("coll_setting_on_one_rank", 2, {"host", variable, value}, {"PICKLE_TIMEOUT=30"}));

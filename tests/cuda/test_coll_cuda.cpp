@@ -61,12 +61,13 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
   }
 }
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its counts of 1 and
-// 1003 elements in the loads form, the default; then in the LL form, PICKLE_ALLREDUCE_LL_MAX=32768) and on three
-// ranks sharing them (copy engines: not gated); 150 calls back to back on two streams with one rank's host late, in
-// the loads form alone, in LL then loads (the calls of 20000 floats), in the copy form alone, in loads and copy
-// (16 KiB: the calls of 20000 floats by copy engines), and in all three forms (LL up to 4 KiB, loads up to 16 KiB),
-// so that a cell's next call may take another form; and in place at unaligned addresses, the small calls in the LL
-// form or the loads form, the large ones on several CTAs of the loads form.
+// 1003 elements in the LL form, the default; then in the loads form, PICKLE_ALLREDUCE_LL_MAX=0, pulled and pushed)
+// and on three ranks sharing them (copy engines: not gated); 150 calls back to back on two streams with one rank's
+// host late, in the loads form alone (pulled; pushed; the calls of 16 KB and more pushed), in LL then loads (the calls
+// of 20000 floats), in the copy form alone, in loads and copy (16 KiB: the calls of 20000 floats by copy engines),
+// and in all three forms (LL up to 4 KiB, loads up to 16 KiB, pushed), so that a cell's next call may take another
+// form; and in place at unaligned addresses, the small calls in the LL form or the loads form (pulled or pushed), the
+// large ones on several CTAs of the loads form.
 // With one GPU both ranks share it, the mailboxes are not gated, and every run takes the copy form (the LL kernel's
 // own test, test_ll_allreduce_cuda, runs on one GPU).
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
@@ -79,20 +80,31 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   for (int ranks : {2, 3}) {
     expect_all_ok(run_ranks("coll_matrix", ranks, {"cuda"}, mailbox, std::chrono::seconds(400)));
   }
-  expect_all_ok(
-      run_ranks("coll_matrix", 2, {"cuda"}, with({"PICKLE_ALLREDUCE_LL_MAX=32768"}), std::chrono::seconds(400)));
-  for (const char* ll : {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LL_MAX=0"}) {
-    SCOPED_TRACE(ll);
-    expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"cuda"}, with({ll}), std::chrono::seconds(120)));
+  const std::vector<std::vector<std::string>> loads{{"PICKLE_ALLREDUCE_LL_MAX=0"},
+                                                    {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_PUSH_MIN=0"}};
+  for (const auto& form : loads) {
+    SCOPED_TRACE(form.back());
+    expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, with(form), std::chrono::seconds(400)));
+  }
+  const std::vector<std::vector<std::string>> unaligned{{"PICKLE_ALLREDUCE_LL_MAX=32768"},
+                                                        {"PICKLE_ALLREDUCE_LL_MAX=0"},
+                                                        {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_PUSH_MIN=0"}};
+  for (const auto& form : unaligned) {
+    SCOPED_TRACE(form.back());
+    expect_all_ok(run_ranks("coll_mailbox_in_place_unaligned", 2, {"cuda"}, with(form), std::chrono::seconds(120)));
   }
   const std::vector<std::vector<std::string>> forms{
+      {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=4194305"},
+      {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=0"},
+      {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=16384"},
       {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
-      {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=1048576"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"},
-      {"PICKLE_ALLREDUCE_LL_MAX=4096", "PICKLE_ALLREDUCE_LOADS_MAX=16384"}};
+      {"PICKLE_ALLREDUCE_LL_MAX=4096", "PICKLE_ALLREDUCE_LOADS_MAX=16384", "PICKLE_ALLREDUCE_PUSH_MIN=16384"}};
   for (const auto& form : forms) {
-    SCOPED_TRACE(form[0] + " " + form[1]);
+    std::string named;
+    for (const std::string& setting : form) named += setting + " ";
+    SCOPED_TRACE(named);
     expect_all_ok(run_ranks("coll_mailbox_back_to_back", 2, {"cuda"}, with(form), std::chrono::seconds(120)));
   }
 }
@@ -103,14 +115,18 @@ TEST_F(CollCuda, MailboxAllreducesFailCleanlyOnEveryRank) {
   const std::vector<std::string> env{"PICKLE_TIMEOUT=10", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
   expect_all_ok(run_ranks("coll_mailbox_count_mismatch", 2, {"cuda"}, env, std::chrono::seconds(60)));
   expect_all_ok(run_ranks("coll_absent_peer", 3, {"cuda", "small"}, env, std::chrono::seconds(90)));
-  // Two ranks, one per GPU: the loads form (the default), whose kernel waits for the absent rank's announcement
-  // itself, and the LL form, whose kernel polls for its lines.
-  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, env, std::chrono::seconds(90)));
-  std::vector<std::string> ll_env = env;
-  ll_env.push_back("PICKLE_ALLREDUCE_LL_MAX=32768");
-  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, ll_env, std::chrono::seconds(90)));
-  // A peer that dies, in the loads form and in the LL form.
-  for (const std::vector<std::string>& with : {env, ll_env}) {
+  // Two ranks, one per GPU: the LL form (the default for small calls), whose kernel polls for its lines, and the
+  // loads form, pulled and pushed, whose kernel waits for the absent rank's announcement itself.
+  std::vector<std::string> pulled = env, pushed = env;
+  pulled.push_back("PICKLE_ALLREDUCE_LL_MAX=0");
+  pushed.insert(pushed.end(), {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_PUSH_MIN=0"});
+  for (const std::vector<std::string>& with : {env, pulled, pushed}) {
+    SCOPED_TRACE(with.back());
+    expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "small"}, with, std::chrono::seconds(90)));
+  }
+  // A peer that dies, in each of them.
+  for (const std::vector<std::string>& with : {env, pulled, pushed}) {
+    SCOPED_TRACE(with.back());
     auto statuses = run_ranks("coll_peer_death", 2, {"cuda", "small"}, with, std::chrono::seconds(60));
     EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
     EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();

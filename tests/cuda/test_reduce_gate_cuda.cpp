@@ -215,25 +215,30 @@ TEST_F(GatedReduce, ASynchronizeThatTimesOutNamesTheKernelsWaitNotAnOlderStreamW
   EXPECT_EQ(host_word(1), 9u);
 }
 
-// The loads form's publication: every CTA copies its share of the input into the cell, and the last announces it
-// (a device word and a host word, as the peers' filled words), all before the kernel waits for its own word; then a
-// publication of odd bytes from an odd address (the byte path).
+// The loads form's publication: every CTA copies its share of the input into each destination (two here, as a call
+// pushed to two peers has), and the last announces it (a device word and a host word, as the peers' filled words),
+// all before the kernel waits for its own word; then a publication of odd bytes from an odd address (the byte path).
 TEST_F(GatedReduce, PublishesItsInputAndAnnouncesItBeforeItWaits) {
   constexpr std::size_t kBytes = kCount * sizeof(float);
-  char* cell = nullptr;
-  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&cell), kBytes), "cudaMalloc");
-  cuda_ok(cudaMemset(cell, 0, kBytes), "cudaMemset");
+  // Two destinations, as a call pushed to two peers has: the own cell of a pulled call alone is one.
+  char* cells[2] = {nullptr, nullptr};
+  for (char*& cell : cells) {
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&cell), kBytes), "cudaMalloc");
+    cuda_ok(cudaMemset(cell, 0, kBytes), "cudaMemset");
+  }
   std::vector<char> seen(kBytes);
   char* staging = nullptr;  // pinned before any kernel waits (see write_device_word)
   cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&staging), kBytes), "cudaMallocHost");
-  const auto read_cell = [&] {
+  const auto read_cell = [&](const char* cell) {
     cuda_ok(cudaMemcpyAsync(staging, cell, kBytes, cudaMemcpyDeviceToHost, side_), "cudaMemcpyAsync");
     cuda_ok(cudaStreamSynchronize(side_), "cudaStreamSynchronize");
     std::copy(staging, staging + kBytes, seen.begin());
   };
   ReduceGate publish;
   publish.publish_from = buffers_[0];  // ones
-  publish.publish_to = cell;
+  publish.publishes = 2;
+  publish.publish_to[0] = cells[0];
+  publish.publish_to[1] = cells[1];
   publish.publish_bytes = kBytes;
   publish.announces = 2;
   publish.announce_word[0] = device_words_ + 1;
@@ -249,32 +254,41 @@ TEST_F(GatedReduce, PublishesItsInputAndAnnouncesItBeforeItWaits) {
   EXPECT_EQ(device_word(1), 11u) << "no announcement in the device word";
   EXPECT_EQ(device_word(3), 0u) << "the publication's CTA count must be back at 0 for the next gated launch";
   ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the reduction did not wait for its word";
-  read_cell();
   const std::vector<float> ones(kCount, 1.0f);
-  EXPECT_EQ(std::memcmp(seen.data(), ones.data(), kBytes), 0) << "the cell does not hold the input";
+  for (int d = 0; d < 2; ++d) {
+    read_cell(cells[d]);
+    EXPECT_EQ(std::memcmp(seen.data(), ones.data(), kBytes), 0) << "destination " << d << " does not hold the input";
+  }
   write_device_word(7);
   ASSERT_TRUE(finished_within(10));
   EXPECT_EQ(wrong_outputs(1.0f + 2.0f), 0u);
   EXPECT_EQ(host_word(1), 9u);
 
-  // 1001 bytes of the 2s from one byte in, to three bytes into the cell.
+  // 1001 bytes of the 2s from one byte in, to three bytes into the first cell and five into the second.
+  const std::size_t starts[2] = {3, 5};
   publish.publish_from = reinterpret_cast<const char*>(buffers_[1]) + 1;
-  publish.publish_to = cell + 3;
+  publish.publish_to[0] = cells[0] + starts[0];
+  publish.publish_to[1] = cells[1] + starts[1];
   publish.publish_bytes = 1001;
   publish.announce_value = 12;
   launch(8, 10, nullptr, &publish);
   write_device_word(8);
   ASSERT_TRUE(finished_within(10));
   EXPECT_EQ(host_word(2), 12u);
-  read_cell();
   std::vector<char> twos(kBytes);
   const std::vector<float> two_floats(kCount, 2.0f);
   std::memcpy(twos.data(), two_floats.data(), kBytes);
-  EXPECT_EQ(std::memcmp(seen.data() + 3, twos.data() + 1, 1001), 0) << "the odd publication's bytes differ";
-  EXPECT_EQ(std::memcmp(seen.data(), ones.data(), 3), 0) << "the odd publication wrote before its start";
-  EXPECT_EQ(std::memcmp(seen.data() + 1004, reinterpret_cast<const char*>(ones.data()) + 1004, 16), 0)
-      << "the odd publication wrote past its end";
-  cudaFree(cell);
+  const auto* one_bytes = reinterpret_cast<const char*>(ones.data());
+  for (int d = 0; d < 2; ++d) {
+    SCOPED_TRACE("destination " + std::to_string(d));
+    read_cell(cells[d]);
+    const std::size_t start = starts[d];
+    EXPECT_EQ(std::memcmp(seen.data() + start, twos.data() + 1, 1001), 0) << "the odd publication's bytes differ";
+    EXPECT_EQ(std::memcmp(seen.data(), one_bytes, start), 0) << "the odd publication wrote before its start";
+    EXPECT_EQ(std::memcmp(seen.data() + start + 1001, one_bytes + start + 1001, 16), 0)
+        << "the odd publication wrote past its end";
+  }
+  for (char* cell : cells) cudaFree(cell);
   cudaFreeHost(staging);
 }
 
@@ -287,7 +301,8 @@ TEST_F(GatedReduce, PublishesNothingBeforeItsPreWaitPasses) {
   ReduceGate publish;
   publish.pre_waits.add(device_words_ + 4, host_words_on_device_ + 4, 3);
   publish.publish_from = buffers_[0];
-  publish.publish_to = cell;
+  publish.publishes = 1;
+  publish.publish_to[0] = cell;
   publish.publish_bytes = 4096;
   publish.announces = 1;
   publish.announce_word[0] = host_words_on_device_ + 2;
