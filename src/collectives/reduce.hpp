@@ -226,8 +226,11 @@ struct ReduceTask {
 
 /// Most peers a gated reduction (ReduceGate) waits for and tells; with more, the caller uses stream operations.
 inline constexpr int kMaxGatePeers = 16;
-/// Most CTAs a gated reduction runs on (it holds them while it waits for the peers).
-inline constexpr int kMaxGatedCtas = 8;
+/// Most CTAs a gated reduction runs on, whatever PICKLE_REDUCE_CTAS allows (it holds them while it waits for the
+/// peers): a quarter of an H100's or H200's SMs. The default is PICKLE_REDUCE_CTAS's 8; more make the mailboxes'
+/// larger calls faster (on two H200s the pushed steps of a 4 MB call took 25 us on 16 CTAs against 33 on 8,
+/// tools/probes/mailbox_push_probe, docs/results/2026-11-30g-h200x2.md).
+inline constexpr int kMaxGatedCtas = 32;
 
 /// Waits and raises that a CUDA reduction does itself, for the allreduce mailboxes (mailbox.cpp): before reading its
 /// inputs it waits until each wait's word reaches its value, and once every CTA has read them its last CTA writes

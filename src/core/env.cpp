@@ -45,18 +45,19 @@ constexpr std::array kTable = {
              "the two forms were equal, at 32 KB the loads form the faster (2.95-2.97 against 3.06 ms per step), "
              "hence 16384. The same limits on SMs as the loads form. "
              "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
-    Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
-             "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
-             "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (at most 8) "
-             "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
-             "over NVLink (from PICKLE_ALLREDUCE_PUSH_MIN on it stores the input into the peers' cells instead), "
-             "rather than copy engines writing every peer's cell. Small calls cost the copy engine's hop "
-             "and the stream's flag operations more than their bytes (measured over NVLink only; under an MPS thread "
-             "limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy engines only. At "
-             "most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form "
-             "was the faster or "
-             "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
-             "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
+    Variable{
+        "PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
+        "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
+        "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (PICKLE_REDUCE_CTAS) "
+        "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
+        "over NVLink (from PICKLE_ALLREDUCE_PUSH_MIN on it stores the input into the peers' cells instead), "
+        "rather than copy engines writing every peer's cell. Small calls cost the copy engine's hop "
+        "and the stream's flag operations more than their bytes (measured over NVLink only; under an MPS thread "
+        "limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy engines only. At "
+        "most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form "
+        "was the faster or "
+        "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
+        "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_PUSH_MIN", "65536",
              "Allreduces in the loads form (PICKLE_ALLREDUCE_LOADS_MAX) of at least this many bytes are pushed: the "
              "kernel stores the rank's input into each peer's cell for it, over NVLink, and reduces from its own "

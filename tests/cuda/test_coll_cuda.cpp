@@ -187,6 +187,19 @@ TEST_F(CollCuda, TwoRankAllreducesInFinerChunksAreExact) {
     expect_all_ok(run_ranks("coll_large", 2, {"cuda", mib}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(120)));
   }
 }
+// 4 MiB allreduces (f32 out of place, bf16 in place), the mailboxes' largest on two ranks: the loads form on
+// every CTA it may take (8 by default, 32 with PICKLE_REDUCE_CTAS=32, kMaxGatedCtas), pushed (the default) and pulled.
+TEST_F(CollCuda, TheLargestMailboxAllreducesOnUpTo32CtasAreExact) {
+  const std::vector<std::vector<std::string>> settings{
+      {"PICKLE_TIMEOUT=60"},
+      {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=32"},
+      {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=32", "PICKLE_ALLREDUCE_PUSH_MIN=4194305"},
+      {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=13", "PICKLE_ALLREDUCE_PUSH_MIN=0"}};
+  for (const auto& env : settings) {
+    SCOPED_TRACE(env.back());
+    expect_all_ok(run_ranks("coll_large", 2, {"cuda", "4"}, env, std::chrono::seconds(120)));
+  }
+}
 TEST_F(CollCuda, OneGiBAllreducesF32AndBf16AreExact) {
   expect_all_ok(run_ranks("coll_large", 2, {"cuda", "1024"}, {"PICKLE_TIMEOUT=60"}, std::chrono::seconds(400)));
 }
