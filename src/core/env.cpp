@@ -45,19 +45,17 @@ constexpr std::array kTable = {
              "the two forms were equal, at 32 KB the loads form the faster (2.95-2.97 against 3.06 ms per step), "
              "hence 16384. The same limits on SMs as the loads form. "
              "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
-    Variable{
-        "PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
-        "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
-        "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs (PICKLE_REDUCE_CTAS) "
-        "copies the rank's input into its own cell, announces it, and reads the peers' cells where they lie, "
-        "over NVLink (from PICKLE_ALLREDUCE_PUSH_MIN on it stores the input into the peers' cells instead), "
-        "rather than copy engines writing every peer's cell. Small calls cost the copy engine's hop "
-        "and the stream's flag operations more than their bytes (measured over NVLink only; under an MPS thread "
-        "limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy engines only. At "
-        "most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s the loads form "
-        "was the faster or "
-        "equal at every size up to it, docs/results/2026-11-30e-h200x2.md). Every rank must set the same value "
-        "(compared at creation). See docs/collectives.md, \"Mailboxes\"."},
+    Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
+             "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
+             "where no two ranks share one, take the loads form: one kernel of the reduction's CTAs "
+             "(PICKLE_REDUCE_CTAS) copies the rank's input into its own cell, announces it, and reads the peers' "
+             "cells where they lie, over NVLink (from PICKLE_ALLREDUCE_PUSH_MIN on it stores the input into the "
+             "peers' cells instead), rather than copy engines writing every peer's cell. Small calls cost the copy "
+             "engine's hop and the stream's flag operations more than their bytes (measured over NVLink only; under "
+             "an MPS thread limit or green contexts with fewer free SMs than the kernel's CTAs, set 0). 0: copy "
+             "engines only. At most a mailbox cell (4 MiB / (n - 1)): the default takes the whole cell (on two H200s "
+             "the loads form was the faster or equal at every size up to it, docs/results/2026-11-30e-h200x2.md). "
+             "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_PUSH_MIN", "65536",
              "Allreduces in the loads form (PICKLE_ALLREDUCE_LOADS_MAX) of at least this many bytes are pushed: the "
              "kernel stores the rank's input into each peer's cell for it, over NVLink, and reduces from its own "
@@ -150,7 +148,12 @@ constexpr std::array kTable = {
              "then /usr/bin/python3."},
     Variable{"PICKLE_REDUCE_CTAS", "8",
              "Most CTAs (thread blocks) a reduction of reduce_scatter or allreduce may occupy on CUDA: the data moves "
-             "by copy engines, and the reduction should leave the SMs to the application (1 to 1024)."},
+             "by copy engines, and the reduction should leave the SMs to the application (1 to 1024). The "
+             "mailboxes' gated kernels (allreduces up to a mailbox cell on GPUs of their own) hold their CTAs while "
+             "they wait for the peers and take at most 32; where SMs can be spared, more are faster there: on two "
+             "H200s a 4 MB bf16 allreduce took 40.4 us on 8 CTAs, 31.7 on 16 and 28.0 on 32 (NCCL 33.9), and a "
+             "Llama-2 7B prefill step (4 MB allreduces) 7.06 ms on 16 against 7.63 on 8 (NCCL 7.38; "
+             "docs/results/2026-11-30g-h200x2.md)."},
     Variable{"PICKLE_SHM_CHUNK", "4194304",
              "Bytes per chunk of the shm transport's staging ring (pinned shared host memory between two ranks): "
              "a message is copied device-to-host and host-to-device one chunk at a time, the chunks pipelined."},
