@@ -898,8 +898,9 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
 
 // In-place allreduces through the mailboxes at addresses that are not 16-byte aligned (bf16, f32 and u8 sums at
 // offsets of 2, 4 and 1 bytes): up to 32 KiB, the LL form's largest, with tails of a partial line; and up to about
-// 1 MiB, large enough for several CTAs of the loads form. Both publish the input that the in-place reduction
-// overwrites, and must not let a peer read an element this rank has already reduced.
+// 1 MiB, which the loads form, pulled or pushed, would spread over several CTAs if the call were aligned (unaligned
+// in place it runs on one: mailbox.cpp). Both publish the input that the in-place reduction overwrites, and must not
+// let a peer read an element this rank has already reduced.
 // args: memory.
 PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
   Communicator comm = make_comm(args.at(0));
@@ -1416,13 +1417,18 @@ PICKLE_CHILD(coll_send_not_behind_collective) {
   return 0;
 }
 
-// 1 GiB allreduces (f32 sum out of place, bf16 sum in place), every element checked. args: memory, MiB.
+// Large allreduces (f32 sum out of place, bf16 sum in place), every element checked, `rounds` times (each round with
+// inputs of its own: five calls or more reuse a mailbox's cells). args: memory, MiB[, rounds = 1].
 PICKLE_CHILD(coll_large) {
   Communicator comm = make_comm(args.at(0));
   const std::size_t bytes = std::stoull(args.at(1)) << 20;
+  const int rounds = args.size() > 2 ? std::stoi(args.at(2)) : 1;
   Harness h(comm, bytes);
-  run_allreduce(h, DataType::F32, ReduceOp::Sum, bytes / 4, false, 11);
-  run_allreduce(h, DataType::BF16, ReduceOp::Sum, bytes / 2, true, 12);
+  for (int round = 0; round < rounds; ++round) {
+    const auto salt = static_cast<std::uint64_t>(11 + 2 * round);
+    run_allreduce(h, DataType::F32, ReduceOp::Sum, bytes / 4, false, salt);
+    run_allreduce(h, DataType::BF16, ReduceOp::Sum, bytes / 2, true, salt + 1);
+  }
   comm.barrier();
   return h.failures() == 0 ? 0 : 1;
 }
