@@ -302,5 +302,9 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
 /// that may be waiting for peers that wait for this rank. Communicators on CUDA memory call it when they are made.
 /// Only in CUDA builds.
 void load_reduce_kernels(int device);
+/// CTAs of the reduction kernel that `device` holds at once (the fewest any instance fits on an SM at 1024 threads,
+/// times the SMs; 0 if CUDA cannot say). A gated launch takes no more: its first CTAs wait for the peers, whose
+/// kernels wait for this one's last CTAs, so every CTA must run at once. Only in CUDA builds.
+int resident_reduce_ctas(int device);
 
 }  // namespace pickle::coll

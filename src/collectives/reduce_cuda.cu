@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include <pickle/error.hpp>
@@ -195,6 +198,39 @@ void load_reduce_kernels(int device) {
   load_kernels(device, "reduction kernel", [](auto element, auto which) {
     return reinterpret_cast<const void*>(&reduce_kernel<decltype(element), decltype(which)::value>);
   });
+  resident_reduce_ctas(device);  // now rather than at the first gated launch
+}
+
+int resident_reduce_ctas(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> by_device;  // the answer does not change while the process lives
+  std::lock_guard lock(mutex);
+  if (const auto known = by_device.find(device); known != by_device.end()) return known->second;
+  LaunchDevice current(device);
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  int fewest = INT_MAX;
+  for (DataType type : kReduceTypes) {
+    for (ReduceOp op : kReduceOps) {
+      dispatch_type(type, [&](auto element) {
+        dispatch_op(op, [&](auto which) {
+          int per_sm = 0;
+          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &per_sm, reduce_kernel<decltype(element), decltype(which)::value>, kThreads, 0) != cudaSuccess) {
+            cudaGetLastError();
+            per_sm = 0;
+          }
+          fewest = std::min(fewest, per_sm);
+        });
+      });
+    }
+  }
+  const int resident = fewest * sms;
+  if (resident > 0) by_device.emplace(device, resident);
+  return resident;
 }
 
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
@@ -211,6 +247,11 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
                            " inputs: at most " + std::to_string(kMaxReduceInputs) + " ranks are supported");
   }
   LaunchDevice current(device);
+  // A gated kernel's CTAs must all run at once (resident_reduce_ctas): on a GPU of few SMs, fewer of them.
+  if (gate != nullptr) {
+    const int resident = resident_reduce_ctas(device);
+    if (resident > 0) max_ctas = std::min(max_ctas, resident);
+  }
   cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);
   cudaError_t status = cudaSuccess;
   dispatch_type(task.type, [&](auto element) {

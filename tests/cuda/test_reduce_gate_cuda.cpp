@@ -154,6 +154,21 @@ class GatedReduce : public testing::Test {
   float* fives_ = nullptr;  // pinned, allocated before any kernel waits (see write_device_word)
 };
 
+// A gated launch takes no more CTAs than the GPU holds at once (its CTAs wait for each other through the peers): the
+// kernel of 1024 threads fits at most two to an SM, at least one, so a GPU of as many SMs as kMaxGatedCtas holds
+// every CTA a gated launch may ask for.
+TEST_F(GatedReduce, KnowsHowManyOfItsCtasTheGpuHoldsAtOnce) {
+  int sms = 0;
+  cuda_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  const int resident = resident_reduce_ctas(0);
+  EXPECT_GE(resident, sms) << "fewer than one CTA per SM";
+  EXPECT_LE(resident, 2 * sms) << "more than two CTAs of 1024 threads per SM";
+  if (sms >= kMaxGatedCtas) {
+    EXPECT_GE(resident, kMaxGatedCtas);
+  }
+  EXPECT_EQ(resident_reduce_ctas(0), resident) << "the answer changed";
+}
+
 TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
   launch(7, 9);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
