@@ -150,7 +150,8 @@ constexpr std::array kTable = {
              "Most CTAs (thread blocks) a reduction of reduce_scatter or allreduce may occupy on CUDA: the data moves "
              "by copy engines, and the reduction should leave the SMs to the application (1 to 1024). The "
              "mailboxes' gated kernels (allreduces up to a mailbox cell on GPUs of their own) hold their CTAs while "
-             "they wait for the peers and take at most 32; where SMs can be spared, more are faster there: on two "
+             "they wait for the peers and take at most 32, and no more than the GPU holds at once; where SMs can be "
+             "spared, more are faster there: on two "
              "H200s a 4 MB bf16 allreduce took 40.4 us on 8 CTAs, 31.7 on 16 and 28.0 on 32 (NCCL 33.9), and a "
              "Llama-2 7B prefill step (4 MB allreduces) 7.06 ms on 16 against 7.63 on 8 (NCCL 7.38; "
              "docs/results/2026-11-30g-h200x2.md)."},
