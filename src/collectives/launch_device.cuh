@@ -42,29 +42,34 @@ class LaunchDevice {
   bool restore_ = false;
 };
 
-/// Loads the instance `kernel_of(Element<...>{}, std::integral_constant<ReduceOp, ...>{})` (a kernel's address) of
-/// every datatype and operator on `device`, so that no first launch loads one (which may synchronize the context);
-/// `what` names the kernel in the CudaError of a failure.
+/// Calls fn(type, op, kernel) for every datatype and operator, with kernel the instance
+/// `kernel_of(Element<...>{}, std::integral_constant<ReduceOp, ...>{})` (a kernel's address).
+template <class KernelOf, class Fn>
+void for_each_kernel(KernelOf kernel_of, Fn fn) {
+  for (DataType type : kReduceTypes) {
+    for (ReduceOp op : kReduceOps) {
+      dispatch_type(
+          type, [&](auto element) { dispatch_op(op, [&](auto which) { fn(type, op, kernel_of(element, which)); }); });
+    }
+  }
+}
+
+/// Loads every instance (for_each_kernel) on `device`, so that no first launch loads one (which may synchronize the
+/// context); `what` names the kernel in the CudaError of a failure.
 template <class KernelOf>
 void load_kernels(int device, const char* what, KernelOf kernel_of) {
   LaunchDevice current(device);
-  for (DataType type : kReduceTypes) {
-    for (ReduceOp op : kReduceOps) {
-      dispatch_type(type, [&](auto element) {
-        dispatch_op(op, [&](auto which) {
-          cudaFuncAttributes attributes{};
-          const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel_of(element, which));
-          if (status != cudaSuccess) {
-            cudaGetLastError();
-            throw CudaError(std::string("loading the ") + what + " (" + datatype_name(type) + " " + reduce_op_name(op) +
-                                ") on device " + std::to_string(device) + ": " + cudaGetErrorName(status) + ": " +
-                                cudaGetErrorString(status),
-                            static_cast<int>(status));
-          }
-        });
-      });
+  for_each_kernel(kernel_of, [&](DataType type, ReduceOp op, const void* kernel) {
+    cudaFuncAttributes attributes{};
+    const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw CudaError(std::string("loading the ") + what + " (" + datatype_name(type) + " " + reduce_op_name(op) +
+                          ") on device " + std::to_string(device) + ": " + cudaGetErrorName(status) + ": " +
+                          cudaGetErrorString(status),
+                      static_cast<int>(status));
     }
-  }
+  });
 }
 
 /// The CudaError of a launch that failed with `status`; `what` describes the launch.

@@ -192,12 +192,15 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
   return cudaGetLastError();
 }
 
+/// The reduction kernel's instance of an element type and operator (load_kernels, for_each_kernel).
+constexpr auto reduce_kernel_of = [](auto element, auto which) {
+  return reinterpret_cast<const void*>(&reduce_kernel<decltype(element), decltype(which)::value>);
+};
+
 }  // namespace
 
 void load_reduce_kernels(int device) {
-  load_kernels(device, "reduction kernel", [](auto element, auto which) {
-    return reinterpret_cast<const void*>(&reduce_kernel<decltype(element), decltype(which)::value>);
-  });
+  load_kernels(device, "reduction kernel", reduce_kernel_of);
   resident_reduce_ctas(device);  // now rather than at the first gated launch
 }
 
@@ -213,21 +216,14 @@ int resident_reduce_ctas(int device) {
     return 0;
   }
   int fewest = INT_MAX;
-  for (DataType type : kReduceTypes) {
-    for (ReduceOp op : kReduceOps) {
-      dispatch_type(type, [&](auto element) {
-        dispatch_op(op, [&](auto which) {
-          int per_sm = 0;
-          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &per_sm, reduce_kernel<decltype(element), decltype(which)::value>, kThreads, 0) != cudaSuccess) {
-            cudaGetLastError();
-            per_sm = 0;
-          }
-          fewest = std::min(fewest, per_sm);
-        });
-      });
+  for_each_kernel(reduce_kernel_of, [&](DataType, ReduceOp, const void* kernel) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
+      cudaGetLastError();
+      per_sm = 0;
     }
-  }
+    fewest = std::min(fewest, per_sm);
+  });
   const int resident = fewest * sms;
   if (resident > 0) by_device.emplace(device, resident);
   return resident;
