@@ -87,8 +87,11 @@ std::size_t emptied_word_offset(int world, int reader) {
 /// The device words' bytes, rounded up so that the cells stay 256-byte aligned.
 std::size_t device_words_bytes(int world) { return (emptied_word_offset(world, world) + 255) / 256 * 256; }
 
+/// `offset` in this rank's own mailbox memory (in_peer_mailbox's twin).
+char* in_own_mailbox(const Mailbox& box, std::size_t offset) { return static_cast<char*>(box.memory->data()) + offset; }
+
 std::uint32_t* own_device_word(const Mailbox& box, std::size_t offset) {
-  return reinterpret_cast<std::uint32_t*>(static_cast<char*>(box.memory->data()) + offset);
+  return reinterpret_cast<std::uint32_t*>(in_own_mailbox(box, offset));
 }
 
 /// `bytes` at `offset` in `peer`'s mailbox memory, through this rank's mapping of it.
@@ -121,7 +124,7 @@ void zero_gated_memory(const Mailbox& box, int world, MemoryKind kind, int devic
   stream->write_values(zeros);
   const std::size_t ll_bytes = box.memory->bytes() - box.ll_offset;
   const std::vector<char> zero_cells(ll_bytes, 0);
-  stream->copy(static_cast<char*>(box.memory->data()) + box.ll_offset, zero_cells.data(), ll_bytes);
+  stream->copy(in_own_mailbox(box, box.ll_offset), zero_cells.data(), ll_bytes);
   stream->synchronize();
 }
 
@@ -316,7 +319,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
     const auto at = static_cast<std::size_t>(peer);
     ll.push_to[at] = in_peer_mailbox(call, box, peer, ll_cell_offset(box, rank, peer, number), box.ll_cell_bytes());
-    ll.pull_from[at] = static_cast<const char*>(box.memory->data()) + ll_cell_offset(box, peer, rank, number);
+    ll.pull_from[at] = in_own_mailbox(box, ll_cell_offset(box, peer, rank, number));
     ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
   // Written by the kernel's watcher once every worker's lines are out (the polls read the lines, not these words).
@@ -356,7 +359,7 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
   ReduceGate gate = gate_after_emptied(call, box, emptied_waits);
   gate.publish_from = send;
   gate.publish_bytes = bytes;
-  if (!pushed) gate.publish_to[gate.publishes++] = static_cast<char*>(box.memory->data()) + outbox_offset(box, number);
+  if (!pushed) gate.publish_to[gate.publishes++] = in_own_mailbox(box, outbox_offset(box, number));
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   inputs[static_cast<std::size_t>(rank)] = send;
   for (int step = 1; step < world; ++step) {  // rank + 1 first, as the copy form's copies
@@ -364,8 +367,7 @@ void enqueue_loads_call(Call& call, const Mailbox& box, const void* send, void* 
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
     if (pushed) {
       gate.publish_to[gate.publishes++] = in_peer_mailbox(call, box, peer, cell_offset(box, rank, peer, number), bytes);
-      inputs[static_cast<std::size_t>(peer)] =
-          static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
+      inputs[static_cast<std::size_t>(peer)] = in_own_mailbox(box, cell_offset(box, peer, rank, number));
     } else {
       inputs[static_cast<std::size_t>(peer)] = in_peer_mailbox(call, box, peer, outbox_offset(box, number), bytes);
     }
@@ -446,7 +448,7 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
   std::vector<const void*> inputs(static_cast<std::size_t>(world));
   for (int peer = 0; peer < world; ++peer) {
     inputs[static_cast<std::size_t>(peer)] =
-        peer == rank ? send : static_cast<const char*>(box.memory->data()) + cell_offset(box, peer, rank, number);
+        peer == rank ? send : in_own_mailbox(box, cell_offset(box, peer, rank, number));
   }
   if (box.gated) {
     enqueue_gated_call_end(call, box, ReduceGate{}, filled_waits, recv, inputs, count, type, op, count_after);
