@@ -8,8 +8,12 @@
 // each GPU waits until the peer has reduced its call c - 4 (the cell's previous use), writes its input (floats, GPU g
 // holds g + 1) into its cell c % 4 at the peer as 16-byte lines {data, c, data, c}, polls its own cell's lines until
 // both flags are c, sums, stores, and raises the peer's "emptied" word to c. Variants, each at every size:
+//   ctas      the kernel's CTAs (the lines striped over all their threads; the last CTA to finish raises): on two
+//             H200s pickle's LL kernel on 8 CTAs of 1024 threads took 128 KB calls in 18-19 us against the loads
+//             form's 13 (docs/results/2026-11-30h-h200x2.md); does the plain form of the call slow down alike?
 //   threads   the CTA's threads (1024 as pickle's kernel, fewer with more lines each)
-//   backoff   nanoseconds of __nanosleep between a thread's polls of a line that has not arrived (0: spin)
+//   backoff   nanoseconds of __nanosleep between a thread's polls of a line that has not arrived (0: spin; on one
+//             CTA only, as host)
 //   host      every polling thread also reads a word of pinned host memory every 64th poll (as pickle's kernel did
 //             until 2026-11-30f for a failed pair's release; since then one watcher thread reads it), or not
 // and two paces:
@@ -56,22 +60,25 @@ struct CallArgs {
   unsigned flag;               // the call's number
   int backoff_ns;
   const unsigned* host_word;  // pinned host memory (stays 0), or null: no host reads
+  unsigned* ctas_done;        // here: CTAs of this call that have reduced (0 between calls; the last resets it)
 };
 
 __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
-  if (threadIdx.x == 0 && a.flag > kDepth) {
+  if (threadIdx.x == 0 && a.flag > kDepth) {  // every CTA's: it writes into the cell
     while (static_cast<int>(*reinterpret_cast<const volatile unsigned*>(a.my_emptied) - (a.flag - kDepth)) < 0) {
     }
   }
   __syncthreads();
   const std::size_t lines = a.count / 2;
   const float mine = static_cast<float>(a.flag);
-  for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t line = first; line < lines; line += stride) {
     const uint2 data = make_uint2(__float_as_uint(a.in[2 * line] + mine), __float_as_uint(a.in[2 * line + 1] + mine));
     pickle::coll::store_flagged(a.push_cell, line, data, a.flag);
   }
   unsigned host_seen = 0;  // stays 0: read only so that the loads happen
-  for (std::size_t line = threadIdx.x; line < lines; line += blockDim.x) {
+  for (std::size_t line = first; line < lines; line += stride) {
     uint4 v = pickle::coll::load_flagged(a.own_cell, line);
     for (unsigned poll = 1; v.y != a.flag || v.w != a.flag; ++poll) {
       if (a.backoff_ns > 0) __nanosleep(a.backoff_ns);
@@ -85,6 +92,11 @@ __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (gridDim.x > 1) {
+      __threadfence();
+      if (atomicAdd(a.ctas_done, 1u) != gridDim.x - 1) return;
+      *a.ctas_done = 0;
+    }
     __threadfence_system();
     *reinterpret_cast<volatile unsigned*>(a.peer_emptied) = a.flag;
   }
@@ -95,6 +107,7 @@ struct Gpu {
   float* out = nullptr;
   uint4* cells = nullptr;  // kDepth cells, where the peer pushes
   unsigned* emptied = nullptr;
+  unsigned* ctas_done = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
 };
@@ -112,6 +125,7 @@ __global__ void gate_kernel(const unsigned* gate) {
 }
 
 struct Variant {
+  int ctas;
   int threads;
   int backoff_ns;
   bool host_reads;
@@ -127,6 +141,7 @@ double run(Gpu (&gpus)[kGpus], unsigned* host_words, std::size_t bytes, std::siz
     check(cudaSetDevice(g), "cudaSetDevice");
     check(cudaMemset(gpus[g].cells, 0, kDepth * cell_lines * sizeof(uint4)), "clear the cells");
     check(cudaMemset(gpus[g].emptied, 0, sizeof(unsigned)), "clear the emptied word");
+    check(cudaMemset(gpus[g].ctas_done, 0, sizeof(unsigned)), "clear the CTA count");
     check(cudaDeviceSynchronize(), "clear");
   }
   __atomic_store_n(&host_words[0], v.host_pace ? 1u : 0u, __ATOMIC_RELEASE);  // the host pace needs no gate
@@ -165,9 +180,10 @@ double run(Gpu (&gpus)[kGpus], unsigned* host_words, std::size_t bytes, std::siz
                        gpus[g].emptied,
                        static_cast<unsigned>(c),
                        v.backoff_ns,
-                       v.host_reads ? host_words + 1 : nullptr};
+                       v.host_reads ? host_words + 1 : nullptr,
+                       gpus[g].ctas_done};
       check(cudaSetDevice(g), "cudaSetDevice");
-      ll_call<<<1, v.threads, 0, gpus[g].stream>>>(a);
+      ll_call<<<v.ctas, v.threads, 0, gpus[g].stream>>>(a);
       check(cudaGetLastError(), "launch");
       if (v.host_pace && i == 0) spin_us(skew_us);
     }
@@ -196,8 +212,8 @@ double run(Gpu (&gpus)[kGpus], unsigned* host_words, std::size_t bytes, std::siz
     const float expected = 3.0f + 2.0f * static_cast<float>(calls);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (out[i] != expected) {
-        std::fprintf(stderr, "ll_poll_probe: GPU %d element %zu is %g, not %g (%zu bytes, %d threads)\n", g, i,
-                     static_cast<double>(out[i]), static_cast<double>(expected), bytes, v.threads);
+        std::fprintf(stderr, "ll_poll_probe: GPU %d element %zu is %g, not %g (%zu bytes, %d x %d threads)\n", g, i,
+                     static_cast<double>(out[i]), static_cast<double>(expected), bytes, v.ctas, v.threads);
         std::exit(1);
       }
     }
@@ -245,6 +261,7 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&gpus[g].out, max_bytes), "cudaMalloc out");
     check(cudaMalloc(&gpus[g].cells, kDepth * (max_bytes / 8) * sizeof(uint4)), "cudaMalloc cells");
     check(cudaMalloc(&gpus[g].emptied, sizeof(unsigned)), "cudaMalloc emptied");
+    check(cudaMalloc(&gpus[g].ctas_done, sizeof(unsigned)), "cudaMalloc CTA count");
     check(cudaStreamCreateWithFlags(&gpus[g].stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreate(&gpus[g].start), "cudaEventCreate");
     check(cudaEventCreate(&gpus[g].stop), "cudaEventCreate");
@@ -253,22 +270,32 @@ int main(int argc, char** argv) {
   }
   std::printf("# ll_poll_probe: GPUs 0 and 1, %d calls x %d repeats (median), host pace: %.1f us gap, %.1f us skew\n",
               calls, repeats, gap_us, skew_us);
-  std::printf("# %8s %8s %10s %10s %6s %12s\n", "bytes", "threads", "backoff_ns", "host_reads", "pace", "us_per_call");
+  std::printf("# %8s %5s %8s %10s %10s %6s %12s\n", "bytes", "ctas", "threads", "backoff_ns", "host_reads", "pace",
+              "us_per_call");
+  struct Shape {
+    int ctas, threads;
+  };
+  // One CTA of 1024, 256 and 64 threads (the first measurements); then more CTAs, as pickle's LL kernel took them.
+  const Shape shapes[] = {{1, 1024}, {1, 256}, {1, 64},  {2, 1024}, {4, 1024},
+                          {8, 1024}, {4, 256}, {8, 256}, {16, 256}, {32, 128}};
   for (std::size_t bytes : sizes) {
-    for (int threads : {1024, 256, 64}) {
-      if (bytes / 8 > static_cast<std::size_t>(threads) * 64) continue;  // at most 64 lines per thread
+    for (const Shape& shape : shapes) {
+      const std::size_t threads = static_cast<std::size_t>(shape.ctas) * shape.threads;
+      if (bytes / 8 > threads * 64) continue;                   // at most 64 lines per thread
+      if (shape.ctas > 1 && bytes / 8 < threads / 2) continue;  // at least half a line per thread
       for (int backoff_ns : {0, 100, 500}) {
         for (bool host_reads : {false, true}) {
+          if (shape.ctas > 1 && (backoff_ns != 0 || host_reads)) continue;
           for (bool host_pace : {false, true}) {
-            const Variant v{threads, backoff_ns, host_reads, host_pace};
+            const Variant v{shape.ctas, shape.threads, backoff_ns, host_reads, host_pace};
             std::vector<double> times;
             for (int r = 0; r < repeats; ++r) {
               times.push_back(run(gpus, host_words, bytes, max_bytes, v, gap_us, skew_us, calls));
             }
             std::sort(times.begin(), times.end());
-            std::printf("  %8zu %8d %10d %10s %6s %12.2f   (min %.2f, max %.2f)\n", bytes, threads, backoff_ns,
-                        host_reads ? "yes" : "no", host_pace ? "host" : "gpu", times[times.size() / 2], times.front(),
-                        times.back());
+            std::printf("  %8zu %5d %8d %10d %10s %6s %12.2f   (min %.2f, max %.2f)\n", bytes, shape.ctas,
+                        shape.threads, backoff_ns, host_reads ? "yes" : "no", host_pace ? "host" : "gpu",
+                        times[times.size() / 2], times.front(), times.back());
             std::fflush(stdout);
           }
         }
