@@ -1,9 +1,13 @@
 #pragma once
 // What the reduction kernels of reduce_cuda.cu and ll_allreduce_cuda.cu share around a launch: the device current
-// for it (LaunchDevice), loading every instance ahead of the first launch (load_kernels), and the error of a failed
-// launch (throw_launch_error). nvcc only.
+// for it (LaunchDevice), loading every instance ahead of the first launch (load_kernels), how many CTAs of them the
+// GPU holds at once (resident_ctas), and the error of a failed launch (throw_launch_error). nvcc only.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include <pickle/error.hpp>
@@ -70,6 +74,36 @@ void load_kernels(int device, const char* what, KernelOf kernel_of) {
                       static_cast<int>(status));
     }
   });
+}
+
+/// CTAs of `threads` threads of every instance (for_each_kernel) that `device` holds at once: the fewest any instance
+/// fits on an SM, times the SMs; 0 if CUDA cannot say. Asked once per device and kernel (a static per `KernelOf`
+/// type): the answer does not change while the process lives. A gated launch takes no more: its first CTAs wait for
+/// the peers, whose kernels wait for this one's last CTAs, so every CTA must run at once.
+template <class KernelOf>
+int resident_ctas(int device, KernelOf kernel_of, int threads) {
+  static std::mutex mutex;
+  static std::map<int, int> by_device;
+  std::lock_guard lock(mutex);
+  if (const auto known = by_device.find(device); known != by_device.end()) return known->second;
+  LaunchDevice current(device);
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  int fewest = INT_MAX;
+  for_each_kernel(kernel_of, [&](DataType, ReduceOp, const void* kernel) {
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
+      cudaGetLastError();
+      per_sm = 0;
+    }
+    fewest = std::min(fewest, per_sm);
+  });
+  const int resident = fewest * sms;
+  if (resident > 0) by_device.emplace(device, resident);
+  return resident;
 }
 
 /// The CudaError of a launch that failed with `status`; `what` describes the launch.

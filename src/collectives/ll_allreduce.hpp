@@ -26,10 +26,21 @@ PICKLE_HD constexpr std::size_t ll_lines(std::size_t bytes) { return (bytes + kL
 /// The bytes of an LL cell that carries `bytes` of data.
 constexpr std::size_t ll_cell_bytes_for(std::size_t bytes) { return ll_lines(bytes) * kLlLineBytes; }
 
-/// The LL kernel is one CTA (31 warps of workers, one watcher), so an LL call carries at most 32 KiB: with more CTAs
-/// (2-8 CTAs from 16 KiB, the watcher's work then on every thread) calls took 20-160 us on two H200s where one CTA's
-/// took 13 (docs/results/2026-11-30f-h200x2.md, call 4).
-inline constexpr std::size_t kLlMaxBytes = std::size_t{32} << 10;
+/// A CTA of the LL kernel (31 warps of workers, one watcher) takes up to this many bytes of a call, a few lines per
+/// worker: one CTA carried 16 KB as fast as the loads form and 32 KB slower (docs/results/2026-11-30g-h200x2.md).
+/// Larger calls run on more CTAs, at most the gated kernels' (ll_ctas_for).
+inline constexpr std::size_t kLlCtaBytes = std::size_t{16} << 10;
+
+/// The largest LL call: 16 CTAs' shares. The cells are sized by PICKLE_ALLREDUCE_LL_MAX, not by this.
+inline constexpr std::size_t kLlMaxBytes = std::size_t{256} << 10;
+
+/// The CTAs of an LL call of `bytes`: one per kLlCtaBytes, at least one, at most `max_ctas` (PICKLE_REDUCE_CTAS and
+/// kMaxGatedCtas, as the gated kernels). Each CTA then takes more lines where max_ctas is the limit.
+constexpr int ll_ctas_for(std::size_t bytes, int max_ctas) {
+  const std::size_t wanted = (bytes + kLlCtaBytes - 1) / kLlCtaBytes;
+  const std::size_t limit = max_ctas < 1 ? 1 : static_cast<std::size_t>(max_ctas);
+  return static_cast<int>(wanted < 1 ? 1 : (wanted < limit ? wanted : limit));
+}
 
 /// Every LL cell is written in full (all of kLlMaxBytes' lines, or the mailbox's limit's) at least once per this many
 /// of its calls, so that no line of it is older than that: a line 2^32 - 1 calls old would carry the flag of the
@@ -65,6 +76,7 @@ struct LlAllreduce {
   std::size_t count = 0;
   std::uint32_t flag = 0;          ///< ll_flag of the call
   std::uint32_t filled_count = 0;  ///< the filled count the call raises (a released host word is 2^30 beyond it)
+  int ctas = 1;                    ///< ll_ctas_for the call's bytes; fewer where the GPU holds fewer at once
   /// Lines written into each peer's cell: the data's, or more (zeros after the data) to write the cell in full.
   std::size_t push_lines = 0;
   /// Indexed by rank (this rank's entries unused): this rank's cell in the peer's mailbox memory (the peer's mapping
@@ -76,11 +88,12 @@ struct LlAllreduce {
   const std::uint32_t* release[kMaxLlRanks] = {};
 };
 
-/// Enqueues `call` (at most kLlMaxBytes) on the CUDA stream `cuda_stream` of `device`, on one CTA, with `gate`'s
-/// pre-waits (the peers have emptied the cells this call fills), announcements (the peers' filled words, written by
-/// the kernel's watcher once every worker has pushed its lines, behind a system-wide fence: the peers' hosts and
-/// the other forms read them, the LL polls do not) and raises (the peers' emptied words, at the end). CudaError on a
-/// launch failure. Only in CUDA builds.
+/// Enqueues `call` (at most kLlMaxBytes) on the CUDA stream `cuda_stream` of `device`, on call.ctas CTAs (at most
+/// kMaxGatedCtas; no more than the GPU holds at once, as resident_reduce_ctas), with `gate`'s pre-waits (the peers
+/// have emptied the cells this call fills), announcements (the peers' filled words, written by the last CTA's watcher
+/// once every worker has pushed its lines, behind a system-wide fence: the peers' hosts and the other forms read them,
+/// the LL polls do not; with more than one CTA they need gate.ctas_published) and raises (the peers' emptied words, at
+/// the end, by the last CTA: gate.ctas_done). CudaError on a launch failure. Only in CUDA builds.
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate);
 /// Loads every LL kernel on `device` (as load_reduce_kernels, and for the same reason). Only in CUDA builds.
 void load_ll_allreduce_kernels(int device);

@@ -1,9 +1,12 @@
-// The mailboxes' LL form (ll_allreduce.hpp): one kernel of one CTA per call that pushes the input into the peers' LL
-// cells as flagged lines, polls the peers' lines in its own GPU memory, and reduces. Warps 0-30 are the workers:
-// thread t owns lines t, t + 992, ... throughout (it pushes them, reduces them and stores them, so an in-place call
-// reads each byte before it overwrites it, at any alignment). Warp 31 is the watcher: once every worker has pushed
-// its lines it writes the announcement behind a system-wide fence, then reads the peers' host words that a failed
-// pair releases, about once a microsecond, so that no worker reads host memory while it polls.
+// The mailboxes' LL form (ll_allreduce.hpp): one kernel per call, of LlAllreduce::ctas CTAs, that pushes the input
+// into the peers' LL cells as flagged lines, polls the peers' lines in its own GPU memory, and reduces. In each CTA
+// warps 0-30 are the workers: worker t of CTA b owns lines b * 992 + t, then every ctas * 992 lines on, throughout (it
+// pushes them, reduces them and stores them, so an in-place call reads each byte before it overwrites it, at any
+// alignment). Warp 31 is the CTA's watcher: once its workers have pushed their lines it counts the CTA in, and the
+// last CTA's watcher writes the announcement behind a system-wide fence; then each watcher reads the peers' host
+// words that a failed pair releases, about once a microsecond, so that no worker reads host memory while it polls.
+// No CTA waits for another CTA of its own rank (the lines of any CTA of a peer may be polled by any CTA here), so
+// the ranks need not run the same number of CTAs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,7 +26,7 @@ constexpr int kThreads = 1024;
 constexpr int kWorkers = kThreads - 32;  ///< warps 0-30; warp 31 watches
 /// The named barrier (0 is __syncthreads') at which the workers report their lines pushed and the watcher waits.
 constexpr int kPushedBarrier = 1;
-static_assert(kLlMaxBytes / kLlLineData <= 8 * kWorkers, "a worker has at most 8 lines");
+static_assert(kLlCtaBytes / kLlLineData <= 4 * kWorkers, "a CTA's share is a few lines per worker");
 
 /// Line `line` of `bytes` at `from`: one 8-byte load where the line is whole and aligned, else byte by byte with
 /// the bytes past the end zero (they are reduced, never stored).
@@ -70,15 +73,23 @@ __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t fl
   }
 }
 
-/// The watcher's work (one thread, after the barrier at which every worker reported its lines pushed): the
-/// announcement, behind a system-wide fence, so that a peer host that sees the filled count sees the lines too (a pair
-/// that fails after the count went out takes the call's data as delivered); then, until every worker is done, each
-/// peer's host word that a failed pair releases (kReleasedAhead), about once a microsecond, into `released`.
+/// The watcher's work (one thread per CTA, after the barrier at which every worker of its CTA reported its lines
+/// pushed): the announcement, once every CTA's lines are out, behind a system-wide fence, so that a peer host that
+/// sees the filled count sees the lines too (a pair that fails after the count went out takes the call's data as
+/// delivered); then, until every worker of its CTA is done, each peer's host word that a failed pair releases
+/// (kReleasedAhead), about once a microsecond, into `released`.
 __device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile int* released,
                       const volatile int& workers_done) {
-  __threadfence_system();  // after the barrier: every worker's lines before the announcement
-  for (int i = 0; i < gate.announces; ++i) {
-    *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
+  __threadfence_system();  // after the barrier: this CTA's lines before the count and the announcement
+  // The last CTA to count itself in announces (gated::announce's count); with one CTA the barrier was the count.
+  if (gate.announces > 0 && (gridDim.x == 1 || atomicAdd(gate.ctas_published, 1u) == gridDim.x - 1)) {
+    if (gridDim.x > 1) {
+      *gate.ctas_published = 0;  // the next gated launch comes after this kernel
+      __threadfence_system();    // every CTA's lines before the announcements
+    }
+    for (int i = 0; i < gate.announces; ++i) {
+      *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
+    }
   }
   while (workers_done < kWorkers) {
     for (int r = 0; r < call.nranks; ++r) {
@@ -120,14 +131,16 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
     if (threadIdx.x == kWorkers) watch(call, gate, released, workers_done);
   } else {
     // Lines past the data (call.push_lines, a cell's refresh) carry the flag and zeros.
-    for (std::size_t line = threadIdx.x; line < call.push_lines; line += kWorkers) {
+    const std::size_t first = static_cast<std::size_t>(blockIdx.x) * kWorkers + threadIdx.x;
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kWorkers;
+    for (std::size_t line = first; line < call.push_lines; line += stride) {
       const uint2 data = load_line(send, bytes, line);
       for (int r = 0; r < call.nranks; ++r) {
         if (r != call.rank) store_flagged(call.push_to[r], line, data, call.flag);
       }
     }
     asm volatile("barrier.arrive %0, %1;" ::"r"(kPushedBarrier), "r"(kThreads) : "memory");
-    for (std::size_t line = threadIdx.x; line < lines; line += kWorkers) {
+    for (std::size_t line = first; line < lines; line += stride) {
       // In rank order, as every other form reduces: every rank's result is the same bits.
       A acc[kPerLine];
       for (int r = 0; r < call.nranks; ++r) {
@@ -149,39 +162,48 @@ __global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LlAllreduce call
   gated::raise(gate);
 }
 
+/// The LL kernel's instance of an element type and operator (load_kernels, resident_ctas).
+constexpr auto ll_kernel_of = [](auto element, auto which) {
+  return reinterpret_cast<const void*>(&ll_allreduce_kernel<decltype(element), decltype(which)::value>);
+};
+
 }  // namespace
 
 void load_ll_allreduce_kernels(int device) {
-  load_kernels(device, "LL allreduce kernel", [](auto element, auto which) {
-    return reinterpret_cast<const void*>(&ll_allreduce_kernel<decltype(element), decltype(which)::value>);
-  });
+  load_kernels(device, "LL allreduce kernel", ll_kernel_of);
+  resident_ctas(device, ll_kernel_of, kThreads);  // now rather than at the first launch
 }
 
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate) {
   const std::size_t bytes = call.count * datatype_size(call.type);
   if (call.nranks < 1 || call.nranks > kMaxLlRanks || call.rank < 0 || call.rank >= call.nranks ||
       bytes > kLlMaxBytes || call.push_lines < ll_lines(bytes) || call.push_lines > ll_lines(kLlMaxBytes) ||
-      !gated::gate_fits(gate)) {
+      call.ctas < 1 || call.ctas > kMaxGatedCtas || !gated::gate_fits(gate) ||
+      (call.ctas > 1 && gate.announces > 0 && gate.ctas_published == nullptr)) {
     throw Error(ErrorCode::Internal,
                 "LL allreduce: " + std::to_string(call.nranks) + " ranks (at most " + std::to_string(kMaxLlRanks) +
                     "), rank " + std::to_string(call.rank) + ", " + std::to_string(bytes) + " bytes (at most " +
-                    std::to_string(kLlMaxBytes) + ") in " + std::to_string(call.push_lines) +
-                    " lines, or a gate with too many pre-waits, raises or announcements, or raises "
-                    "without a CTA count");
+                    std::to_string(kLlMaxBytes) + ") in " + std::to_string(call.push_lines) + " lines on " +
+                    std::to_string(call.ctas) + " CTAs (at most " + std::to_string(kMaxGatedCtas) +
+                    "), or a gate with too many pre-waits, raises or announcements, or raises or (on more than one "
+                    "CTA) announcements without a CTA count");
   }
   LaunchDevice current(device);
+  // Every CTA must run at once (a CTA that polls holds its SM until the peers' lines come; resident_ctas).
+  const int resident = resident_ctas(device, ll_kernel_of, kThreads);
+  const int ctas = resident > 0 ? std::min(call.ctas, resident) : call.ctas;
   cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream);
   cudaError_t status = cudaSuccess;
   dispatch_type(call.type, [&](auto element) {
     dispatch_op(call.op, [&](auto which) {
-      ll_allreduce_kernel<decltype(element), decltype(which)::value><<<1, kThreads, 0, stream>>>(call, gate);
+      ll_allreduce_kernel<decltype(element), decltype(which)::value><<<ctas, kThreads, 0, stream>>>(call, gate);
       status = cudaGetLastError();
     });
   });
   if (status != cudaSuccess) {
     throw_launch_error(status, std::string("LL allreduce kernel launch (") + datatype_name(call.type) + " " +
                                    reduce_op_name(call.op) + ", " + std::to_string(call.count) + " elements, " +
-                                   std::to_string(call.nranks) + " ranks)");
+                                   std::to_string(call.nranks) + " ranks, " + std::to_string(ctas) + " CTAs)");
   }
 }
 

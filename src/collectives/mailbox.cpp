@@ -313,6 +313,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
                  .count = count,
                  .flag = ll_flag(number),
                  .filled_count = count_after,
+                 .ctas = ll_ctas_for(bytes, std::min(call.state().reduce_ctas, kMaxGatedCtas)),
                  .push_lines = ll_lines(refresh ? box.ll_max_bytes : bytes)};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
@@ -327,6 +328,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
     gate.announce_word[gate.announces++] = word;
   }
   gate.announce_value = count_after;
+  gate.ctas_published = own_device_word(box, ctas_published_offset(world));
   // The watch and a timeout's message name the filled counts, as for the other forms; a synchronize that times out
   // names the last peer's host word, which the kernel's watcher reads.
   GateWaits named;

@@ -6,9 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include <pickle/error.hpp>
@@ -204,30 +201,7 @@ void load_reduce_kernels(int device) {
   resident_reduce_ctas(device);  // now rather than at the first gated launch
 }
 
-int resident_reduce_ctas(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> by_device;  // the answer does not change while the process lives
-  std::lock_guard lock(mutex);
-  if (const auto known = by_device.find(device); known != by_device.end()) return known->second;
-  LaunchDevice current(device);
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  int fewest = INT_MAX;
-  for_each_kernel(reduce_kernel_of, [&](DataType, ReduceOp, const void* kernel) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
-      cudaGetLastError();
-      per_sm = 0;
-    }
-    fewest = std::min(fewest, per_sm);
-  });
-  const int resident = fewest * sms;
-  if (resident > 0) by_device.emplace(device, resident);
-  return resident;
-}
+int resident_reduce_ctas(int device) { return resident_ctas(device, reduce_kernel_of, kThreads); }
 
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
                         const ReduceGate* gate) {

@@ -897,9 +897,10 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
 }
 
 // In-place allreduces through the mailboxes at addresses that are not 16-byte aligned (bf16, f32 and u8 sums at
-// offsets of 2, 4 and 1 bytes): up to 32 KiB, the LL form's largest, with tails of a partial line; and up to about
-// 1 MiB, which the loads form, pulled or pushed, would spread over several CTAs if the call were aligned (unaligned
-// in place it runs on one: mailbox.cpp). Both publish the input that the in-place reduction overwrites, and must not
+// offsets of 2, 4 and 1 bytes): up to 32 KiB, with tails of a partial line, and 200 KB, which the LL form (where
+// PICKLE_ALLREDUCE_LL_MAX lets it) takes on one CTA and on several; and up to about 1 MiB, which the loads form,
+// pulled or pushed, would spread over several CTAs if the call were aligned (unaligned in place it runs on one:
+// mailbox.cpp). Both publish the input that the in-place reduction overwrites, and must not
 // let a peer read an element this rank has already reduced.
 // args: memory.
 PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
@@ -909,8 +910,9 @@ PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
     std::size_t count;
     std::size_t offset;
   };
-  const Case cases[] = {{DataType::BF16, 16383, 2},  {DataType::F32, 8191, 4},   {DataType::U8, 32765, 1},
-                        {DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4}, {DataType::U8, 1000003, 1}};
+  const Case cases[] = {{DataType::BF16, 16383, 2},  {DataType::F32, 8191, 4},    {DataType::U8, 32765, 1},
+                        {DataType::BF16, 100001, 2}, {DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4},
+                        {DataType::U8, 1000003, 1}};
   Harness h(comm, (std::size_t{1} << 20) + 4096);
   std::uint64_t salt = 7000;
   for (const Case& one : cases) {

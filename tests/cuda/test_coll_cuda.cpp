@@ -63,11 +63,11 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
 // Allreduces through the mailboxes (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the matrix on two GPUs (its counts of 1 and
 // 1003 elements in the LL form, the default; then in the loads form, PICKLE_ALLREDUCE_LL_MAX=0, pulled and pushed)
 // and on three ranks sharing them (copy engines: not gated); 150 calls back to back on two streams with one rank's
-// host late, in the loads form alone (pulled; pushed; the calls of 16 KB and more pushed), in LL then loads (the calls
-// of 20000 floats), in the copy form alone, in loads and copy (16 KiB: the calls of 20000 floats by copy engines),
-// and in all three forms (LL up to 4 KiB, loads up to 16 KiB, pushed), so that a cell's next call may take another
-// form; and in place at unaligned addresses, the small calls in the LL form or the loads form (pulled or pushed), the
-// large ones on several CTAs of the loads form.
+// host late, in the loads form alone (pulled; pushed; the calls of 16 KB and more pushed), in LL alone up to its
+// largest (the calls of 20000 floats on 5 CTAs), in the copy form alone, in loads and copy (16 KiB: the calls of 20000
+// floats by copy engines), and in all three forms (LL up to 4 KiB, loads up to 16 KiB, pushed), so that a cell's next
+// call may take another form; and in place at unaligned addresses, the small calls in the LL form (up to 200 KB, on
+// several CTAs) or the loads form (pulled or pushed), the large ones on several CTAs of the loads form.
 // With one GPU both ranks share it, the mailboxes are not gated, and every run takes the copy form (the LL kernel's
 // own test, test_ll_allreduce_cuda, runs on one GPU).
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
@@ -87,7 +87,7 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
     expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, with(form), std::chrono::seconds(400)));
   }
   const std::vector<std::vector<std::string>> unaligned{
-      {"PICKLE_ALLREDUCE_LL_MAX=32768"},
+      {"PICKLE_ALLREDUCE_LL_MAX=262144"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_PUSH_MIN=4194305"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_PUSH_MIN=0"}};
   for (const auto& form : unaligned) {
@@ -98,7 +98,7 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=4194305"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=16384"},
-      {"PICKLE_ALLREDUCE_LL_MAX=32768", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
+      {"PICKLE_ALLREDUCE_LL_MAX=262144", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"},
       {"PICKLE_ALLREDUCE_LL_MAX=4096", "PICKLE_ALLREDUCE_LOADS_MAX=16384", "PICKLE_ALLREDUCE_PUSH_MIN=16384"}};

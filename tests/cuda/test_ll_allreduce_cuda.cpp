@@ -1,9 +1,9 @@
 // The mailboxes' LL kernel (src/collectives/ll_allreduce.hpp) on one GPU, with its peers played by the test: rank 1
 // of 3, whose peers' cells the test fills with flagged lines and whose pushes into the peers' cells it reads back.
 // The kernel reduces in rank order exactly as the host reference does (every type, partial last lines, in place at
-// unaligned addresses), writes its own lines with the call's flag (all of a cell's lines when asked to), waits for
-// lines that carry an older flag, ends its polls when a failed pair releases the peer's host word (and not at the
-// peer's ordinary count), announces and raises.
+// unaligned addresses, on one CTA and on several), writes its own lines with the call's flag (all of a cell's lines
+// when asked to), waits for lines that carry an older flag, ends its polls when a failed pair releases the peer's host
+// word (and not at the peer's ordinary count), announces and raises once (the last CTA, leaving the CTA counts at 0).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -155,11 +155,13 @@ class LlAllreduceKernel : public testing::Test {
   }
 
   /// Host word i's device address: words 0 and 2 are peer 0's and peer 2's filled host words (release), 1 the raise.
+  /// Device words: 0 the announcement, 1 and 2 the CTA counts (read their inputs; pushed their lines).
   std::uint32_t* host_word_on_device(int i) const { return host_words_on_device_ + i; }
   void release(int peer) { __atomic_store_n(&host_words_[peer], kFilled - 1 + (1u << 30), __ATOMIC_RELEASE); }
 
-  /// Rank 1's call on `send` into `recv` (count elements of type, op), pushing `push_lines` lines.
-  void launch(DataType type, ReduceOp op, const void* send, void* recv, std::size_t count, std::size_t push_lines = 0) {
+  /// Rank 1's call on `send` into `recv` (count elements of type, op) on `ctas` CTAs, pushing `push_lines` lines.
+  void launch(DataType type, ReduceOp op, const void* send, void* recv, std::size_t count, int ctas = 1,
+              std::size_t push_lines = 0) {
     LlAllreduce call{.type = type,
                      .op = op,
                      .nranks = kRanks,
@@ -169,6 +171,7 @@ class LlAllreduceKernel : public testing::Test {
                      .count = count,
                      .flag = kFlag,
                      .filled_count = kFilled,
+                     .ctas = ctas,
                      .push_lines = push_lines != 0 ? push_lines : ll_lines(count * datatype_size(type))};
     for (int r : {0, 2}) {
       call.push_to[r] = push_[r];
@@ -183,6 +186,7 @@ class LlAllreduceKernel : public testing::Test {
     gate.raise_word[0] = host_word_on_device(1);
     gate.raise_value[0] = kFilled;
     gate.ctas_done = device_words_ + 1;
+    gate.ctas_published = device_words_ + 2;
     launch_ll_allreduce_cuda(call, stream_, 0, gate);
   }
 
@@ -227,90 +231,108 @@ TEST_F(LlAllreduceKernel, ReducesThePeersLinesInRankOrderAndPushesItsOwn) {
     ReduceOp op;
     std::size_t count;
   };
-  // Partial last lines (4012, 8194, 32765 and 6 bytes), the largest call, every type.
-  const Case cases[] = {{DataType::F32, ReduceOp::Sum, 1003}, {DataType::BF16, ReduceOp::Sum, 4097},
-                        {DataType::F16, ReduceOp::Max, 3},    {DataType::U8, ReduceOp::Min, 32765},
-                        {DataType::I64, ReduceOp::Prod, 100}, {DataType::F64, ReduceOp::Avg, 4096},
-                        {DataType::I32, ReduceOp::Sum, 8192}};
-  for (const Case& one : cases) {
-    SCOPED_TRACE(std::string(datatype_name(one.type)) + " " + reduce_op_name(one.op) + " x " +
-                 std::to_string(one.count));
-    clear();
-    const std::size_t bytes = one.count * datatype_size(one.type);
-    std::vector<std::uint8_t> inputs[kRanks];
-    for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(one.type, one.count, r + 1);
-    fill_peer_cell(0, inputs[0], kFlag);
-    fill_peer_cell(2, inputs[2], kFlag);
-    cuda_ok(cudaMemcpy(buffer_, inputs[kRank].data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-    launch(one.type, one.op, buffer_, out_, one.count);
-    ASSERT_TRUE(finished_within(10)) << "the kernel did not finish with every line there";
-    std::vector<std::uint8_t> expected(bytes);
-    const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
-    reduce_host(one.type, one.op, kRanks, expected.data(), in, kRanks, one.count);
-    EXPECT_EQ(download(out_, bytes), expected) << "not the host reduction's bits";
-    const std::vector<std::uint8_t> lines = flagged_lines(inputs[kRank], kFlag);
-    for (int r : {0, 2}) EXPECT_EQ(download(push_[r], lines.size()), lines) << "lines pushed to rank " << r;
-    EXPECT_EQ(device_word(0), kFilled) << "announced";
-    EXPECT_EQ(__atomic_load_n(&host_words_[1], __ATOMIC_ACQUIRE), kFilled) << "raised";
-    EXPECT_EQ(device_word(1), 0u) << "one CTA leaves the CTA count alone";
-  }
+  // Partial last lines (4012, 8194, 6, 80004 and kLlMaxBytes - 3 bytes), the largest call, every type; on one CTA,
+  // on more CTAs than the data has shares (ll_ctas_for) and on as many as a gated kernel takes.
+  const Case cases[] = {{DataType::F32, ReduceOp::Sum, 1003},
+                        {DataType::BF16, ReduceOp::Sum, 4097},
+                        {DataType::F16, ReduceOp::Max, 3},
+                        {DataType::U8, ReduceOp::Min, kLlMaxBytes - 3},
+                        {DataType::I64, ReduceOp::Prod, 100},
+                        {DataType::F64, ReduceOp::Avg, 4096},
+                        {DataType::I32, ReduceOp::Sum, 8192},
+                        {DataType::F32, ReduceOp::Max, 20001},
+                        {DataType::BF16, ReduceOp::Sum, kLlMaxBytes / 2}};
+  for (const int ctas : {1, 3, kMaxGatedCtas})
+    for (const Case& one : cases) {
+      SCOPED_TRACE(std::string(datatype_name(one.type)) + " " + reduce_op_name(one.op) + " x " +
+                   std::to_string(one.count) + " on " + std::to_string(ctas) + " CTAs");
+      clear();
+      const std::size_t bytes = one.count * datatype_size(one.type);
+      std::vector<std::uint8_t> inputs[kRanks];
+      for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(one.type, one.count, r + 1);
+      fill_peer_cell(0, inputs[0], kFlag);
+      fill_peer_cell(2, inputs[2], kFlag);
+      cuda_ok(cudaMemcpy(buffer_, inputs[kRank].data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+      launch(one.type, one.op, buffer_, out_, one.count, ctas);
+      ASSERT_TRUE(finished_within(10)) << "the kernel did not finish with every line there";
+      std::vector<std::uint8_t> expected(bytes);
+      const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
+      reduce_host(one.type, one.op, kRanks, expected.data(), in, kRanks, one.count);
+      EXPECT_EQ(download(out_, bytes), expected) << "not the host reduction's bits";
+      const std::vector<std::uint8_t> lines = flagged_lines(inputs[kRank], kFlag);
+      for (int r : {0, 2}) EXPECT_EQ(download(push_[r], lines.size()), lines) << "lines pushed to rank " << r;
+      EXPECT_EQ(device_word(0), kFilled) << "announced";
+      EXPECT_EQ(__atomic_load_n(&host_words_[1], __ATOMIC_ACQUIRE), kFilled) << "raised";
+      EXPECT_EQ(device_word(1), 0u) << "the CTA count of inputs read, left at 0";
+      EXPECT_EQ(device_word(2), 0u) << "the CTA count of lines pushed, left at 0";
+    }
 }
 
 TEST_F(LlAllreduceKernel, InPlaceAtAnUnalignedAddressReadsEveryByteBeforeItWritesIt) {
-  for (std::size_t offset : {1, 2, 6}) {
-    SCOPED_TRACE(offset);
-    clear();
-    const std::size_t count = 9001;  // bf16, 18002 bytes
-    const std::size_t bytes = count * 2;
-    std::vector<std::uint8_t> inputs[kRanks];
-    for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(DataType::BF16, count, r + 5);
-    fill_peer_cell(0, inputs[0], kFlag);
-    fill_peer_cell(2, inputs[2], kFlag);
-    std::uint8_t* at = buffer_ + offset;
-    cuda_ok(cudaMemcpy(at, inputs[kRank].data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-    launch(DataType::BF16, ReduceOp::Sum, at, at, count);
-    ASSERT_TRUE(finished_within(10));
-    std::vector<std::uint8_t> expected(bytes);
-    const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
-    reduce_host(DataType::BF16, ReduceOp::Sum, kRanks, expected.data(), in, kRanks, count);
-    EXPECT_EQ(download(at, bytes), expected);
-    const std::vector<std::uint8_t> lines = flagged_lines(inputs[kRank], kFlag);
-    EXPECT_EQ(download(push_[0], lines.size()), lines) << "the input pushed, not the result";
-  }
+  for (const int ctas : {1, 4})
+    for (std::size_t offset : {1, 2, 6}) {
+      SCOPED_TRACE(std::to_string(offset) + " bytes off, on " + std::to_string(ctas) + " CTAs");
+      clear();
+      const std::size_t count = 40001;  // bf16, 80002 bytes: lines of every CTA
+      const std::size_t bytes = count * 2;
+      std::vector<std::uint8_t> inputs[kRanks];
+      for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(DataType::BF16, count, r + 5);
+      fill_peer_cell(0, inputs[0], kFlag);
+      fill_peer_cell(2, inputs[2], kFlag);
+      std::uint8_t* at = buffer_ + offset;
+      cuda_ok(cudaMemcpy(at, inputs[kRank].data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+      launch(DataType::BF16, ReduceOp::Sum, at, at, count, ctas);
+      ASSERT_TRUE(finished_within(10));
+      std::vector<std::uint8_t> expected(bytes);
+      const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
+      reduce_host(DataType::BF16, ReduceOp::Sum, kRanks, expected.data(), in, kRanks, count);
+      EXPECT_EQ(download(at, bytes), expected);
+      const std::vector<std::uint8_t> lines = flagged_lines(inputs[kRank], kFlag);
+      EXPECT_EQ(download(push_[0], lines.size()), lines) << "the input pushed, not the result";
+    }
 }
 
 TEST_F(LlAllreduceKernel, WaitsForLinesThatStillCarryAnOlderFlag) {
-  const std::size_t count = 2000;  // floats
-  std::vector<std::uint8_t> inputs[kRanks];
-  for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(DataType::F32, count, r + 9);
-  fill_peer_cell(0, inputs[0], kFlag);
-  fill_peer_cell(2, input_bytes(DataType::F32, count, 30), kOlderFlag);
-  cuda_ok(cudaMemcpy(buffer_, inputs[kRank].data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  launch(DataType::F32, ReduceOp::Sum, buffer_, out_, count);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "lines of an older call were taken";
-  // The peer's ordinary count in its host word does not end the polls (it is no release).
-  __atomic_store_n(&host_words_[2], kFilled, __ATOMIC_RELEASE);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the peer's filled count ended the polls";
-  fill_peer_cell_late(2, inputs[2], kFlag);
-  ASSERT_TRUE(finished_within(10)) << "the kernel did not see the lines arrive";
-  std::vector<std::uint8_t> expected(count * 4);
-  const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
-  reduce_host(DataType::F32, ReduceOp::Sum, kRanks, expected.data(), in, kRanks, count);
-  EXPECT_EQ(download(out_, count * 4), expected);
+  for (const int ctas : {1, 5}) {
+    SCOPED_TRACE(std::to_string(ctas) + " CTAs");
+    clear();
+    const std::size_t count = 20000;  // floats: lines of every CTA
+    std::vector<std::uint8_t> inputs[kRanks];
+    for (int r = 0; r < kRanks; ++r) inputs[r] = input_bytes(DataType::F32, count, r + 9);
+    fill_peer_cell(0, inputs[0], kFlag);
+    fill_peer_cell(2, input_bytes(DataType::F32, count, 30), kOlderFlag);
+    cuda_ok(cudaMemcpy(buffer_, inputs[kRank].data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    launch(DataType::F32, ReduceOp::Sum, buffer_, out_, count, ctas);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "lines of an older call were taken";
+    EXPECT_EQ(device_word(0), kFilled) << "announced once every CTA pushed its lines, before the polls end";
+    // The peer's ordinary count in its host word does not end the polls (it is no release).
+    __atomic_store_n(&host_words_[2], kFilled, __ATOMIC_RELEASE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the peer's filled count ended the polls";
+    fill_peer_cell_late(2, inputs[2], kFlag);
+    ASSERT_TRUE(finished_within(10)) << "the kernel did not see the lines arrive";
+    std::vector<std::uint8_t> expected(count * 4);
+    const void* in[kRanks] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
+    reduce_host(DataType::F32, ReduceOp::Sum, kRanks, expected.data(), in, kRanks, count);
+    EXPECT_EQ(download(out_, count * 4), expected);
+  }
 }
 
 TEST_F(LlAllreduceKernel, AReleasedPairEndsThePollsForItsLines) {
-  const std::vector<std::uint8_t> data = input_bytes(DataType::F32, 4096, 1);
-  fill_peer_cell(0, data, kFlag);  // peer 2's lines never come
-  cuda_ok(cudaMemcpy(buffer_, data.data(), data.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  launch(DataType::F32, ReduceOp::Sum, buffer_, out_, 4096);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "finished without peer 2's lines";
-  release(2);
-  ASSERT_TRUE(finished_within(10)) << "a released pair did not end the polls";
-  EXPECT_EQ(__atomic_load_n(&host_words_[1], __ATOMIC_ACQUIRE), kFilled) << "the emptied raise, at the end";
+  for (const int ctas : {1, 4}) {
+    SCOPED_TRACE(std::to_string(ctas) + " CTAs: each CTA's watcher sees the release");
+    clear();
+    const std::vector<std::uint8_t> data = input_bytes(DataType::F32, 16384, 1);
+    fill_peer_cell(0, data, kFlag);  // peer 2's lines never come
+    cuda_ok(cudaMemcpy(buffer_, data.data(), data.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    launch(DataType::F32, ReduceOp::Sum, buffer_, out_, 16384, ctas);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "finished without peer 2's lines";
+    release(2);
+    ASSERT_TRUE(finished_within(10)) << "a released pair did not end the polls";
+    EXPECT_EQ(__atomic_load_n(&host_words_[1], __ATOMIC_ACQUIRE), kFilled) << "the emptied raise, at the end";
+  }
 }
 
 TEST_F(LlAllreduceKernel, ARefreshWritesEveryLineOfTheCell) {
@@ -319,7 +341,7 @@ TEST_F(LlAllreduceKernel, ARefreshWritesEveryLineOfTheCell) {
   fill_peer_cell(2, data, kFlag);
   cuda_ok(cudaMemcpy(buffer_, data.data(), data.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
   const std::size_t all_lines = ll_lines(kLlMaxBytes);
-  launch(DataType::F32, ReduceOp::Sum, buffer_, out_, 3, all_lines);
+  launch(DataType::F32, ReduceOp::Sum, buffer_, out_, 3, 3, all_lines);  // on 3 CTAs: their lines of zeros too
   ASSERT_TRUE(finished_within(10));
   std::vector<std::uint8_t> padded(kLlMaxBytes, 0);
   std::memcpy(padded.data(), data.data(), data.size());

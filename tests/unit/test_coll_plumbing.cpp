@@ -158,6 +158,21 @@ TEST(CollPlumbing, LlFlagsAreNeverZeroAndCellsAreWrittenInFullOftenEnough) {
   }
 }
 
+// The LL form's CTAs (ll_ctas_for): one per 16 KiB share of the call, never none, never more than the gated kernels'
+// budget (PICKLE_REDUCE_CTAS, kMaxGatedCtas); the largest call fits in kMaxGatedCtas shares.
+TEST(CollPlumbing, LlCallsTakeACtaPerShareWithinTheBudget) {
+  EXPECT_EQ(ll_ctas_for(1, 8), 1);
+  EXPECT_EQ(ll_ctas_for(kLlCtaBytes, 8), 1);
+  EXPECT_EQ(ll_ctas_for(kLlCtaBytes + 1, 8), 2);
+  EXPECT_EQ(ll_ctas_for(64 << 10, 8), 4);
+  EXPECT_EQ(ll_ctas_for(kLlMaxBytes, 8), 8) << "PICKLE_REDUCE_CTAS's default bounds it";
+  EXPECT_EQ(ll_ctas_for(kLlMaxBytes, kMaxGatedCtas), static_cast<int>(kLlMaxBytes / kLlCtaBytes));
+  EXPECT_LE(static_cast<int>(kLlMaxBytes / kLlCtaBytes), kMaxGatedCtas);
+  EXPECT_EQ(ll_ctas_for(100 << 10, 1), 1);
+  EXPECT_EQ(ll_ctas_for(100 << 10, 0), 1) << "never none";
+  EXPECT_EQ(ll_ctas_for(0, 8), 1);
+}
+
 TEST(CollPlumbing, HostChunksAreAnEighthOfTheBlockWithin64KiBAnd1MiB) {
   auto chunk_bytes = [](std::size_t block_bytes) {
     return chunk_elements(MemoryKind::Host, block_bytes / 4, 4, 2) * 4;
