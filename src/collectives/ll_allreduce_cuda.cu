@@ -3,8 +3,9 @@
 // warps 0-30 are the workers: worker t of CTA b owns lines b * 992 + t, then every ctas * 992 lines on, throughout (it
 // pushes them, reduces them and stores them, so an in-place call reads each byte before it overwrites it, at any
 // alignment). Warp 31 is the CTA's watcher: once its workers have pushed their lines it counts the CTA in, and the
-// last CTA's watcher writes the announcement behind a system-wide fence; then each watcher reads the peers' host
-// words that a failed pair releases, about once a microsecond, so that no worker reads host memory while it polls.
+// last CTA's watcher writes the announcement behind a system-wide fence; then, should the call go on for long (a late
+// or failed peer), each watcher reads the peers' host words that a failed pair releases, so that no worker reads host
+// memory while it polls.
 // No CTA waits for another CTA of its own rank (the lines of any CTA of a peer may be polled by any CTA here), so
 // the ranks need not run the same number of CTAs.
 #include <cuda_runtime.h>
@@ -73,11 +74,27 @@ __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t fl
   }
 }
 
+/// How long a call's polls go on before its watchers read the peers' host words at all: a call whose peers are in
+/// step ends well before, and its watchers leave host memory alone. Reads of it over PCIe about once a microsecond
+/// from every CTA's watcher slowed calls on 8 CTAs from 11 to 17-22 us at 128 KB (two H200s,
+/// docs/results/2026-11-30h-h200x2.md; the plain call of tools/probes/ll_poll_probe took 7.5 GPU-paced). After it
+/// the reads come 1 us apart, then twice as far each time up to kMaxReleaseReadGapNs, so that a late peer costs a
+/// few reads; a failed pair's release (seconds after the failure, by the host) ends the polls that much later.
+constexpr unsigned long long kQuietNs = 50'000;
+constexpr unsigned long long kFirstReleaseReadGapNs = 1'000, kMaxReleaseReadGapNs = 64'000;
+
+/// The GPU's global nanosecond timer (PTX %globaltimer).
+__device__ unsigned long long global_ns() {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
 /// The watcher's work (one thread per CTA, after the barrier at which every worker of its CTA reported its lines
 /// pushed): the announcement, once every CTA's lines are out, behind a system-wide fence, so that a peer host that
 /// sees the filled count sees the lines too (a pair that fails after the count went out takes the call's data as
-/// delivered); then, until every worker of its CTA is done, each peer's host word that a failed pair releases
-/// (kReleasedAhead), about once a microsecond, into `released`.
+/// delivered); then, until every worker of its CTA is done, once the call has gone on for kQuietNs, each peer's host
+/// word that a failed pair releases (kReleasedAhead), into `released`.
 __device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile int* released,
                       const volatile int& workers_done) {
   __threadfence_system();  // after the barrier: this CTA's lines before the count and the announcement
@@ -91,14 +108,19 @@ __device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile 
       *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
     }
   }
+  unsigned long long next_read = global_ns() + kQuietNs, gap = kFirstReleaseReadGapNs;
   while (workers_done < kWorkers) {
-    for (int r = 0; r < call.nranks; ++r) {
-      if (r != call.rank && released[r] == 0 &&
-          gated::reached(gated::load_volatile(call.release[r]), call.filled_count + kReleasedAhead)) {
-        released[r] = 1;
+    if (const unsigned long long now = global_ns(); now >= next_read) {
+      for (int r = 0; r < call.nranks; ++r) {
+        if (r != call.rank && released[r] == 0 &&
+            gated::reached(gated::load_volatile(call.release[r]), call.filled_count + kReleasedAhead)) {
+          released[r] = 1;
+        }
       }
+      next_read = now + gap;
+      gap = gap * 2 < kMaxReleaseReadGapNs ? gap * 2 : kMaxReleaseReadGapNs;
     }
-    __nanosleep(1000);
+    __nanosleep(100);  // the CTA ends when this sees the workers done
   }
 }
 

@@ -33,7 +33,7 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LL_MAX", "16384",
+    Variable{"PICKLE_ALLREDUCE_LL_MAX", "262144",
              "Allreduces through the mailboxes of up to this many bytes, on GPUs where no two ranks share one, take "
              "the LL form (after NCCL's LL protocol) before the loads form: one kernel writes the rank's input into "
              "every peer's cell as 16-byte lines of 8 data bytes beside two copies of the call's flag, and polls "
