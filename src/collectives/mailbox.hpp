@@ -12,7 +12,7 @@
 //   raise every peer's "emptied" count (n + 1): the peers may fill the cell again
 //   record the call's end (a call on another stream waits for it)
 //
-// The LL form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LL_MAX bytes, by default 16 KiB, at most 256 KiB) is
+// The LL form (gated mailboxes, calls of up to PICKLE_ALLREDUCE_LL_MAX bytes, by default 128 KiB, at most 256 KiB) is
 // one kernel too (a CTA per 16 KiB, up to PICKLE_REDUCE_CTAS): it waits (on GPU words) until the peers have emptied
 // this rank's LL cell n % depth of theirs, writes its input there as flagged lines, polls the peers' lines in its own
 // memory, reduces, and raises the emptied counts (ll_allreduce.hpp).

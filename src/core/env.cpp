@@ -33,18 +33,18 @@ constexpr std::array kTable = {
              "direct links, one set per peer). With PICKLE_IPC_STREAMS above 1 the ipc copies leave for the "
              "transport's own streams, and both run like parallel. The ranks may differ. See docs/collectives.md, "
              "\"Allgather\"."},
-    Variable{"PICKLE_ALLREDUCE_LL_MAX", "262144",
+    Variable{"PICKLE_ALLREDUCE_LL_MAX", "131072",
              "Allreduces through the mailboxes of up to this many bytes, on GPUs where no two ranks share one, take "
-             "the LL form (after NCCL's LL protocol) before the loads form: one kernel writes the rank's input into "
-             "every peer's cell as 16-byte lines of 8 data bytes beside two copies of the call's flag, and polls "
-             "the peers' lines in its own memory, so that no fence, announcement or remote load comes between a "
-             "peer's stores and the reduction; the data travels twice its size. 0: none. At most 262144 (the kernel "
-             "takes a CTA per 16 KiB, up to PICKLE_REDUCE_CTAS). On two H200s (docs/results/2026-11-30g-h200x2.md) "
-             "back-to-back "
-             "calls of 4-16 KB (bench coll) took 7.8-11.2 us in three runs against the loads form's 11.4-11.6, and a "
-             "Llama-2 7B decode step with 8 KB allreduces 2.80 ms against the loads form's 2.86 (NCCL 2.76); at 16 KB "
-             "the two forms were equal, at 32 KB the loads form the faster (2.95-2.97 against 3.06 ms per step), "
-             "hence 16384. The same limits on SMs as the loads form. "
+             "the LL form (after NCCL's LL protocol) before the loads form: one kernel (a CTA of 1024 threads per 16 "
+             "KiB of the call, up to PICKLE_REDUCE_CTAS) writes the rank's input into every peer's cell as 16-byte "
+             "lines of 8 data bytes beside two copies of the call's flag, and polls the peers' lines in its own "
+             "memory, so that no fence, announcement or remote load comes between a peer's stores and the reduction; "
+             "the data travels twice its size, and the cells take twice this per peer and cell. 0: none. At most "
+             "262144. On two H200s (bf16, docs/results/2026-11-30h-h200x2.md) back-to-back calls of 32-128 KB "
+             "(bench coll) took 9.8-11.2 us against the loads form's 11.5-17.8 (NCCL 9.4-9.5), and a Llama-2 7B "
+             "decode step with 64 and 128 KB allreduces 2.86 and 2.97 ms against the loads form's 3.02 and 3.05 "
+             "(NCCL 2.75 and 2.80); at 256 KB the loads form was as fast or faster, hence 131072. The same limits on "
+             "SMs as the loads form. "
              "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
              "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "

@@ -247,7 +247,7 @@ TEST(Coll, APipelineScheduleSetOnOneRankAgreesOnlyWhenItIsTheDefault) {
 // agree as well (spelled as the default, set on one rank only, they do).
 TEST(Coll, TheMailboxFormLimitsSetOnOneRankAgreeOnlyWhenTheyAreTheDefault) {
   const std::pair<const char*, const char*> settings[] = {
-      {"PICKLE_ALLREDUCE_LL_MAX", "262144"},     {"PICKLE_ALLREDUCE_LL_MAX", "0"},
+      {"PICKLE_ALLREDUCE_LL_MAX", "131072"},     {"PICKLE_ALLREDUCE_LL_MAX", "0"},
       {"PICKLE_ALLREDUCE_LOADS_MAX", "4194304"}, {"PICKLE_ALLREDUCE_LOADS_MAX", "0"},
       {"PICKLE_ALLREDUCE_PUSH_MIN", "65536"},    {"PICKLE_ALLREDUCE_PUSH_MIN", "0"}};
   for (const auto& [variable, value] : settings) {
