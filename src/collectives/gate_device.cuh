@@ -40,14 +40,15 @@ inline __device__ void await_words(const GateWaits& waits) {
   __syncthreads();
 }
 
-/// ReduceGate's announcements, once this CTA has issued its stores of what it publishes: the last CTA to get here
-/// writes announce_value into every announce word, behind a system-wide fence, so that a peer that sees a word sees
-/// every CTA's stores.
-inline __device__ void announce(const ReduceGate& gate) {
-  __syncthreads();  // this CTA's stores are issued
-  if (threadIdx.x != 0 || gate.announces == 0) return;
-  __threadfence_system();  // ... and visible to the peers before the count says so
-  if (gridDim.x > 1) {     // one CTA: the barrier above was the count
+/// ReduceGate's announcements, by the one thread of a CTA that speaks for it, once every store of the CTA's that the
+/// announcements cover is issued and ordered before this thread (a barrier): the CTA counts itself in, and the last
+/// CTA to do so writes announce_value into every announce word, behind system-wide fences, so that a peer that sees a
+/// word sees every CTA's stores. With one CTA the barrier was the count. The loads form's kernel (announce, below)
+/// and each CTA's watcher in the LL form's.
+inline __device__ void count_in_and_announce(const ReduceGate& gate) {
+  if (gate.announces == 0) return;
+  __threadfence_system();  // this CTA's stores, visible to the peers before the count says so
+  if (gridDim.x > 1) {
     if (atomicAdd(gate.ctas_published, 1u) != gridDim.x - 1) return;
     *gate.ctas_published = 0;  // the next gated launch comes after this kernel
     __threadfence_system();    // every CTA's stores before the announcements
@@ -55,6 +56,12 @@ inline __device__ void announce(const ReduceGate& gate) {
   for (int i = 0; i < gate.announces; ++i) {
     *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
   }
+}
+
+/// ReduceGate's announcements, once this CTA has issued its stores of what it publishes (count_in_and_announce).
+inline __device__ void announce(const ReduceGate& gate) {
+  __syncthreads();  // this CTA's stores are issued
+  if (threadIdx.x == 0) count_in_and_announce(gate);
 }
 
 /// ReduceGate's raises, once every CTA has read its inputs: the last CTA to get here writes them.

@@ -76,7 +76,7 @@ struct LlAllreduce {
   std::size_t count = 0;
   std::uint32_t flag = 0;          ///< ll_flag of the call
   std::uint32_t filled_count = 0;  ///< the filled count the call raises (a released host word is 2^30 beyond it)
-  int ctas = 1;                    ///< ll_ctas_for the call's bytes; fewer where the GPU holds fewer at once
+  int ctas = 1;  ///< ll_ctas_for the call's bytes (the launch takes fewer where the GPU holds fewer at once)
   /// Lines written into each peer's cell: the data's, or more (zeros after the data) to write the cell in full.
   std::size_t push_lines = 0;
   /// Indexed by rank (this rank's entries unused): this rank's cell in the peer's mailbox memory (the peer's mapping
@@ -89,11 +89,11 @@ struct LlAllreduce {
 };
 
 /// Enqueues `call` (at most kLlMaxBytes) on the CUDA stream `cuda_stream` of `device`, on call.ctas CTAs (at most
-/// kMaxGatedCtas; no more than the GPU holds at once, as resident_reduce_ctas), with `gate`'s pre-waits (the peers
-/// have emptied the cells this call fills), announcements (the peers' filled words, written by the last CTA's watcher
-/// once every worker has pushed its lines, behind a system-wide fence: the peers' hosts and the other forms read them,
-/// the LL polls do not; with more than one CTA they need gate.ctas_published) and raises (the peers' emptied words, at
-/// the end, by the last CTA: gate.ctas_done). CudaError on a launch failure. Only in CUDA builds.
+/// kMaxGatedCtas; no more than the GPU holds of the LL kernel at once, resident_ctas), with `gate`'s pre-waits (the
+/// peers have emptied the cells this call fills), announcements (the peers' filled words, written by the last CTA's
+/// watcher once every worker has pushed its lines, behind a system-wide fence: the peers' hosts and the other forms
+/// read them, the LL polls do not; with more than one CTA they need gate.ctas_published) and raises (the peers' emptied
+/// words, at the end, by the last CTA: gate.ctas_done). CudaError on a launch failure. Only in CUDA builds.
 void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int device, const ReduceGate& gate);
 /// Loads every LL kernel on `device` (as load_reduce_kernels, and for the same reason). Only in CUDA builds.
 void load_ll_allreduce_kernels(int device);

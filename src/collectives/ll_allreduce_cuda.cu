@@ -7,7 +7,10 @@
 // or failed peer), each watcher reads the peers' host words that a failed pair releases, so that no worker reads host
 // memory while it polls.
 // No CTA waits for another CTA of its own rank (the lines of any CTA of a peer may be polled by any CTA here), so
-// the ranks need not run the same number of CTAs.
+// the ranks may run different numbers of CTAs (PICKLE_REDUCE_CTAS need not agree) as long as every CTA of each runs
+// at once: where fewer fit (other kernels on the SMs, an MPS limit, green contexts), CTA b needs the peer's CTA b,
+// which equal grids dispatched in order provide, but unequal ones can leave each rank's running CTAs waiting for lines
+// of the other's waiting ones (as the loads form, such GPUs want PICKLE_ALLREDUCE_LL_MAX=16384, one CTA, or 0).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -82,6 +85,11 @@ __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t fl
 /// few reads; a failed pair's release (seconds after the failure, by the host) ends the polls that much later.
 constexpr unsigned long long kQuietNs = 50'000;
 constexpr unsigned long long kFirstReleaseReadGapNs = 1'000, kMaxReleaseReadGapNs = 64'000;
+/// PTX does not promise that %globaltimer ticks steadily: every this many turns of the watcher's loop it reads the
+/// host words whatever the timer says (each turn sleeps up to 200 ns, so at least several microseconds apart), so
+/// that a stalled timer cannot keep a failed pair's polls going for ever. Time is taken as differences, so a timer
+/// that jumps back reads at once rather than late.
+constexpr unsigned kTurnsPerForcedRead = 8192;
 
 /// The GPU's global nanosecond timer (PTX %globaltimer).
 __device__ unsigned long long global_ns() {
@@ -97,27 +105,19 @@ __device__ unsigned long long global_ns() {
 /// word that a failed pair releases (kReleasedAhead), into `released`.
 __device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile int* released,
                       const volatile int& workers_done) {
-  __threadfence_system();  // after the barrier: this CTA's lines before the count and the announcement
-  // The last CTA to count itself in announces (gated::announce's count); with one CTA the barrier was the count.
-  if (gate.announces > 0 && (gridDim.x == 1 || atomicAdd(gate.ctas_published, 1u) == gridDim.x - 1)) {
-    if (gridDim.x > 1) {
-      *gate.ctas_published = 0;  // the next gated launch comes after this kernel
-      __threadfence_system();    // every CTA's lines before the announcements
-    }
-    for (int i = 0; i < gate.announces; ++i) {
-      *reinterpret_cast<volatile std::uint32_t*>(gate.announce_word[i]) = gate.announce_value;
-    }
-  }
-  unsigned long long next_read = global_ns() + kQuietNs, gap = kFirstReleaseReadGapNs;
-  while (workers_done < kWorkers) {
-    if (const unsigned long long now = global_ns(); now >= next_read) {
+  gated::count_in_and_announce(gate);  // after the barrier: this CTA's lines are issued
+  unsigned long long last = global_ns(), wait = kQuietNs, gap = kFirstReleaseReadGapNs;
+  for (unsigned turn = 1; workers_done < kWorkers; ++turn) {
+    const unsigned long long now = global_ns();
+    if (now - last >= wait || turn % kTurnsPerForcedRead == 0) {
       for (int r = 0; r < call.nranks; ++r) {
         if (r != call.rank && released[r] == 0 &&
             gated::reached(gated::load_volatile(call.release[r]), call.filled_count + kReleasedAhead)) {
           released[r] = 1;
         }
       }
-      next_read = now + gap;
+      last = now;
+      wait = gap;
       gap = gap * 2 < kMaxReleaseReadGapNs ? gap * 2 : kMaxReleaseReadGapNs;
     }
     __nanosleep(100);  // the CTA ends when this sees the workers done

@@ -304,6 +304,8 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
   // A cell's first LL call, and one at least every kLlRefreshCalls of its calls, writes it in full: no line of it is
   // then old enough to carry the flag of a later call (ll_allreduce.hpp).
   const bool refresh = take_ll_refresh(box.ll_refreshed[number % kMailboxDepth], number);
+  // The lines written, and so the CTAs (a cell's first call may be a few bytes with a whole cell to write).
+  const std::size_t written = refresh ? box.ll_max_bytes : bytes;
   LlAllreduce ll{.type = type,
                  .op = op,
                  .nranks = world,
@@ -313,8 +315,8 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
                  .count = count,
                  .flag = ll_flag(number),
                  .filled_count = count_after,
-                 .ctas = ll_ctas_for(bytes, std::min(call.state().reduce_ctas, kMaxGatedCtas)),
-                 .push_lines = ll_lines(refresh ? box.ll_max_bytes : bytes)};
+                 .ctas = ll_ctas_for(written, std::min(call.state().reduce_ctas, kMaxGatedCtas)),
+                 .push_lines = ll_lines(written)};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
     c.check_peer_alive(peer, OpContext{.rank = rank, .peer = peer, .op = call.ctx().op, .bytes = bytes});
@@ -323,14 +325,14 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
     ll.pull_from[at] = in_own_mailbox(box, ll_cell_offset(box, peer, rank, number));
     ll.release[at] = c.signals->local_word_for_streams(peer, comm::kMailboxFilledSlot);
   }
-  // Written by the kernel's watcher once every worker's lines are out (the polls read the lines, not these words).
+  // Written by the last CTA's watcher once every CTA's lines are out (the polls read the lines, not these words).
   for (std::uint32_t* word : filled_words_raised_in_kernel(call, box, count_after)) {
     gate.announce_word[gate.announces++] = word;
   }
   gate.announce_value = count_after;
   gate.ctas_published = own_device_word(box, ctas_published_offset(world));
   // The watch and a timeout's message name the filled counts, as for the other forms; a synchronize that times out
-  // names the last peer's host word, which the kernel's watcher reads.
+  // names the last peer's host word, which the kernel's watchers read once the call has gone on for 50 us.
   GateWaits named;
   await_in_kernel(call, named, box, comm::kMailboxFilledSlot, filled_waits, filled_word_offset);
   raise_emptied_in_kernel(call, box, gate, count_after);

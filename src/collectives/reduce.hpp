@@ -285,7 +285,8 @@ struct ReduceGate {
   int announces = 0;
   std::uint32_t* announce_word[2 * kMaxGatePeers] = {};
   std::uint32_t announce_value = 0;
-  /// CTAs that have published (as ctas_done; another word). Needed when announces > 0.
+  /// CTAs that have published (as ctas_done; another word): the loads form's, and the LL form's CTAs that have
+  /// pushed their lines. Needed when announces > 0 (by the LL form only on more than one CTA).
   std::uint32_t* ctas_published = nullptr;
 };
 

@@ -721,6 +721,16 @@ PICKLE_CHILD(coll_two_ranks_as_threads) {
   return failures.load() == 0 ? 0 : 1;
 }
 
+/// The elements of the failure children's float allreduces, by args[1]: "small" 1000 (one-shot, or through the
+/// mailboxes: their LL form on one CTA), "medium" 20000 (80 KB: through the mailboxes, the LL form on 5 CTAs by
+/// default), else large enough for several chunks, and on four ranks for the fused pipeline.
+std::size_t failure_child_count(const std::vector<std::string>& args, int world) {
+  const std::string size = args.size() > 1 ? args[1] : "";
+  if (size == "small") return 1000;
+  if (size == "medium") return 20000;
+  return (std::size_t{1} << 18) * static_cast<std::size_t>(world);
+}
+
 // A rank dies (SIGKILL, from a thread, at an arbitrary point of a series of multi-chunk allreduces): every other
 // rank's collective call or stream synchronize fails with PeerError or TimeoutError, promptly, and later calls fail
 // fast. Rank 0 dies (its store goes with it, so that the survivors' teardown does not wait). args: memory.
@@ -729,9 +739,7 @@ PICKLE_CHILD(coll_peer_death) {
   // side may still write into this rank's receive buffer until the communicator is destroyed (collectives.md).
   std::optional<Communicator> held(make_comm(args.at(0)));
   Communicator& comm = *held;
-  // args[1] "small": 1000 elements (one-shot, or through the mailboxes).
-  const bool small = args.size() > 1 && args[1] == "small";
-  const std::size_t count = small ? 1000 : (std::size_t{1} << 18) * static_cast<std::size_t>(comm.world_size());
+  const std::size_t count = failure_child_count(args, comm.world_size());  // args[1]: small, medium or none
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 5);  // everything set up and working
   if (h.failures() != 0) return 1;
@@ -789,11 +797,10 @@ PICKLE_CHILD(coll_absent_peer) {
   Communicator comm = make_comm(args.at(0));
   const int world = comm.world_size(), absent = world - 1;
   // Large enough for several chunks, and on four ranks for the fused pipeline, whose ordered tokens the survivors
-  // then owe each other (a one-shot allreduce raises none). args[1] "small": 1000 elements, which fit a mailbox
-  // (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the survivors' calls return at once, their streams wait for the absent
-  // rank's count, and the progress thread's watch fails the pair as a timeout.
-  const bool small = args.size() > 1 && args[1] == "small";
-  const std::size_t count = small ? 1000 : (std::size_t{1} << 18) * static_cast<std::size_t>(world);
+  // then owe each other (a one-shot allreduce raises none). args[1] "small" or "medium" (failure_child_count): calls
+  // that fit a mailbox (PICKLE_ALLREDUCE_SCHEDULE=mailbox): the survivors' calls return at once, their streams wait
+  // for the absent rank's count, and the progress thread's watch fails the pair as a timeout.
+  const std::size_t count = failure_child_count(args, world);
   Harness h(comm, count * 4);
   run_allreduce(h, DataType::F32, ReduceOp::Sum, count, false, 7);  // everything set up and working
   if (h.failures() != 0) return 1;
@@ -850,7 +857,7 @@ PICKLE_CHILD(coll_absent_peer) {
 PICKLE_CHILD(coll_mailbox_back_to_back) {
   Communicator comm = make_comm(args.at(0));
   constexpr int kCalls = 150;
-  const std::size_t counts[] = {1, 1003, 4096, 37, 20000};
+  const std::size_t counts[] = {1, 1003, 4096, 37, 20000, 10000};
   const DataType type = DataType::F32;
   std::vector<std::size_t> offsets;
   std::vector<std::vector<std::uint8_t>> inputs;
@@ -897,12 +904,11 @@ PICKLE_CHILD(coll_mailbox_back_to_back) {
 }
 
 // In-place allreduces through the mailboxes at addresses that are not 16-byte aligned (bf16, f32 and u8 sums at
-// offsets of 2, 4 and 1 bytes): up to 32 KiB, with tails of a partial line, and 200 KB, which the LL form (where
-// PICKLE_ALLREDUCE_LL_MAX lets it) takes on one CTA and on several; and up to about 1 MiB, which the loads form,
-// pulled or pushed, would spread over several CTAs if the call were aligned (unaligned in place it runs on one:
-// mailbox.cpp). Both publish the input that the in-place reduction overwrites, and must not
-// let a peer read an element this rank has already reduced.
-// args: memory.
+// offsets of 2, 4 and 1 bytes): 8 KB and up to 32 KiB, with tails of a partial line, and 200 KB, which the LL form
+// (where PICKLE_ALLREDUCE_LL_MAX lets it) takes on one CTA (8 KB) and on several; and up to about 1 MiB, which the
+// loads form, pulled or pushed, would spread over several CTAs if the call were aligned (unaligned in place it runs on
+// one: mailbox.cpp). Both publish the input that the in-place reduction overwrites, and must not let a peer read an
+// element this rank has already reduced. args: memory.
 PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
   Communicator comm = make_comm(args.at(0));
   struct Case {
@@ -910,9 +916,9 @@ PICKLE_CHILD(coll_mailbox_in_place_unaligned) {
     std::size_t count;
     std::size_t offset;
   };
-  const Case cases[] = {{DataType::BF16, 16383, 2},  {DataType::F32, 8191, 4},    {DataType::U8, 32765, 1},
-                        {DataType::BF16, 100001, 2}, {DataType::BF16, 300001, 2}, {DataType::F32, 200003, 4},
-                        {DataType::U8, 1000003, 1}};
+  const Case cases[] = {{DataType::BF16, 4095, 2},  {DataType::BF16, 16383, 2},  {DataType::F32, 8191, 4},
+                        {DataType::U8, 32765, 1},   {DataType::BF16, 100001, 2}, {DataType::BF16, 300001, 2},
+                        {DataType::F32, 200003, 4}, {DataType::U8, 1000003, 1}};
   Harness h(comm, (std::size_t{1} << 20) + 4096);
   std::uint64_t salt = 7000;
   for (const Case& one : cases) {

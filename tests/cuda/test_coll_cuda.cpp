@@ -64,12 +64,13 @@ TEST_F(CollCuda, TheFusedAndOneShotAllreducesMatchTheReference) {
 // 1003 elements in the LL form, the default; then in the loads form, PICKLE_ALLREDUCE_LL_MAX=0, pulled and pushed)
 // and on three ranks sharing them (copy engines: not gated); 150 calls back to back on two streams with one rank's
 // host late, in the loads form alone (pulled; pushed; the calls of 16 KB and more pushed), in LL alone up to its
-// largest (the calls of 20000 floats on 5 CTAs), in the copy form alone, in loads and copy (16 KiB: the calls of 20000
-// floats by copy engines), and in all three forms (LL up to 4 KiB, loads up to 16 KiB, pushed), so that a cell's next
-// call may take another form; and in place at unaligned addresses, the small calls in the LL form (up to 200 KB, on
-// several CTAs) or the loads form (pulled or pushed), the large ones on several CTAs of the loads form.
-// With one GPU both ranks share it, the mailboxes are not gated, and every run takes the copy form (the LL kernel's
-// own test, test_ll_allreduce_cuda, runs on one GPU).
+// largest (the calls of 20000 floats on 5 CTAs), in LL on several CTAs then loads (up to 64 KiB: the calls of 10000
+// floats on 3 CTAs, those of 20000 pushed on several, sharing the CTA counts), in the copy form alone, in loads and
+// copy (16 KiB: the calls of 10000 and 20000 floats by copy engines), and in all three forms (LL up to 4 KiB, loads
+// up to 16 KiB, pushed), so that a cell's next call may take another form; and in place at unaligned addresses, the
+// small calls in the LL form (up to 200 KB, on several CTAs) or the loads form (pulled or pushed), the large ones on
+// several CTAs of the loads form. With one GPU both ranks share it, the mailboxes are not gated, and every run takes
+// the copy form (the LL kernel's own test, test_ll_allreduce_cuda, runs on one GPU).
 TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
   if (device::cuda_device_count() < 2) std::printf("[info] one GPU: the loads and LL forms are not taken\n");
   const std::vector<std::string> mailbox{"PICKLE_TIMEOUT=60", "PICKLE_ALLREDUCE_SCHEDULE=mailbox"};
@@ -99,6 +100,7 @@ TEST_F(CollCuda, TheMailboxAllreduceMatchesTheReference) {
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=4194304", "PICKLE_ALLREDUCE_PUSH_MIN=16384"},
       {"PICKLE_ALLREDUCE_LL_MAX=262144", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
+      {"PICKLE_ALLREDUCE_LL_MAX=65536", "PICKLE_ALLREDUCE_LOADS_MAX=4194304"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=0"},
       {"PICKLE_ALLREDUCE_LL_MAX=0", "PICKLE_ALLREDUCE_LOADS_MAX=16384"},
       {"PICKLE_ALLREDUCE_LL_MAX=4096", "PICKLE_ALLREDUCE_LOADS_MAX=16384", "PICKLE_ALLREDUCE_PUSH_MIN=16384"}};
@@ -132,6 +134,11 @@ TEST_F(CollCuda, MailboxAllreducesFailCleanlyOnEveryRank) {
     EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0 " << statuses[0].describe();
     EXPECT_TRUE(statuses[1].ok()) << "rank 1 " << statuses[1].describe();
   }
+  // Both in the LL form on several CTAs (80 KB calls: 5 CTAs, each watcher must see the release).
+  expect_all_ok(run_ranks("coll_absent_peer", 2, {"cuda", "medium"}, env, std::chrono::seconds(90)));
+  auto statuses = run_ranks("coll_peer_death", 2, {"cuda", "medium"}, env, std::chrono::seconds(60));
+  EXPECT_EQ(statuses[0].signal, SIGKILL) << "rank 0, medium " << statuses[0].describe();
+  EXPECT_TRUE(statuses[1].ok()) << "rank 1, medium " << statuses[1].describe();
 }
 TEST_F(CollCuda, OneCtaReductionsAreStillCorrect) {
   expect_all_ok(run_ranks("coll_matrix", 2, {"cuda"}, {"PICKLE_TIMEOUT=60", "PICKLE_REDUCE_CTAS=1"},

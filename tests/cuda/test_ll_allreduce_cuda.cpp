@@ -136,6 +136,7 @@ class LlAllreduceKernel : public testing::Test {
       cuda_ok(cudaMemset(pull_[r], 0, kCellBytes), "cudaMemset");
       cuda_ok(cudaMemset(push_[r], 0, kCellBytes), "cudaMemset");
     }
+    cuda_ok(cudaMemset(out_, 0xA5, kLlMaxBytes), "cudaMemset");  // no result of an earlier case passes for this one's
     cuda_ok(cudaMemset(device_words_, 0, 4 * sizeof(std::uint32_t)), "cudaMemset");
     for (int i = 0; i < 4; ++i) __atomic_store_n(&host_words_[i], 0u, __ATOMIC_RELEASE);
   }
