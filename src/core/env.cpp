@@ -43,8 +43,9 @@ constexpr std::array kTable = {
              "262144. On two H200s (bf16, docs/results/2026-11-30h-h200x2.md) back-to-back calls of 32-128 KB "
              "(bench coll) took 9.8-11.2 us against the loads form's 11.5-17.8 (NCCL 9.4-9.5), and a Llama-2 7B "
              "decode step with 64 and 128 KB allreduces 2.86 and 2.97 ms against the loads form's 3.02 and 3.05 "
-             "(NCCL 2.75 and 2.80); at 256 KB the loads form was as fast or faster, hence 131072. The same limits on "
-             "SMs as the loads form. "
+             "(NCCL 2.75 and 2.80); at 256 KB the loads form was as fast or faster, hence 131072. Under an MPS thread "
+             "limit or green contexts with fewer free SMs than its CTAs, set 16384 (one CTA) or 0, as for the loads "
+             "form. "
              "Every rank must set the same value (compared at creation). See docs/collectives.md, \"Mailboxes\"."},
     Variable{"PICKLE_ALLREDUCE_LOADS_MAX", "4194304",
              "Allreduces through the mailboxes (see PICKLE_ALLREDUCE_SCHEDULE) of up to this many bytes, on GPUs "
