@@ -14,6 +14,11 @@
 //   threads   the CTA's threads (1024 as pickle's kernel, fewer with more lines each)
 //   backoff   nanoseconds of __nanosleep between a thread's polls of a line that has not arrived (0: spin; on one
 //             CTA only, as host)
+//   watcher   none, host or device: the CTA's last warp polls nothing; its first thread reads a word (pinned host
+//             memory, or this GPU's memory) about once a microsecond until the CTA's workers are done, as pickle's LL
+//             kernel's watcher did until 2026-11-30h, when such reads over PCIe were found to slow calls on several
+//             CTAs (128 KB on 8 CTAs: 17-22 us against 11 without; docs/results/2026-11-30h-h200x2.md). On 1 and
+//             8 CTAs of 1024 threads: is it the PCIe reads, or any watcher loop?
 //   host      every polling thread also reads a word of pinned host memory every 64th poll (as pickle's kernel did
 //             until 2026-11-30f for a failed pair's release; since then one watcher thread reads it), or not
 // and two paces:
@@ -61,6 +66,7 @@ struct CallArgs {
   int backoff_ns;
   const unsigned* host_word;  // pinned host memory (stays 0), or null: no host reads
   unsigned* ctas_done;        // here: CTAs of this call that have reduced (0 between calls; the last resets it)
+  const unsigned* watch_word;  // the watcher's word (stays 0), or null: no watcher, every thread a worker
 };
 
 __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
@@ -68,11 +74,26 @@ __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
     while (static_cast<int>(*reinterpret_cast<const volatile unsigned*>(a.my_emptied) - (a.flag - kDepth)) < 0) {
     }
   }
+  __shared__ int workers_done;
+  if (threadIdx.x == 0) workers_done = 0;
   __syncthreads();
+  const int workers = a.watch_word != nullptr ? static_cast<int>(blockDim.x) - 32 : static_cast<int>(blockDim.x);
+  if (static_cast<int>(threadIdx.x) >= workers) {  // the watcher warp: its first thread reads, the others wait
+    if (static_cast<int>(threadIdx.x) == workers) {
+      unsigned seen = 0;  // stays 0
+      while (*reinterpret_cast<volatile int*>(&workers_done) < workers) {
+        seen |= *reinterpret_cast<const volatile unsigned*>(a.watch_word);
+        __nanosleep(1000);
+      }
+      if (seen != 0) a.out[0] = 0;  // never: only so that the reads happen
+    }
+    __syncthreads();
+    return;  // the raise below is thread 0's, a worker
+  }
   const std::size_t lines = a.count / 2;
   const float mine = static_cast<float>(a.flag);
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * workers + threadIdx.x;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * workers;
   for (std::size_t line = first; line < lines; line += stride) {
     const uint2 data = make_uint2(__float_as_uint(a.in[2 * line] + mine), __float_as_uint(a.in[2 * line + 1] + mine));
     pickle::coll::store_flagged(a.push_cell, line, data, a.flag);
@@ -90,6 +111,7 @@ __global__ void __launch_bounds__(1024) ll_call(CallArgs a) {
     a.out[2 * line] = a.in[2 * line] + mine + __uint_as_float(v.x) + static_cast<float>(host_seen);
     a.out[2 * line + 1] = a.in[2 * line + 1] + mine + __uint_as_float(v.z);
   }
+  atomicAdd(&workers_done, 1);
   __syncthreads();
   if (threadIdx.x == 0) {
     if (gridDim.x > 1) {
@@ -108,6 +130,7 @@ struct Gpu {
   uint4* cells = nullptr;  // kDepth cells, where the peer pushes
   unsigned* emptied = nullptr;
   unsigned* ctas_done = nullptr;
+  unsigned* zero_word = nullptr;  // a word of this GPU's memory that stays 0 (the device watcher reads it)
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
 };
@@ -124,12 +147,17 @@ __global__ void gate_kernel(const unsigned* gate) {
   }
 }
 
+enum class Watcher { kNone, kHost, kDevice };
+
+const char* watcher_name(Watcher w) { return w == Watcher::kHost ? "host" : w == Watcher::kDevice ? "device" : "none"; }
+
 struct Variant {
   int ctas;
   int threads;
   int backoff_ns;
   bool host_reads;
   bool host_pace;
+  Watcher watcher = Watcher::kNone;
 };
 
 /// One run of `calls` calls; the slower GPU's microseconds per call. host_words[0] is the gate, host_words[1] the
@@ -181,7 +209,10 @@ double run(Gpu (&gpus)[kGpus], unsigned* host_words, std::size_t bytes, std::siz
                        static_cast<unsigned>(c),
                        v.backoff_ns,
                        v.host_reads ? host_words + 1 : nullptr,
-                       gpus[g].ctas_done};
+                       gpus[g].ctas_done,
+                       v.watcher == Watcher::kHost     ? host_words + 1
+                       : v.watcher == Watcher::kDevice ? gpus[g].zero_word
+                                                       : nullptr};
       check(cudaSetDevice(g), "cudaSetDevice");
       ll_call<<<v.ctas, v.threads, 0, gpus[g].stream>>>(a);
       check(cudaGetLastError(), "launch");
@@ -262,6 +293,8 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&gpus[g].cells, kDepth * (max_bytes / 8) * sizeof(uint4)), "cudaMalloc cells");
     check(cudaMalloc(&gpus[g].emptied, sizeof(unsigned)), "cudaMalloc emptied");
     check(cudaMalloc(&gpus[g].ctas_done, sizeof(unsigned)), "cudaMalloc CTA count");
+    check(cudaMalloc(&gpus[g].zero_word, sizeof(unsigned)), "cudaMalloc zero word");
+    check(cudaMemset(gpus[g].zero_word, 0, sizeof(unsigned)), "clear the zero word");
     check(cudaStreamCreateWithFlags(&gpus[g].stream, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreate(&gpus[g].start), "cudaEventCreate");
     check(cudaEventCreate(&gpus[g].stop), "cudaEventCreate");
@@ -270,14 +303,24 @@ int main(int argc, char** argv) {
   }
   std::printf("# ll_poll_probe: GPUs 0 and 1, %d calls x %d repeats (median), host pace: %.1f us gap, %.1f us skew\n",
               calls, repeats, gap_us, skew_us);
-  std::printf("# %8s %5s %8s %10s %10s %6s %12s\n", "bytes", "ctas", "threads", "backoff_ns", "host_reads", "pace",
-              "us_per_call");
+  std::printf("# %8s %5s %8s %10s %10s %7s %6s %12s\n", "bytes", "ctas", "threads", "backoff_ns", "host_reads",
+              "watcher", "pace", "us_per_call");
   struct Shape {
     int ctas, threads;
   };
   // One CTA of 1024, 256 and 64 threads (the first measurements); then more CTAs, as pickle's LL kernel took them.
   const Shape shapes[] = {{1, 1024}, {1, 256}, {1, 64},  {2, 1024}, {4, 1024},
                           {8, 1024}, {4, 256}, {8, 256}, {16, 256}, {32, 128}};
+  auto measure = [&](std::size_t bytes, const Variant& v) {
+    std::vector<double> times;
+    for (int r = 0; r < repeats; ++r)
+      times.push_back(run(gpus, host_words, bytes, max_bytes, v, gap_us, skew_us, calls));
+    std::sort(times.begin(), times.end());
+    std::printf("  %8zu %5d %8d %10d %10s %7s %6s %12.2f   (min %.2f, max %.2f)\n", bytes, v.ctas, v.threads,
+                v.backoff_ns, v.host_reads ? "yes" : "no", watcher_name(v.watcher), v.host_pace ? "host" : "gpu",
+                times[times.size() / 2], times.front(), times.back());
+    std::fflush(stdout);
+  };
   for (std::size_t bytes : sizes) {
     for (const Shape& shape : shapes) {
       const std::size_t threads = static_cast<std::size_t>(shape.ctas) * shape.threads;
@@ -286,17 +329,15 @@ int main(int argc, char** argv) {
       for (int backoff_ns : {0, 100, 500}) {
         for (bool host_reads : {false, true}) {
           if (shape.ctas > 1 && (backoff_ns != 0 || host_reads)) continue;
+          for (bool host_pace : {false, true})
+            measure(bytes, {shape.ctas, shape.threads, backoff_ns, host_reads, host_pace});
+        }
+      }
+      // A watcher warp beside 31 warps of workers, as pickle's LL kernel (1024 threads, 1 and 8 CTAs).
+      if (shape.threads == 1024 && (shape.ctas == 1 || shape.ctas == 8)) {
+        for (Watcher watcher : {Watcher::kHost, Watcher::kDevice}) {
           for (bool host_pace : {false, true}) {
-            const Variant v{shape.ctas, shape.threads, backoff_ns, host_reads, host_pace};
-            std::vector<double> times;
-            for (int r = 0; r < repeats; ++r) {
-              times.push_back(run(gpus, host_words, bytes, max_bytes, v, gap_us, skew_us, calls));
-            }
-            std::sort(times.begin(), times.end());
-            std::printf("  %8zu %5d %8d %10d %10s %6s %12.2f   (min %.2f, max %.2f)\n", bytes, shape.ctas,
-                        shape.threads, backoff_ns, host_reads ? "yes" : "no", host_pace ? "host" : "gpu",
-                        times[times.size() / 2], times.front(), times.back());
-            std::fflush(stdout);
+            measure(bytes, {shape.ctas, shape.threads, 0, false, host_pace, watcher});
           }
         }
       }
