@@ -62,6 +62,37 @@ inline bool take_ll_refresh(std::uint64_t& refreshed, std::uint64_t number) {
   return true;
 }
 
+/// When the LL kernel's watchers read the peers' host words that a failed pair releases. Not in a call's first
+/// kQuietNs: a call whose peers are in step ends well before, and its watchers leave host memory alone (reads of it
+/// over PCIe about once a microsecond from every CTA's watcher slowed calls on 8 CTAs from 11 to 17-22 us at 128 KB on
+/// two H200s, docs/results/2026-11-30h-h200x2.md). Then 1 us apart, twice as far each time up to 64 us, so that a late
+/// peer costs a few reads; a failed pair's release (seconds after the failure, by the host) ends the polls that much
+/// later. Time is taken as differences, so a timer that jumps back reads at once; and every kTurnsPerForcedRead turns
+/// of the watcher's loop it reads whatever the timer says (PTX does not promise that %globaltimer ticks steadily; each
+/// turn sleeps up to 200 ns), so that a stalled timer cannot keep a failed pair's polls going for ever.
+class ReleaseReads {
+ public:
+  static constexpr unsigned long long kQuietNs = 50'000;
+  static constexpr unsigned long long kFirstGapNs = 1'000, kMaxGapNs = 64'000;
+  static constexpr unsigned kTurnsPerForcedRead = 8192;
+
+  PICKLE_HD explicit ReleaseReads(unsigned long long start_ns) : last_(start_ns) {}
+
+  /// Whether to read at turn `turn` of the loop (1, 2, ...) at time `now_ns`; a read it asks for is taken as done.
+  PICKLE_HD bool due(unsigned long long now_ns, unsigned turn) {
+    if (now_ns - last_ < wait_ && turn % kTurnsPerForcedRead != 0) return false;
+    last_ = now_ns;
+    wait_ = gap_;
+    gap_ = gap_ * 2 < kMaxGapNs ? gap_ * 2 : kMaxGapNs;
+    return true;
+  }
+
+ private:
+  unsigned long long last_;
+  unsigned long long wait_ = kQuietNs;
+  unsigned long long gap_ = kFirstGapNs;
+};
+
 /// Most ranks of an LL call: a gated mailbox's (kMaxGatePeers peers and this rank).
 inline constexpr int kMaxLlRanks = kMaxGatePeers + 1;
 

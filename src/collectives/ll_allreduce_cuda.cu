@@ -77,20 +77,6 @@ __device__ uint2 await_line(const void* cell, std::size_t line, std::uint32_t fl
   }
 }
 
-/// How long a call's polls go on before its watchers read the peers' host words at all: a call whose peers are in
-/// step ends well before, and its watchers leave host memory alone. Reads of it over PCIe about once a microsecond
-/// from every CTA's watcher slowed calls on 8 CTAs from 11 to 17-22 us at 128 KB (two H200s,
-/// docs/results/2026-11-30h-h200x2.md; the plain call of tools/probes/ll_poll_probe took 7.5 GPU-paced). After it
-/// the reads come 1 us apart, then twice as far each time up to kMaxReleaseReadGapNs, so that a late peer costs a
-/// few reads; a failed pair's release (seconds after the failure, by the host) ends the polls that much later.
-constexpr unsigned long long kQuietNs = 50'000;
-constexpr unsigned long long kFirstReleaseReadGapNs = 1'000, kMaxReleaseReadGapNs = 64'000;
-/// PTX does not promise that %globaltimer ticks steadily: every this many turns of the watcher's loop it reads the
-/// host words whatever the timer says (each turn sleeps up to 200 ns, so at least several microseconds apart), so
-/// that a stalled timer cannot keep a failed pair's polls going for ever. Time is taken as differences, so a timer
-/// that jumps back reads at once rather than late.
-constexpr unsigned kTurnsPerForcedRead = 8192;
-
 /// The GPU's global nanosecond timer (PTX %globaltimer).
 __device__ unsigned long long global_ns() {
   unsigned long long now;
@@ -101,24 +87,20 @@ __device__ unsigned long long global_ns() {
 /// The watcher's work (one thread per CTA, after the barrier at which every worker of its CTA reported its lines
 /// pushed): the announcement, once every CTA's lines are out, behind a system-wide fence, so that a peer host that
 /// sees the filled count sees the lines too (a pair that fails after the count went out takes the call's data as
-/// delivered); then, until every worker of its CTA is done, once the call has gone on for kQuietNs, each peer's host
-/// word that a failed pair releases (kReleasedAhead), into `released`.
+/// delivered); then, until every worker of its CTA is done, when ReleaseReads says so (not in the call's first 50 us),
+/// each peer's host word that a failed pair releases (kReleasedAhead), into `released`.
 __device__ void watch(const LlAllreduce& call, const ReduceGate& gate, volatile int* released,
                       const volatile int& workers_done) {
   gated::count_in_and_announce(gate);  // after the barrier: this CTA's lines are issued
-  unsigned long long last = global_ns(), wait = kQuietNs, gap = kFirstReleaseReadGapNs;
+  ReleaseReads reads(global_ns());
   for (unsigned turn = 1; workers_done < kWorkers; ++turn) {
-    const unsigned long long now = global_ns();
-    if (now - last >= wait || turn % kTurnsPerForcedRead == 0) {
+    if (reads.due(global_ns(), turn)) {
       for (int r = 0; r < call.nranks; ++r) {
         if (r != call.rank && released[r] == 0 &&
             gated::reached(gated::load_volatile(call.release[r]), call.filled_count + kReleasedAhead)) {
           released[r] = 1;
         }
       }
-      last = now;
-      wait = gap;
-      gap = gap * 2 < kMaxReleaseReadGapNs ? gap * 2 : kMaxReleaseReadGapNs;
     }
     __nanosleep(100);  // the CTA ends when this sees the workers done
   }

@@ -173,6 +173,39 @@ TEST(CollPlumbing, LlCallsTakeACtaPerShareWithinTheBudget) {
   EXPECT_EQ(ll_ctas_for(0, 8), 1);
 }
 
+// When the LL form's watchers read the peers' host words (ReleaseReads): never in a call's first 50 us, then 1, 2, 4,
+// ... us apart up to 64 us; at once after the timer jumps back; every 8192 turns even with the timer stalled.
+TEST(CollPlumbing, LlWatchersReadHostWordsOnlyOnceACallGoesOnLong) {
+  using R = ReleaseReads;
+  constexpr unsigned long long kStart = 1'000'000;
+  R reads(kStart);
+  unsigned turn = 1;
+  EXPECT_FALSE(reads.due(kStart, turn++));
+  EXPECT_FALSE(reads.due(kStart + R::kQuietNs - 1, turn++)) << "a call in step ends before any read";
+  unsigned long long now = kStart + R::kQuietNs;
+  EXPECT_TRUE(reads.due(now, turn++));
+  std::vector<unsigned long long> gaps;
+  for (int i = 0; i < 10; ++i) {
+    unsigned long long next = now + 100;  // a turn of the watcher's loop: about 100 ns
+    while (!reads.due(next, turn++)) next += 100;
+    gaps.push_back(next - now);
+    now = next;
+  }
+  EXPECT_EQ(gaps, (std::vector<unsigned long long>{1'000, 2'000, 4'000, 8'000, 16'000, 32'000, 64'000, 64'000, 64'000,
+                                                   64'000}));
+  EXPECT_TRUE(reads.due(now - 5, turn++)) << "a timer that jumps back reads at once";
+
+  R stalled(kStart);
+  int read_at = 0;
+  for (unsigned t = 1; t <= 3 * R::kTurnsPerForcedRead; ++t) {
+    if (stalled.due(kStart, t)) {
+      ++read_at;
+      EXPECT_EQ(t % R::kTurnsPerForcedRead, 0u) << t;
+    }
+  }
+  EXPECT_EQ(read_at, 3) << "a stalled timer still reads every 8192 turns";
+}
+
 TEST(CollPlumbing, HostChunksAreAnEighthOfTheBlockWithin64KiBAnd1MiB) {
   auto chunk_bytes = [](std::size_t block_bytes) {
     return chunk_elements(MemoryKind::Host, block_bytes / 4, 4, 2) * 4;
