@@ -315,7 +315,7 @@ void enqueue_ll_call(Call& call, Mailbox& box, const void* send, void* recv, std
                  .count = count,
                  .flag = ll_flag(number),
                  .filled_count = count_after,
-                 .ctas = ll_ctas_for(written, std::min(call.state().reduce_ctas, kMaxGatedCtas)),
+                 .ctas = ll_ctas_for(written, gated_cta_budget(call)),
                  .push_lines = ll_lines(written)};
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;

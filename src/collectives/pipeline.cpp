@@ -48,13 +48,13 @@ void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std
 #endif
 }
 
+int gated_cta_budget(const Call& call) { return std::min(call.state().reduce_ctas, kMaxGatedCtas); }
+
 void enqueue_gated_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                           std::size_t count, const ReduceGate& gate, int max_ctas) {
 #if PICKLE_HAVE_CUDA
-  // A gated kernel holds its CTAs while it waits for the peers: at most kMaxGatedCtas of them, whatever
-  // PICKLE_REDUCE_CTAS allows (a mailbox cell is at most 4 MiB; by default PICKLE_REDUCE_CTAS's 8).
   launch_reduce_cuda(reduce_task(call, type, op, out, inputs, count), call.stream().native_handle(), call.device(),
-                     std::min({call.state().reduce_ctas, kMaxGatedCtas, max_ctas}), &gate);
+                     std::min(gated_cta_budget(call), max_ctas), &gate);
   // A synchronize that times out names the kernel's wait (its last peer's word), not an older stream wait.
   const int last = gate.waits.count - 1;
   if (last >= 0) call.stream().note_wait_in_kernel(gate.waits.device[last], gate.waits.value[last], gate.waits.count);

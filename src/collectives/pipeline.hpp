@@ -65,6 +65,10 @@ void owe_ordered_tokens(Call& call, std::size_t chunks, bool ordered);
 /// The inputs must fit one reduction (check_reduction_fits).
 void enqueue_reduce(Call& call, DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs,
                     std::size_t count);
+/// The CTAs a gated kernel (the mailboxes' loads and LL forms) may take: it holds them while it waits for the peers,
+/// so at most kMaxGatedCtas, whatever PICKLE_REDUCE_CTAS allows (a mailbox cell is at most 4 MiB; by default
+/// PICKLE_REDUCE_CTAS's 8).
+int gated_cta_budget(const Call& call);
 /// enqueue_reduce on CUDA memory, gated: the kernel waits for `gate`'s words before reading the inputs and raises its
 /// words once it has read them (ReduceGate, reduce.hpp); runs with `count` 0 too. CUDA memory only.
 /// `max_ctas` lowers the CTA budget further (the loads form's in-place calls at unaligned addresses run on one CTA).
