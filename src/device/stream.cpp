@@ -54,13 +54,15 @@ void Stream::synchronize_until(const Deadline& deadline) {
 }
 
 namespace {
-/// Events of checks that ran, kept per stream for later checks: as many as a benchmark loop has collectives in flight.
-constexpr std::size_t kSpareEvents = 64;
 /// check_when_passed looks for passed checks only once this many are queued: the scan's event query of a point not
 /// passed yet cost about 2.4 us of a small allreduce's 11 us of host time (two H200s, coll_time_probe with
-/// PROBE_PROFILE, docs/results/2026-11-30e-h200x2.md), and the stream is usually a call or more behind its host. A
-/// query or synchronize of the stream still runs every check it has passed first.
-constexpr std::size_t kChecksBeforeScan = 16;
+/// PROBE_PROFILE, docs/results/2026-11-30e-h200x2.md), and the stream is usually a call or more behind its host. At
+/// 16 a scan (five or so queries, and the checks it ran) still took 8-14 us, about 0.8 us per call of a 4 KB
+/// allreduce (2026-12-01, bench coll with a diagnostic timer of the host's phases); halving over 64 takes a query or
+/// two more, once per 64 calls. A query or synchronize of the stream still runs every check it has passed first.
+constexpr std::size_t kChecksBeforeScan = 64;
+/// Events of checks that ran, kept per stream for later checks: as many as a scan lets queue.
+constexpr std::size_t kSpareEvents = kChecksBeforeScan;
 }  // namespace
 
 std::shared_ptr<PassedCheck> Stream::check_when_passed(std::function<void()> check) {
