@@ -96,7 +96,6 @@ void allreduce_mailbox(Communicator::Impl& c, Stream& stream, const OpContext& c
     ready = coll::mailbox_ready(call);
     if (!ready) return;
     coll::allreduce_through_mailbox(call, send, recv, count, type, op);
-    call.finish();
   });
   if (!ready) allreduce_one_shot(c, stream, ctx, send, recv, count, type, op);
 }

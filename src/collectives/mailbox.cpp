@@ -211,16 +211,24 @@ void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) 
 }
 
 /// Calls go in order whatever streams they are given: the counts they raise must reach the peers in call order, and
-/// a cell's next copy must follow the previous call's wait for it. Every call records its end (finish_call); a call
-/// on another stream than the previous one waits for that. Recorded at the end of each call rather than at the next
+/// a cell's next copy must follow the previous call's wait for it. Every call marks its end (finish_call); a call on
+/// another stream than the previous one waits for that. Marked at the end of each call rather than at the next
 /// call's start on the old stream: that would also wait for whatever the application queued there since (a wait for
 /// a peer's later signal, say, which could never come), and an old stream destroyed meanwhile could not be recorded.
 void follow_previous_call(Mailbox& box, device::Stream& stream) {
-  if (box.last_stream_serial != 0 && box.last_stream_serial != stream.serial()) stream.wait(*box.handover);
+  if (box.last_stream_serial == 0 || box.last_stream_serial == stream.serial()) return;
+  if (box.last_end) {
+    box.last_end->order_after(stream);
+  } else {
+    stream.wait(*box.handover);
+  }
 }
 
-void finish_call(Mailbox& box, device::Stream& stream) {
-  stream.record(*box.handover);
+/// Finishes `call` (its error check) and marks its end for the next call: the check's point, or a record of its own.
+void finish_call(Call& call, Mailbox& box) {
+  device::Stream& stream = call.stream();
+  box.last_end = call.finish();
+  if (!box.last_end) stream.record(*box.handover);
   box.last_stream_serial = stream.serial();
 }
 
@@ -425,7 +433,6 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     } else {
       enqueue_loads_call(call, box, send, recv, count, type, op, number, emptied_waits, filled_waits);
     }
-    finish_call(box, stream);
     box.calls = number + 1;
     return;
   }
@@ -461,7 +468,6 @@ void enqueue_call(Call& call, Mailbox& box, const void* send, void* recv, std::s
     enqueue_reduce(call, type, op, recv, inputs, count);
     call.raise_on_stream_for_all(comm::kMailboxEmptiedSlot);
   }
-  finish_call(box, stream);
   box.calls = number + 1;
 }
 
@@ -573,6 +579,7 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
     announce_out_of_step(call, comm::kGaveUp);  // the peers' streams would wait for its counts until PICKLE_TIMEOUT
     throw;
   }
+  finish_call(call, box);
 }
 
 }  // namespace pickle::coll

@@ -506,7 +506,7 @@ void Call::stream_wait_later(Request request) {
   if (request.valid()) deferred_.push_back(std::move(request));
 }
 
-void Call::finish() {
+std::shared_ptr<device::PassedCheck> Call::finish() {
   for (int peer = 0; peer < world(); ++peer) {
     if (const std::uint32_t owed = tokens_owed_[static_cast<std::size_t>(peer)]; owed != 0) {
       throw Error(ErrorCode::Internal, cat(describe(ctx_), ": the ordered schedule raised ", owed,
@@ -527,7 +527,7 @@ void Call::finish() {
   end_waits_.clear();
   for (auto& request : deferred_) wait_on_stream(request, stream_);
   deferred_.clear();
-  if (recvs_.empty() && sends_.empty() && signal_waits_.empty()) return;
+  if (recvs_.empty() && sends_.empty() && signal_waits_.empty()) return nullptr;
   // A peer that dies releases the stream's waits on its data and its ready signal (so that nothing hangs), and
   // neither came: this check, run once the stream has passed the call, makes the stream's next synchronize report
   // it. Sends too: one whose write a net transport refused fails (and fails the pair) with every receive of this
@@ -552,7 +552,7 @@ void Call::finish() {
   // runs at the latest in the teardown (settle_stream_checks), before the signal words go, so `comm` is still there.
   // A step of a two-level collective names its peer as a rank of the communicator the application called, as the
   // errors it throws on the host do (rethrow_from_group).
-  comm_.check_when_passed(stream(), prefix_,
+  std::shared_ptr<device::PassedCheck> check = comm_.check_when_passed(stream(), prefix_,
                           [recvs = std::move(recvs_), sends = sends_, waits = std::move(waits), prefix = prefix_,
                            comm = &comm_, call = number_]() mutable {
                             try {
@@ -577,6 +577,7 @@ void Call::finish() {
                           });
   recvs_.clear();
   signal_waits_.clear();
+  return check;
 }
 
 void Call::abandon() noexcept {

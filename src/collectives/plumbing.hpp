@@ -280,8 +280,9 @@ class Call {
   /// The caller's stream waits for `request` (a receive) at the end of the call.
   void stream_wait_later(Request request);
   /// Adds the stream waits for the sends and the deferred ones, and the error check. The call's results are ready,
-  /// and its send buffers free, when the stream gets there.
-  void finish();
+  /// and its send buffers free, when the stream gets there. Returns the error check (null when the call has nothing
+  /// to check: no receive, send or signal wait), whose point is the call's end.
+  std::shared_ptr<device::PassedCheck> finish();
   /// After a failure: the caller's stream waits for everything this call queued on side streams and for its sends
   /// (copies that read the caller's buffers), so that synchronizing it before freeing them is enough. Never throws.
   void abandon() noexcept;

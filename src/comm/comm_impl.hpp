@@ -581,8 +581,10 @@ struct Communicator::Impl {
   /// Runs `check`, which uses this communicator (its Requests), on the host once `stream` has passed this point
   /// (device::Stream::check_when_passed: from the stream's next query or synchronize), so that a failure found then
   /// is reported by the stream; `what` names the operation. No host round trip on the stream, unlike
-  /// on_application_stream. Teardown settles the checks that have not run (settle_stream_checks).
-  void check_when_passed(device::Stream& stream, std::string what, std::function<void()> check);
+  /// on_application_stream. Teardown settles the checks that have not run (settle_stream_checks). Returns the check
+  /// (its point can order a later call on another stream: device::PassedCheck::order_after).
+  std::shared_ptr<device::PassedCheck> check_when_passed(device::Stream& stream, std::string what,
+                                                         std::function<void()> check);
   /// Runs every check of check_when_passed that has not run, once its stream passed its point (until `deadline`;
   /// one that never does becomes an error of its stream), so that none runs on a freed communicator.
   void settle_stream_checks(const Deadline& deadline);

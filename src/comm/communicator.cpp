@@ -484,12 +484,14 @@ void Communicator::Impl::settle_application_streams_at_close(const StreamWaitsAt
   }
 }
 
-void Communicator::Impl::check_when_passed(device::Stream& stream, std::string what, std::function<void()> check) {
+std::shared_ptr<device::PassedCheck> Communicator::Impl::check_when_passed(device::Stream& stream, std::string what,
+                                                                          std::function<void()> check) {
   // Not under `mutex`: the stream runs the checks it has passed (this communicator's too, which lock it) here.
   std::shared_ptr<device::PassedCheck> entry = stream.check_when_passed(std::move(check));
   std::lock_guard lock(mutex);
   std::erase_if(stream_checks, [](const StreamCheck& known) { return known.check.expired(); });
   stream_checks.push_back(StreamCheck{entry, std::move(what)});
+  return entry;
 }
 
 void Communicator::Impl::settle_stream_checks(const Deadline& deadline) {

@@ -213,6 +213,12 @@ bool PassedCheck::reached() {
   return ran_ ? reached_ : passed_->query();
 }
 
+void PassedCheck::order_after(Stream& waiter) {
+  std::lock_guard lock(mutex_);
+  // Held until the check ran and the stream took it back (take_passed_event): until then nobody records it again.
+  if (passed_ && !(ran_ && reached_)) waiter.wait(*passed_);
+}
+
 bool PassedCheck::has_run() {
   std::lock_guard lock(mutex_);
   return ran_;

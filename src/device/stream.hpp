@@ -43,6 +43,8 @@ class Event {
   Event() = default;
 };
 
+class Stream;
+
 /// A host-side check of what a stream's work produced (did every message of a collective arrive?), to run once the
 /// stream has passed the point where it was added (Stream::check_when_passed). Shared by the stream, which runs it
 /// from query() and synchronize(), and by whoever owns what the check looks at (a communicator), which settles it
@@ -62,6 +64,10 @@ class PassedCheck {
   void run_reached();
   /// Whether the check has run or settle gave up on it.
   bool has_run();
+  /// Makes `waiter` wait (on the device) until the check's stream has passed the check's point: a wait on its event,
+  /// or nothing once the check has run there. So the end of a call serves also as the point that a later call on
+  /// another stream waits for, without a second event record per call (the mailboxes' calls).
+  void order_after(Stream& waiter);
   /// Waits (bounded) for the stream to pass the point, then runs the check. Past `deadline` the check is not run
   /// (what it looks at is about to go): its outcome becomes a TimeoutError that starts with `unsettled`.
   /// Afterwards the check holds nothing of what it captured.

@@ -180,7 +180,7 @@ TEST(HostStream, TheScanRunsNoCheckEarlyAndGetsPastOneThatWasGivenUp) {
   stream->wait_value(flag, 1);
   auto given_up = stream->check_when_passed([] {});
   given_up->settle(Deadline::after_seconds(0.05), "rank 1: allreduce of 8 bytes: given up");
-  constexpr int kLater = 40;  // past the scan's threshold, several times
+  constexpr int kLater = 150;  // past the scan's threshold (64), twice
   std::atomic<int> ran_after{0};
   for (int i = 0; i < kLater; ++i) stream->check_when_passed([&] { ran_after.fetch_add(1); });
   EXPECT_EQ(ran_after.load(), 0) << "a check ran before the stream passed it";
@@ -251,6 +251,40 @@ TEST(HostStream, AReusedEventMarksTheNewChecksPoint) {
   std::atomic_ref<std::uint32_t>(*flag).store(1);
   stream->synchronize();
   EXPECT_EQ(second, 1);
+}
+
+// A check's point orders another stream after it (the mailboxes' handover between calls on two streams): the other
+// stream waits until the first has passed the point, and once the check ran there, not at all, even when its event
+// has been recorded again for a later check that the first stream has not reached.
+TEST(HostStream, ACheckOrdersAnotherStreamAfterItsPointOnlyUntilItRan) {
+  auto memory = allocate(MemoryKind::Host, 64);
+  auto* flag = static_cast<std::uint32_t*>(memory->data());
+  *flag = 0;
+  auto first = make_stream(MemoryKind::Host);
+  auto second = make_stream(MemoryKind::Host);
+  std::atomic<int> after{0};
+  first->wait_value(flag, 1);
+  auto check = first->check_when_passed([] {});
+  check->order_after(*second);
+  second->host_callback([&] { after.fetch_add(1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(second->query());
+  EXPECT_EQ(after.load(), 0) << "the second stream went past a point the first had not reached";
+  std::atomic_ref<std::uint32_t>(*flag).store(1);
+  second->synchronize();
+  EXPECT_EQ(after.load(), 1);
+
+  first->synchronize();  // the check runs; its event goes back to the stream
+  EXPECT_TRUE(check->has_run());
+  first->wait_value(flag, 2);
+  first->check_when_passed([] {});  // takes that event, recorded behind the new wait
+  check->order_after(*second);
+  second->host_callback([&] { after.fetch_add(1); });
+  second->synchronize();
+  EXPECT_EQ(after.load(), 2) << "the second stream waited for a later point of the first";
+  EXPECT_FALSE(first->query());
+  std::atomic_ref<std::uint32_t>(*flag).store(2);
+  first->synchronize();
 }
 
 TEST(HostStream, SynchronizeOnAnUnsatisfiedWaitTimesOut) {
