@@ -10,6 +10,9 @@
 //          untimed, so that the launch queue never fills and blocks), the median over `repeats`
 //   gpu    the GPU's time per launch: 256 back to back between two events, behind a kernel that holds the stream
 //          until all are queued (the GPU's own pace, not the host's; few enough that the launch queue takes them all)
+// Each size twice: through the runtime (cudaLaunchKernel, as pickle's kernels are launched) and through the driver
+// (cuLaunchKernel on the CUfunction that cudaGetFuncBySymbol found once, as NCCL launches): what does the runtime's
+// own work per launch cost?
 // The counter must end at the sum of what every launch added (a launch that did not run fails the probe).
 // Not part of pickle: a measurement tool (docs/results).
 //
@@ -49,11 +52,33 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void**, void**);
+
+/// One launch of add_kernel<Bytes>: through the runtime, or through the driver when `function` is set.
+template <int Bytes>
+void launch(Params<Bytes>& params, unsigned long long*& counter, cudaStream_t stream, LaunchKernel driver_launch,
+            CUfunction function) {
+  if (function == nullptr) {
+    add_kernel<Bytes><<<1, 32, 0, stream>>>(params, counter);
+    return;
+  }
+  void* args[] = {&params, &counter};
+  check(driver_launch(function, 1, 1, 1, 32, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr),
+        "cuLaunchKernel");
+}
+
 template <int Bytes>
 void measure(int launches, int repeats, unsigned long long* counter, int* gate_host, int* gate_device,
-             cudaStream_t stream) {
+             cudaStream_t stream, LaunchKernel driver_launch, bool through_driver) {
   Params<Bytes> params{};
   params.word[Bytes / 8 - 1] = 1;
+  CUfunction function = nullptr;
+  if (through_driver) {
+    check(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&function),
+                              reinterpret_cast<const void*>(&add_kernel<Bytes>)),
+          "cudaGetFuncBySymbol");
+  }
   check(cudaMemsetAsync(counter, 0, sizeof(*counter), stream), "memset");
   unsigned long long expected = 0;
   std::vector<double> host_us, gpu_us;
@@ -63,7 +88,7 @@ void measure(int launches, int repeats, unsigned long long* counter, int* gate_h
     for (int done = 0; done < launches; done += kBatch) {
       check(cudaStreamSynchronize(stream), "synchronize");
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBatch; ++i) add_kernel<Bytes><<<1, 32, 0, stream>>>(params, counter);
+      for (int i = 0; i < kBatch; ++i) launch<Bytes>(params, counter, stream, driver_launch, function);
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       expected += kBatch;
     }
@@ -76,7 +101,7 @@ void measure(int launches, int repeats, unsigned long long* counter, int* gate_h
     *gate_host = 0;
     hold_kernel<<<1, 1, 0, stream>>>(gate_device);
     check(cudaEventRecord(begin, stream), "record");
-    for (int i = 0; i < kBatch; ++i) add_kernel<Bytes><<<1, 32, 0, stream>>>(params, counter);
+    for (int i = 0; i < kBatch; ++i) launch<Bytes>(params, counter, stream, driver_launch, function);
     check(cudaEventRecord(end, stream), "record");
     expected += kBatch;
     *reinterpret_cast<volatile int*>(gate_host) = 1;
@@ -93,7 +118,7 @@ void measure(int launches, int repeats, unsigned long long* counter, int* gate_h
     std::fprintf(stderr, "params %d B: the counter is %llu, expected %llu\n", Bytes, got, expected);
     std::exit(1);
   }
-  std::printf("%8d %14.2f %14.2f %14.2f %14.2f\n", Bytes, median(host_us),
+  std::printf("%8s %8d %14.2f %14.2f %14.2f %14.2f\n", through_driver ? "driver" : "runtime", Bytes, median(host_us),
               *std::min_element(host_us.begin(), host_us.end()), median(gpu_us),
               *std::min_element(gpu_us.begin(), gpu_us.end()));
 }
@@ -113,14 +138,23 @@ int main(int argc, char** argv) {
   int* gate_device = nullptr;
   check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&gate_device), gate_host, 0), "device pointer");
   std::printf("# launch_param_probe: %d launches x %d repeats, one host thread, GPU 0\n", launches, repeats);
-  std::printf("%8s %14s %14s %14s %14s\n", "params_B", "host_us_med", "host_us_min", "gpu_us_med", "gpu_us_min");
-  measure<16>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<256>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<512>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<1024>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<2048>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<2560>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<4000>(launches, repeats, counter, gate_host, gate_device, stream);
-  measure<16>(launches, repeats, counter, gate_host, gate_device, stream);  // again: the first may pay warm-up
+  LaunchKernel driver_launch = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  check(cudaGetDriverEntryPointByVersion("cuLaunchKernel", reinterpret_cast<void**>(&driver_launch), 12000,
+                                         cudaEnableDefault, &found),
+        "cuLaunchKernel entry point");
+  std::printf("%8s %8s %14s %14s %14s %14s\n", "launch", "params_B", "host_us_med", "host_us_min", "gpu_us_med",
+              "gpu_us_min");
+  for (bool driver : {false, true}) {
+    measure<16>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+    measure<256>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+    measure<1024>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+    measure<2048>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+    measure<4000>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+  }
+  // Again, alternating: the first may pay warm-up, and the host's pace drifts.
+  for (bool driver : {false, true, false, true}) {
+    measure<2048>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
+  }
   return 0;
 }
