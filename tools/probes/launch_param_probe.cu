@@ -13,7 +13,11 @@
 // Each size twice: through the runtime (cudaLaunchKernel, as pickle's kernels are launched) and through the driver
 // (cuLaunchKernel on the CUfunction that cudaGetFuncBySymbol found once, as NCCL launches): what does the runtime's
 // own work per launch cost?
-// The counter must end at the sum of what every launch added (a launch that did not run fails the probe).
+// Then, host time only (2 KB through the runtime): a launch of 8 CTAs of 1024 threads, a launch followed by an event
+// record, and the record alone: does pickle's launch cost more than the bare one for its grid or for the event records
+// around it?
+// The counter must end at the sum of what every launch of the first part added (a launch that did not run fails the
+// probe).
 // Not part of pickle: a measurement tool (docs/results).
 //
 // Usage: launch_param_probe [launches=4096] [repeats=7]
@@ -23,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "probe_check.hpp"
@@ -37,9 +42,9 @@ struct Params {
 };
 
 template <int Bytes>
-__global__ void add_kernel(Params<Bytes> params, unsigned long long* counter) {
+__global__ void __launch_bounds__(1024) add_kernel(Params<Bytes> params, unsigned long long* counter) {
   // Reads the last word, so the parameters cannot be trimmed.
-  if (threadIdx.x == 0) atomicAdd(counter, params.word[Bytes / 8 - 1]);
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(counter, params.word[Bytes / 8 - 1]);
 }
 
 __global__ void hold_kernel(volatile int* gate) {
@@ -123,6 +128,45 @@ void measure(int launches, int repeats, unsigned long long* counter, int* gate_h
               *std::min_element(gpu_us.begin(), gpu_us.end()));
 }
 
+/// Host time per step of other shapes, 2 KB of parameters through the runtime (as pickle's LL kernel): `wide` is a
+/// launch of 8 CTAs of 1024 threads (the LL kernel's largest default grid) instead of 1 x 32; `record` a launch
+/// followed by an event record (pickle's calls record one or two events each); `record_only` the record alone.
+void measure_shapes(int launches, int repeats, unsigned long long* counter, cudaStream_t stream) {
+  Params<2048> params{};
+  params.word[2048 / 8 - 1] = 1;
+  cudaEvent_t event;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event");
+  constexpr int kBatch = 256;
+  for (const char* shape : {"wide", "record", "record_only", "wide", "record", "record_only"}) {
+    const std::string name = shape;
+    std::vector<double> host_us;
+    for (int r = 0; r < repeats; ++r) {
+      double seconds = 0;
+      for (int done = 0; done < launches; done += kBatch) {
+        check(cudaStreamSynchronize(stream), "synchronize");
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kBatch; ++i) {
+          if (name == "wide") {
+            add_kernel<2048><<<8, 1024, 0, stream>>>(params, counter);
+          } else if (name == "record") {
+            add_kernel<2048><<<1, 32, 0, stream>>>(params, counter);
+            check(cudaEventRecord(event, stream), "record");
+          } else {
+            check(cudaEventRecord(event, stream), "record");
+          }
+        }
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      check(cudaGetLastError(), "launch");
+      host_us.push_back(seconds * 1e6 / ((launches + kBatch - 1) / kBatch * kBatch));
+    }
+    std::printf("%12s %8d %14.2f %14.2f\n", shape, 2048, median(host_us),
+                *std::min_element(host_us.begin(), host_us.end()));
+  }
+  check(cudaStreamSynchronize(stream), "synchronize");
+  check(cudaEventDestroy(event), "event");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,5 +200,7 @@ int main(int argc, char** argv) {
   for (bool driver : {false, true, false, true}) {
     measure<2048>(launches, repeats, counter, gate_host, gate_device, stream, driver_launch, driver);
   }
+  std::printf("%12s %8s %14s %14s\n", "shape", "params_B", "host_us_med", "host_us_min");
+  measure_shapes(launches, repeats, counter, stream);
   return 0;
 }
