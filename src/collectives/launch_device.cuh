@@ -1,14 +1,19 @@
 #pragma once
 // What the reduction kernels of reduce_cuda.cu and ll_allreduce_cuda.cu share around a launch: the device current
 // for it (LaunchDevice), loading every instance ahead of the first launch (load_kernels), how many CTAs of them the
-// GPU holds at once (resident_ctas), and the error of a failed launch (throw_launch_error). nvcc only.
+// GPU holds at once (resident_ctas), the launch itself through the driver (launched_through_driver), and the error of
+// a failed launch (throw_launch_error). nvcc only.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include <pickle/error.hpp>
 
@@ -104,6 +109,56 @@ int resident_ctas(int device, KernelOf kernel_of, int threads) {
   const int resident = fewest * sms;
   if (resident > 0) by_device.emplace(device, resident);
   return resident;
+}
+
+/// Launches `kernel` (the address of a __global__ function of this binary) on `ctas` CTAs of `threads` threads on
+/// `stream`, with `args` as cuLaunchKernel takes them (a pointer to each parameter, in order, of exactly its type),
+/// through the driver: cuLaunchKernel on the CUfunction that cudaGetFuncBySymbol gives, looked up once per device and
+/// kernel. The runtime's launch (<<<>>>) finds that handle again at every launch: on H200 hosts the driver's took
+/// 0.3-0.45 us less host time per launch (3.0-4.5 us in all; tools/probes/launch_param_probe, 2026-12-01), of the
+/// 8-10 us that a small allreduce costs its host. `device` must be current (LaunchDevice). False when nothing was
+/// launched (no entry point or handle, or the launch failed): the caller then launches through the runtime, which
+/// also reports a failure in the runtime's terms, as before.
+/// Launches that launched_through_driver made (kernel_launches_through_driver).
+inline std::atomic<std::uint64_t> driver_launches{0};
+
+inline bool launched_through_driver(int device, const void* kernel, int ctas, int threads, cudaStream_t stream,
+                                    void** args) {
+  using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void**, void**);
+  static const LaunchKernel launch = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuLaunchKernel", &entry, 4000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      entry = nullptr;
+    }
+    return reinterpret_cast<LaunchKernel>(entry);
+  }();
+  if (launch == nullptr) return false;
+  CUfunction function = nullptr;
+  {
+    static std::mutex mutex;
+    static std::map<std::pair<int, const void*>, CUfunction> functions;
+    std::lock_guard lock(mutex);
+    auto& known = functions[{device, kernel}];
+    if (known == nullptr) {
+      cudaFunction_t found = nullptr;
+      if (cudaGetFuncBySymbol(&found, kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+      }
+      known = reinterpret_cast<CUfunction>(found);
+    }
+    function = known;
+  }
+  if (launch(function, static_cast<unsigned>(ctas), 1, 1, static_cast<unsigned>(threads), 1, 1, 0,
+             reinterpret_cast<CUstream>(stream), args, nullptr) != CUDA_SUCCESS) {
+    return false;
+  }
+  driver_launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 /// The CudaError of a launch that failed with `status`; `what` describes the launch.

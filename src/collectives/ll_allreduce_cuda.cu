@@ -200,7 +200,12 @@ void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int de
   cudaError_t status = cudaSuccess;
   dispatch_type(call.type, [&](auto element) {
     dispatch_op(call.op, [&](auto which) {
-      ll_allreduce_kernel<decltype(element), decltype(which)::value><<<ctas, kThreads, 0, stream>>>(call, gate);
+      const auto kernel = &ll_allreduce_kernel<decltype(element), decltype(which)::value>;
+      LlAllreduce call_argument = call;
+      ReduceGate gate_argument = gate;
+      void* args[] = {&call_argument, &gate_argument};
+      if (launched_through_driver(device, reinterpret_cast<const void*>(kernel), ctas, kThreads, stream, args)) return;
+      kernel<<<ctas, kThreads, 0, stream>>>(call, gate);
       status = cudaGetLastError();
     });
   });

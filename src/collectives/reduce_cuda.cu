@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
 }
 
 template <class E, ReduceOp Op>
-cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, const ReduceGate& gate) {
+cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int device, int max_ctas, const ReduceGate& gate) {
   KernelInputs inputs{};
   bool vectorized = aligned16(task.out);
   for (int j = 0; j < task.ninputs; ++j) {
@@ -184,6 +184,16 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
       vectorized ? static_cast<std::size_t>(kThreads) * unroll_of<typename E::Storage>() * kPerVector : kThreads;
   const std::size_t wanted = (task.count + per_cta - 1) / per_cta;
   const int ctas = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_ctas)));
+  // The parameters as the kernel takes them, each of exactly its type (launched_through_driver).
+  int ninputs = task.ninputs, nranks = task.nranks;
+  void* out = task.out;
+  std::size_t count = task.count;
+  ReduceGate gate_argument = gate;
+  void* args[] = {&inputs, &ninputs, &out, &count, &nranks, &vectorized, &gate_argument};
+  if (launched_through_driver(device, reinterpret_cast<const void*>(&reduce_kernel<E, Op>), ctas, kThreads, stream,
+                              args)) {
+    return cudaSuccess;
+  }
   reduce_kernel<E, Op><<<ctas, kThreads, 0, stream>>>(inputs, task.ninputs, task.out, task.count, task.nranks,
                                                       vectorized, gate);
   return cudaGetLastError();
@@ -202,6 +212,8 @@ void load_reduce_kernels(int device) {
 }
 
 int resident_reduce_ctas(int device) { return resident_ctas(device, reduce_kernel_of, kThreads); }
+
+std::uint64_t kernel_launches_through_driver() { return driver_launches.load(std::memory_order_relaxed); }
 
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
                         const ReduceGate* gate) {
@@ -226,7 +238,7 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
   cudaError_t status = cudaSuccess;
   dispatch_type(task.type, [&](auto element) {
     dispatch_op(task.op, [&](auto which) {
-      status = launch<decltype(element), decltype(which)::value>(task, stream, max_ctas,
+      status = launch<decltype(element), decltype(which)::value>(task, stream, device, max_ctas,
                                                                  gate != nullptr ? *gate : ReduceGate{});
     });
   });

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,6 +244,7 @@ TEST_F(LlAllreduceKernel, ReducesThePeersLinesInRankOrderAndPushesItsOwn) {
                         {DataType::I32, ReduceOp::Sum, 8192},
                         {DataType::F32, ReduceOp::Max, 20001},
                         {DataType::BF16, ReduceOp::Sum, kLlMaxBytes / 2}};
+  const std::uint64_t driver_launches = kernel_launches_through_driver();
   for (const int ctas : {1, 3, kMaxGatedCtas})
     for (const Case& one : cases) {
       SCOPED_TRACE(std::string(datatype_name(one.type)) + " " + reduce_op_name(one.op) + " x " +
@@ -267,6 +269,8 @@ TEST_F(LlAllreduceKernel, ReducesThePeersLinesInRankOrderAndPushesItsOwn) {
       EXPECT_EQ(device_word(1), 0u) << "the CTA count of inputs read, left at 0";
       EXPECT_EQ(device_word(2), 0u) << "the CTA count of lines pushed, left at 0";
     }
+  // Every launch went through the driver (cuLaunchKernel), every argument as the kernel takes it.
+  EXPECT_EQ(kernel_launches_through_driver(), driver_launches + 3 * std::size(cases));
 }
 
 TEST_F(LlAllreduceKernel, InPlaceAtAnUnalignedAddressReadsEveryByteBeforeItWritesIt) {
