@@ -204,7 +204,7 @@ void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int de
       LlAllreduce call_argument = call;
       ReduceGate gate_argument = gate;
       void* args[] = {&call_argument, &gate_argument};
-      if (launched_through_driver(device, reinterpret_cast<const void*>(kernel), ctas, kThreads, stream, args)) return;
+      if (launched_through_driver(reinterpret_cast<const void*>(kernel), ctas, kThreads, stream, args)) return;
       kernel<<<ctas, kThreads, 0, stream>>>(call, gate);
       status = cudaGetLastError();
     });

@@ -575,11 +575,11 @@ void allreduce_through_mailbox(Call& call, const void* send, void* recv, std::si
   compare_labels(call, box, number);
   try {
     enqueue_call(call, box, send, recv, count, type, op, number);
+    finish_call(call, box);
   } catch (...) {
     announce_out_of_step(call, comm::kGaveUp);  // the peers' streams would wait for its counts until PICKLE_TIMEOUT
     throw;
   }
-  finish_call(call, box);
 }
 
 }  // namespace pickle::coll

@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
 }
 
 template <class E, ReduceOp Op>
-cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int device, int max_ctas, const ReduceGate& gate) {
+cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, const ReduceGate& gate) {
   KernelInputs inputs{};
   bool vectorized = aligned16(task.out);
   for (int j = 0; j < task.ninputs; ++j) {
@@ -190,8 +190,7 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int device, int 
   std::size_t count = task.count;
   ReduceGate gate_argument = gate;
   void* args[] = {&inputs, &ninputs, &out, &count, &nranks, &vectorized, &gate_argument};
-  if (launched_through_driver(device, reinterpret_cast<const void*>(&reduce_kernel<E, Op>), ctas, kThreads, stream,
-                              args)) {
+  if (launched_through_driver(reinterpret_cast<const void*>(&reduce_kernel<E, Op>), ctas, kThreads, stream, args)) {
     return cudaSuccess;
   }
   reduce_kernel<E, Op><<<ctas, kThreads, 0, stream>>>(inputs, task.ninputs, task.out, task.count, task.nranks,
@@ -238,7 +237,7 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
   cudaError_t status = cudaSuccess;
   dispatch_type(task.type, [&](auto element) {
     dispatch_op(task.op, [&](auto which) {
-      status = launch<decltype(element), decltype(which)::value>(task, stream, device, max_ctas,
+      status = launch<decltype(element), decltype(which)::value>(task, stream, max_ctas,
                                                                  gate != nullptr ? *gate : ReduceGate{});
     });
   });

@@ -205,7 +205,13 @@ std::exception_ptr PassedCheck::take_error() {
 
 std::shared_ptr<Event> PassedCheck::take_passed_event() {
   std::lock_guard lock(mutex_);
-  return ran_ ? std::move(passed_) : nullptr;
+  if (!ran_) return nullptr;
+  // Lent to order_after, which waits on it outside the lock: not recorded again (it goes when the last holder lets go).
+  if (passed_.use_count() > 1) {
+    passed_.reset();
+    return nullptr;
+  }
+  return std::move(passed_);
 }
 
 bool PassedCheck::reached() {
@@ -214,9 +220,22 @@ bool PassedCheck::reached() {
 }
 
 void PassedCheck::order_after(Stream& waiter) {
-  std::lock_guard lock(mutex_);
-  // Held until the check ran and the stream took it back (take_passed_event): until then nobody records it again.
-  if (passed_ && !(ran_ && reached_)) waiter.wait(*passed_);
+  std::shared_ptr<Event> point;
+  {
+    std::lock_guard lock(mutex_);
+    if (ran_ && reached_) return;  // the stream has passed the point
+    if (ran_) {
+      // Given up (settle's deadline, or a record its host stream dropped): the point may never be reached, and
+      // nothing is left to wait on. Going on would let what follows overtake it.
+      throw Error(ErrorCode::System,
+                  "a point to order after was given up before its stream reached it (the stream "
+                  "dropped it, or it was settled at a deadline)");
+    }
+    // Lent: take_passed_event does not hand it on for a later record while this copy is held, so the wait below
+    // (outside the lock: it may block for room in the waiter's queue) is on this point.
+    point = passed_;
+  }
+  waiter.wait(*point);
 }
 
 bool PassedCheck::has_run() {

@@ -66,7 +66,8 @@ class PassedCheck {
   bool has_run();
   /// Makes `waiter` wait (on the device) until the check's stream has passed the check's point: a wait on its event,
   /// or nothing once the check has run there. So the end of a call serves also as the point that a later call on
-  /// another stream waits for, without a second event record per call (the mailboxes' calls).
+  /// another stream waits for, without a second event record per call (the mailboxes' calls). A check given up
+  /// before its stream reached the point (settle, a dropped record) cannot order anything: Error (System).
   void order_after(Stream& waiter);
   /// Waits (bounded) for the stream to pass the point, then runs the check. Past `deadline` the check is not run
   /// (what it looks at is about to go): its outcome becomes a TimeoutError that starts with `unsettled`.

@@ -154,11 +154,11 @@ TEST(HostStream, NewChecksRunThePassedOnesAndKeepTheirError) {
   stream->record(*event);
   event->synchronize();
   int later_ran = 0, added = 0;
-  while (!watch.expired() && added < 64) {
+  while (!watch.expired() && added < 128) {
     stream->check_when_passed([&] { ++later_ran; });
     ++added;
   }
-  EXPECT_TRUE(watch.expired()) << "64 checks queued and the first, passed long ago, has not run";
+  EXPECT_TRUE(watch.expired()) << "128 checks queued and the first, passed long ago, has not run";
   EXPECT_THROW(stream->synchronize(), TimeoutError);
   EXPECT_EQ(later_ran, added);
   stream->synchronize();
@@ -180,7 +180,7 @@ TEST(HostStream, TheScanRunsNoCheckEarlyAndGetsPastOneThatWasGivenUp) {
   stream->wait_value(flag, 1);
   auto given_up = stream->check_when_passed([] {});
   given_up->settle(Deadline::after_seconds(0.05), "rank 1: allreduce of 8 bytes: given up");
-  constexpr int kLater = 150;  // past the scan's threshold (64), twice
+  constexpr int kLater = 150;  // past the scan's threshold (64), which every later check then scans
   std::atomic<int> ran_after{0};
   for (int i = 0; i < kLater; ++i) stream->check_when_passed([&] { ran_after.fetch_add(1); });
   EXPECT_EQ(ran_after.load(), 0) << "a check ran before the stream passed it";
@@ -285,6 +285,21 @@ TEST(HostStream, ACheckOrdersAnotherStreamAfterItsPointOnlyUntilItRan) {
   EXPECT_FALSE(first->query());
   std::atomic_ref<std::uint32_t>(*flag).store(2);
   first->synchronize();
+
+  // A check given up before its stream got there orders nothing: an error, not a stream that runs ahead of it.
+  first->wait_value(flag, 3);
+  auto given_up = first->check_when_passed([] {});
+  given_up->settle(Deadline::after_seconds(0.05), "rank 0: allreduce of 4 bytes: given up");
+  try {
+    given_up->order_after(*second);
+    FAIL() << "ordered after a point that was given up";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("given up"), std::string::npos) << e.what();
+  }
+  std::atomic_ref<std::uint32_t>(*flag).store(3);
+  EXPECT_THROW(first->synchronize(), TimeoutError);  // the given-up check's error, once
+  first->synchronize();
+  second->synchronize();
 }
 
 TEST(HostStream, SynchronizeOnAnUnsatisfiedWaitTimesOut) {
