@@ -1,19 +1,15 @@
 #pragma once
 // What the reduction kernels of reduce_cuda.cu and ll_allreduce_cuda.cu share around a launch: the device current
 // for it (LaunchDevice), loading every instance ahead of the first launch (load_kernels), how many CTAs of them the
-// GPU holds at once (resident_ctas), the launch itself through the driver (launched_through_driver), and the error of
-// a failed launch (throw_launch_error). nvcc only.
-#include <cuda.h>
+// GPU holds at once (resident_ctas), and the error of a failed launch (throw_launch_error). The launch itself:
+// device::cuda::launch_kernel. nvcc only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
-#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
-#include <utility>
 
 #include <pickle/error.hpp>
 
@@ -109,60 +105,6 @@ int resident_ctas(int device, KernelOf kernel_of, int threads) {
   const int resident = fewest * sms;
   if (resident > 0) by_device.emplace(device, resident);
   return resident;
-}
-
-/// Launches that launched_through_driver made (kernel_launches_through_driver).
-inline std::atomic<std::uint64_t> driver_launches{0};
-
-/// The driver entry point `name` at ABI `version`, through the runtime (pickle never links libcuda); null if absent.
-template <class Fn>
-Fn driver_entry_point(const char* name, int version) {
-  void* entry = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(name, &entry, version, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    entry = nullptr;
-  }
-  return reinterpret_cast<Fn>(entry);
-}
-
-/// Launches `kernel` (the address of a __global__ function of this binary) on `ctas` CTAs of `threads` threads on
-/// `stream`, with `args` as cuLaunchKernel takes them (a pointer to each parameter, in order, of exactly its type),
-/// through the driver: cuLaunchKernel on the CUfunction that cudaGetFuncBySymbol gives for the current context,
-/// looked up once per thread, context and kernel (a cache per thread: rank threads take no lock per launch). The
-/// runtime's launch (<<<>>>) finds that handle again at every launch: on H200 hosts the driver's took 0.3-0.45 us less
-/// host time per launch (3.0-4.5 us in all; tools/probes/launch_param_probe, 2026-12-01), of the 8-10 us that a small
-/// allreduce costs its host. The launch's device must be current (LaunchDevice). False when nothing was launched: no
-/// entry point, no context bound to this thread yet (the runtime's launch binds the device's primary one), no handle,
-/// or the launch failed; the caller then launches through the runtime, which also reports a failure in the runtime's
-/// terms, as before. A context destroyed and made again at the same address (cudaDeviceReset while kernels of pickle's
-/// are in use, which pickle does not support) would find a stale handle.
-inline bool launched_through_driver(const void* kernel, int ctas, int threads, cudaStream_t stream, void** args) {
-  using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    CUstream, void**, void**);
-  using CurrentContext = CUresult (*)(CUcontext*);
-  static const LaunchKernel launch = driver_entry_point<LaunchKernel>("cuLaunchKernel", 4000);
-  static const CurrentContext current_context = driver_entry_point<CurrentContext>("cuCtxGetCurrent", 4000);
-  if (launch == nullptr || current_context == nullptr) return false;
-  CUcontext context = nullptr;
-  if (current_context(&context) != CUDA_SUCCESS || context == nullptr) return false;
-  thread_local std::map<std::pair<CUcontext, const void*>, CUfunction> functions;
-  CUfunction& function = functions[{context, kernel}];
-  if (function == nullptr) {
-    cudaFunction_t found = nullptr;
-    if (cudaGetFuncBySymbol(&found, kernel) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    function = reinterpret_cast<CUfunction>(found);
-  }
-  if (launch(function, static_cast<unsigned>(ctas), 1, 1, static_cast<unsigned>(threads), 1, 1, 0,
-             reinterpret_cast<CUstream>(stream), args, nullptr) != CUDA_SUCCESS) {
-    return false;
-  }
-  driver_launches.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 /// The CudaError of a launch that failed with `status`; `what` describes the launch.

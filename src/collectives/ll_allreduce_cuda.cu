@@ -22,6 +22,7 @@
 #include "collectives/launch_device.cuh"
 #include "collectives/ll_lines.cuh"
 #include "collectives/ll_allreduce.hpp"
+#include "device/cuda/kernel_launch.hpp"
 
 namespace pickle::coll {
 namespace {
@@ -200,13 +201,12 @@ void launch_ll_allreduce_cuda(const LlAllreduce& call, void* cuda_stream, int de
   cudaError_t status = cudaSuccess;
   dispatch_type(call.type, [&](auto element) {
     dispatch_op(call.op, [&](auto which) {
-      const auto kernel = &ll_allreduce_kernel<decltype(element), decltype(which)::value>;
       LlAllreduce call_argument = call;
       ReduceGate gate_argument = gate;
       void* args[] = {&call_argument, &gate_argument};
-      if (launched_through_driver(reinterpret_cast<const void*>(kernel), ctas, kThreads, stream, args)) return;
-      kernel<<<ctas, kThreads, 0, stream>>>(call, gate);
-      status = cudaGetLastError();
+      status = device::cuda::launch_kernel(
+          reinterpret_cast<const void*>(&ll_allreduce_kernel<decltype(element), decltype(which)::value>), ctas,
+          kThreads, stream, args);
     });
   });
   if (status != cudaSuccess) {

@@ -216,20 +216,17 @@ void send_labels(Call& call, std::uint64_t number, const Mailbox::Label& label) 
 /// call's start on the old stream: that would also wait for whatever the application queued there since (a wait for
 /// a peer's later signal, say, which could never come), and an old stream destroyed meanwhile could not be recorded.
 void follow_previous_call(Mailbox& box, device::Stream& stream) {
-  if (box.last_stream_serial == 0 || box.last_stream_serial == stream.serial()) return;
-  if (box.last_end) {
-    box.last_end->order_after(stream);
-  } else {
-    stream.wait(*box.handover);
-  }
+  if (box.last_stream_serial != 0 && box.last_stream_serial != stream.serial()) box.last_end->order_after(stream);
 }
 
-/// Finishes `call` (its error check) and marks its end for the next call: the check's point, or a record of its own.
+/// Finishes `call` and marks its end for the next call: its error check, which every mailbox call has (the waits for
+/// the peers' filled counts are checked).
 void finish_call(Call& call, Mailbox& box) {
-  device::Stream& stream = call.stream();
   box.last_end = call.finish();
-  if (!box.last_end) stream.record(*box.handover);
-  box.last_stream_serial = stream.serial();
+  if (!box.last_end) {
+    throw Error(ErrorCode::Internal, cat(describe(call.ctx()), ": a mailbox call finished without an error check"));
+  }
+  box.last_stream_serial = call.stream().serial();
 }
 
 /// `waits` (counts of signal `slot`) as the gated kernel's own, in `into`: each peer's GPU word, at
@@ -546,7 +543,6 @@ bool mailbox_ready(Call& call) {
   box.window = c.register_window(box.memory->data(), bytes);
   box.checked.assign(static_cast<std::size_t>(call.world()), 0);
   box.checked[static_cast<std::size_t>(call.rank())] = UINT64_MAX;  // no labels from itself: never the least
-  box.handover = device::make_ordering_event(call.kind(), std::max(0, call.device()));
   box.usable = true;
   return true;
 }

@@ -307,8 +307,5 @@ void load_reduce_kernels(int device);
 /// times the SMs; 0 if CUDA cannot say). A gated launch takes no more: its first CTAs wait for the peers, whose
 /// kernels wait for this one's last CTAs, so every CTA must run at once. Only in CUDA builds.
 int resident_reduce_ctas(int device);
-/// The reduction and LL kernels' launches in this process that went through the driver (launched_through_driver in
-/// launch_device.cuh), rather than the runtime: a test sees that the faster path is the one taken. Only in CUDA builds.
-std::uint64_t kernel_launches_through_driver();
 
 }  // namespace pickle::coll

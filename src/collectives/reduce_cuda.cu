@@ -13,6 +13,7 @@
 #include "collectives/gate_device.cuh"
 #include "collectives/launch_device.cuh"
 #include "collectives/reduce.hpp"
+#include "device/cuda/kernel_launch.hpp"
 
 namespace pickle::coll {
 namespace {
@@ -184,18 +185,14 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
       vectorized ? static_cast<std::size_t>(kThreads) * unroll_of<typename E::Storage>() * kPerVector : kThreads;
   const std::size_t wanted = (task.count + per_cta - 1) / per_cta;
   const int ctas = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_ctas)));
-  // The parameters as the kernel takes them, each of exactly its type (launched_through_driver).
+  // The parameters as the kernel takes them, each of exactly its type (device::cuda::launch_kernel).
   int ninputs = task.ninputs, nranks = task.nranks;
   void* out = task.out;
   std::size_t count = task.count;
   ReduceGate gate_argument = gate;
   void* args[] = {&inputs, &ninputs, &out, &count, &nranks, &vectorized, &gate_argument};
-  if (launched_through_driver(reinterpret_cast<const void*>(&reduce_kernel<E, Op>), ctas, kThreads, stream, args)) {
-    return cudaSuccess;
-  }
-  reduce_kernel<E, Op><<<ctas, kThreads, 0, stream>>>(inputs, task.ninputs, task.out, task.count, task.nranks,
-                                                      vectorized, gate);
-  return cudaGetLastError();
+  return device::cuda::launch_kernel(reinterpret_cast<const void*>(&reduce_kernel<E, Op>), ctas, kThreads, stream,
+                                     args);
 }
 
 /// The reduction kernel's instance of an element type and operator (load_kernels, for_each_kernel).
@@ -211,8 +208,6 @@ void load_reduce_kernels(int device) {
 }
 
 int resident_reduce_ctas(int device) { return resident_ctas(device, reduce_kernel_of, kThreads); }
-
-std::uint64_t kernel_launches_through_driver() { return driver_launches.load(std::memory_order_relaxed); }
 
 void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
                         const ReduceGate* gate) {

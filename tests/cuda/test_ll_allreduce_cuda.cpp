@@ -17,6 +17,7 @@
 
 #include "collectives/ll_allreduce.hpp"
 #include "collectives/reduce.hpp"
+#include "device/cuda/kernel_launch.hpp"
 #include "cuda_test_util.hpp"
 #include "device/backends.hpp"
 
@@ -244,7 +245,7 @@ TEST_F(LlAllreduceKernel, ReducesThePeersLinesInRankOrderAndPushesItsOwn) {
                         {DataType::I32, ReduceOp::Sum, 8192},
                         {DataType::F32, ReduceOp::Max, 20001},
                         {DataType::BF16, ReduceOp::Sum, kLlMaxBytes / 2}};
-  const std::uint64_t driver_launches = kernel_launches_through_driver();
+  const std::uint64_t driver_launches = device::cuda::kernel_launches_through_driver();
   for (const int ctas : {1, 3, kMaxGatedCtas})
     for (const Case& one : cases) {
       SCOPED_TRACE(std::string(datatype_name(one.type)) + " " + reduce_op_name(one.op) + " x " +
@@ -270,7 +271,7 @@ TEST_F(LlAllreduceKernel, ReducesThePeersLinesInRankOrderAndPushesItsOwn) {
       EXPECT_EQ(device_word(2), 0u) << "the CTA count of lines pushed, left at 0";
     }
   // Every launch went through the driver (cuLaunchKernel), every argument as the kernel takes it.
-  EXPECT_EQ(kernel_launches_through_driver(), driver_launches + 3 * std::size(cases));
+  EXPECT_EQ(device::cuda::kernel_launches_through_driver(), driver_launches + 3 * std::size(cases));
 }
 
 TEST_F(LlAllreduceKernel, InPlaceAtAnUnalignedAddressReadsEveryByteBeforeItWritesIt) {

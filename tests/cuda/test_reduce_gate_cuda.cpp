@@ -16,6 +16,7 @@
 #include <pickle/error.hpp>
 
 #include "collectives/reduce.hpp"
+#include "device/cuda/kernel_launch.hpp"
 #include "core/clock.hpp"
 #include "cuda_test_util.hpp"
 #include "device/backends.hpp"
@@ -170,7 +171,7 @@ TEST_F(GatedReduce, KnowsHowManyOfItsCtasTheGpuHoldsAtOnce) {
 }
 
 TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
-  const std::uint64_t driver_launches = kernel_launches_through_driver();
+  const std::uint64_t driver_launches = device::cuda::kernel_launches_through_driver();
   launch(7, 9);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "the reduction did not wait for its word";
@@ -191,7 +192,8 @@ TEST_F(GatedReduce, WaitsForItsDeviceWordThenReducesAndRaisesItsWord) {
   write_device_word(8);
   ASSERT_TRUE(finished_within(10));
   EXPECT_EQ(host_word(1), 10u);
-  EXPECT_EQ(kernel_launches_through_driver(), driver_launches + 2) << "not launched through the driver (cuLaunchKernel)";
+  EXPECT_EQ(device::cuda::kernel_launches_through_driver(), driver_launches + 2)
+      << "not launched through the driver (cuLaunchKernel)";
 }
 
 TEST_F(GatedReduce, PassesWhenAFailedPairReleasesTheHostWordAndComparesCyclically) {

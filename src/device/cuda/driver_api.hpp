@@ -18,28 +18,30 @@ namespace pickle::device::cuda {
 
 // Each entry point at the ABI version of its typedef: asking for an older version than the newest (e.g. 8000 for
 // cuStreamWriteValue32) would hand back an older ABI (the v1 memory operations, which need a module parameter).
-#define PICKLE_DRIVER_ENTRY_POINTS(X)     \
-  X(cuGetErrorName, 6000)                 \
-  X(cuGetErrorString, 6000)               \
-  X(cuDeviceGet, 2000)                    \
-  X(cuDeviceGetAttribute, 2000)           \
-  X(cuPointerGetAttribute, 4000)          \
-  X(cuMemGetAddressRange, 3020)           \
-  X(cuMemCreate, 10020)                   \
-  X(cuMemRelease, 10020)                  \
-  X(cuMemAddressReserve, 10020)           \
-  X(cuMemAddressFree, 10020)              \
-  X(cuMemMap, 10020)                      \
-  X(cuMemUnmap, 10020)                    \
-  X(cuMemSetAccess, 10020)                \
-  X(cuMemGetAllocationGranularity, 10020) \
-  X(cuMemExportToShareableHandle, 10020)  \
-  X(cuMemImportFromShareableHandle, 10020) \
-  X(cuMemRetainAllocationHandle, 11000)   \
+#define PICKLE_DRIVER_ENTRY_POINTS(X)              \
+  X(cuGetErrorName, 6000)                          \
+  X(cuGetErrorString, 6000)                        \
+  X(cuDeviceGet, 2000)                             \
+  X(cuDeviceGetAttribute, 2000)                    \
+  X(cuPointerGetAttribute, 4000)                   \
+  X(cuMemGetAddressRange, 3020)                    \
+  X(cuMemCreate, 10020)                            \
+  X(cuMemRelease, 10020)                           \
+  X(cuMemAddressReserve, 10020)                    \
+  X(cuMemAddressFree, 10020)                       \
+  X(cuMemMap, 10020)                               \
+  X(cuMemUnmap, 10020)                             \
+  X(cuMemSetAccess, 10020)                         \
+  X(cuMemGetAllocationGranularity, 10020)          \
+  X(cuMemExportToShareableHandle, 10020)           \
+  X(cuMemImportFromShareableHandle, 10020)         \
+  X(cuMemRetainAllocationHandle, 11000)            \
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(cuStreamWriteValue32, 11070)          \
-  X(cuStreamWaitValue32, 11070)           \
-  X(cuStreamBatchMemOp, 11070)
+  X(cuStreamWriteValue32, 11070)                   \
+  X(cuStreamWaitValue32, 11070)                    \
+  X(cuStreamBatchMemOp, 11070)                     \
+  X(cuCtxGetCurrent, 4000)                         \
+  X(cuLaunchKernel, 4000)
 
 /// The driver entry points pickle uses; a member is null when the driver lacks it (calls then fail with an
 /// UnavailableError naming the symbol).
