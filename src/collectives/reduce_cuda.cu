@@ -33,6 +33,13 @@ __host__ __device__ constexpr int unroll_of() {
   return unroll < 1 ? 1 : (unroll > 8 ? 8 : unroll);
 }
 
+/// Vectors per input each thread keeps in flight when one or two inputs are reduced (every reduction of two ranks):
+/// nothing accumulates across inputs there, so each element is combined and rounded as soon as both inputs are
+/// loaded, and the registers that held the accumulators hold loads instead: 64 bytes per input per thread for every
+/// type, which the accumulating path below keeps only for 4-byte types (2-byte types had 32, so bf16 reduced at 3/4
+/// of float's bytes per second: tools/probes/reduce_probe).
+constexpr int kPairUnroll = 4;
+
 struct KernelInputs {
   const void* ptr[kMaxReduceInputs];
 };
@@ -88,6 +95,43 @@ __device__ void publish(const ReduceGate& gate) {
   gated::announce(gate);
 }
 
+/// out = op(in[0], in[1]) (or op of in[0] alone), vector by vector, kPairUnroll vectors of each input in flight per
+/// thread. The result is the accumulating path's exactly: both widen, combine once and round once.
+template <class E, ReduceOp Op>
+__device__ void reduce_one_or_two(const KernelInputs& in, bool pair, typename E::Storage* out, std::size_t vectors,
+                                  int nranks, std::size_t thread, std::size_t threads) {
+  using S = typename E::Storage;
+  constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
+  for (std::size_t base = thread; base < vectors; base += threads * kPairUnroll) {
+    Vector<S> v[kPairUnroll], w[kPairUnroll];
+#pragma unroll
+    for (int u = 0; u < kPairUnroll; ++u) {  // lanes past the end stay defined
+      v[u].raw = make_uint4(0, 0, 0, 0);
+      w[u].raw = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kPairUnroll; ++u) {
+      const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+      if (index < vectors) {
+        v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
+        if (pair) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPairUnroll; ++u) {
+      const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+      if (index >= vectors) continue;
+#pragma unroll
+      for (int e = 0; e < kPerVector; ++e) {
+        const auto first = E::load(v[u].element[e]);
+        const auto both = pair ? combine<Op>(first, E::load(w[u].element[e])) : first;
+        v[u].element[e] = E::store(finish<Op>(both, nranks));
+      }
+      __stcs(reinterpret_cast<uint4*>(out) + index, v[u].raw);
+    }
+  }
+}
+
 template <class E, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
                                                           std::size_t count, int nranks, bool vectorized,
@@ -104,7 +148,10 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
 
   std::size_t scalar_begin = 0;
-  if (vectorized) {
+  if (vectorized && ninputs <= 2) {
+    scalar_begin = count / kPerVector * kPerVector;
+    reduce_one_or_two<E, Op>(in, ninputs == 2, out, count / kPerVector, nranks, thread, threads);
+  } else if (vectorized) {
     const std::size_t vectors = count / kPerVector;
     for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
       A acc[kUnroll][kPerVector];
@@ -114,22 +161,22 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int n
         v[u].raw = make_uint4(0, 0, 0, 0);
         w[u].raw = make_uint4(0, 0, 0, 0);
       }
-      // Inputs two at a time: both inputs' loads are in flight together, twice the bytes per thread that one input's
-      // would keep, which is what a few CTAs need to read near HBM speed (tools/probes/reduce_probe).
-      const bool pair = ninputs > 1;
+      // Three inputs or more. Inputs two at a time: both inputs' loads are in flight together, twice the bytes per
+      // thread that one input's would keep, which is what a few CTAs need to read near HBM speed
+      // (tools/probes/reduce_probe).
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::size_t index = base + static_cast<std::size_t>(u) * threads;
         if (index < vectors) {
           v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
-          if (pair) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
+          w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
         for (int e = 0; e < kPerVector; ++e) {
-          acc[u][e] = pair ? combine<Op>(E::load(v[u].element[e]), E::load(w[u].element[e])) : E::load(v[u].element[e]);
+          acc[u][e] = combine<Op>(E::load(v[u].element[e]), E::load(w[u].element[e]));
         }
       }
       for (int j = 2; j < ninputs; j += 2) {
