@@ -8,7 +8,7 @@
 // GPU 0 copies `copies` pieces of `chunk` bytes into GPU 1 (cudaMemcpyPeerAsync on a stream of GPU 0, as pickle's
 // ipc sends; into a ring of 4 slots), "uni"; with "bi" GPU 1 copies into GPU 0 at the same time. First the copies
 // alone, then beside a consumer that runs back to back on one GPU or on both for at least as long:
-//   reduce ctas C   pickle's reduction kernel (src/collectives/reduce_cuda.cu, compiled in): f32 sum of `inputs`
+//   reduce ctas C   pickle's reduction kernel (src/collectives/reduce_cuda.cu, from libpickle): f32 sum of `inputs`
 //                   local buffers of `chunk` bytes into a local output
 //   local copy      cudaMemcpyAsync of `chunk` bytes inside the GPU (the in-place alltoall's consumer)
 // Every stream waits at a gate (a host word) until all is queued. Copy GB/s = bytes / the copy stream's event time,

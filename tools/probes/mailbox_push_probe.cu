@@ -9,7 +9,7 @@
 // On GPUs 0 and 1 (peer access both ways), each with input, cell, inbox and out (bf16, on that GPU), phases:
 //   copy_local     input[g] -> cell[g], a probe kernel (16-byte vectors, grid-stride, C CTAs x 1024 threads: the
 //                  loop of the library's publication, src/collectives/reduce_cuda.cu)                        step (1)
-//   pull_reduce    the library's reduction kernel (compiled in), {input[g], cell[peer]} -> out[g], C CTAs     step (2)
+//   pull_reduce    the library's reduction kernel (from libpickle), {input[g], cell[peer]} -> out[g], C CTAs     step (2)
 //   push           input[g] -> inbox[peer], the copy_local kernel with a remote destination                  step (3)
 //   local_reduce   the library's reduction kernel, {input[g], inbox[g]} -> out[g] (both local)               step (4)
 //   pull_total     copy_local then pull_reduce, one after the other on one stream (two kernels per launch)

@@ -1,5 +1,5 @@
-// reduce_probe: the throughput of the collectives' reduction kernel (src/collectives/reduce_cuda.cu, compiled into
-// this probe) on one GPU, with a bounded number of CTAs: the kernel that sets the pace of large allreduces when the
+// reduce_probe: the throughput of the collectives' reduction kernel (src/collectives/reduce_cuda.cu, launched by
+// libpickle) on one GPU, with a bounded number of CTAs: the kernel that sets the pace of large allreduces when the
 // copy engines move the data (docs/collectives.md: at 8 CTAs the reduction, not the copies, was the limit on
 // 2 x H200). It needs no second GPU: the kernel reads and writes local memory only.
 //
