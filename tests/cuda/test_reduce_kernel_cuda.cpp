@@ -114,12 +114,16 @@ class ReduceKernel : public testing::Test {
     const std::size_t offset = c.offset_elements * element;
     const std::size_t bytes = c.count * element;
     void* out = c.in_place ? inputs_[0] : out_;
+    // Everything on the kernel's stream: a non-blocking stream does not wait for the legacy stream's cudaMemset,
+    // nor for the last part of a cudaMemcpy from pageable memory, which may return before its data has landed.
     for (int j = 0; j < ninputs; ++j) {  // input 0 again: an in-place case overwrote it
-      cuda_ok(cudaMemcpy(static_cast<char*>(inputs_[j]) + offset, host_inputs[j].data(), bytes, cudaMemcpyHostToDevice),
-              "cudaMemcpy");
+      cuda_ok(cudaMemcpyAsync(static_cast<char*>(inputs_[j]) + offset, host_inputs[j].data(), bytes,
+                              cudaMemcpyHostToDevice, stream_),
+              "cudaMemcpyAsync");
     }
-    if (!c.in_place) cuda_ok(cudaMemset(out_, 0x5a, offset + bytes), "cudaMemset");
-    cuda_ok(cudaMemset(static_cast<char*>(out) + offset + bytes, kGuardByte, kGuardBytes), "cudaMemset");
+    if (!c.in_place) cuda_ok(cudaMemsetAsync(out_, 0x5a, offset + bytes, stream_), "cudaMemsetAsync");
+    cuda_ok(cudaMemsetAsync(static_cast<char*>(out) + offset + bytes, kGuardByte, kGuardBytes, stream_),
+            "cudaMemsetAsync");
 
     ReduceTask task;
     task.type = type;
@@ -130,10 +134,10 @@ class ReduceKernel : public testing::Test {
     task.ninputs = ninputs;
     for (int j = 0; j < ninputs; ++j) task.inputs[j] = static_cast<const char*>(inputs_[j]) + offset;
     launch_reduce_cuda(task, stream_, 0, c.ctas);
-    cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-
     std::vector<unsigned char> got(bytes + kGuardBytes);
-    cuda_ok(cudaMemcpy(got.data(), static_cast<char*>(out) + offset, got.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cuda_ok(cudaMemcpyAsync(got.data(), static_cast<char*>(out) + offset, got.size(), cudaMemcpyDeviceToHost, stream_),
+            "cudaMemcpyAsync");
+    cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     std::vector<unsigned char> want(bytes);
     std::vector<const void*> pointers;
     for (int j = 0; j < ninputs; ++j) pointers.push_back(host_inputs[j].data());
