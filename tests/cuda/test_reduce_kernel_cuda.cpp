@@ -1,13 +1,17 @@
 // The collectives' reduction kernel (src/collectives/reduce_cuda.cu) on one GPU against the host's reduction
 // (reduce_host.cpp), which has the same element semantics (widen, combine in input order, finish, narrow): every type
 // and operator; one and two inputs (the path that combines as soon as both are loaded) and three and five (the
-// accumulating path); counts of one element, of a tail past the last 16-byte vector, and of several passes of every
-// CTA; unaligned inputs (the scalar path); in place and out of place; 1 and 8 CTAs. Results must match bit for bit,
-// and the bytes after the output must stay as they were.
+// accumulating path); counts of one element, of whole vectors and a tail, and of several passes of every CTA;
+// unaligned inputs (the scalar path); out of place and in place over input 0 or input 1 (as rank 1 of a two-rank
+// allreduce reduces into its own input, the second); 1 and 8 CTAs. Results must match bit for bit, and the bytes
+// just before and after the output must stay as they were. (One input in place reproduces itself whatever the
+// operator, avg over one rank included: those cases check only that nothing around the output is written.)
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <cstring>
 #include <random>
 #include <string>
@@ -28,22 +32,25 @@ constexpr int kMostInputs = 5;
 /// Elements of the largest cases: at least two passes of 8 CTAs of 1024 threads at 4 vectors each for every type (u8:
 /// 512 KiB a pass), and not a whole number of vectors.
 constexpr std::size_t kLargest = (std::size_t{1} << 20) + 7;
-constexpr std::size_t kGuardBytes = 64;  ///< checked after the output: the kernel must not write there
+constexpr std::size_t kGuardBytes = 64;  ///< before and after the output: the kernel must not write there
 constexpr unsigned char kGuardByte = 0xa5;
+
+constexpr int kOutOfPlace = -1;
 
 struct Case {
   std::size_t count;
-  std::size_t offset_elements;  ///< of every input and the output from its 256-byte aligned allocation
-  bool in_place;                ///< the output is input 0
+  std::size_t offset_elements;  ///< of every input and the output, past the guard before it
+  int in_place;                 ///< the input that is also the output (the last one with fewer inputs), or kOutOfPlace
   int ctas;
 };
 
 constexpr Case kCases[] = {
-    {1, 0, false, 8},         // one element: no whole vector
-    {33, 0, true, 8},         // two vectors of 2-byte types and a tail; in place
-    {kLargest, 0, false, 8},  // passes of every CTA, a tail
-    {kLargest, 0, true, 1},   // one CTA, in place
-    {kLargest, 1, false, 8},  // one element off the vectors' alignment: the scalar path
+    {1, 0, kOutOfPlace, 8},         // one element: no whole vector
+    {33, 0, 1, 8},                  // whole vectors and a one-element tail (every type); in place over input 1
+    {kLargest, 0, kOutOfPlace, 8},  // passes of every CTA, a tail
+    {kLargest, 0, 0, 1},            // one CTA, in place over input 0
+    {kLargest, 1, kOutOfPlace, 8},  // one element off the vectors' alignment: the scalar path
+    {kLargest, 1, 1, 8},            // the same in place over input 1
 };
 
 /// `count` random elements of `type` as bytes. Floating-point values are 0.25 to 4 in magnitude, either sign, so that
@@ -107,35 +114,36 @@ class ReduceKernel : public testing::Test {
   }
 
   /// Reduces `ninputs` of `host_inputs` (each kLargest elements of `type`) on the GPU as `c` says and compares the
-  /// result, and the guard bytes after it, with the host's reduction. Empty when they match, else what differs.
+  /// result, and the guard bytes around it, with the host's reduction. Empty when they match, else what differs.
   std::string run_case(DataType type, ReduceOp op, int ninputs, const Case& c,
                        const std::vector<std::vector<unsigned char>>& host_inputs) {
     const std::size_t element = datatype_size(type);
-    const std::size_t offset = c.offset_elements * element;
     const std::size_t bytes = c.count * element;
-    void* out = c.in_place ? inputs_[0] : out_;
+    // The output starts kGuardBytes (and the case's offset) into its allocation, so that a guard lies before it.
+    const std::size_t start = kGuardBytes + c.offset_elements * element;
+    char* const out = static_cast<char*>(c.in_place == kOutOfPlace ? out_ : inputs_[std::min(c.in_place, ninputs - 1)]);
     // Everything on the kernel's stream: a non-blocking stream does not wait for the legacy stream's cudaMemset,
     // nor for the last part of a cudaMemcpy from pageable memory, which may return before its data has landed.
-    for (int j = 0; j < ninputs; ++j) {  // input 0 again: an in-place case overwrote it
-      cuda_ok(cudaMemcpyAsync(static_cast<char*>(inputs_[j]) + offset, host_inputs[j].data(), bytes,
+    for (int j = 0; j < ninputs; ++j) {  // again for every case: an in-place case overwrote one
+      cuda_ok(cudaMemcpyAsync(static_cast<char*>(inputs_[j]) + start, host_inputs[j].data(), bytes,
                               cudaMemcpyHostToDevice, stream_),
               "cudaMemcpyAsync");
     }
-    if (!c.in_place) cuda_ok(cudaMemsetAsync(out_, 0x5a, offset + bytes, stream_), "cudaMemsetAsync");
-    cuda_ok(cudaMemsetAsync(static_cast<char*>(out) + offset + bytes, kGuardByte, kGuardBytes, stream_),
-            "cudaMemsetAsync");
+    if (out == out_) cuda_ok(cudaMemsetAsync(out + start, 0x5a, bytes, stream_), "cudaMemsetAsync");
+    cuda_ok(cudaMemsetAsync(out + start - kGuardBytes, kGuardByte, kGuardBytes, stream_), "cudaMemsetAsync");
+    cuda_ok(cudaMemsetAsync(out + start + bytes, kGuardByte, kGuardBytes, stream_), "cudaMemsetAsync");
 
     ReduceTask task;
     task.type = type;
     task.op = op;
     task.nranks = ninputs;
-    task.out = static_cast<char*>(out) + offset;
+    task.out = out + start;
     task.count = c.count;
     task.ninputs = ninputs;
-    for (int j = 0; j < ninputs; ++j) task.inputs[j] = static_cast<const char*>(inputs_[j]) + offset;
+    for (int j = 0; j < ninputs; ++j) task.inputs[j] = static_cast<const char*>(inputs_[j]) + start;
     launch_reduce_cuda(task, stream_, 0, c.ctas);
-    std::vector<unsigned char> got(bytes + kGuardBytes);
-    cuda_ok(cudaMemcpyAsync(got.data(), static_cast<char*>(out) + offset, got.size(), cudaMemcpyDeviceToHost, stream_),
+    std::vector<unsigned char> got(kGuardBytes + bytes + kGuardBytes);
+    cuda_ok(cudaMemcpyAsync(got.data(), out + start - kGuardBytes, got.size(), cudaMemcpyDeviceToHost, stream_),
             "cudaMemcpyAsync");
     cuda_ok(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     std::vector<unsigned char> want(bytes);
@@ -143,18 +151,20 @@ class ReduceKernel : public testing::Test {
     for (int j = 0; j < ninputs; ++j) pointers.push_back(host_inputs[j].data());
     reduce_host(type, op, ninputs, want.data(), pointers.data(), ninputs, c.count);
 
+    const unsigned char* result = got.data() + kGuardBytes;
     for (std::size_t i = 0; i < c.count; ++i) {
-      if (std::memcmp(got.data() + i * element, want.data() + i * element, element) != 0) {
+      if (std::memcmp(result + i * element, want.data() + i * element, element) != 0) {
         return "element " + std::to_string(i) + " of " + std::to_string(c.count) + " differs from the host's";
       }
     }
-    for (std::size_t i = bytes; i < got.size(); ++i) {
-      if (got[i] != kGuardByte) return "byte " + std::to_string(i - bytes) + " after the output was written";
+    for (std::size_t i = 0; i < kGuardBytes; ++i) {
+      if (got[i] != kGuardByte) return "byte " + std::to_string(kGuardBytes - i) + " before the output was written";
+      if (result[bytes + i] != kGuardByte) return "byte " + std::to_string(i) + " after the output was written";
     }
     return {};
   }
 
-  static constexpr std::size_t kAllocationBytes = (kLargest + 16) * 8 + kGuardBytes;
+  static constexpr std::size_t kAllocationBytes = kGuardBytes + 8 + kLargest * 8 + kGuardBytes;
   cudaStream_t stream_ = nullptr;
   void* inputs_[kMostInputs] = {};
   void* out_ = nullptr;
@@ -170,15 +180,18 @@ TEST_F(ReduceKernel, EveryTypeOperatorAndInputCountMatchesTheHostBitForBit) {
       for (int ninputs : {1, 2, 3, kMostInputs}) {
         for (const Case& c : kCases) {
           const std::string differs = run_case(type, op, ninputs, c, host_inputs);
+          const std::string where = c.in_place == kOutOfPlace
+                                        ? "out of place"
+                                        : "in place over input " + std::to_string(std::min(c.in_place, ninputs - 1));
           EXPECT_EQ(differs, "") << datatype_name(type) << " " << reduce_op_name(op) << ", " << ninputs << " inputs, "
-                                 << c.count << " elements at element offset " << c.offset_elements
-                                 << (c.in_place ? ", in place" : ", out of place") << ", " << c.ctas << " CTAs";
+                                 << c.count << " elements at element offset " << c.offset_elements << ", " << where
+                                 << ", " << c.ctas << " CTAs";
           ++cases;
         }
       }
     }
   }
-  EXPECT_EQ(cases, 7 * 5 * 4 * 5);
+  EXPECT_EQ(cases, 7 * 5 * 4 * static_cast<int>(std::size(kCases)));
 }
 
 }  // namespace
