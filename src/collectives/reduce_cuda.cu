@@ -228,9 +228,10 @@ cudaError_t launch(const ReduceTask& task, cudaStream_t stream, int max_ctas, co
   }
   constexpr std::size_t kPerVector = sizeof(uint4) / sizeof(typename E::Storage);
   // Enough CTAs for the work at unroll_of's vectors per thread and pass, never more than the budget. With one or two
-  // inputs a thread takes up to kPairUnroll vectors a pass, so mid-size reductions spread over up to twice the CTAs
-  // one pass would need (u8: four times): the counts stayed as they were when that path came (2026-12-01), so that
-  // small calls, the mailboxes' gated kernels among them, kept their CTAs; fewer were not measured.
+  // inputs a thread takes up to kPairUnroll vectors a pass, so mid-size reductions spread over more CTAs than one pass
+  // would need (2- and 8-byte types twice, u8 four times, 4-byte types as many): the counts stayed as they were when
+  // that path came (2026-12-01), so that small calls, the mailboxes' gated kernels among them, kept their CTAs; fewer
+  // were not measured.
   const std::size_t per_cta =
       vectorized ? static_cast<std::size_t>(kThreads) * unroll_of<typename E::Storage>() * kPerVector : kThreads;
   const std::size_t wanted = (task.count + per_cta - 1) / per_cta;
