@@ -33,6 +33,17 @@ __host__ __device__ constexpr int unroll_of() {
   return unroll < 1 ? 1 : (unroll > 8 ? 8 : unroll);
 }
 
+/// Inputs whose loads a thread issues together in the accumulating path (three inputs or more): as many as the
+/// registers the accumulators leave hold, about 32 of them for loads (unroll_of's vectors of each input): 2 for
+/// 4-byte types, 4 for the others (u8's 8 made ptxas spill). With 2 at a time for every type, 2-byte types had half
+/// of float's bytes in flight. One H200, 8 CTAs, bf16 (2026-12-01b): 3 inputs 168 -> 240 GB/s of output, 5 inputs
+/// 113 -> 130, 8 inputs 83 -> 103; float 257-259, 186 and 138 either way.
+template <class S>
+__host__ __device__ constexpr int inputs_per_batch() {
+  constexpr int batch = 8 / unroll_of<S>();
+  return batch < 2 ? 2 : (batch > 4 ? 4 : batch);
+}
+
 /// Vectors per input each thread keeps in flight when one or two inputs are reduced (every reduction of two ranks):
 /// nothing accumulates across inputs there, so each element is combined and rounded as soon as both inputs are
 /// loaded, and the registers that held the accumulators hold loads instead: 64 bytes per input per thread for every
@@ -134,80 +145,160 @@ __device__ void reduce_one_or_two(const KernelInputs& in, bool pair, typename E:
   }
 }
 
+/// out = op(in[0], ..., in[ninputs - 1]) for three inputs or more, for types that load more than two inputs at a
+/// time (inputs_per_batch): per pass each thread accumulates unroll_of's vectors, widened, loading inputs_per_batch
+/// of the inputs at a time (all their loads in flight before any is used) and combining them into the accumulators
+/// in input order; it rounds once at the end.
 template <class E, ReduceOp Op>
-__global__ void __launch_bounds__(kThreads) reduce_kernel(KernelInputs in, int ninputs, void* out_raw,
-                                                          std::size_t count, int nranks, bool vectorized,
-                                                          ReduceGate gate) {
-  if (gate.pre_waits.count > 0) gated::await_words(gate.pre_waits);
-  if (gate.publishes > 0 || gate.announces > 0) publish(gate);
-  if (gate.waits.count > 0) gated::await_words(gate.waits);
+__device__ void reduce_accumulating(const KernelInputs& in, int ninputs, typename E::Storage* out, std::size_t vectors,
+                                    int nranks, std::size_t thread, std::size_t threads) {
   using S = typename E::Storage;
   using A = typename E::Acc;
   constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
   constexpr int kUnroll = unroll_of<S>();
-  S* out = static_cast<S*>(out_raw);
-  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-
-  std::size_t scalar_begin = 0;
-  if (vectorized && ninputs <= 2) {
-    scalar_begin = count / kPerVector * kPerVector;
-    reduce_one_or_two<E, Op>(in, ninputs == 2, out, count / kPerVector, nranks, thread, threads);
-  } else if (vectorized) {
-    const std::size_t vectors = count / kPerVector;
-    for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
-      A acc[kUnroll][kPerVector];
-      Vector<S> v[kUnroll], w[kUnroll];
+  constexpr int kBatch = inputs_per_batch<S>();
+  __builtin_assume(ninputs > 2);  // the first batch's first three inputs exist
+  for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
+    A acc[kUnroll][kPerVector];
+    Vector<S> v[kBatch][kUnroll];
+    // Inputs first .. first + kBatch - 1 (those that exist; `first` does, as the callers' loops say); lanes past the
+    // end and absent inputs hold zeros.
+    const auto load_batch = [&](int first) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {  // lanes past the end stay defined
-        v[u].raw = make_uint4(0, 0, 0, 0);
-        w[u].raw = make_uint4(0, 0, 0, 0);
+      for (int k = 0; k < kBatch; ++k) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+          if ((k == 0 || first + k < ninputs) && index < vectors) {
+            v[k][u].raw = __ldcs(static_cast<const uint4*>(in.ptr[first + k]) + index);
+          } else {
+            v[k][u].raw = make_uint4(0, 0, 0, 0);
+          }
+        }
       }
-      // Three inputs or more. Inputs two at a time: both inputs' loads are in flight together, twice the bytes per
-      // thread that one input's would keep, which is what a few CTAs need to read near HBM speed
-      // (tools/probes/reduce_probe).
+    };
+    // Combines batch inputs k_begin .. of the batch starting at `first` into the accumulators.
+    const auto combine_batch = [&](int first, int k_begin) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if (k < k_begin || first + k >= ninputs) continue;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+          for (int e = 0; e < kPerVector; ++e) acc[u][e] = combine<Op>(acc[u][e], E::load(v[k][u].element[e]));
+        }
+      }
+    };
+    load_batch(0);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int e = 0; e < kPerVector; ++e) acc[u][e] = E::load(v[0][u].element[e]);
+    }
+    combine_batch(0, 1);
+    for (int first = kBatch; first < ninputs; first += kBatch) {
+      load_batch(first);
+      combine_batch(first, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+      if (index >= vectors) continue;
+#pragma unroll
+      for (int e = 0; e < kPerVector; ++e) v[0][u].element[e] = E::store(finish<Op>(acc[u][e], nranks));
+      __stcs(reinterpret_cast<uint4*>(out) + index, v[0][u].raw);
+    }
+  }
+}
+
+/// The same for 4-byte types, two inputs at a time: reduce_accumulating with batches of two was 1-2% slower for float
+/// at 5 and 8 inputs (one H200, 2026-12-01b), so they keep this loop, the one every type took until then.
+template <class E, ReduceOp Op>
+__device__ void reduce_accumulating_pairs(const KernelInputs& in, int ninputs, typename E::Storage* out,
+                                          std::size_t vectors, int nranks, std::size_t thread, std::size_t threads) {
+  using S = typename E::Storage;
+  using A = typename E::Acc;
+  constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
+  constexpr int kUnroll = unroll_of<S>();
+  for (std::size_t base = thread; base < vectors; base += threads * kUnroll) {
+    A acc[kUnroll][kPerVector];
+    Vector<S> v[kUnroll], w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {  // lanes past the end stay defined
+      v[u].raw = make_uint4(0, 0, 0, 0);
+      w[u].raw = make_uint4(0, 0, 0, 0);
+    }
+    // Three inputs or more. Inputs two at a time: both inputs' loads are in flight together, twice the bytes per
+    // thread that one input's would keep, which is what a few CTAs need to read near HBM speed
+    // (tools/probes/reduce_probe).
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+      if (index < vectors) {
+        v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
+        w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int e = 0; e < kPerVector; ++e) {
+        acc[u][e] = combine<Op>(E::load(v[u].element[e]), E::load(w[u].element[e]));
+      }
+    }
+    for (int j = 2; j < ninputs; j += 2) {
+      const bool second = j + 1 < ninputs;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::size_t index = base + static_cast<std::size_t>(u) * threads;
         if (index < vectors) {
-          v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[0]) + index);
-          w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[1]) + index);
+          v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j]) + index);
+          if (second) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j + 1]) + index);
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
         for (int e = 0; e < kPerVector; ++e) {
-          acc[u][e] = combine<Op>(E::load(v[u].element[e]), E::load(w[u].element[e]));
+          acc[u][e] = combine<Op>(acc[u][e], E::load(v[u].element[e]));
+          if (second) acc[u][e] = combine<Op>(acc[u][e], E::load(w[u].element[e]));
         }
       }
-      for (int j = 2; j < ninputs; j += 2) {
-        const bool second = j + 1 < ninputs;
+    }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const std::size_t index = base + static_cast<std::size_t>(u) * threads;
-          if (index < vectors) {
-            v[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j]) + index);
-            if (second) w[u].raw = __ldcs(static_cast<const uint4*>(in.ptr[j + 1]) + index);
-          }
-        }
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t index = base + static_cast<std::size_t>(u) * threads;
+      if (index >= vectors) continue;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-          for (int e = 0; e < kPerVector; ++e) {
-            acc[u][e] = combine<Op>(acc[u][e], E::load(v[u].element[e]));
-            if (second) acc[u][e] = combine<Op>(acc[u][e], E::load(w[u].element[e]));
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const std::size_t index = base + static_cast<std::size_t>(u) * threads;
-        if (index >= vectors) continue;
-#pragma unroll
-        for (int e = 0; e < kPerVector; ++e) v[u].element[e] = E::store(finish<Op>(acc[u][e], nranks));
-        __stcs(reinterpret_cast<uint4*>(out) + index, v[u].raw);
-      }
+      for (int e = 0; e < kPerVector; ++e) v[u].element[e] = E::store(finish<Op>(acc[u][e], nranks));
+      __stcs(reinterpret_cast<uint4*>(out) + index, v[u].raw);
+    }
+  }
+}
+
+template <class E, ReduceOp Op>
+__global__ void __launch_bounds__(kThreads)
+    reduce_kernel(KernelInputs in, int ninputs, void* out_raw, std::size_t count, int nranks, bool vectorized,
+                  ReduceGate gate) {
+  if (gate.pre_waits.count > 0) gated::await_words(gate.pre_waits);
+  if (gate.publishes > 0 || gate.announces > 0) publish(gate);
+  if (gate.waits.count > 0) gated::await_words(gate.waits);
+  using S = typename E::Storage;
+  using A = typename E::Acc;
+  constexpr int kPerVector = static_cast<int>(sizeof(uint4) / sizeof(S));
+  S* out = static_cast<S*>(out_raw);
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+
+  std::size_t scalar_begin = 0;
+  if (vectorized) {
+    const std::size_t vectors = count / kPerVector;
+    if (ninputs <= 2) {
+      reduce_one_or_two<E, Op>(in, ninputs == 2, out, vectors, nranks, thread, threads);
+    } else if constexpr (inputs_per_batch<S>() > 2) {
+      reduce_accumulating<E, Op>(in, ninputs, out, vectors, nranks, thread, threads);
+    } else {
+      reduce_accumulating_pairs<E, Op>(in, ninputs, out, vectors, nranks, thread, threads);
     }
     scalar_begin = vectors * kPerVector;
   }
@@ -262,8 +353,7 @@ void load_reduce_kernels(int device) {
 
 int resident_reduce_ctas(int device) { return resident_ctas(device, reduce_kernel_of, kThreads); }
 
-void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas,
-                        const ReduceGate* gate) {
+void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, int max_ctas, const ReduceGate* gate) {
   if (gate == nullptr && (task.count == 0 || task.ninputs <= 0)) return;
   if (gate != nullptr && (!gated::gate_fits(*gate) || (gate->announces > 0 && gate->ctas_published == nullptr))) {
     throw Error(ErrorCode::Internal, "gated reduction: more than " + std::to_string(kMaxGatePeers) +
@@ -272,8 +362,8 @@ void launch_reduce_cuda(const ReduceTask& task, void* cuda_stream, int device, i
                                          " raises or announcements, or raises or announcements without a CTA count");
   }
   if (task.ninputs > kMaxReduceInputs) {
-    throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) +
-                           " inputs: at most " + std::to_string(kMaxReduceInputs) + " ranks are supported");
+    throw UnavailableError(std::string("CUDA reduction of ") + std::to_string(task.ninputs) + " inputs: at most " +
+                           std::to_string(kMaxReduceInputs) + " ranks are supported");
   }
   LaunchDevice current(device);
   // A gated kernel's CTAs must all run at once (resident_reduce_ctas): on a GPU of few SMs, fewer of them.
