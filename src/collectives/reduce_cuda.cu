@@ -107,9 +107,9 @@ __device__ void publish(const ReduceGate& gate) {
 }
 
 /// out = op(in[0], in[1]) (or op of in[0] alone), vector by vector, kPairUnroll vectors of each input in flight per
-/// thread. The result is the accumulating path's exactly: both widen, combine once and round once. Its load loop is
-/// written out here and in the accumulating path rather than shared: a shared helper (a null pointer for no second
-/// input) made ptxas spill the accumulating path of the 4-byte types (sm_90, 2026-12-01).
+/// thread. The result is the accumulating path's exactly: both widen, combine once and round once. Each path writes
+/// its load loop out rather than sharing one: a shared helper (a null pointer for no second input) made ptxas spill
+/// the accumulating path of the 4-byte types (sm_90, 2026-12-01).
 template <class E, ReduceOp Op>
 __device__ void reduce_one_or_two(const KernelInputs& in, bool pair, typename E::Storage* out, std::size_t vectors,
                                   int nranks, std::size_t thread, std::size_t threads) {
