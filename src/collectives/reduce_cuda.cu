@@ -1,7 +1,8 @@
 // The reduction kernel of reduce_scatter and allreduce: out[i] = op(in[0][i], ..., in[k-1][i]) on a small, bounded
 // number of CTAs (PICKLE_REDUCE_CTAS), so that the SMs stay with the application while copy engines move the data.
 // A few CTAs can still read at a large fraction of HBM bandwidth if each thread keeps many bytes in flight: every
-// thread loads several 16-byte vectors of one input before combining them (unroll_of), and the loads are streaming
+// thread issues the loads of several 16-byte vectors of several inputs before it combines any of them (one or two
+// inputs: reduce_one_or_two; more: reduce_accumulating and reduce_accumulating_pairs), and the loads are streaming
 // (evict-first: every byte is read once, and the L2 is better left to the application and the copy engines).
 #include <cuda_runtime.h>
 
