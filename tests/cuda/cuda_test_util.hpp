@@ -17,6 +17,12 @@ inline void cuda_ok(cudaError_t error, const char* what) {
   if (error != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(error));
 }
 
+/// Waits until what a test set up through the legacy stream (cudaMemset, the tail of a cudaMemcpy from pageable
+/// memory) has landed: a kernel launched next on a non-blocking stream does not wait for that stream.
+inline void wait_for_legacy_stream() {
+  cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(cudaStreamLegacy)");
+}
+
 /// Page-locked host memory, so that copies to and from it stay asynchronous on the stream.
 class PinnedBuffer {
  public:

@@ -165,9 +165,7 @@ class LlAllreduceKernel : public testing::Test {
   /// Rank 1's call on `send` into `recv` (count elements of type, op) on `ctas` CTAs, pushing `push_lines` lines.
   void launch(DataType type, ReduceOp op, const void* send, void* recv, std::size_t count, int ctas = 1,
               std::size_t push_lines = 0) {
-    // What the test set up through the legacy stream (cudaMemset, the tail of a cudaMemcpy from pageable memory) has
-    // landed before the kernel starts: the fixture's non-blocking streams do not wait for that stream.
-    cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(cudaStreamLegacy)");
+    test::wait_for_legacy_stream();  // the fixture's setup, before the kernel on its non-blocking stream
     LlAllreduce call{.type = type,
                      .op = op,
                      .nranks = kRanks,

@@ -71,9 +71,7 @@ class GatedReduce : public testing::Test {
   /// CTAs. On the fixture's stream, or on `on`; with `publish`'s publication when given.
   void launch(std::uint32_t expected, std::uint32_t raised, cudaStream_t on = nullptr,
               const ReduceGate* publish = nullptr) {
-    // What the test set up through the legacy stream (cudaMemset, the tail of a cudaMemcpy from pageable memory) has
-    // landed before the kernel starts: the fixture's non-blocking streams do not wait for that stream.
-    cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(cudaStreamLegacy)");
+    test::wait_for_legacy_stream();  // the fixture's setup, before the kernel on its non-blocking stream
     ReduceTask task;
     task.type = DataType::F32;
     task.op = ReduceOp::Sum;
