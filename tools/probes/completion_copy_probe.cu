@@ -20,10 +20,16 @@
 //   wlocal+copy+copy4      a write-value of the value into this GPU's memory before the data copy, then the data, then
 //                          the 4-byte copy of that word: how a transport whose values are not known in advance would
 //                          do it (a completion's value is the receiver's slot generation)
+//   copy+event             each copy followed by an event record only (no completion): what marking a point costs
+//                          the copy stream
+//   copy, write on 2nd     each copy followed by an event record; a second stream waits for that event and writes the
+//                          word: the completion leaves the copy stream, so that the next copy need not wait for it
+//                          (time until the second stream's last write)
 // After every repeat each word must hold its message's value and every destination byte the source's (checked).
 // Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag, copy 4 KiB or 1 MiB to the other GPU, mark its
-// flag there (write-value, 4-byte copy of a value staged in device memory, or write-value into this GPU's memory then
-// its 4-byte copy), us per hop; flags in each GPU's memory, then in pinned host memory (where pickle keeps them).
+// flag there (write-value, 4-byte copy of a value staged in device memory, write-value into this GPU's memory then
+// its 4-byte copy, or write-value from a second stream after an event: the latency that hand-off adds), us per hop;
+// flags in each GPU's memory, then in pinned host memory (where pickle keeps them).
 //
 // Not part of pickle's library or tests: a measurement for the ipc transport's design. Usage: completion_copy_probe
 #include <cuda.h>
@@ -42,7 +48,7 @@ namespace {
 
 using probe::check;
 
-enum class Mark { None, Write, CopyFromHost, CopyFromDevice, StagedCopy };
+enum class Mark { None, Write, CopyFromHost, CopyFromDevice, StagedCopy, Event, WriteOnSecond };
 constexpr struct {
   Mark mark;
   const char* name;
@@ -50,7 +56,9 @@ constexpr struct {
               {Mark::Write, "copy+write"},
               {Mark::CopyFromHost, "copy+copy4 host"},
               {Mark::CopyFromDevice, "copy+copy4 device"},
-              {Mark::StagedCopy, "wlocal+copy+copy4"}};
+              {Mark::StagedCopy, "wlocal+copy+copy4"},
+              {Mark::Event, "copy+event"},
+              {Mark::WriteOnSecond, "copy, write on 2nd"}};
 
 constexpr int kMessages = 200, kRepeats = 7, kDestinations = 16;
 constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
@@ -59,7 +67,7 @@ constexpr unsigned char kSourceByte = 0x5a;
 /// Where the messages go: GPU 1's memory or pinned host memory (both written only by a copy engine).
 struct Target {
   bool peer = false;
-  char* data = nullptr;      // kDestinations slots of kMaxBytes
+  char* data = nullptr;       // kDestinations slots of kMaxBytes
   unsigned* words = nullptr;  // kMessages completion words
 };
 
@@ -125,8 +133,13 @@ void back_to_back(const Target& target) {
   check(cudaHostAlloc(&host_values, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
   check(cudaMalloc(&device_values, kMessages * sizeof(unsigned)), "cudaMalloc");
   check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
-  cudaStream_t stream;
+  cudaStream_t stream, second;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::vector<cudaEvent_t> copied(kMessages);  // one per message: each marks its copy's end
+  for (cudaEvent_t& event : copied) check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  cudaEvent_t second_done;
+  check(cudaEventCreateWithFlags(&second_done, cudaEventDisableTiming), "cudaEventCreate");
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -166,7 +179,8 @@ void back_to_back(const Target& target) {
           }
           check(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync data");
           switch (mark) {
-            case Mark::None: break;
+            case Mark::None:
+              break;
             case Mark::Write:
               check(write_value(stream, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
               break;
@@ -178,10 +192,22 @@ void back_to_back(const Target& target) {
             case Mark::StagedCopy:
               check(cudaMemcpyAsync(word, device_values + i, sizeof(unsigned), cudaMemcpyDefault, stream), "copy4");
               break;
+            case Mark::Event:
+              check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
+              break;
+            case Mark::WriteOnSecond:
+              check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
+              check(cudaStreamWaitEvent(second, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
+              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
+              break;
           }
         }
+        if (mark == Mark::WriteOnSecond) {  // the time runs to the second stream's last write
+          check(cudaEventRecord(second_done, second), "cudaEventRecord");
+          check(cudaStreamWaitEvent(stream, second_done, 0), "cudaStreamWaitEvent");
+        }
         per_message.push_back(probe::open_gate_and_time(gate, stream, start, stop) * 1000.f / kMessages);
-        wrong += wrong_after(target, bytes, values, scratch, words, mark != Mark::None);
+        wrong += wrong_after(target, bytes, values, scratch, words, mark != Mark::None && mark != Mark::Event);
       }
       std::printf("%10.2f", probe::median(per_message));
     }
@@ -194,7 +220,7 @@ void back_to_back(const Target& target) {
 /// GPU's memory, or by a write-value of the value into the sending GPU's own memory followed by its 4-byte copy (the
 /// form a transport needs when the value is known only at match time). The flags live in each GPU's memory, or in
 /// pinned host memory as pickle's signal words do. After every row each flag must hold the last round.
-enum class HopMark { Write, StagedCopy, LocalWriteCopy };
+enum class HopMark { Write, StagedCopy, LocalWriteCopy, WriteOnSecond };
 
 void ping_pong() {
   const probe::StreamValueOp write_value = probe::stream_value_op("cuStreamWriteValue32");
@@ -206,19 +232,21 @@ void ping_pong() {
   unsigned* host_flag[2];    // host_flag[g]: pinned host memory that GPU g waits on, written by the other GPU
   unsigned* rounds[2];       // rounds[g]: on GPU g, the values 1..kRoundTrips * kRepeats, sources of the 4-byte copies
   unsigned* local_value[2];  // local_value[g]: on GPU g, written by its own stream just before the data copy
-  cudaStream_t stream[2];
+  cudaStream_t stream[2], second[2];  // second[g]: writes the flag after an event of stream[g] (WriteOnSecond)
+  cudaEvent_t copied[2];
   std::vector<unsigned> all_rounds(kRoundTrips * kRepeats);
   for (std::size_t i = 0; i < all_rounds.size(); ++i) all_rounds[i] = static_cast<unsigned>(i + 1);
   for (int g = 0; g < 2; ++g) {
     check(cudaSetDevice(g), "cudaSetDevice");
     check(cudaMalloc(&data[g], 2 * kHopMax), "cudaMalloc");
     check(cudaMalloc(&device_flag[g], sizeof(unsigned)), "cudaMalloc");
-    check(cudaHostAlloc(&host_flag[g], sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc");
+    check(cudaHostAlloc(&host_flag[g], sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
     check(cudaMalloc(&local_value[g], sizeof(unsigned)), "cudaMalloc");
     check(cudaMalloc(&rounds[g], all_rounds.size() * sizeof(unsigned)), "cudaMalloc");
     check(cudaMemcpy(rounds[g], all_rounds.data(), all_rounds.size() * sizeof(unsigned), cudaMemcpyDefault), "rounds");
     check(cudaStreamCreateWithFlags(&stream[g], cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&second[g], cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&copied[g], cudaEventDisableTiming), "cudaEventCreate");
   }
   check(cudaSetDevice(0), "cudaSetDevice");
   unsigned* gate = nullptr;
@@ -232,7 +260,8 @@ void ping_pong() {
     const char* name;
   } marks[] = {{HopMark::Write, "copy+write"},
                {HopMark::StagedCopy, "copy+copy4 device"},
-               {HopMark::LocalWriteCopy, "wlocal+copy+copy4"}};
+               {HopMark::LocalWriteCopy, "wlocal+copy+copy4"},
+               {HopMark::WriteOnSecond, "copy, write on 2nd"}};
   for (bool host_flags : {false, true}) {
     unsigned** flag = host_flags ? host_flag : device_flag;
     for (const auto& [mark, name] : marks) {
@@ -263,11 +292,14 @@ void ping_pong() {
               if (mark == HopMark::LocalWriteCopy) {
                 check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(local_value[g]), round, 0), "wlocal");
               }
-              check(cudaMemcpyAsync(data[other] + (g == 0 ? 0 : kHopMax), data[g], bytes, cudaMemcpyDefault,
-                                    stream[g]),
+              check(cudaMemcpyAsync(data[other] + (g == 0 ? 0 : kHopMax), data[g], bytes, cudaMemcpyDefault, stream[g]),
                     "copy");
               if (mark == HopMark::Write) {
                 check(write_value(stream[g], reinterpret_cast<CUdeviceptr>(flag[other]), round, 0), "write value");
+              } else if (mark == HopMark::WriteOnSecond) {
+                check(cudaEventRecord(copied[g], stream[g]), "cudaEventRecord");
+                check(cudaStreamWaitEvent(second[g], copied[g], 0), "cudaStreamWaitEvent");
+                check(write_value(second[g], reinterpret_cast<CUdeviceptr>(flag[other]), round, 0), "write value");
               } else {
                 const unsigned* value = mark == HopMark::StagedCopy ? rounds[g] + (round - 1) : local_value[g];
                 check(cudaMemcpyAsync(flag[other], value, sizeof(unsigned), cudaMemcpyDefault, stream[g]), "copy4");
