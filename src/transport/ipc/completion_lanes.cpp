@@ -1,0 +1,103 @@
+#include "transport/ipc/completion_lanes.hpp"
+
+#include <exception>
+
+#include "device/host/backoff.hpp"
+
+namespace pickle::transport::ipc {
+
+CompletionLanes::CompletionLanes(MemoryKind kind, int device) : kind_(kind), device_(device) {}
+
+std::shared_ptr<CompletionLanes::Lane> CompletionLanes::lane_of(const device::Stream& stream) {
+  std::lock_guard lock(mutex_);
+  auto [entry, added] = lanes_.try_emplace(stream.serial());
+  if (added) {
+    entry->second = std::make_shared<Lane>();
+    entry->second->served = stream.weak_from_this();
+    entry->second->served_shared = !entry->second->served.expired();
+    forget_idle_lanes_of_gone_streams_locked();
+  }
+  return entry->second;
+}
+
+void CompletionLanes::forget_idle_lanes_of_gone_streams_locked() {
+  std::erase_if(lanes_, [](auto& entry) {
+    Lane& lane = *entry.second;
+    if (!lane.served_shared || !lane.served.expired()) return false;
+    std::lock_guard lane_lock(lane.mutex);
+    // A lane that still has writes to run keeps its stream, and so the teardown's account of it (streams()).
+    return !lane.stream || lane.stream->idle_now();
+  });
+}
+
+CompletionLanes::Written CompletionLanes::write_after(device::Stream& stream, std::uint32_t* word,
+                                                      const std::uint32_t* host_word, std::uint32_t value) {
+  std::shared_ptr<Lane> lane = lane_of(stream);
+  std::lock_guard lock(lane->mutex);
+  const bool burst = lane->last_word != nullptr &&
+                     !device::host::flag_reached(device::host::load_acquire(lane->last_word), lane->last_value);
+  if (!burst) {
+    stream.write_value(word, value);
+    lane->last_word = host_word;
+    lane->last_value = value;
+    return {};
+  }
+  if (!lane->stream) {
+    lane->copied = device::make_ordering_event(kind_, device_);
+    lane->written = device::make_ordering_event(kind_, device_);
+    lane->stream = device::make_stream(kind_, device_);
+  }
+  stream.record(*lane->copied);
+  lane->stream->wait(*lane->copied);
+  lane->stream->write_value(word, value);
+  lane->last_word = host_word;
+  lane->last_value = value;
+  lane_writes_.fetch_add(1, std::memory_order_relaxed);
+  return {.lane = lane, .number = ++lane->writes};
+}
+
+void CompletionLanes::interrupt(const device::Stream& stream) {
+  std::shared_ptr<Lane> lane;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = lanes_.find(stream.serial());
+    if (found == lanes_.end()) return;  // no send wrote after a copy there
+    lane = found->second;
+  }
+  std::lock_guard lock(lane->mutex);
+  lane->last_word = nullptr;
+}
+
+void CompletionLanes::join(device::Stream& stream, const Written& written) {
+  if (!written.on_lane()) return;
+  Lane& lane = *written.lane;
+  std::lock_guard lock(lane.mutex);
+  if (lane.joined >= written.number) return;
+  lane.stream->record(*lane.written);
+  stream.wait(*lane.written);
+  lane.joined = lane.writes;
+}
+
+std::vector<std::weak_ptr<device::Stream>> CompletionLanes::streams() {
+  std::vector<std::weak_ptr<device::Stream>> made;
+  std::lock_guard lock(mutex_);
+  for (auto& [serial, lane] : lanes_) {
+    std::lock_guard lane_lock(lane->mutex);
+    if (lane->stream) made.push_back(lane->stream);
+  }
+  return made;
+}
+
+void CompletionLanes::synchronize_all(const Deadline& deadline) {
+  std::exception_ptr first;
+  for (const std::weak_ptr<device::Stream>& weak : streams()) {
+    try {
+      if (auto stream = weak.lock()) stream->synchronize_until(deadline);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace pickle::transport::ipc
