@@ -26,6 +26,9 @@ struct TransportStats {
   std::uint64_t ipc_opens = 0;    ///< peer allocations mapped (the 1-10 ms step)
   std::uint64_t ipc_closes = 0;   ///< of those, unmapped (closed) again because their allocation was freed
   std::uint64_t cache_hits = 0;   ///< transfers that found the peer allocation already mapped
+  /// ipc on CUDA: sends whose completion write went to a completion lane, off the copy's stream, because they came
+  /// right behind another send (PICKLE_IPC_COMPLETION, docs/p2p.md "Completion lanes")
+  std::uint64_t completion_lane_writes = 0;
 };
 struct CommStats {
   TransportStats ipc;  ///< copy engine straight into the peer's mapped memory

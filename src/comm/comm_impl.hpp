@@ -122,6 +122,9 @@ struct RequestState {
   // ordered after both already, so on_stream() with it enqueues nothing: a stream wait on a word in host memory
   // costs about 1.8 us even when the word is already there (docs/results/2026-11-24-h100x1.md).
   std::uint64_t copied_on = 0;  // device::Stream::serial(); 0: none
+  // Where its completion write went when not onto `copied_on` itself (a burst's send on CUDA: completion_lanes.hpp);
+  // on_stream() with that stream then joins the lane (guarded by Impl::mutex).
+  transport::ipc::CompletionLanes::Written lane_write;
   const void* src = nullptr;
   void* dst = nullptr;  // Recv: where the data goes (the shm transport's receiving stream copies it there)
   std::uint64_t alloc_id = 0;  // Recv over ipc: the announced allocation the data goes into

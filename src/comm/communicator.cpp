@@ -874,6 +874,7 @@ CommStats Communicator::stats() const {
         sum->ipc_opens += add->ipc_opens;
         sum->ipc_closes += add->ipc_closes;
         sum->cache_hits += add->cache_hits;
+        sum->completion_lane_writes += add->completion_lane_writes;
       }
       stats.local_copy_bytes += more.local_copy_bytes;
     }

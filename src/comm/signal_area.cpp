@@ -101,9 +101,12 @@ std::uint32_t SignalArea::load(int peer, int index) const {
   return std::atomic_ref<std::uint32_t>(*local_word(peer, index)).load(std::memory_order_acquire);
 }
 
+const std::uint32_t* SignalArea::remote_word(int peer, int index) const {
+  return word_in(mapped(peer).memory->data(), rank_, index);
+}
+
 std::uint32_t SignalArea::load_remote(int peer, int index) const {
-  auto* word = word_in(mapped(peer).memory->data(), rank_, index);
-  return std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire);
+  return device::host::load_acquire(remote_word(peer, index));
 }
 
 void SignalArea::store(int peer, int index, std::uint32_t value) const {

@@ -114,6 +114,8 @@ class SignalArea {
   /// Word `index` of the block that `peer` keeps for this rank (what this rank writes), as streams address it.
   /// Peers on this host only (InternalError otherwise).
   std::uint32_t* remote_word_for_streams(int peer, int index) const;
+  /// The same word as the host sees it (load_remote reads it).
+  const std::uint32_t* remote_word(int peer, int index) const;
   /// This rank's "sent" word `index` for `peer`: as the host sees it, and as streams address it.
   std::uint32_t* sent_word(int peer, int index) const;
   std::uint32_t* sent_word_for_streams(int peer, int index) const;

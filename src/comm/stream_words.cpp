@@ -48,6 +48,7 @@ void Communicator::Impl::note_stream_on_words_locked(device::Stream& stream) {
 
 void Communicator::Impl::wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
   stream.wait_value(signals->local_word_for_streams(peer, slot), expected);
+  if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) lanes->interrupt(stream);
   std::lock_guard lock(mutex);
   note_signal_wait_locked(stream, peer, slot, expected);
 }
@@ -59,6 +60,7 @@ void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot
     flags.push_back({signals->local_word_for_streams(wait.peer, slot), wait.expected});
   }
   stream.wait_values(flags);
+  if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) lanes->interrupt(stream);
   note_signal_waits(stream, slot, waits);
 }
 
@@ -252,6 +254,10 @@ void Communicator::Impl::retire_signal_area(const StreamWaitsAtClose& at_close) 
                              " to reach ", wait.expected));
     }
     for (const auto& [serial, stream] : streams_on_words) noted.push_back(stream);
+  }
+  // The completion lanes write the peers' words (ipc sends in a burst): the words stay until they have passed too.
+  if (transport::ipc::CompletionLanes* lanes = ipc ? ipc->completion_lanes() : nullptr) {
+    for (const auto& stream : lanes->streams()) noted.push_back(stream);
   }
   // Checks at the streams' current ends, which are past their waits: the stream reports the error at the
   // synchronize that finds it past them, and holds nothing of this communicator meanwhile.

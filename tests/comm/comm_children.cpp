@@ -1667,6 +1667,76 @@ PICKLE_CHILD(comm_send_on_stream_then_reuse) {
   return 0;
 }
 
+// Back-to-back sends on one stream, held behind a signal wait (rank 1 signals 300 ms later), then each on_stream() on
+// that stream and the source overwritten there: every message arrives intact, and once the stream has synchronized
+// every send has completed (on CUDA their completion writes went to the stream's completion lane, which on_stream
+// joins). Then a ping-pong, where each send follows a wait: no write goes to a lane. args[1]: the lane writes expected
+// of the burst ("all but the first" or "none").
+PICKLE_CHILD(comm_burst_completion_lanes) {
+  Communicator comm = make_comm(args.at(0));
+  const bool lanes_expected = args.at(1) == "all-but-the-first";
+  constexpr int kMessages = 48, kTag = 21, kPingTag = 22, kRounds = 20;
+  constexpr std::size_t kBytes = (1u << 20) + 7;
+  Buffer buffer = comm.alloc(kMessages * kBytes), overwrite = comm.alloc(kBytes), ping = comm.alloc(4096);
+  Stream stream = comm.make_stream();
+  if (comm.rank() == 0) {
+    fill_messages(comm, buffer.data(), kMessages, kBytes, 300);
+    fill(comm, overwrite.data(), kBytes, 999);
+    CHILD_CHECK(await_posted_receives(comm, 1, kTag, kMessages, 20) == kMessages, "the posts never arrived");
+    const std::uint64_t lane_writes_before = comm.stats().ipc.completion_lane_writes;
+    comm.wait(stream, 1, 0, 1);  // held until rank 1 signals, once every send below is enqueued
+    std::vector<Request> sends;
+    for (int i = 0; i < kMessages; ++i) {
+      sends.push_back(comm.send(1, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, &stream));
+    }
+    for (auto& s : sends) s.on_stream(stream);
+    // After the sends in stream order: the receiver must not see these bytes.
+    for (int i = 0; i < kMessages; ++i) {
+      stream.impl().copy(static_cast<char*>(buffer.data()) + i * kBytes, overwrite.data(), kBytes);
+    }
+    stream.synchronize();
+    int incomplete = 0;
+    for (auto& s : sends) incomplete += s.test() ? 0 : 1;
+    CHILD_CHECK(incomplete == 0, incomplete,
+                " sends not complete once their stream, which waited on them, synchronized");
+    const std::uint64_t lane_writes = comm.stats().ipc.completion_lane_writes - lane_writes_before;
+    const std::uint64_t expected = lanes_expected ? kMessages - 1 : 0;
+    CHILD_CHECK(lane_writes == expected, "the burst wrote ", lane_writes, " completions on a lane, expected ",
+                expected);
+  } else {
+    std::vector<Request> recvs;
+    for (int i = 0; i < kMessages; ++i) {
+      recvs.push_back(comm.recv(0, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 enqueues its burst meanwhile
+    comm.signal(stream, 0, 0);                                    // and opens rank 0's gate
+    stream.synchronize();
+    for (auto& r : recvs) r.wait();
+    const std::string wrong = first_wrong_message(comm, buffer.data(), kMessages, kBytes, 300);
+    CHILD_CHECK(wrong.empty(), wrong);
+  }
+  comm.barrier();
+  // The ping-pong: each send waits (on the stream) for the answer to the one before.
+  const std::uint64_t before = comm.stats().ipc.completion_lane_writes;
+  const int peer = 1 - comm.rank();
+  Request last;
+  for (int round = 0; round < kRounds; ++round) {
+    if (comm.rank() == 0) {
+      last = comm.send(peer, kPingTag, ping.data(), 4096, &stream);
+      comm.recv(peer, kPingTag, ping.data(), 4096).on_stream(stream);
+    } else {
+      comm.recv(peer, kPingTag, ping.data(), 4096).on_stream(stream);
+      last = comm.send(peer, kPingTag, ping.data(), 4096, &stream);
+    }
+  }
+  last.on_stream(stream);
+  stream.synchronize();
+  const std::uint64_t ping_lane_writes = comm.stats().ipc.completion_lane_writes - before;
+  CHILD_CHECK(ping_lane_writes == 0, "a ping-pong wrote ", ping_lane_writes, " completions on a lane");
+  comm.barrier();
+  return 0;
+}
+
 // A recv whose sender never sends times out (PICKLE_TIMEOUT of a second or two) instead of hanging.
 PICKLE_CHILD(comm_timeout) {
   Communicator comm = make_comm(args.at(0));

@@ -271,6 +271,11 @@ TEST(Comm, SourceReusedAfterASendsOnStreamKeepsWhatWasSent) {
   expect_all_ok(run_ranks("comm_send_on_stream_then_reuse", 2, {"host"}, {"PICKLE_TIMEOUT=30"}));
 }
 
+TEST(Comm, BackToBackSendsOnAStreamArriveAndCompleteByItsSynchronize) {
+  // Host memory writes every completion on the copy's stream: no lane (completion_lanes.hpp).
+  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"host", "none"}, {"PICKLE_TIMEOUT=30"}));
+}
+
 TEST(Comm, RecvWithoutASenderTimesOut) {
   // 3 s, not 1: the one timeout also bounds the set-up and the final barrier, which a loaded 2-core machine slows.
   expect_all_ok(run_ranks("comm_timeout", 2, {"host"}, {"PICKLE_TIMEOUT=3"}));

@@ -17,6 +17,12 @@ IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
     throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_STREAMS=", per_peer, " must be between 1 and 8"));
   }
   streams_per_peer_ = per_peer;
+  const std::string completion = env::get("PICKLE_IPC_COMPLETION");
+  if (completion != "auto" && completion != "stream") {
+    throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_COMPLETION=", completion, " must be auto or stream"));
+  }
+  // Host streams keep the write on the copy's stream (completion_lanes.hpp says why).
+  if (completion == "auto" && kind == MemoryKind::Cuda) lanes_ = std::make_unique<CompletionLanes>(kind, device);
   // Created up front: the progress thread and callers' threads use them without a lock of their own.
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;
@@ -104,6 +110,13 @@ void IpcTransport::synchronize_all() {
       }
     }
   }
+  if (lanes_) {
+    try {
+      lanes_->synchronize_all(Deadline::after_seconds(env::timeout_seconds()));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
   if (first) std::rethrow_exception(first);
 }
 
@@ -114,6 +127,7 @@ TransportStats IpcTransport::stats() const {
   stats.ipc_opens = cache_.opens();
   stats.ipc_closes = cache_.closes();
   stats.cache_hits = cache_.hits();
+  if (lanes_) stats.completion_lane_writes = lanes_->lane_writes();
   return stats;
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/format.hpp"
 #include "device/stream.hpp"
+#include "transport/ipc/completion_lanes.hpp"
 #include "transport/ipc/mapping_cache.hpp"
 
 namespace pickle::transport::ipc {
@@ -32,6 +33,10 @@ class IpcTransport {
   /// caller's stream; with several, every send takes its turn on them.
   bool joins_caller_stream() const noexcept { return streams_per_peer_ == 1; }
   MappingCache& cache() { return cache_; }
+
+  /// Where back-to-back sends' completion writes go off their copy's stream (completion_lanes.hpp); null where they
+  /// stay on it (host memory, PICKLE_IPC_COMPLETION=stream).
+  CompletionLanes* completion_lanes() noexcept { return lanes_.get(); }
 
   /// The address, in this process, of [offset, offset + bytes) of `peer`'s allocation `id`. An allocation that was
   /// never announced is a ProtocolError, a range past its end an InvalidArgument; both name `ctx`.
@@ -52,7 +57,7 @@ class IpcTransport {
   void note_dropped_work(int peer, const device::Stream* stream);
   void clear_dropped_work(int peer, device::Stream& stream);
 
-  /// Waits for every peer stream (before mappings go away).
+  /// Waits for every peer stream and completion lane (before mappings go away).
   void synchronize_all();
 
   TransportStats stats() const;
@@ -67,6 +72,7 @@ class IpcTransport {
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>>> next_;       // per peer: whose turn
   // Per peer, per copy stream: it dropped work, and has an error to report before it takes more (note_dropped_work).
   std::vector<std::vector<std::unique_ptr<std::atomic<bool>>>> dropped_;
+  std::unique_ptr<CompletionLanes> lanes_;
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> operations_{0};
 };
