@@ -49,6 +49,9 @@ class P2pBackend {
   /// Peer allocations this rank has mapped so far (pickle's stats().ipc.ipc_opens), for backends that count them:
   /// the runner records how many happened while timing (the steady state must open nothing).
   virtual std::optional<std::uint64_t> mapping_opens() const { return std::nullopt; }
+  /// Sends whose completion write went to a completion lane so far (pickle's stats().ipc.completion_lane_writes):
+  /// the runner records how many did while timing.
+  virtual std::optional<std::uint64_t> completion_lane_writes() const { return std::nullopt; }
 
  protected:
   P2pBackend() = default;

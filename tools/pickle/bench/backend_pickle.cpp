@@ -112,6 +112,11 @@ class PickleBackend final : public P2pBackend {
     return comm_->stats().ipc.ipc_opens;
   }
 
+  std::optional<std::uint64_t> completion_lane_writes() const override {
+    if (!comm_) return std::nullopt;
+    return comm_->stats().ipc.completion_lane_writes;
+  }
+
  private:
   /// Until `peer`'s first `count` receives on `tag` are heard of here (bounded by the communicator's timeout).
   void wait_for_posts(P2pContext& ctx, int peer, int tag, std::size_t count) {

@@ -242,6 +242,8 @@ json::Value to_json(const P2pReport& report) {
     }
     r["wrong"] = step.wrong ? json::Value(*step.wrong) : json::Value();
     r["mapping_opens_timed"] = step.mapping_opens ? json::Value(*step.mapping_opens) : json::Value();
+    r["completion_lane_writes_timed"] =
+        step.completion_lane_writes ? json::Value(*step.completion_lane_writes) : json::Value();
     r["error"] = step.error.empty() ? json::Value() : json::Value(step.error);
     results.push_back(std::move(r));
   }

@@ -31,6 +31,8 @@ struct StepResult {
   bool gated = true;                   ///< enqueue happened behind the gate (not timed)
   /// Peer allocations mapped during the timed repeats, summed over ranks, for backends that count them (pickle).
   std::optional<std::uint64_t> mapping_opens;
+  /// Sends whose completion write went to a completion lane during the timed repeats, summed over ranks (pickle).
+  std::optional<std::uint64_t> completion_lane_writes;
   std::string error;                   ///< set when the step failed
 };
 

@@ -57,6 +57,7 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
 
   // Mappings made during warm-up are the set-up cost; any made while timing would be in the measurement.
   const std::optional<std::uint64_t> opens_before = active ? backend.mapping_opens() : std::nullopt;
+  const std::optional<std::uint64_t> lane_writes_before = active ? backend.completion_lane_writes() : std::nullopt;
   for (int repeat = 0; repeat < options.repeats && !lockstep.failed(); ++repeat) {
     const std::uint32_t gate = ctx.next_gate();
     lockstep.phase("enqueue", [&] {
@@ -90,7 +91,8 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
     result.time_us.push_back(mode == Mode::Lat ? per_iteration_us / 2 : per_iteration_us);
   }
 
-  // Payload: "<wrong bytes>;<mappings opened while timing>", either part empty when it does not apply.
+  // Payload: "<wrong bytes>;<mappings opened while timing>;<completion lane writes while timing>", any part empty
+  // when it does not apply.
   auto checked = lockstep.phase("check", [&] {
     std::string payload;
     if (receiver && options.check) {
@@ -100,6 +102,9 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
     payload += ";";
     auto opens_after = active ? backend.mapping_opens() : std::nullopt;
     if (opens_before && opens_after) payload += cat(*opens_after - *opens_before);
+    payload += ";";
+    auto lane_writes_after = active ? backend.completion_lane_writes() : std::nullopt;
+    if (lane_writes_before && lane_writes_after) payload += cat(*lane_writes_after - *lane_writes_before);
     return payload;
   });
   if (!checked.ok) {
@@ -110,11 +115,16 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
   }
   std::uint64_t wrong = 0;
   for (const auto& payload : checked.payloads) {
-    std::size_t semicolon = payload.find(';');
+    const std::size_t semicolon = payload.find(';');
     if (semicolon == std::string::npos) continue;  // a rank that takes no part
+    const std::size_t second = payload.find(';', semicolon + 1);
+    const std::string opens =
+        payload.substr(semicolon + 1, second == std::string::npos ? std::string::npos : second - semicolon - 1);
+    const std::string lane_writes = second == std::string::npos ? "" : payload.substr(second + 1);
     if (semicolon > 0) wrong += std::strtoull(payload.c_str(), nullptr, 10);
-    if (semicolon + 1 < payload.size()) {
-      result.mapping_opens = result.mapping_opens.value_or(0) + std::strtoull(payload.c_str() + semicolon + 1, nullptr, 10);
+    if (!opens.empty()) result.mapping_opens = result.mapping_opens.value_or(0) + std::stoull(opens);
+    if (!lane_writes.empty()) {
+      result.completion_lane_writes = result.completion_lane_writes.value_or(0) + std::stoull(lane_writes);
     }
   }
   if (options.check) result.wrong = wrong;
