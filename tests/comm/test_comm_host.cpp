@@ -272,8 +272,9 @@ TEST(Comm, SourceReusedAfterASendsOnStreamKeepsWhatWasSent) {
 }
 
 TEST(Comm, BackToBackSendsOnAStreamArriveAndCompleteByItsSynchronize) {
-  // Host memory writes every completion on the copy's stream: no lane (completion_lanes.hpp).
-  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"host", "none"}, {"PICKLE_TIMEOUT=30"}));
+  // Host memory writes every completion on the copy's stream, lanes asked for or not (completion_lanes.hpp).
+  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"host", "none"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_IPC_COMPLETION=lanes"}));
 }
 
 TEST(Comm, RecvWithoutASenderTimesOut) {

@@ -86,7 +86,7 @@ TEST(BenchP2p, CeAndPickleOnHostMemoryMoveEveryByteIntact) {
     if (r.at("backend").as_string() == "pickle") {
       // Steady state: every peer allocation was mapped during warm-up; the timed transfers open nothing.
       EXPECT_EQ(r.at("mapping_opens_timed").as_int(), 0) << what;
-      // Host memory writes every completion on the copy's stream (completion lanes are CUDA's).
+      // Host memory writes every completion on the copy's stream (completion lanes are CUDA's, and not the default).
       EXPECT_EQ(r.at("completion_lane_writes_timed").as_int(), 0) << what;
     } else {
       EXPECT_TRUE(r.at("completion_lane_writes_timed").is_null()) << what;

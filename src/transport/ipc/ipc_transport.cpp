@@ -18,11 +18,11 @@ IpcTransport::IpcTransport(int rank, int world, MemoryKind kind, int device)
   }
   streams_per_peer_ = per_peer;
   const std::string completion = env::get("PICKLE_IPC_COMPLETION");
-  if (completion != "auto" && completion != "stream") {
-    throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_COMPLETION=", completion, " must be auto or stream"));
+  if (completion != "lanes" && completion != "stream") {
+    throw InvalidArgument(cat("rank ", rank, ": PICKLE_IPC_COMPLETION=", completion, " must be stream or lanes"));
   }
   // Host streams keep the write on the copy's stream (completion_lanes.hpp says why).
-  if (completion == "auto" && kind == MemoryKind::Cuda) lanes_ = std::make_unique<CompletionLanes>(kind, device);
+  if (completion == "lanes" && kind == MemoryKind::Cuda) lanes_ = std::make_unique<CompletionLanes>(kind, device);
   // Created up front: the progress thread and callers' threads use them without a lock of their own.
   for (int peer = 0; peer < world; ++peer) {
     if (peer == rank) continue;

@@ -35,7 +35,7 @@ class IpcTransport {
   MappingCache& cache() { return cache_; }
 
   /// Where back-to-back sends' completion writes go off their copy's stream (completion_lanes.hpp); null where they
-  /// stay on it (host memory, PICKLE_IPC_COMPLETION=stream).
+  /// stay on it (PICKLE_IPC_COMPLETION=stream, the default; host memory).
   CompletionLanes* completion_lanes() noexcept { return lanes_.get(); }
 
   /// The address, in this process, of [offset, offset + bytes) of `peer`'s allocation `id`. An allocation that was
