@@ -18,22 +18,14 @@
 #include "device/memory.hpp"
 #include "device/stream.hpp"
 #include "transport/ipc/completion_lanes.hpp"
+#include "poll_for_seconds.hpp"
 
 namespace pickle::transport::ipc {
 namespace {
 
 using device::host::load_acquire;
 
-/// Calls `done` until it returns true (then true) or `seconds` passed (then false).
-template <class Done>
-bool poll_for_seconds(double seconds, Done&& done) {
-  const Deadline deadline = Deadline::after_seconds(seconds);
-  while (!done()) {
-    if (deadline.expired()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using test::poll_for_seconds;
 
 /// Two host-memory buffers of `bytes` (source with a pattern per message, destination zeroed), words, and a gate
 /// word that holds the stream until the test opens it.

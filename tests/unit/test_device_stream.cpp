@@ -16,6 +16,7 @@
 #include "device/host/backoff.hpp"
 #include "device/memory.hpp"
 #include "device/stream.hpp"
+#include "poll_for_seconds.hpp"
 
 namespace pickle::device {
 namespace {
@@ -33,16 +34,7 @@ std::vector<unsigned char> pattern(std::size_t bytes, unsigned seed) {
   return out;
 }
 
-/// Calls `done` until it returns true (then true) or `seconds` passed (then false).
-template <class Done>
-bool poll_for_seconds(double seconds, Done&& done) {
-  const Deadline deadline = Deadline::after_seconds(seconds);
-  while (!done()) {
-    if (deadline.expired()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using test::poll_for_seconds;
 
 TEST(HostStream, FlagOrdersCopiesBetweenStreams) {
   constexpr std::size_t kBytes = (1 << 20) + 5;
