@@ -287,7 +287,7 @@ Request Call::send(int peer, int tag, const void* ptr, std::size_t bytes, Lane l
   sends_.push_back(request);
   if (!comm_.sends_join_given_stream(peer)) {
     end_waits_.push_back(request);
-  } else if (lane != kCaller) {  // on the caller's stream it is ordered already
+  } else if (lane != kCaller) {  // on the caller's stream its copy is ordered already, which is what the call needs
     last_on_side_[lane][static_cast<std::size_t>(peer)] = request;
   }
   return request;
@@ -425,8 +425,9 @@ void Call::awaited_by_kernel_for_all(int slot, std::span<const comm::SignalTarge
 void Call::send_token(int peer, Request& sent) {
   Stream& side = lane_stream(peer, kInput);
   started_ = true;
-  // The copy ran on this stream (ipc, one copy stream per peer): ordered already. Elsewhere (PICKLE_IPC_STREAMS
-  // above 1, shm, net) the stream first waits for its completion word.
+  // The copy ran on this stream (ipc, one copy stream per peer): ordered already (with completion lanes, the wait
+  // joins the lane that wrote its word). Elsewhere (PICKLE_IPC_STREAMS above 1, shm, net) the stream first waits for
+  // its completion word.
   if (sent.valid()) wait_on_stream(sent, side);
   // What abandon would raise must be what the schedule raises: every ordered call checks the count (here and at
   // finish), so a mismatch shows in any test, not only in a failure that leaves a peer waiting. Counted before

@@ -118,9 +118,10 @@ struct RequestState {
   // (refuse_shm_send takes it out then; guarded by Impl::mutex, as that is).
   bool counts_as_unmatched() const { return (shm_state.load() & kShmRefused) == 0; }
   std::shared_ptr<device::Event> after_event;     // the caller's stream at send() time, for a copy on another stream
-  // The stream that carries the copy and its completion write (ipc sends only). Later work on that same stream is
-  // ordered after both already, so on_stream() with it enqueues nothing: a stream wait on a word in host memory
-  // costs about 1.8 us even when the word is already there (docs/results/2026-11-24-h100x1.md).
+  // The stream that carries the copy and (unless lane_write says otherwise) its completion write (ipc sends only).
+  // Later work on that same stream is ordered after both already, so on_stream() with it enqueues nothing: a stream
+  // wait on a word in host memory costs about 1.8 us even when the word is already there
+  // (docs/results/2026-11-24-h100x1.md).
   std::uint64_t copied_on = 0;  // device::Stream::serial(); 0: none
   // Where its completion write went when not onto `copied_on` itself (a burst's send on CUDA: completion_lanes.hpp);
   // on_stream() with that stream then joins the lane (guarded by Impl::mutex).

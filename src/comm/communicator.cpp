@@ -913,9 +913,9 @@ void Request::wait() {
 }
 void Request::on_stream(Stream& stream) {
   if (!state_) throw InvalidArgument("on_stream() on an empty Request");
-  // A send whose copy and completion write went onto `stream` needs neither a wait nor a check: it was matched and
-  // queued in send(), whose failures Impl::on_stream rethrows here, and nothing fails it later (an ipc send is not
-  // followed once queued).
+  // A send whose copy went onto `stream` needs no check (and no wait, or only a join of the stream's completion lane):
+  // it was matched and queued in send(), whose failures Impl::on_stream rethrows here, and nothing fails it later (an
+  // ipc send is not followed once queued).
   if (state_->comm->on_stream(*state_, stream.impl())) state_->comm->report_on_stream(state_, stream.impl());
 }
 std::size_t Request::bytes() const noexcept { return state_ ? state_->ctx.bytes : 0; }

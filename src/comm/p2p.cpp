@@ -567,7 +567,8 @@ void Communicator::Impl::wait(RequestState& request) {
 
 bool Communicator::Impl::on_stream(RequestState& request, device::Stream& stream) {
   // A send's slot is known only once it is matched: wait (bounded) for that first. A recv's is known at once.
-  // A send whose copy and completion write went onto `stream` itself needs nothing more: the stream orders them.
+  // A send whose copy went onto `stream` itself needs nothing more when its completion write went there too (the
+  // stream orders them), and a join of the stream's completion lane when the write went there.
   bool ordered_already = false;
   transport::ipc::CompletionLanes::Written lane_write;
   bool known = poll_until(Deadline::after_seconds(timeout_seconds), [&] {
@@ -582,15 +583,16 @@ bool Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
   }
-  // A wait on the stream: the next send there writes its completion on the stream itself (completion_lanes.hpp).
-  if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) lanes->interrupt(stream);
+  transport::ipc::CompletionLanes* lanes = ipc->completion_lanes();
   if (ordered_already) {
     // Its write went to the stream's lane: the stream waits for the lane's event, not for the word (about 1.8 us
-    // of stream time per wait on a word in host memory).
-    transport::ipc::CompletionLanes::join(stream, lane_write);
+    // of stream time per wait on a word in host memory). A wait on the stream: the next send there writes its
+    // completion on the stream itself (completion_lanes.hpp). Nothing enqueued, nothing changes for it.
+    if (transport::ipc::CompletionLanes::join(stream, lane_write) && lanes) lanes->interrupt(stream);
     return false;
   }
   stream.wait_value(completion_word_for_streams(request), request.generation);
+  if (lanes) lanes->interrupt(stream);  // as above
   std::lock_guard lock(mutex);
   note_stream_on_words_locked(stream);
   request.waiting_streams.push_back(stream.weak_from_this());

@@ -1690,15 +1690,18 @@ PICKLE_CHILD(comm_burst_completion_lanes) {
       sends.push_back(comm.send(1, kTag, static_cast<char*>(buffer.data()) + i * kBytes, kBytes, &stream));
     }
     for (auto& s : sends) s.on_stream(stream);
-    // After the sends in stream order: the receiver must not see these bytes.
-    for (int i = 0; i < kMessages; ++i) {
-      stream.impl().copy(static_cast<char*>(buffer.data()) + i * kBytes, overwrite.data(), kBytes);
-    }
+    // Right after the stream passed its waits on the sends (nothing queued after them that would give a lane time):
+    // every send is complete, its word written.
     stream.synchronize();
     int incomplete = 0;
     for (auto& s : sends) incomplete += s.test() ? 0 : 1;
     CHILD_CHECK(incomplete == 0, incomplete,
                 " sends not complete once their stream, which waited on them, synchronized");
+    // The sources rewritten: the receiver checks that what it got is what was sent, not this.
+    for (int i = 0; i < kMessages; ++i) {
+      stream.impl().copy(static_cast<char*>(buffer.data()) + i * kBytes, overwrite.data(), kBytes);
+    }
+    stream.synchronize();
     const std::uint64_t lane_writes = comm.stats().ipc.completion_lane_writes - lane_writes_before;
     const std::uint64_t expected = lanes_expected ? kMessages - 1 : 0;
     CHILD_CHECK(lane_writes == expected, "the burst wrote ", lane_writes, " completions on a lane, expected ",

@@ -41,10 +41,11 @@ TEST(BenchP2pCuda, GpuMemoryMovesIntactAndASharedGpuIsSaid) {
       // With lanes asked for, back-to-back sends (uni, bi: five per repeat behind the gate) write their completions
       // on a lane from the second on; the ping-pong (lat) waits before each send, and writes none there
       // (completion_lanes.hpp).
+      // A row enqueued with the gate open may find each write run before the next send comes: then none.
       const auto lane_writes = r.at("completion_lane_writes_timed").as_int();
       if (r.at("mode").as_string() == "lat") {
         EXPECT_EQ(lane_writes, 0) << what;
-      } else {
+      } else if (r.at("gated").as_bool()) {
         EXPECT_GT(lane_writes, 0) << what;
       }
     }

@@ -131,10 +131,10 @@ TEST(CompletionLanes, JoinAddsNothingPastAWriteItWaitedForAlready) {
   }
   ASSERT_TRUE(written[1].on_lane());
   ASSERT_TRUE(written[2].on_lane());
-  CompletionLanes::join(*stream, written[2]);
-  EXPECT_EQ(written[2].lane->joined, 2u);
-  CompletionLanes::join(*stream, written[1]);  // covered by the join above
-  EXPECT_EQ(written[1].lane->joined, 2u);
+  EXPECT_FALSE(CompletionLanes::join(*stream, written[0]));  // written on the stream itself
+  EXPECT_TRUE(CompletionLanes::join(*stream, written[2]));
+  EXPECT_EQ(written[2].lane.lock()->joined, 2u);
+  EXPECT_FALSE(CompletionLanes::join(*stream, written[1]));  // covered by the join above
   m.open_gate();
   stream->synchronize();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(load_acquire(&m.words[i]), static_cast<std::uint32_t>(7 + i));

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "core/log.hpp"
 #include "device/host/backoff.hpp"
 
 namespace pickle::transport::ipc {
@@ -42,14 +43,24 @@ CompletionLanes::Written CompletionLanes::write_after(device::Stream& stream, st
     lane->last_value = value;
     return {};
   }
-  if (!lane->stream) {
-    lane->copied = device::make_ordering_event(kind_, device_);
-    lane->written = device::make_ordering_event(kind_, device_);
-    lane->stream = device::make_stream(kind_, device_);
+  try {
+    if (!lane->stream) {
+      lane->copied = device::make_ordering_event(kind_, device_);
+      lane->written = device::make_ordering_event(kind_, device_);
+      lane->stream = device::make_stream(kind_, device_);
+    }
+    stream.record(*lane->copied);
+    lane->stream->wait(*lane->copied);
+    lane->stream->write_value(word, value);
+  } catch (const std::exception& e) {
+    // Nothing half-done matters: a record on `stream` that no lane waits for orders nothing, and a wait the lane
+    // took without its write holds up nothing but the lane. The lane stays for later bursts (or is made then).
+    PICKLE_LOG(Warn, "ipc", "completion lane refused a write (" << e.what() << "); writing on the copy's stream");
+    stream.write_value(word, value);
+    lane->last_word = host_word;
+    lane->last_value = value;
+    return {};
   }
-  stream.record(*lane->copied);
-  lane->stream->wait(*lane->copied);
-  lane->stream->write_value(word, value);
   lane->last_word = host_word;
   lane->last_value = value;
   lane_writes_.fetch_add(1, std::memory_order_relaxed);
@@ -68,14 +79,15 @@ void CompletionLanes::interrupt(const device::Stream& stream) {
   lane->last_word = nullptr;
 }
 
-void CompletionLanes::join(device::Stream& stream, const Written& written) {
-  if (!written.on_lane()) return;
-  Lane& lane = *written.lane;
-  std::lock_guard lock(lane.mutex);
-  if (lane.joined >= written.number) return;
-  lane.stream->record(*lane.written);
-  stream.wait(*lane.written);
-  lane.joined = lane.writes;
+bool CompletionLanes::join(device::Stream& stream, const Written& written) {
+  std::shared_ptr<Lane> lane = written.lane.lock();
+  if (!lane) return false;  // written on the stream itself, or on a lane that went once idle (its writes ran)
+  std::lock_guard lock(lane->mutex);
+  if (lane->joined >= written.number) return false;  // the stream waits past it already
+  lane->stream->record(*lane->written);
+  stream.wait(*lane->written);
+  lane->joined = lane->writes;
+  return true;
 }
 
 std::vector<std::weak_ptr<device::Stream>> CompletionLanes::streams() {

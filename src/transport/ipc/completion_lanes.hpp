@@ -38,10 +38,12 @@ class CompletionLanes {
  public:
   struct Lane;
   /// Where a send's completion write went: nowhere here (written on its own stream), or write `number` of `lane`.
+  /// Weak: a Request kept long after does not keep the lane's stream and events; a lane that went had run its writes
+  /// (lanes go only once idle).
   struct Written {
-    std::shared_ptr<Lane> lane;
+    std::weak_ptr<Lane> lane;
     std::uint64_t number = 0;
-    bool on_lane() const noexcept { return lane != nullptr; }
+    bool on_lane() const noexcept { return number != 0; }
   };
 
   CompletionLanes(MemoryKind kind, int device);
@@ -50,14 +52,16 @@ class CompletionLanes {
 
   /// Enqueues the write of `value` into `word` (as streams address it) once everything enqueued on `stream` so far
   /// has completed: on `stream` itself, or on its lane when the last write enqueued here for `stream` came right
-  /// before (no interrupt() since) and has not run yet. `host_word` is the same word as the host reads it.
+  /// before (no interrupt() since) and has not run yet. `host_word` is the same word as the host reads it. A lane
+  /// that cannot take the write (its stream or events cannot be made, a record or wait is refused) leaves it on
+  /// `stream`: the send's copy is queued already, and must not be reported as failed for want of a lane.
   Written write_after(device::Stream& stream, std::uint32_t* word, const std::uint32_t* host_word, std::uint32_t value);
   /// Says that `stream` got something other than a send since its last write here (a wait): its next write goes
   /// onto the stream itself.
   void interrupt(const device::Stream& stream);
   /// Makes `stream`, the stream whose write went to the lane, wait until the lane has run that write; nothing when
-  /// it waits past it already (or the write went onto `stream` itself).
-  static void join(device::Stream& stream, const Written& written);
+  /// it waits past it already (or the write went onto `stream` itself). True when it enqueued a wait.
+  static bool join(device::Stream& stream, const Written& written);
   /// The lanes' streams: the teardown counts them among the streams that write the signal words.
   std::vector<std::weak_ptr<device::Stream>> streams();
   /// Waits for every lane until `deadline` (TimeoutError after it).

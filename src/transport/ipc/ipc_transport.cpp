@@ -110,13 +110,6 @@ void IpcTransport::synchronize_all() {
       }
     }
   }
-  if (lanes_) {
-    try {
-      lanes_->synchronize_all(Deadline::after_seconds(env::timeout_seconds()));
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
   if (first) std::rethrow_exception(first);
 }
 

@@ -57,7 +57,9 @@ class IpcTransport {
   void note_dropped_work(int peer, const device::Stream* stream);
   void clear_dropped_work(int peer, device::Stream& stream);
 
-  /// Waits for every peer stream and completion lane (before mappings go away).
+  /// Waits for every peer stream (before mappings go away). Not the completion lanes: a lane waits for its
+  /// application stream, which may be held by a wait that only the teardown's last step releases; they write only
+  /// signal words, which that step keeps while a lane has not passed its end (Communicator::Impl::retire_signal_area).
   void synchronize_all();
 
   TransportStats stats() const;
