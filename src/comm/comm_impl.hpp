@@ -408,6 +408,8 @@ struct Communicator::Impl {
   /// The word that marks `request` complete, as the host reads it, and as streams address it.
   std::uint32_t completion_value(const RequestState& request) const;
   std::uint32_t* completion_word_for_streams(const RequestState& request) const;
+  /// The same word as the host reads it (completion_value loads it).
+  const std::uint32_t* completion_word_for_host(const RequestState& request) const;
   /// Communicator::register_memory (collective): also how the collectives' mailboxes (src/collectives/mailbox.cpp)
   /// make their cells known to the peers.
   std::shared_ptr<const WindowState> register_window(void* ptr, std::size_t bytes);

@@ -417,10 +417,9 @@ std::optional<ControlMessage> Communicator::Impl::enqueue_ipc_copy(const std::sh
     // Right behind another send's, on CUDA, it goes to the stream's completion lane, so that the next copy need not
     // wait for it (completion_lanes.hpp).
     if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) {
-      if (send.after_event) lanes->interrupt(stream);  // the copy waited for the caller's point, a wait like any
-      const int index = comm::kPeerSignalSlots + send.slot;
-      auto written = lanes->write_after(stream, completion_word_for_streams(send),
-                                        signals->remote_word(send.ctx.peer, index), send.generation);
+      if (send.after_event) ipc->note_wait_on(stream);  // the copy waited for the caller's point, a wait like any
+      auto written = lanes->write_after(stream, completion_word_for_streams(send), completion_word_for_host(send),
+                                        send.generation);
       if (written.on_lane()) {
         std::lock_guard lock(mutex);
         send.lane_write = std::move(written);
@@ -520,9 +519,14 @@ void Communicator::Impl::finish_matched_send(int peer, MatchedSend& matched, boo
 }
 
 std::uint32_t Communicator::Impl::completion_value(const RequestState& request) const {
+  return device::host::load_acquire(completion_word_for_host(request));
+}
+
+const std::uint32_t* Communicator::Impl::completion_word_for_host(const RequestState& request) const {
   const int peer = request.ctx.peer, index = comm::kPeerSignalSlots + request.slot;
-  if (request.kind == RequestState::Kind::Recv) return signals->load(peer, index);
-  return uses_net(peer) || uses_shm(peer) ? signals->load_sent(peer, index) : signals->load_remote(peer, index);
+  if (request.kind == RequestState::Kind::Recv) return signals->local_word(peer, index);
+  if (uses_net(peer) || uses_shm(peer)) return signals->sent_word(peer, index);
+  return signals->remote_word(peer, index);
 }
 
 std::uint32_t* Communicator::Impl::completion_word_for_streams(const RequestState& request) const {
@@ -583,16 +587,15 @@ bool Communicator::Impl::on_stream(RequestState& request, device::Stream& stream
     throw TimeoutError(cat(describe(request.ctx), " (tag ", request.tag, "): on_stream: the peer has not posted the "
                            "matching recv within ", timeout_seconds, " s"));
   }
-  transport::ipc::CompletionLanes* lanes = ipc->completion_lanes();
   if (ordered_already) {
     // Its write went to the stream's lane: the stream waits for the lane's event, not for the word (about 1.8 us
     // of stream time per wait on a word in host memory). A wait on the stream: the next send there writes its
     // completion on the stream itself (completion_lanes.hpp). Nothing enqueued, nothing changes for it.
-    if (transport::ipc::CompletionLanes::join(stream, lane_write) && lanes) lanes->interrupt(stream);
+    if (transport::ipc::CompletionLanes::join(stream, lane_write)) ipc->note_wait_on(stream);
     return false;
   }
   stream.wait_value(completion_word_for_streams(request), request.generation);
-  if (lanes) lanes->interrupt(stream);  // as above
+  ipc->note_wait_on(stream);  // as above
   std::lock_guard lock(mutex);
   note_stream_on_words_locked(stream);
   request.waiting_streams.push_back(stream.weak_from_this());

@@ -48,7 +48,7 @@ void Communicator::Impl::note_stream_on_words_locked(device::Stream& stream) {
 
 void Communicator::Impl::wait_signal_on_stream(device::Stream& stream, int peer, int slot, std::uint32_t expected) {
   stream.wait_value(signals->local_word_for_streams(peer, slot), expected);
-  if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) lanes->interrupt(stream);
+  ipc->note_wait_on(stream);
   std::lock_guard lock(mutex);
   note_signal_wait_locked(stream, peer, slot, expected);
 }
@@ -60,7 +60,7 @@ void Communicator::Impl::wait_signals_on_stream(device::Stream& stream, int slot
     flags.push_back({signals->local_word_for_streams(wait.peer, slot), wait.expected});
   }
   stream.wait_values(flags);
-  if (transport::ipc::CompletionLanes* lanes = ipc->completion_lanes()) lanes->interrupt(stream);
+  ipc->note_wait_on(stream);
   note_signal_waits(stream, slot, waits);
 }
 

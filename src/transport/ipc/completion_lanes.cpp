@@ -100,16 +100,4 @@ std::vector<std::weak_ptr<device::Stream>> CompletionLanes::streams() {
   return made;
 }
 
-void CompletionLanes::synchronize_all(const Deadline& deadline) {
-  std::exception_ptr first;
-  for (const std::weak_ptr<device::Stream>& weak : streams()) {
-    try {
-      if (auto stream = weak.lock()) stream->synchronize_until(deadline);
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
-
 }  // namespace pickle::transport::ipc

@@ -29,7 +29,6 @@
 
 #include <pickle/communicator.hpp>
 
-#include "core/clock.hpp"
 #include "device/stream.hpp"
 
 namespace pickle::transport::ipc {
@@ -64,8 +63,6 @@ class CompletionLanes {
   static bool join(device::Stream& stream, const Written& written);
   /// The lanes' streams: the teardown counts them among the streams that write the signal words.
   std::vector<std::weak_ptr<device::Stream>> streams();
-  /// Waits for every lane until `deadline` (TimeoutError after it).
-  void synchronize_all(const Deadline& deadline);
   /// Writes that went to a lane so far.
   std::uint64_t lane_writes() const noexcept { return lane_writes_.load(std::memory_order_relaxed); }
 

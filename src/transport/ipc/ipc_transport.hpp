@@ -37,6 +37,10 @@ class IpcTransport {
   /// Where back-to-back sends' completion writes go off their copy's stream (completion_lanes.hpp); null where they
   /// stay on it (PICKLE_IPC_COMPLETION=stream, the default; host memory).
   CompletionLanes* completion_lanes() noexcept { return lanes_.get(); }
+  /// Says that a wait went onto `stream` (CompletionLanes::interrupt; nothing without lanes).
+  void note_wait_on(const device::Stream& stream) {
+    if (lanes_) lanes_->interrupt(stream);
+  }
 
   /// The address, in this process, of [offset, offset + bytes) of `peer`'s allocation `id`. An allocation that was
   /// never announced is a ProtocolError, a range past its end an InvalidArgument; both name `ctx`.
