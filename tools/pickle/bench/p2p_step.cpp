@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <exception>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <pickle/error.hpp>
 
@@ -115,17 +118,17 @@ StepResult run_step(P2pContext& ctx, P2pBackend& backend, Lockstep& lockstep, co
   }
   std::uint64_t wrong = 0;
   for (const auto& payload : checked.payloads) {
-    const std::size_t semicolon = payload.find(';');
-    if (semicolon == std::string::npos) continue;  // a rank that takes no part
-    const std::size_t second = payload.find(';', semicolon + 1);
-    const std::string opens =
-        payload.substr(semicolon + 1, second == std::string::npos ? std::string::npos : second - semicolon - 1);
-    const std::string lane_writes = second == std::string::npos ? "" : payload.substr(second + 1);
-    if (semicolon > 0) wrong += std::strtoull(payload.c_str(), nullptr, 10);
-    if (!opens.empty()) result.mapping_opens = result.mapping_opens.value_or(0) + std::stoull(opens);
-    if (!lane_writes.empty()) {
-      result.completion_lane_writes = result.completion_lane_writes.value_or(0) + std::stoull(lane_writes);
-    }
+    if (payload.find(';') == std::string::npos) continue;  // a rank that takes no part
+    std::vector<std::string> fields;
+    std::istringstream in(payload);
+    for (std::string field; std::getline(in, field, ';');) fields.push_back(field);
+    // Field i summed over the ranks that filled it (an empty field does not apply to that rank).
+    const auto add = [&](std::size_t i, std::optional<std::uint64_t>& sum) {
+      if (i < fields.size() && !fields[i].empty()) sum = sum.value_or(0) + std::stoull(fields[i]);
+    };
+    if (!fields[0].empty()) wrong += std::stoull(fields[0]);  // a ';' in the payload makes at least one field
+    add(1, result.mapping_opens);
+    add(2, result.completion_lane_writes);
   }
   if (options.check) result.wrong = wrong;
   return result;
