@@ -1671,7 +1671,7 @@ PICKLE_CHILD(comm_send_on_stream_then_reuse) {
 // that stream and the source overwritten there: every message arrives intact, and once the stream has synchronized
 // every send has completed (with completion lanes, on CUDA, their writes went to the stream's lane, which on_stream
 // joins). Then a ping-pong, where each send follows a wait: no write goes to a lane. args[1]: the lane writes expected
-// of the burst: "all-but-the-first" (CUDA with PICKLE_IPC_COMPLETION=lanes) or "none".
+// of the burst: "all-but-the-first" (CUDA with completion lanes, the default) or "none".
 PICKLE_CHILD(comm_burst_completion_lanes) {
   Communicator comm = make_comm(args.at(0));
   const bool lanes_expected = args.at(1) == "all-but-the-first";

@@ -21,7 +21,7 @@ TEST(BenchP2pCuda, GpuMemoryMovesIntactAndASharedGpuIsSaid) {
   const BenchRun run = run_bench(dir, "p2p",
                                  {"--memory", "cuda", "--backend", "pickle,ce", "-b", "4K", "-e", "1M", "-f", "16",
                                   "-n", "5", "-w", "1", "--json", json_path},
-                                 {"PICKLE_TIMEOUT=120", "PICKLE_IPC_COMPLETION=lanes"}, std::chrono::seconds(300));
+                                 {"PICKLE_TIMEOUT=120"}, std::chrono::seconds(300));
   const std::string context = run.describe();
   ASSERT_TRUE(run.status.ok()) << context;
   const json::Value root = json::parse(read_file(json_path));
@@ -38,7 +38,7 @@ TEST(BenchP2pCuda, GpuMemoryMovesIntactAndASharedGpuIsSaid) {
     EXPECT_TRUE(r.at("error").is_null()) << what;
     EXPECT_EQ(r.at("wrong").as_int(), 0) << what;
     if (r.at("backend").as_string() == "pickle") {
-      // With lanes asked for, back-to-back sends (uni, bi: five per repeat behind the gate) write their completions
+      // With lanes (the default), back-to-back sends (uni, bi: five per repeat behind the gate) write their completions
       // on a lane from the second on; the ping-pong (lat) waits before each send, and writes none there
       // (completion_lanes.hpp).
       // A row enqueued with the gate open may find each write run before the next send comes: then none.

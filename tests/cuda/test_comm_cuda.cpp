@@ -65,11 +65,12 @@ TEST_F(CommCuda, SourceReusedAfterASendsOnStreamKeepsWhatWasSent) {
   expect_all_ok(run_ranks("comm_send_on_stream_then_reuse", 2, {"cuda"}, {"PICKLE_TIMEOUT=30"}));
 }
 TEST_F(CommCuda, BackToBackSendsWriteTheirCompletionsOnALaneAndAPingPongDoesNot) {
-  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"cuda", "all-but-the-first"},
-                          {"PICKLE_TIMEOUT=30", "PICKLE_IPC_COMPLETION=lanes"}));
+  // The default (PICKLE_IPC_COMPLETION unset: lanes).
+  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"cuda", "all-but-the-first"}, {"PICKLE_TIMEOUT=30"}));
 }
 TEST_F(CommCuda, BackToBackSendsWithTheirCompletionsOnTheStreamArriveIntact) {
-  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"cuda", "none"}, {"PICKLE_TIMEOUT=30"}));  // the default
+  expect_all_ok(run_ranks("comm_burst_completion_lanes", 2, {"cuda", "none"},
+                          {"PICKLE_TIMEOUT=30", "PICKLE_IPC_COMPLETION=stream"}));
 }
 TEST_F(CommCuda, PutSignalWaitThroughAWindow) {
   expect_all_ok(run_ranks("comm_put_signal", 2, {"cuda"}, {"PICKLE_TIMEOUT=60"}));

@@ -35,7 +35,7 @@ class IpcTransport {
   MappingCache& cache() { return cache_; }
 
   /// Where back-to-back sends' completion writes go off their copy's stream (completion_lanes.hpp); null where they
-  /// stay on it (PICKLE_IPC_COMPLETION=stream, the default; host memory).
+  /// stay on it (PICKLE_IPC_COMPLETION=stream; host memory).
   CompletionLanes* completion_lanes() noexcept { return lanes_.get(); }
   /// Says that a wait went onto `stream` (CompletionLanes::interrupt; nothing without lanes).
   void note_wait_on(const device::Stream& stream) {
