@@ -139,7 +139,9 @@ TEST(CompletionLanes, JoinAddsNothingPastAWriteItWaitedForAlready) {
   ASSERT_TRUE(written[2].on_lane());
   EXPECT_FALSE(CompletionLanes::join(*stream, written[0]));  // written on the stream itself
   EXPECT_TRUE(CompletionLanes::join(*stream, written[2]));
-  EXPECT_EQ(written[2].lane.lock()->joined, 2u);
+  const std::shared_ptr<CompletionLanes::Lane> lane = written[2].lane.lock();
+  ASSERT_NE(lane, nullptr);
+  EXPECT_EQ(lane->joined, 2u);
   EXPECT_FALSE(CompletionLanes::join(*stream, written[1]));  // covered by the join above
   m.open_gate();
   stream->synchronize();
