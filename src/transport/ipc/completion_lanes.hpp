@@ -15,10 +15,11 @@
 // write too, where a Request::on_stream asks for the send's completion.
 //
 // Only for CUDA streams, with PICKLE_IPC_COMPLETION=lanes, the default since two H200s measured it: back-to-back
-// 1 MiB sends 6.0 against 8.7 us per message, 2.0x NCCL's rate where the copy's stream took 1.35x; ping-pongs as
-// before (docs/results/2026-12-01d-h200x2.md). `stream` keeps every write on the copy's stream. A host stream's write
-// is an atomic store on the thread that just copied, and a host stream that drops its queue must take the send's write
-// with it (Communicator::Impl::enqueue_ipc_copy). The class itself works on either kind, so the CPU tests run it.
+// 1 MiB sends 6.0-6.3 against 8.6-8.8 us per message, 1.89-2.00x NCCL's rate where the copy's stream took 1.34-1.38x;
+// ping-pongs as before (docs/results/2026-12-01d-h200x2.md). `stream` keeps every write on the copy's stream. A host
+// stream's write is an atomic store on the thread that just copied, and a host stream that drops its queue must take
+// the send's write with it (Communicator::Impl::enqueue_ipc_copy). The class itself works on either kind, so the CPU
+// tests run it.
 
 #include <atomic>
 #include <cstdint>
