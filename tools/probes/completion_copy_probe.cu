@@ -25,6 +25,14 @@
 //   copy, write on 2nd     each copy followed by an event record; a second stream waits for that event and writes the
 //                          word: the completion leaves the copy stream, so that the next copy need not wait for it
 //                          (time until the second stream's last write)
+// Then the same marks with the words in pinned host memory, where pickle keeps its completion words, whatever the
+// data's target (host words):
+//   copy+write             pickle's PICKLE_IPC_COMPLETION=stream
+//   copy, write on 2nd     an event per message, as above
+//   2nd, one event         one event re-recorded after each copy and waited for by the second stream at once:
+//                          pickle's completion lanes (src/transport/ipc/completion_lanes.cpp)
+//   2nd, no barrier        an event per message, the second stream's write without its memory barrier
+//                          (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER): whether the barrier is what a lane's write costs
 // After every repeat each word must hold its message's value and every destination byte the source's (checked).
 // Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag, copy 4 KiB or 1 MiB to the other GPU, mark its
 // flag there (write-value, 4-byte copy of a value staged in device memory, write-value into this GPU's memory then
@@ -48,17 +56,32 @@ namespace {
 
 using probe::check;
 
-enum class Mark { None, Write, CopyFromHost, CopyFromDevice, StagedCopy, Event, WriteOnSecond };
+enum class Mark {
+  None,
+  Write,
+  CopyFromHost,
+  CopyFromDevice,
+  StagedCopy,
+  Event,
+  WriteOnSecond,
+  WriteOnSecondOneEvent,
+  WriteOnSecondNoBarrier
+};
 constexpr struct {
   Mark mark;
   const char* name;
-} kMarks[] = {{Mark::None, "copy only"},
-              {Mark::Write, "copy+write"},
-              {Mark::CopyFromHost, "copy+copy4 host"},
-              {Mark::CopyFromDevice, "copy+copy4 device"},
-              {Mark::StagedCopy, "wlocal+copy+copy4"},
-              {Mark::Event, "copy+event"},
-              {Mark::WriteOnSecond, "copy, write on 2nd"}};
+  bool host_words;  // the completion words in pinned host memory, not the target's
+} kMarks[] = {{Mark::None, "copy only", false},
+              {Mark::Write, "copy+write", false},
+              {Mark::CopyFromHost, "copy+copy4 host", false},
+              {Mark::CopyFromDevice, "copy+copy4 device", false},
+              {Mark::StagedCopy, "wlocal+copy+copy4", false},
+              {Mark::Event, "copy+event", false},
+              {Mark::WriteOnSecond, "copy, write on 2nd", false},
+              {Mark::Write, "host words: copy+write", true},
+              {Mark::WriteOnSecond, "host words: write on 2nd", true},
+              {Mark::WriteOnSecondOneEvent, "host words: 2nd, 1 event", true},
+              {Mark::WriteOnSecondNoBarrier, "host words: 2nd, no fence", true}};
 
 constexpr int kMessages = 200, kRepeats = 7, kDestinations = 16;
 constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
@@ -67,8 +90,9 @@ constexpr unsigned char kSourceByte = 0x5a;
 /// Where the messages go: GPU 1's memory or pinned host memory (both written only by a copy engine).
 struct Target {
   bool peer = false;
-  char* data = nullptr;       // kDestinations slots of kMaxBytes
-  unsigned* words = nullptr;  // kMessages completion words
+  char* data = nullptr;            // kDestinations slots of kMaxBytes
+  unsigned* words = nullptr;       // kMessages completion words
+  unsigned* host_words = nullptr;  // kMessages completion words in pinned host memory (pickle's place for them)
 };
 
 Target make_target(int gpus) {
@@ -91,6 +115,7 @@ Target make_target(int gpus) {
     check(cudaHostAlloc(&target.data, kMaxBytes * kDestinations, cudaHostAllocMapped), "cudaHostAlloc data");
     check(cudaHostAlloc(&target.words, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc words");
   }
+  check(cudaHostAlloc(&target.host_words, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc words");
   return target;
 }
 
@@ -105,8 +130,9 @@ void clear(const Target& target, void* ptr, std::size_t bytes) {
 }
 
 /// Wrong destination bytes and words after a series (the words must hold `values`); both 0 when all arrived.
-std::size_t wrong_after(const Target& target, std::size_t bytes, const std::vector<unsigned>& values,
-                        std::vector<unsigned char>& scratch, std::vector<unsigned>& words, bool check_words) {
+std::size_t wrong_after(const Target& target, const unsigned* target_words, std::size_t bytes,
+                        const std::vector<unsigned>& values, std::vector<unsigned char>& scratch,
+                        std::vector<unsigned>& words, bool check_words) {
   std::size_t wrong = 0;
   const int slots = std::min(kMessages, kDestinations);
   scratch.resize(bytes);
@@ -117,7 +143,7 @@ std::size_t wrong_after(const Target& target, std::size_t bytes, const std::vect
   }
   if (check_words) {
     words.resize(kMessages);
-    check(cudaMemcpy(words.data(), target.words, kMessages * sizeof(unsigned), cudaMemcpyDefault), "cudaMemcpy words");
+    check(cudaMemcpy(words.data(), target_words, kMessages * sizeof(unsigned), cudaMemcpyDefault), "cudaMemcpy words");
     for (std::size_t i = 0; i < words.size(); ++i) wrong += words[i] != values[i] ? 1 : 0;
   }
   return wrong;
@@ -150,8 +176,9 @@ void back_to_back(const Target& target) {
   for (std::size_t b = 4096; b <= kMaxBytes; b *= 4) std::printf("%10zu", b);
   std::printf("   (us per message, into %s)\n", target.peer ? "GPU 1" : "pinned host memory");
   unsigned generation = 0;
-  for (const auto& [mark, name] : kMarks) {
+  for (const auto& [mark, name, host_words] : kMarks) {
     if (mark == Mark::CopyFromHost && !target.peer) continue;
+    unsigned* const target_words = host_words ? target.host_words : target.words;
     std::printf("%-24s", name);
     std::size_t wrong = 0;
     for (std::size_t bytes = 4096; bytes <= kMaxBytes; bytes *= 4) {
@@ -166,13 +193,17 @@ void back_to_back(const Target& target) {
         }
         check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         clear(target, target.data, bytes * kDestinations);
-        clear(target, target.words, kMessages * sizeof(unsigned));
+        if (host_words) {
+          std::memset(target_words, 0, kMessages * sizeof(unsigned));
+        } else {
+          clear(target, target_words, kMessages * sizeof(unsigned));
+        }
         *gate = 0;
         check(wait_value(stream, reinterpret_cast<CUdeviceptr>(gate), 1, CU_STREAM_WAIT_VALUE_GEQ), "gate");
         check(cudaEventRecord(start, stream), "cudaEventRecord");
         for (int i = 0; i < kMessages; ++i) {
           char* to = target.data + static_cast<std::size_t>(i % kDestinations) * bytes;
-          unsigned* word = target.words + i;
+          unsigned* word = target_words + i;
           const unsigned value = values[static_cast<std::size_t>(i)];
           if (mark == Mark::StagedCopy) {
             check(write_value(stream, reinterpret_cast<CUdeviceptr>(device_values + i), value, 0), "write local");
@@ -200,14 +231,28 @@ void back_to_back(const Target& target) {
               check(cudaStreamWaitEvent(second, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
               check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
               break;
+            case Mark::WriteOnSecondOneEvent:  // a wait takes the event's latest record: this copy's end
+              check(cudaEventRecord(copied[0], stream), "cudaEventRecord");
+              check(cudaStreamWaitEvent(second, copied[0], 0), "cudaStreamWaitEvent");
+              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
+              break;
+            case Mark::WriteOnSecondNoBarrier:
+              check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
+              check(cudaStreamWaitEvent(second, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
+              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value,
+                                CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER),
+                    "write value");
+              break;
           }
         }
-        if (mark == Mark::WriteOnSecond) {  // the time runs to the second stream's last write
+        if (mark == Mark::WriteOnSecond || mark == Mark::WriteOnSecondOneEvent ||
+            mark == Mark::WriteOnSecondNoBarrier) {  // the time runs to the second stream's last write
           check(cudaEventRecord(second_done, second), "cudaEventRecord");
           check(cudaStreamWaitEvent(stream, second_done, 0), "cudaStreamWaitEvent");
         }
         per_message.push_back(probe::open_gate_and_time(gate, stream, start, stop) * 1000.f / kMessages);
-        wrong += wrong_after(target, bytes, values, scratch, words, mark != Mark::None && mark != Mark::Event);
+        wrong +=
+            wrong_after(target, target_words, bytes, values, scratch, words, mark != Mark::None && mark != Mark::Event);
       }
       std::printf("%10.2f", probe::median(per_message));
     }
