@@ -31,8 +31,10 @@
 //   copy, write on 2nd     an event per message, as above
 //   2nd, one event         one event re-recorded after each copy and waited for by the second stream at once:
 //                          pickle's completion lanes (src/transport/ipc/completion_lanes.cpp)
-//   2nd, no barrier        an event per message, the second stream's write without its memory barrier
-//                          (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER): whether the barrier is what a lane's write costs
+//   2nd and 3rd            an event per message, the writes taken in turn by two streams: whether two lanes per
+//                          stream would keep up with copies that one lane's writes (about 3.4 us each) hold back.
+//                          (A write without its memory barrier, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, was refused
+//                          there: CUDA_ERROR_INVALID_VALUE, two H200s, driver 580.159.04, 2026-12-01d call 6.)
 // After every repeat each word must hold its message's value and every destination byte the source's (checked).
 // Part 2 (two GPUs only): a ping-pong, one hop = wait for the flag, copy 4 KiB or 1 MiB to the other GPU, mark its
 // flag there (write-value, 4-byte copy of a value staged in device memory, write-value into this GPU's memory then
@@ -65,7 +67,7 @@ enum class Mark {
   Event,
   WriteOnSecond,
   WriteOnSecondOneEvent,
-  WriteOnSecondNoBarrier
+  WriteOnTwo
 };
 constexpr struct {
   Mark mark;
@@ -81,7 +83,7 @@ constexpr struct {
               {Mark::Write, "host words: copy+write", true},
               {Mark::WriteOnSecond, "host words: write on 2nd", true},
               {Mark::WriteOnSecondOneEvent, "host words: 2nd, 1 event", true},
-              {Mark::WriteOnSecondNoBarrier, "host words: 2nd, no fence", true}};
+              {Mark::WriteOnTwo, "host words: 2nd and 3rd", true}};
 
 constexpr int kMessages = 200, kRepeats = 7, kDestinations = 16;
 constexpr std::size_t kMaxBytes = std::size_t{4} << 20;
@@ -159,13 +161,15 @@ void back_to_back(const Target& target) {
   check(cudaHostAlloc(&host_values, kMessages * sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
   check(cudaMalloc(&device_values, kMessages * sizeof(unsigned)), "cudaMalloc");
   check(cudaHostAlloc(&gate, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
-  cudaStream_t stream, second;
+  cudaStream_t stream, second, third;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&third, cudaStreamNonBlocking), "cudaStreamCreate");
   std::vector<cudaEvent_t> copied(kMessages);  // one per message: each marks its copy's end
   for (cudaEvent_t& event : copied) check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-  cudaEvent_t second_done;
+  cudaEvent_t second_done, third_done;
   check(cudaEventCreateWithFlags(&second_done, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventCreateWithFlags(&third_done, cudaEventDisableTiming), "cudaEventCreate");
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -236,19 +240,23 @@ void back_to_back(const Target& target) {
               check(cudaStreamWaitEvent(second, copied[0], 0), "cudaStreamWaitEvent");
               check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
               break;
-            case Mark::WriteOnSecondNoBarrier:
+            case Mark::WriteOnTwo: {
+              cudaStream_t lane = i % 2 == 0 ? second : third;
               check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
-              check(cudaStreamWaitEvent(second, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
-              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value,
-                                CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER),
-                    "write value");
+              check(cudaStreamWaitEvent(lane, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
+              check(write_value(lane, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
               break;
+            }
           }
         }
         if (mark == Mark::WriteOnSecond || mark == Mark::WriteOnSecondOneEvent ||
-            mark == Mark::WriteOnSecondNoBarrier) {  // the time runs to the second stream's last write
+            mark == Mark::WriteOnTwo) {  // the time runs to the last write of the second (and third) stream
           check(cudaEventRecord(second_done, second), "cudaEventRecord");
           check(cudaStreamWaitEvent(stream, second_done, 0), "cudaStreamWaitEvent");
+        }
+        if (mark == Mark::WriteOnTwo) {
+          check(cudaEventRecord(third_done, third), "cudaEventRecord");
+          check(cudaStreamWaitEvent(stream, third_done, 0), "cudaStreamWaitEvent");
         }
         per_message.push_back(probe::open_gate_and_time(gate, stream, start, stop) * 1000.f / kMessages);
         wrong +=
