@@ -109,15 +109,14 @@ constexpr std::array kTable = {
              "callback is two stream operations, and a CUDA stream took 510 of them). Code that queues stream work "
              "while holding what the stream needs to move on then hangs on CPU too, where the tests see it. 0: no "
              "bound. See docs/transports.md, \"The rule that follows\"."},
-    Variable{
-        "PICKLE_IPC_COMPLETION", "lanes",
-        "Where an ipc send's completion write (the fenced write-value into the receiver's word) goes on CUDA: "
-        "lanes: on a second stream (a completion lane), behind an event after the copy, when the send directly "
-        "follows another on the same stream whose write has not run yet, so that the next copy need not wait "
-        "for it (back-to-back sends: two H200s, 1 MiB, 6.0-6.3 against 8.6-8.8 us per message); a send after a wait (a "
-        "ping-pong) writes on its own stream, the lowest latency. stream: always on the copy's stream (as "
-        "before 2026-12-01). Host memory always writes on the copy's stream. See docs/p2p.md, \"Completion "
-        "lanes\"."},
+    Variable{"PICKLE_IPC_COMPLETION", "lanes",
+             "Where an ipc send's completion write (the fenced write-value into the receiver's word) goes on CUDA: "
+             "lanes: on a second stream (a completion lane), behind an event after the copy, when the send directly "
+             "follows another on the same stream whose write has not run yet, so that the next copy need not wait "
+             "for it (back-to-back sends: two H200s, 1 MiB, 6.0-6.3 against 8.6-8.8 us per message); a send after "
+             "a wait (a ping-pong) writes on its own stream, the lowest latency. stream: always on the copy's stream "
+             "(as before 2026-12-01). Host memory always writes on the copy's stream. See docs/p2p.md, \"Completion "
+             "lanes\"."},
     Variable{"PICKLE_IPC_STREAMS", "1",
              "Copy streams per peer for the ipc transport's sends (1 to 8). 1: a send matched at call time runs on "
              "the caller's stream (fewest operations per message, the lowest latency). More: every ipc send takes its "
