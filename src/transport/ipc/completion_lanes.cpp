@@ -37,10 +37,14 @@ CompletionLanes::Written CompletionLanes::write_after(device::Stream& stream, st
   std::lock_guard lock(lane->mutex);
   const bool burst = lane->last_word != nullptr &&
                      !device::host::flag_reached(device::host::load_acquire(lane->last_word), lane->last_value);
-  if (!burst) {
-    stream.write_value(word, value);
+  // Whichever stream writes it, this write is the one the next send on `stream` follows.
+  const auto remember = [&] {
     lane->last_word = host_word;
     lane->last_value = value;
+  };
+  if (!burst) {
+    stream.write_value(word, value);
+    remember();
     return {};
   }
   try {
@@ -57,12 +61,10 @@ CompletionLanes::Written CompletionLanes::write_after(device::Stream& stream, st
     // took without its write holds up nothing but the lane. The lane stays for later bursts (or is made then).
     PICKLE_LOG(Warn, "ipc", "completion lane refused a write (" << e.what() << "); writing on the copy's stream");
     stream.write_value(word, value);
-    lane->last_word = host_word;
-    lane->last_value = value;
+    remember();
     return {};
   }
-  lane->last_word = host_word;
-  lane->last_value = value;
+  remember();
   lane_writes_.fetch_add(1, std::memory_order_relaxed);
   return {.lane = lane, .number = ++lane->writes};
 }
