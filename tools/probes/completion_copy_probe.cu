@@ -231,26 +231,22 @@ void back_to_back(const Target& target) {
               check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
               break;
             case Mark::WriteOnSecond:
-              check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
-              check(cudaStreamWaitEvent(second, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
-              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
-              break;
-            case Mark::WriteOnSecondOneEvent:  // a wait takes the event's latest record: this copy's end
-              check(cudaEventRecord(copied[0], stream), "cudaEventRecord");
-              check(cudaStreamWaitEvent(second, copied[0], 0), "cudaStreamWaitEvent");
-              check(write_value(second, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
-              break;
+            case Mark::WriteOnSecondOneEvent:
             case Mark::WriteOnTwo: {
-              cudaStream_t lane = i % 2 == 0 ? second : third;
-              check(cudaEventRecord(copied[static_cast<std::size_t>(i)], stream), "cudaEventRecord");
-              check(cudaStreamWaitEvent(lane, copied[static_cast<std::size_t>(i)], 0), "cudaStreamWaitEvent");
-              check(write_value(lane, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
+              // One event re-recorded: a wait takes the event's latest record, this copy's end.
+              cudaEvent_t event = copied[mark == Mark::WriteOnSecondOneEvent ? 0 : static_cast<std::size_t>(i)];
+              cudaStream_t writer = mark == Mark::WriteOnTwo && i % 2 == 1 ? third : second;
+              check(cudaEventRecord(event, stream), "cudaEventRecord");
+              check(cudaStreamWaitEvent(writer, event, 0), "cudaStreamWaitEvent");
+              check(write_value(writer, reinterpret_cast<CUdeviceptr>(word), value, 0), "write value");
               break;
             }
           }
         }
-        if (mark == Mark::WriteOnSecond || mark == Mark::WriteOnSecondOneEvent ||
-            mark == Mark::WriteOnTwo) {  // the time runs to the last write of the second (and third) stream
+        // The time runs to the last write of the second (and third) stream.
+        const bool on_second =
+            mark == Mark::WriteOnSecond || mark == Mark::WriteOnSecondOneEvent || mark == Mark::WriteOnTwo;
+        if (on_second) {
           check(cudaEventRecord(second_done, second), "cudaEventRecord");
           check(cudaStreamWaitEvent(stream, second_done, 0), "cudaStreamWaitEvent");
         }
